@@ -1,0 +1,39 @@
+# Helpers shared by every target: warnings, sanitizers, and one static library per layer.
+
+set(RLX_WARNINGS -Wall -Wextra -Wpedantic)
+if(RLX_WERROR)
+  list(APPEND RLX_WARNINGS -Werror)
+endif()
+
+if(RLX_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# rlx_apply_flags(target): project warnings for our own code.
+function(rlx_apply_flags target)
+  target_compile_options(${target} PRIVATE ${RLX_WARNINGS})
+endfunction()
+
+# rlx_layer(name DEPS ... [SOURCES_GLOB patterns...]): static library rlx_<name>
+# built from src/<name>/*.cpp, with include/ and src/ on its include path.
+function(rlx_layer name)
+  cmake_parse_arguments(L "" "" "DEPS;SOURCES_GLOB" ${ARGN})
+  if(NOT L_SOURCES_GLOB)
+    set(L_SOURCES_GLOB "src/${name}/*.cpp")
+  endif()
+  set(patterns)
+  foreach(p IN LISTS L_SOURCES_GLOB)
+    list(APPEND patterns "${CMAKE_SOURCE_DIR}/${p}")
+  endforeach()
+  file(GLOB sources CONFIGURE_DEPENDS ${patterns})
+  if(NOT sources)  # a layer not written yet still links
+    set(stub ${CMAKE_BINARY_DIR}/empty_${name}.cpp)
+    file(WRITE ${stub} "// ${name}: no sources yet\n")
+    set(sources ${stub})
+  endif()
+  add_library(rlx_${name} STATIC ${sources})
+  target_include_directories(rlx_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src)
+  target_link_libraries(rlx_${name} PUBLIC ${L_DEPS})
+  rlx_apply_flags(rlx_${name})
+endfunction()

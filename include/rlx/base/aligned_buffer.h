@@ -1,0 +1,54 @@
+// Owning byte buffer with 64-byte (or larger power-of-two) alignment, used for
+// arenas, parameters and kernel scratch so SIMD loads never straddle lines.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+namespace rlx {
+
+inline constexpr size_t kDefaultAlignment = 64;
+
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  /// Allocates `size` bytes aligned to `alignment` (a power of two), zero-filled.
+  explicit AlignedBuffer(size_t size, size_t alignment = kDefaultAlignment);
+  ~AlignedBuffer();
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  AlignedBuffer(AlignedBuffer&& o) noexcept { swap(o); }
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
+    AlignedBuffer tmp(std::move(o));
+    swap(tmp);
+    return *this;
+  }
+
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  size_t alignment() const { return alignment_; }
+  bool empty() const { return size_ == 0; }
+  template <typename T>
+  T* as() { return reinterpret_cast<T*>(data_); }
+  template <typename T>
+  const T* as() const { return reinterpret_cast<const T*>(data_); }
+
+  void swap(AlignedBuffer& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(size_, o.size_);
+    std::swap(alignment_, o.alignment_);
+  }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  size_t alignment_ = kDefaultAlignment;
+};
+
+/// Rounds `n` up to a multiple of `alignment` (a power of two).
+constexpr size_t align_up(size_t n, size_t alignment) { return (n + alignment - 1) & ~(alignment - 1); }
+
+}  // namespace rlx

@@ -1,0 +1,26 @@
+// The one place RLX reads environment variables. They are read once, at first
+// use, into `EnvConfig`; everything else takes its knobs from options structs.
+//
+//   RLX_LOG       log level: trace|debug|info|warn|error|off (default warn)
+//   RLX_THREADS   worker threads for the CPU backend (default: all cores)
+//   RLX_IR_DUMP   folder to dump every compile stage's IR into (default: off)
+//   RLX_CPU_ISA   cap the CPU kernels' instruction set: scalar|avx2|avx512|amx
+//   RLX_CACHE_DIR folder for AOT compile caches and built-in demo models
+#pragma once
+
+#include <string>
+
+namespace rlx {
+
+struct EnvConfig {
+  std::string log_level;
+  int threads = 0;        ///< 0 = not set
+  std::string ir_dump_dir;
+  std::string cpu_isa;
+  std::string cache_dir;
+};
+
+/// The environment as read once at first call.
+const EnvConfig& env_config();
+
+}  // namespace rlx

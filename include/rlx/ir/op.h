@@ -1,0 +1,286 @@
+// Op kinds (generated from ops.def) and their typed attributes. Every attrs
+// struct lists its fields once in `fields(v)`; printing, parsing, equality and
+// fingerprinting are generic over that list.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "rlx/ir/dtype.h"
+#include "rlx/ir/shape.h"
+
+namespace rlx::ir {
+
+enum class OpKind : uint8_t {
+#define OP(name, text, min_in, max_in, category, attrs) name,
+#include "rlx/ir/ops.def"
+#undef OP
+};
+
+enum class OpCategory : uint8_t { Boundary, Elementwise, Compute, Reduction, Norm, Movement, Fused, Extension, Hir };
+
+struct OpInfo {
+  std::string_view name;  ///< text form, e.g. "matmul"
+  int min_inputs;
+  int max_inputs;         ///< -1 = unbounded
+  OpCategory category;
+};
+
+const OpInfo& op_info(OpKind k);
+inline std::string_view op_name(OpKind k) { return op_info(k).name; }
+std::optional<OpKind> parse_op_kind(std::string_view text);
+inline constexpr int kNumOpKinds = 0
+#define OP(name, text, min_in, max_in, category, attrs) +1
+#include "rlx/ir/ops.def"
+#undef OP
+    ;
+inline bool is_hir_op(OpKind k) { return op_info(k).category == OpCategory::Hir; }
+inline bool is_elementwise(OpKind k) { return op_info(k).category == OpCategory::Elementwise; }
+
+// ---- enums used by attributes (each with a name table for the text form) ----------
+
+#define RLX_ACT_KINDS(X) \
+  X(Identity, "identity") X(Gelu, "gelu") X(GeluTanh, "gelu_tanh") X(Silu, "silu") X(Relu, "relu") \
+  X(Sigmoid, "sigmoid") X(Tanh, "tanh") X(Exp, "exp") X(Log, "log") X(Sqrt, "sqrt") X(Rsqrt, "rsqrt") \
+  X(Neg, "neg") X(Abs, "abs") X(Sin, "sin") X(Cos, "cos")
+#define RLX_BINARY_KINDS(X) \
+  X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Max, "max") X(Min, "min") X(Pow, "pow")
+#define RLX_COMPARE_KINDS(X) X(Eq, "eq") X(Ne, "ne") X(Lt, "lt") X(Le, "le") X(Gt, "gt") X(Ge, "ge")
+#define RLX_REDUCE_KINDS(X) X(Sum, "sum") X(Mean, "mean") X(Max, "max") X(Min, "min")
+#define RLX_MASK_KINDS(X) X(None, "none") X(Causal, "causal") X(SlidingWindow, "sliding_window")
+#define RLX_ROPE_LAYOUTS(X) X(Normal, "normal") X(Neox, "neox")
+#define RLX_ROPE_SCALINGS(X) X(None, "none") X(Linear, "linear") X(Llama3, "llama3")
+
+#define RLX_ENUM_MEMBER(name, text) name,
+enum class ActKind : uint8_t { RLX_ACT_KINDS(RLX_ENUM_MEMBER) };
+enum class BinaryKind : uint8_t { RLX_BINARY_KINDS(RLX_ENUM_MEMBER) };
+enum class CompareKind : uint8_t { RLX_COMPARE_KINDS(RLX_ENUM_MEMBER) };
+enum class ReduceKind : uint8_t { RLX_REDUCE_KINDS(RLX_ENUM_MEMBER) };
+enum class MaskKind : uint8_t { RLX_MASK_KINDS(RLX_ENUM_MEMBER) };
+enum class RopeLayout : uint8_t { RLX_ROPE_LAYOUTS(RLX_ENUM_MEMBER) };
+enum class RopeScaling : uint8_t { RLX_ROPE_SCALINGS(RLX_ENUM_MEMBER) };
+#undef RLX_ENUM_MEMBER
+
+/// Name tables: enum_names(E{}) lists the text of every value in order.
+const std::vector<std::string_view>& enum_names(ActKind);
+const std::vector<std::string_view>& enum_names(BinaryKind);
+const std::vector<std::string_view>& enum_names(CompareKind);
+const std::vector<std::string_view>& enum_names(ReduceKind);
+const std::vector<std::string_view>& enum_names(MaskKind);
+const std::vector<std::string_view>& enum_names(RopeLayout);
+const std::vector<std::string_view>& enum_names(RopeScaling);
+template <typename E>
+std::string_view enum_name(E e) { return enum_names(E{})[static_cast<size_t>(e)]; }
+template <typename E>
+std::optional<E> parse_enum(std::string_view text) {
+  const auto& names = enum_names(E{});
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == text) return static_cast<E>(i);
+  return std::nullopt;
+}
+
+// ---- attribute structs -------------------------------------------------------------
+// fields(v) calls v("name", member) for every field, in print order.
+
+struct NoAttrs {
+  template <class V> void fields(V&&) {}
+};
+struct InputAttrs {
+  std::string name;
+  template <class V> void fields(V&& v) { v("name", name); }
+};
+struct ParamAttrs {
+  std::string name;
+  template <class V> void fields(V&& v) { v("name", name); }
+};
+struct HandleAttrs {
+  std::string name;
+  template <class V> void fields(V&& v) { v("name", name); }
+};
+/// Constant payload: raw little-endian bytes of the node's dtype and shape.
+struct ConstantData {
+  std::shared_ptr<const std::vector<uint8_t>> bytes;
+  friend bool operator==(const ConstantData& a, const ConstantData& b);
+};
+struct ConstantAttrs {
+  ConstantData data;
+  template <class V> void fields(V&& v) { v("data", data); }
+};
+struct ActivationAttrs {
+  ActKind kind = ActKind::Identity;
+  template <class V> void fields(V&& v) { v("kind", kind); }
+};
+struct BinaryAttrs {
+  BinaryKind kind = BinaryKind::Add;
+  template <class V> void fields(V&& v) { v("kind", kind); }
+};
+struct CompareAttrs {
+  CompareKind kind = CompareKind::Eq;
+  template <class V> void fields(V&& v) { v("kind", kind); }
+};
+/// y = op(a) @ op(b), batched over leading dims (broadcast), op = optional transpose of the last two.
+struct MatMulAttrs {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  template <class V> void fields(V&& v) { v("transpose_a", transpose_a); v("transpose_b", transpose_b); }
+};
+struct ReduceAttrs {
+  ReduceKind kind = ReduceKind::Sum;
+  std::vector<int64_t> axes;
+  bool keep_dims = false;
+  template <class V> void fields(V&& v) { v("kind", kind); v("axes", axes); v("keep_dims", keep_dims); }
+};
+struct SoftmaxAttrs {
+  int64_t axis = -1;
+  template <class V> void fields(V&& v) { v("axis", axis); }
+};
+struct CumsumAttrs {
+  int64_t axis = -1;
+  bool exclusive = false;
+  template <class V> void fields(V&& v) { v("axis", axis); v("exclusive", exclusive); }
+};
+/// Top-k along the last axis, sorted descending; output i32 indices or the values.
+struct TopKAttrs {
+  int64_t k = 1;
+  bool values = false;
+  template <class V> void fields(V&& v) { v("k", k); v("values", values); }
+};
+struct NormAttrs {
+  double eps = 1e-5;
+  template <class V> void fields(V&& v) { v("eps", eps); }
+};
+/// Rotary embedding on x[.., S, n_heads*head_dim] at positions pos[S]. Only the
+/// first n_rot dims of each head rotate. Normal = adjacent pairs, Neox = half split.
+struct RopeAttrs {
+  int64_t head_dim = 0;
+  int64_t n_rot = 0;
+  RopeLayout layout = RopeLayout::Normal;
+  double theta = 10000.0;
+  RopeScaling scaling = RopeScaling::None;
+  double factor = 1.0;                ///< linear: pos / factor; llama3: low-frequency divisor
+  double low_freq_factor = 1.0;       ///< llama3 only
+  double high_freq_factor = 4.0;      ///< llama3 only
+  int64_t original_context = 8192;    ///< llama3 only
+  template <class V> void fields(V&& v) {
+    v("head_dim", head_dim); v("n_rot", n_rot); v("layout", layout); v("theta", theta);
+    v("scaling", scaling); v("factor", factor); v("low_freq_factor", low_freq_factor);
+    v("high_freq_factor", high_freq_factor); v("original_context", original_context);
+  }
+  friend bool operator==(const RopeAttrs&, const RopeAttrs&) = default;
+};
+/// Multi-head attention. q[.., S, n_heads*head_dim], k/v[.., T, n_kv_heads*head_dim];
+/// query head h reads kv head h / (n_heads / n_kv_heads). Optional q_pos[S] gives each
+/// query's absolute position (keys sit at 0..T-1); without it queries are aligned to
+/// the end of the keys (pos = T - S + i). scores = q.k * scale, then softcap*tanh(s/softcap)
+/// when softcap > 0, then the mask (causal: key <= pos; sliding: pos - key < window).
+struct AttentionAttrs {
+  int64_t n_heads = 1;
+  int64_t n_kv_heads = 1;
+  int64_t head_dim = 1;
+  MaskKind mask = MaskKind::Causal;
+  int64_t window = 0;
+  double scale = 0.0;    ///< 0 = 1/sqrt(head_dim)
+  double softcap = 0.0;  ///< 0 = off
+  template <class V> void fields(V&& v) {
+    v("n_heads", n_heads); v("n_kv_heads", n_kv_heads); v("head_dim", head_dim); v("mask", mask);
+    v("window", window); v("scale", scale); v("softcap", softcap);
+  }
+};
+/// Target shape of Reshape / Expand.
+struct ShapeAttrs {
+  Shape shape;
+  template <class V> void fields(V&& v) { v("shape", shape); }
+};
+struct TransposeAttrs {
+  std::vector<int64_t> perm;
+  template <class V> void fields(V&& v) { v("perm", perm); }
+};
+struct NarrowAttrs {
+  int64_t axis = 0;
+  int64_t start = 0;
+  Dim length;
+  template <class V> void fields(V&& v) { v("axis", axis); v("start", start); v("length", length); }
+};
+struct AxisAttrs {
+  int64_t axis = 0;
+  template <class V> void fields(V&& v) { v("axis", axis); }
+};
+/// y = act(x @ W^T + bias) (transpose_b = true: W is [N, K], the nn.Linear/GGUF layout).
+struct FusedMatMulAttrs {
+  ActKind act = ActKind::Identity;
+  bool has_bias = false;
+  bool transpose_b = true;
+  template <class V> void fields(V&& v) { v("act", act); v("has_bias", has_bias); v("transpose_b", transpose_b); }
+};
+/// y = silu(x @ Wg^T) * (x @ Wu^T) (transpose_b = true: weights are [N, K]).
+struct FusedSwiGLUAttrs {
+  bool transpose_b = true;
+  template <class V> void fields(V&& v) { v("transpose_b", transpose_b); }
+};
+/// One step of an ElementwiseRegion: op (Activation/Binary/Compare/Where/Cast), its kind
+/// value, result dtype, and args (< 0: region input -1-arg; >= 0: an earlier step).
+struct RegionStep {
+  OpKind op = OpKind::Activation;
+  uint8_t kind = 0;
+  DType dtype = DType::F32;
+  std::vector<int32_t> args;
+  friend bool operator==(const RegionStep&, const RegionStep&) = default;
+};
+/// A fused chain of elementwise ops over broadcastable inputs; the last step is the output.
+struct RegionAttrs {
+  std::vector<RegionStep> steps;
+  template <class V> void fields(V&& v) { v("steps", steps); }
+};
+/// A user-registered op: its name selects the shape function and kernels; config is
+/// an opaque string the op's own code interprets.
+struct CustomAttrs {
+  std::string name;
+  std::string config;
+  template <class V> void fields(V&& v) { v("name", name); v("config", config); }
+};
+struct GeluFfnAttrs {
+  bool gated = false;  ///< true: GeGLU gelu(x.Wg)*(x.Wu); false: gelu(x.Wu)
+  bool tanh_approx = true;
+  template <class V> void fields(V&& v) { v("gated", gated); v("tanh_approx", tanh_approx); }
+};
+/// HIR attention block: inputs x, wq, wk, wv, wo, pos, then optionally bq, bk, bv
+/// (qkv_bias), q_norm, k_norm (qk_norm; per-head RMSNorm weights), k_cache, v_cache
+/// (kv_cache; handles [ctx, n_kv_heads*head_dim] written at pos[0]).
+struct AttentionBlockAttrs {
+  AttentionAttrs attn;
+  RopeAttrs rope;
+  bool use_rope = true;
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  double qk_norm_eps = 1e-6;
+  bool kv_cache = false;
+  template <class V> void fields(V&& v) {
+    attn.fields(v);
+    v("rope_n_rot", rope.n_rot); v("rope_layout", rope.layout); v("rope_theta", rope.theta);
+    v("rope_scaling", rope.scaling); v("rope_factor", rope.factor);
+    v("rope_low_freq_factor", rope.low_freq_factor); v("rope_high_freq_factor", rope.high_freq_factor);
+    v("rope_original_context", rope.original_context);
+    v("use_rope", use_rope); v("qkv_bias", qkv_bias); v("qk_norm", qk_norm);
+    v("qk_norm_eps", qk_norm_eps); v("kv_cache", kv_cache);
+  }
+};
+
+using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, ConstantAttrs, ActivationAttrs,
+                           BinaryAttrs, CompareAttrs, MatMulAttrs, ReduceAttrs, SoftmaxAttrs, CumsumAttrs,
+                           TopKAttrs, NormAttrs, RopeAttrs, AttentionAttrs, ShapeAttrs, TransposeAttrs,
+                           NarrowAttrs, AxisAttrs, FusedMatMulAttrs, FusedSwiGLUAttrs, RegionAttrs,
+                           CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs>;
+
+/// Default-constructed attrs of the type ops.def gives `kind`.
+Attrs default_attrs(OpKind kind);
+/// True when `attrs` holds the type ops.def gives `kind`.
+bool attrs_match(OpKind kind, const Attrs& attrs);
+/// Structural equality of attrs (field by field; constant data by bytes).
+bool attrs_equal(const Attrs& a, const Attrs& b);
+
+}  // namespace rlx::ir
