@@ -34,6 +34,16 @@ foreach(f IN LISTS kernel_files)
   endif()
 endforeach()
 
+# Tokenizers (src/models/tokenizer) may use base/ and formats/ only.
+file(GLOB_RECURSE tok_files "${ROOT}/src/models/tokenizer/*" "${ROOT}/include/rlx/models/tokenizer*.h")
+foreach(f IN LISTS tok_files)
+  file(STRINGS "${f}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"rlx/(ir|compile|runtime|backends)/")
+  if(lines)
+    file(RELATIVE_PATH rel "${ROOT}" "${f}")
+    string(APPEND violations "  ${rel}: tokenizers may include base/ and formats/ only: ${lines}\n")
+  endif()
+endforeach()
+
 if(violations)
   message(FATAL_ERROR "Layer dependency violations (see DESIGN.md):\n${violations}")
 endif()

@@ -1,0 +1,93 @@
+// GraphBuilder: the ergonomic way to write graphs by hand. Every method returns a
+// ValueId; the first error is remembered (and later calls become no-ops) so that
+// model code reads like the math, and `build()` returns that error, naming the node.
+//
+//   GraphBuilder b;
+//   auto x = b.input("x", DType::F32, {SEQ, 64});
+//   auto w = b.param("w", DType::F32, {128, 64});
+//   b.output(b.linear(x, w), "y");
+//   Expected<Graph> g = b.build();
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rlx/ir/graph.h"
+
+namespace rlx::ir {
+
+class GraphBuilder {
+ public:
+  GraphBuilder() = default;
+
+  // boundary
+  ValueId input(const std::string& name, DType dt, Shape shape);
+  ValueId param(const std::string& name, DType dt, Shape shape);
+  ValueId handle(const std::string& name, DType dt, Shape shape);
+  ValueId constant(DType dt, Shape shape, std::vector<uint8_t> bytes);
+  ValueId scalar(float value);                       ///< f32[] constant
+  ValueId constant_f32(Shape shape, const std::vector<float>& values);
+
+  // elementwise
+  ValueId activation(ActKind k, ValueId x);
+  ValueId binary(BinaryKind k, ValueId a, ValueId b);
+  ValueId add(ValueId a, ValueId b) { return binary(BinaryKind::Add, a, b); }
+  ValueId sub(ValueId a, ValueId b) { return binary(BinaryKind::Sub, a, b); }
+  ValueId mul(ValueId a, ValueId b) { return binary(BinaryKind::Mul, a, b); }
+  ValueId div(ValueId a, ValueId b) { return binary(BinaryKind::Div, a, b); }
+  ValueId compare(CompareKind k, ValueId a, ValueId b);
+  ValueId where(ValueId cond, ValueId a, ValueId b);
+  ValueId cast(ValueId x, DType to);
+
+  // compute
+  ValueId matmul(ValueId a, ValueId b, bool transpose_a = false, bool transpose_b = false);
+  /// x[.., K] . W[N, K]^T (+ bias) then act; emits FusedMatMulBiasAct.
+  ValueId linear(ValueId x, ValueId w, std::optional<ValueId> bias = std::nullopt, ActKind act = ActKind::Identity);
+  ValueId dequant_matmul(ValueId x, ValueId packed_w);
+  ValueId attention(ValueId q, ValueId k, ValueId v, const AttentionAttrs& a, std::optional<ValueId> q_pos = {});
+
+  // reductions / norms
+  ValueId reduce(ReduceKind k, ValueId x, std::vector<int64_t> axes, bool keep_dims = false);
+  ValueId softmax(ValueId x, int64_t axis = -1);
+  ValueId cumsum(ValueId x, int64_t axis = -1, bool exclusive = false);
+  ValueId topk(ValueId x, int64_t k, bool values = false);
+  ValueId rms_norm(ValueId x, ValueId gamma, double eps);
+  ValueId layer_norm(ValueId x, ValueId gamma, std::optional<ValueId> beta, double eps);
+  ValueId rope(ValueId x, ValueId pos, const RopeAttrs& r);
+
+  // movement
+  ValueId reshape(ValueId x, Shape shape);
+  ValueId transpose(ValueId x, std::vector<int64_t> perm);
+  ValueId narrow(ValueId x, int64_t axis, int64_t start, Dim length);
+  ValueId concat(const std::vector<ValueId>& xs, int64_t axis);
+  ValueId expand(ValueId x, Shape shape);
+  ValueId gather(ValueId table, ValueId indices, int64_t axis = 0);
+  ValueId update_slice(ValueId handle, ValueId src, ValueId start, int64_t axis = 0);
+
+  /// Any op with explicit attrs (fused, HIR, custom ...).
+  ValueId op(OpKind k, std::vector<ValueId> inputs, Attrs attrs, const TensorType& declared = {});
+
+  void output(ValueId v, std::string name = {});
+  /// Label for the next node added (shows in errors and reports).
+  GraphBuilder& label(std::string l) {
+    next_label_ = std::move(l);
+    return *this;
+  }
+
+  TensorType type(ValueId v) const { return graph_.node(v).type(); }
+  bool ok() const { return !error_.has_value(); }
+  const std::optional<Error>& error() const { return error_; }
+  Graph& graph() { return graph_; }
+
+  /// The graph, verified; or the first error.
+  Expected<Graph> build();
+
+ private:
+  ValueId add(OpKind k, std::vector<ValueId> inputs, Attrs attrs, const TensorType& declared = {});
+  Graph graph_;
+  std::optional<Error> error_;
+  std::string next_label_;
+};
+
+}  // namespace rlx::ir

@@ -1,0 +1,512 @@
+// Shape and dtype inference: the result type of every op from its input types
+// and attributes. Errors say which rule failed; Graph::add prefixes the node.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "rlx/ir/custom_op.h"
+#include "rlx/ir/graph.h"
+
+namespace rlx::ir {
+namespace {
+
+using Types = std::vector<TensorType>;
+
+Error bad(const std::string& what) { return Error::verify("{}", what); }
+
+std::string str(const TensorType& t) { return t.to_string(); }
+
+Status require_float(const TensorType& t, const char* role) {
+  if (!is_float(t.dtype)) return bad(fmt::format("{} must be a float type, got {}", role, str(t)));
+  return {};
+}
+
+Status require_int_index(const TensorType& t, const char* role) {
+  if (t.dtype != DType::I32 && t.dtype != DType::I64)
+    return bad(fmt::format("{} must be i32 or i64, got {}", role, str(t)));
+  return {};
+}
+
+Status require_same_dtype(const TensorType& a, const TensorType& b) {
+  if (a.dtype != b.dtype) return bad(fmt::format("dtype mismatch: {} vs {}", str(a), str(b)));
+  return {};
+}
+
+// Checks a norm weight [D] against x's last dim.
+Status check_norm_weight(const TensorType& x, const TensorType& w, const char* role) {
+  if (x.shape.rank() < 1) return bad("norm input must have rank >= 1");
+  if (w.shape.rank() != 1 || w.shape[0] != x.shape.back())
+    return bad(fmt::format("{} must be [{}], got {}", role, x.shape.back().to_string(), str(w)));
+  return {};
+}
+
+// x[..., K] . W -> [..., N]; W is [N, K] when transpose_b, else [K, N].
+Expected<TensorType> infer_linear(const TensorType& x, const TensorType& w, bool transpose_b, bool allow_packed) {
+  if (x.shape.rank() < 1) return bad("linear input must have rank >= 1");
+  TRY(require_float(x, "linear input"));
+  if (w.shape.rank() != 2) return bad(fmt::format("linear weight must be rank 2, got {}", str(w)));
+  if (is_packed(w.dtype) && !allow_packed)
+    return bad(fmt::format("packed weight {} needs dequant_matmul", str(w)));
+  if (!is_packed(w.dtype)) TRY(require_float(w, "linear weight"));
+  const Dim k = transpose_b ? w.shape[1] : w.shape[0];
+  const Dim n = transpose_b ? w.shape[0] : w.shape[1];
+  if (k != x.shape.back())
+    return bad(fmt::format("inner dims differ: input {} vs weight {}{}", str(x), str(w),
+                           transpose_b ? " (weight is [N, K])" : " (weight is [K, N])"));
+  if (is_packed(w.dtype) && k.is_static() && k.value() % dtype_info(w.dtype).block_size != 0)
+    return bad(fmt::format("K = {} is not a multiple of {}'s block size {}", k.value(), dtype_name(w.dtype),
+                           dtype_info(w.dtype).block_size));
+  Shape out = x.shape;
+  out[out.rank() - 1] = n;
+  return TensorType{x.dtype, out};
+}
+
+Status check_bias(const TensorType& out, const TensorType& bias) {
+  if (bias.shape.rank() != 1 || bias.shape[0] != out.shape.back())
+    return bad(fmt::format("bias must be [{}], got {}", out.shape.back().to_string(), str(bias)));
+  return {};
+}
+
+Expected<Shape> broadcast_all(const Types& in) {
+  Shape s = in[0].shape;
+  for (size_t i = 1; i < in.size(); ++i) {
+    auto b = broadcast_shapes(s, in[i].shape);
+    if (!b) return bad(fmt::format("shapes {} and {} do not broadcast", s.to_string(), in[i].shape.to_string()));
+    s = *b;
+  }
+  return s;
+}
+
+Expected<TensorType> infer_matmul(const TensorType& a, const TensorType& b, const MatMulAttrs& m) {
+  TRY(require_float(a, "matmul lhs"));
+  TRY(require_same_dtype(a, b));
+  if (a.shape.rank() < 2 || b.shape.rank() < 2)
+    return bad(fmt::format("matmul operands need rank >= 2, got {} and {}", str(a), str(b)));
+  const int64_t ra = a.shape.rank(), rb = b.shape.rank();
+  const Dim m_dim = m.transpose_a ? a.shape[ra - 1] : a.shape[ra - 2];
+  const Dim ka = m.transpose_a ? a.shape[ra - 2] : a.shape[ra - 1];
+  const Dim kb = m.transpose_b ? b.shape[rb - 1] : b.shape[rb - 2];
+  const Dim n_dim = m.transpose_b ? b.shape[rb - 2] : b.shape[rb - 1];
+  if (ka != kb) return bad(fmt::format("matmul inner dims differ: {} vs {}", str(a), str(b)));
+  Shape batch_a(std::vector<Dim>(a.shape.begin(), a.shape.end() - 2));
+  Shape batch_b(std::vector<Dim>(b.shape.begin(), b.shape.end() - 2));
+  auto batch = broadcast_shapes(batch_a, batch_b);
+  if (!batch) return bad(fmt::format("matmul batch dims do not broadcast: {} vs {}", str(a), str(b)));
+  std::vector<Dim> out = batch->dims();
+  out.push_back(m_dim);
+  out.push_back(n_dim);
+  return TensorType{a.dtype, Shape(out)};
+}
+
+Expected<TensorType> infer_reduce(const TensorType& x, const ReduceAttrs& r) {
+  if (r.axes.empty()) return bad("reduce needs at least one axis");
+  std::vector<bool> reduced(static_cast<size_t>(x.shape.rank()), false);
+  for (int64_t a : r.axes) {
+    auto ax = x.shape.axis(a);
+    if (!ax) return bad(fmt::format("reduce axis {} out of range for {}", a, str(x)));
+    if (reduced[*ax]) return bad(fmt::format("reduce axis {} repeated", a));
+    reduced[*ax] = true;
+  }
+  if (r.kind == ReduceKind::Mean) TRY(require_float(x, "mean input"));
+  std::vector<Dim> out;
+  for (int64_t i = 0; i < x.shape.rank(); ++i) {
+    if (!reduced[i]) out.push_back(x.shape[i]);
+    else if (r.keep_dims) out.emplace_back(1);
+  }
+  return TensorType{x.dtype, Shape(out)};
+}
+
+Expected<TensorType> infer_rope(const TensorType& x, const TensorType& pos, const RopeAttrs& r) {
+  TRY(require_float(x, "rope input"));
+  TRY(require_int_index(pos, "rope positions"));
+  if (x.shape.rank() < 2) return bad("rope input must be [.., S, heads*head_dim]");
+  if (r.head_dim <= 0 || r.n_rot <= 0 || r.n_rot > r.head_dim || r.n_rot % 2 != 0)
+    return bad(fmt::format("rope needs 0 < n_rot <= head_dim and n_rot even (n_rot={}, head_dim={})", r.n_rot,
+                           r.head_dim));
+  const Dim w = x.shape.back();
+  if (w.is_static() && w.value() % r.head_dim != 0)
+    return bad(fmt::format("rope width {} is not a multiple of head_dim {}", w.value(), r.head_dim));
+  if (pos.shape.rank() != 1 || pos.shape[0] != x.shape[x.shape.rank() - 2])
+    return bad(fmt::format("rope positions must be [{}], got {}", x.shape[x.shape.rank() - 2].to_string(), str(pos)));
+  if (r.theta <= 0) return bad("rope theta must be positive");
+  return x;
+}
+
+Expected<TensorType> infer_attention(const Types& in, const AttentionAttrs& a) {
+  const TensorType &q = in[0], &k = in[1], &v = in[2];
+  TRY(require_float(q, "attention q"));
+  TRY(require_same_dtype(q, k));
+  TRY(require_same_dtype(q, v));
+  if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.head_dim <= 0 || a.n_heads % a.n_kv_heads != 0)
+    return bad(fmt::format("attention heads invalid: n_heads={} n_kv_heads={} head_dim={}", a.n_heads, a.n_kv_heads,
+                           a.head_dim));
+  if (a.mask == MaskKind::SlidingWindow && a.window <= 0) return bad("sliding-window attention needs window > 0");
+  if (q.shape.rank() < 2 || k.shape.rank() != q.shape.rank() || v.shape != k.shape)
+    return bad(fmt::format("attention q/k/v ranks or shapes differ: {}, {}, {}", str(q), str(k), str(v)));
+  if (q.shape.back() != Dim(a.n_heads * a.head_dim))
+    return bad(fmt::format("attention q last dim must be n_heads*head_dim = {}, got {}", a.n_heads * a.head_dim,
+                           str(q)));
+  if (k.shape.back() != Dim(a.n_kv_heads * a.head_dim))
+    return bad(fmt::format("attention k last dim must be n_kv_heads*head_dim = {}, got {}",
+                           a.n_kv_heads * a.head_dim, str(k)));
+  for (int64_t i = 0; i + 2 < q.shape.rank(); ++i)
+    if (q.shape[i] != k.shape[i]) return bad(fmt::format("attention batch dims differ: {} vs {}", str(q), str(k)));
+  if (in.size() == 4) {
+    TRY(require_int_index(in[3], "attention q_pos"));
+    if (in[3].shape.rank() != 1 || in[3].shape[0] != q.shape[q.shape.rank() - 2])
+      return bad(fmt::format("attention q_pos must be [{}], got {}", q.shape[q.shape.rank() - 2].to_string(),
+                             str(in[3])));
+  }
+  return q;
+}
+
+Expected<TensorType> infer_reshape(const TensorType& x, const Shape& target) {
+  auto a = x.shape.product();
+  auto b = target.product();
+  if (!a || !b || *a != *b)
+    return bad(fmt::format("reshape {} -> {} changes the element count", x.shape.to_string(), target.to_string()));
+  return TensorType{x.dtype, target};
+}
+
+Expected<TensorType> infer_transpose(const TensorType& x, const TransposeAttrs& t) {
+  if (static_cast<int64_t>(t.perm.size()) != x.shape.rank())
+    return bad(fmt::format("transpose perm has {} entries for rank {}", t.perm.size(), x.shape.rank()));
+  std::vector<bool> seen(t.perm.size(), false);
+  std::vector<Dim> out;
+  for (int64_t p : t.perm) {
+    if (p < 0 || p >= x.shape.rank() || seen[p]) return bad("transpose perm is not a permutation");
+    seen[p] = true;
+    out.push_back(x.shape[p]);
+  }
+  return TensorType{x.dtype, Shape(out)};
+}
+
+Expected<TensorType> infer_narrow(const TensorType& x, const NarrowAttrs& n) {
+  auto ax = x.shape.axis(n.axis);
+  if (!ax) return bad(fmt::format("narrow axis {} out of range for {}", n.axis, str(x)));
+  const Dim d = x.shape[*ax];
+  if (n.start < 0) return bad("narrow start must be >= 0");
+  if (n.length.is_static() && n.length.value() < 0) return bad("narrow length must be >= 0");
+  if (d.is_static() && n.length.is_static() && n.start + n.length.value() > d.value())
+    return bad(fmt::format("narrow [{}, {}) exceeds dim {} of size {}", n.start, n.start + n.length.value(), *ax,
+                           d.value()));
+  if (!n.length.is_static() && d.is_static())
+    return bad("narrow with a symbolic length on a static dim");
+  if (!n.length.is_static() && !d.is_static() && !(n.length == d && n.start == 0)) {
+    // Symbolic narrowing is allowed only when provably in range after binding; we accept
+    // length == dim with start 0 (identity) and re-check after binding otherwise.
+    if (n.length.syms[0] != d.syms[0] || n.length.syms[1] != d.syms[1] || n.length.coeff > d.coeff)
+      return bad(fmt::format("narrow length {} may exceed dim {}", n.length.to_string(), d.to_string()));
+  }
+  Shape out = x.shape;
+  out[*ax] = n.length;
+  return TensorType{x.dtype, out};
+}
+
+Expected<TensorType> infer_concat(const Types& in, int64_t axis) {
+  const TensorType& first = in[0];
+  auto ax = first.shape.axis(axis);
+  if (!ax) return bad(fmt::format("concat axis {} out of range for {}", axis, str(first)));
+  Dim total(0);
+  for (const TensorType& t : in) {
+    TRY(require_same_dtype(first, t));
+    if (t.shape.rank() != first.shape.rank()) return bad("concat inputs differ in rank");
+    for (int64_t i = 0; i < t.shape.rank(); ++i)
+      if (i != *ax && t.shape[i] != first.shape[i])
+        return bad(fmt::format("concat inputs differ off the axis: {} vs {}", str(first), str(t)));
+    auto s = Dim::add(total, t.shape[*ax]);
+    if (!s) return bad("concat axis length is not expressible (mixed symbols)");
+    total = *s;
+  }
+  Shape out = first.shape;
+  out[*ax] = total;
+  return TensorType{first.dtype, out};
+}
+
+Expected<TensorType> infer_gather(const TensorType& table, const TensorType& idx, int64_t axis) {
+  TRY(require_int_index(idx, "gather indices"));
+  auto ax = table.shape.axis(axis);
+  if (!ax) return bad(fmt::format("gather axis {} out of range for {}", axis, str(table)));
+  std::vector<Dim> out(table.shape.begin(), table.shape.begin() + *ax);
+  out.insert(out.end(), idx.shape.begin(), idx.shape.end());
+  out.insert(out.end(), table.shape.begin() + *ax + 1, table.shape.end());
+  DType dt = table.dtype;
+  if (is_packed(dt)) {
+    if (*ax != 0 || table.shape.rank() != 2) return bad("gather from a packed table needs a [rows, cols] table, axis 0");
+    dt = DType::F32;
+  }
+  return TensorType{dt, Shape(out)};
+}
+
+Expected<TensorType> infer_region(const Types& in, const RegionAttrs& r) {
+  if (r.steps.empty()) return bad("elementwise_region has no steps");
+  for (size_t s = 0; s < r.steps.size(); ++s) {
+    const RegionStep& st = r.steps[s];
+    size_t arity = 0;
+    switch (st.op) {
+      case OpKind::Activation: case OpKind::Cast: arity = 1; break;
+      case OpKind::Binary: case OpKind::Compare: arity = 2; break;
+      case OpKind::Where: arity = 3; break;
+      default: return bad(fmt::format("region step {} has non-elementwise op {}", s, op_name(st.op)));
+    }
+    if (st.args.size() != arity) return bad(fmt::format("region step {} has {} args, needs {}", s, st.args.size(), arity));
+    for (int32_t a : st.args) {
+      if (a < 0 && static_cast<size_t>(-1 - a) >= in.size())
+        return bad(fmt::format("region step {} reads input {} of {}", s, -1 - a, in.size()));
+      if (a >= 0 && static_cast<size_t>(a) >= s) return bad(fmt::format("region step {} reads later step {}", s, a));
+    }
+  }
+  ASSIGN_OR_RETURN(Shape shape, broadcast_all(in));
+  return TensorType{r.steps.back().dtype, shape};
+}
+
+struct CustomRegistry {
+  std::mutex mu;
+  std::map<std::string, std::shared_ptr<CustomOpDef>> defs;
+};
+CustomRegistry& custom_registry() {
+  static CustomRegistry r;
+  return r;
+}
+
+}  // namespace
+
+void register_custom_op(CustomOpDef def) {
+  auto& r = custom_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto name = def.name;
+  r.defs[name] = std::make_shared<CustomOpDef>(std::move(def));
+}
+
+const CustomOpDef* find_custom_op(const std::string& name) {
+  auto& r = custom_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.defs.find(name);
+  return it == r.defs.end() ? nullptr : it->second.get();
+}
+
+std::string TensorType::to_string() const { return std::string(dtype_name(dtype)) + shape.to_string(); }
+
+Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, const TensorType& declared) {
+  const OpInfo& info = op_info(op);
+  const int n = static_cast<int>(in.size());
+  if (n < info.min_inputs || (info.max_inputs >= 0 && n > info.max_inputs)) {
+    if (info.max_inputs < 0) return bad(fmt::format("{} takes at least {} inputs, got {}", info.name, info.min_inputs, n));
+    return bad(fmt::format("{} takes {}..{} inputs, got {}", info.name, info.min_inputs, info.max_inputs, n));
+  }
+  if (!attrs_match(op, attrs)) return bad(fmt::format("{} has attributes of the wrong kind", info.name));
+
+  switch (op) {
+    case OpKind::Input:
+    case OpKind::Param:
+    case OpKind::Handle: {
+      for (const Dim& d : declared.shape)
+        if (d.coeff < 0) return bad(fmt::format("negative dim in {}", str(declared)));
+      if (is_packed(declared.dtype)) {
+        if (op != OpKind::Param) return bad("only params may have packed dtypes");
+        if (declared.shape.rank() != 2 || !declared.shape.is_static() ||
+            declared.shape[1].value() % dtype_info(declared.dtype).block_size != 0)
+          return bad(fmt::format("packed param {} must be a static [rows, cols] with cols a multiple of {}",
+                                 str(declared), dtype_info(declared.dtype).block_size));
+      }
+      return declared;
+    }
+    case OpKind::Constant: {
+      const auto& c = std::get<ConstantAttrs>(attrs);
+      auto n_el = declared.shape.num_elements();
+      if (!n_el) return bad("constant shape must be static");
+      auto bytes = dtype_bytes(declared.dtype, *n_el);
+      const size_t have = c.data.bytes ? c.data.bytes->size() : 0;
+      if (!bytes || static_cast<size_t>(*bytes) != have)
+        return bad(fmt::format("constant {} needs {} bytes, has {}", str(declared), bytes.value_or(-1), have));
+      return declared;
+    }
+    case OpKind::Activation:
+      TRY(require_float(in[0], "activation input"));
+      return in[0];
+    case OpKind::Binary: {
+      TRY(require_same_dtype(in[0], in[1]));
+      if (in[0].dtype == DType::Bool || is_packed(in[0].dtype)) return bad("binary ops need numeric inputs");
+      ASSIGN_OR_RETURN(Shape s, broadcast_all(in));
+      return TensorType{in[0].dtype, s};
+    }
+    case OpKind::Compare: {
+      TRY(require_same_dtype(in[0], in[1]));
+      ASSIGN_OR_RETURN(Shape s, broadcast_all(in));
+      return TensorType{DType::Bool, s};
+    }
+    case OpKind::Where: {
+      if (in[0].dtype != DType::Bool) return bad(fmt::format("where condition must be bool, got {}", str(in[0])));
+      TRY(require_same_dtype(in[1], in[2]));
+      ASSIGN_OR_RETURN(Shape s, broadcast_all(in));
+      return TensorType{in[1].dtype, s};
+    }
+    case OpKind::Cast:
+      if (is_packed(declared.dtype) || is_packed(in[0].dtype)) return bad("cast to/from packed types is not supported");
+      return TensorType{declared.dtype, in[0].shape};
+    case OpKind::MatMul:
+      return infer_matmul(in[0], in[1], std::get<MatMulAttrs>(attrs));
+    case OpKind::DequantMatMul:
+      if (!is_packed(in[1].dtype) && in[1].dtype != DType::F16 && in[1].dtype != DType::BF16)
+        return bad(fmt::format("dequant_matmul weight must be packed, f16 or bf16, got {}", str(in[1])));
+      return infer_linear(in[0], in[1], true, true);
+    case OpKind::Reduce:
+      return infer_reduce(in[0], std::get<ReduceAttrs>(attrs));
+    case OpKind::Softmax: {
+      TRY(require_float(in[0], "softmax input"));
+      if (!in[0].shape.axis(std::get<SoftmaxAttrs>(attrs).axis)) return bad("softmax axis out of range");
+      return in[0];
+    }
+    case OpKind::Cumsum: {
+      if (!in[0].shape.axis(std::get<CumsumAttrs>(attrs).axis)) return bad("cumsum axis out of range");
+      if (in[0].dtype == DType::Bool || is_packed(in[0].dtype)) return bad("cumsum needs a numeric input");
+      return in[0];
+    }
+    case OpKind::TopK: {
+      const auto& t = std::get<TopKAttrs>(attrs);
+      if (in[0].shape.rank() < 1) return bad("topk needs rank >= 1");
+      const Dim last = in[0].shape.back();
+      if (t.k <= 0 || (last.is_static() && t.k > last.value()))
+        return bad(fmt::format("topk k={} out of range for last dim {}", t.k, last.to_string()));
+      Shape out = in[0].shape;
+      out[out.rank() - 1] = Dim(t.k);
+      return TensorType{t.values ? in[0].dtype : DType::I32, out};
+    }
+    case OpKind::LayerNorm:
+    case OpKind::RmsNorm:
+    case OpKind::HirRmsNorm:
+    case OpKind::HirLayerNorm: {
+      TRY(require_float(in[0], "norm input"));
+      TRY(check_norm_weight(in[0], in[1], "norm gamma"));
+      if (in.size() == 3) TRY(check_norm_weight(in[0], in[2], "norm beta"));
+      return in[0];
+    }
+    case OpKind::FusedResidualRmsNorm:
+    case OpKind::FusedResidualLayerNorm: {
+      TRY(require_float(in[0], "norm input"));
+      if (in[0] != in[1]) return bad(fmt::format("residual must match input: {} vs {}", str(in[0]), str(in[1])));
+      TRY(check_norm_weight(in[0], in[2], "norm gamma"));
+      if (in.size() == 4) TRY(check_norm_weight(in[0], in[3], "norm beta"));
+      std::vector<Dim> out{Dim(2)};
+      out.insert(out.end(), in[0].shape.begin(), in[0].shape.end());
+      return TensorType{in[0].dtype, Shape(out)};
+    }
+    case OpKind::Rope:
+      return infer_rope(in[0], in[1], std::get<RopeAttrs>(attrs));
+    case OpKind::Attention:
+      return infer_attention(in, std::get<AttentionAttrs>(attrs));
+    case OpKind::Reshape:
+      return infer_reshape(in[0], std::get<ShapeAttrs>(attrs).shape);
+    case OpKind::Transpose:
+      return infer_transpose(in[0], std::get<TransposeAttrs>(attrs));
+    case OpKind::Narrow:
+      return infer_narrow(in[0], std::get<NarrowAttrs>(attrs));
+    case OpKind::Concat:
+      return infer_concat(in, std::get<AxisAttrs>(attrs).axis);
+    case OpKind::Expand: {
+      const Shape& target = std::get<ShapeAttrs>(attrs).shape;
+      auto b = broadcast_shapes(in[0].shape, target);
+      if (!b || *b != target)
+        return bad(fmt::format("cannot expand {} to {}", in[0].shape.to_string(), target.to_string()));
+      return TensorType{in[0].dtype, target};
+    }
+    case OpKind::Gather:
+      return infer_gather(in[0], in[1], std::get<AxisAttrs>(attrs).axis);
+    case OpKind::UpdateSlice: {
+      const TensorType &dst = in[0], &src = in[1];
+      TRY(require_same_dtype(dst, src));
+      TRY(require_int_index(in[2], "update_slice start"));
+      if (in[2].shape.num_elements() != std::optional<int64_t>(1)) return bad("update_slice start must have 1 element");
+      auto ax = dst.shape.axis(std::get<AxisAttrs>(attrs).axis);
+      if (!ax || src.shape.rank() != dst.shape.rank()) return bad("update_slice axis/rank mismatch");
+      for (int64_t i = 0; i < dst.shape.rank(); ++i)
+        if (i != *ax && dst.shape[i] != src.shape[i])
+          return bad(fmt::format("update_slice source {} does not fit {}", str(src), str(dst)));
+      return dst;
+    }
+    case OpKind::FusedMatMulBiasAct:
+    case OpKind::HirLinear: {
+      const auto& f = std::get<FusedMatMulAttrs>(attrs);
+      if (f.has_bias != (in.size() == 3)) return bad("has_bias does not match the number of inputs");
+      ASSIGN_OR_RETURN(TensorType out, infer_linear(in[0], in[1], f.transpose_b, op == OpKind::HirLinear));
+      if (f.has_bias) TRY(check_bias(out, in[2]));
+      return out;
+    }
+    case OpKind::FusedSwiGLU: {
+      const bool tb = std::get<FusedSwiGLUAttrs>(attrs).transpose_b;
+      ASSIGN_OR_RETURN(TensorType g, infer_linear(in[0], in[1], tb, false));
+      ASSIGN_OR_RETURN(TensorType u, infer_linear(in[0], in[2], tb, false));
+      if (g != u) return bad(fmt::format("swiglu gate and up differ: {} vs {}", str(g), str(u)));
+      return g;
+    }
+    case OpKind::HirSwiGLUFfn: {
+      ASSIGN_OR_RETURN(TensorType g, infer_linear(in[0], in[1], true, true));
+      ASSIGN_OR_RETURN(TensorType u, infer_linear(in[0], in[2], true, true));
+      if (g != u) return bad(fmt::format("swiglu gate and up differ: {} vs {}", str(g), str(u)));
+      return infer_linear(g, in[3], true, true);
+    }
+    case OpKind::HirGeluFfn: {
+      const bool gated = std::get<GeluFfnAttrs>(attrs).gated;
+      if (gated != (in.size() == 4)) return bad("gelu_ffn: gated needs 4 inputs, ungated 3");
+      ASSIGN_OR_RETURN(TensorType h, infer_linear(in[0], in[1], true, true));
+      if (gated) {
+        ASSIGN_OR_RETURN(TensorType u, infer_linear(in[0], in[2], true, true));
+        if (h != u) return bad("gelu_ffn gate and up differ");
+      }
+      return infer_linear(h, in.back(), true, true);
+    }
+    case OpKind::HirAttentionBlock: {
+      const auto& b = std::get<AttentionBlockAttrs>(attrs);
+      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) + (b.kv_cache ? 2 : 0);
+      if (in.size() != want) return bad(fmt::format("attention_block needs {} inputs for its flags, got {}", want, in.size()));
+      const TensorType& x = in[0];
+      if (x.shape.rank() < 2) return bad("attention_block input must be [.., S, D]");
+      ASSIGN_OR_RETURN(TensorType q, infer_linear(x, in[1], true, true));
+      ASSIGN_OR_RETURN(TensorType k, infer_linear(x, in[2], true, true));
+      ASSIGN_OR_RETURN(TensorType v, infer_linear(x, in[3], true, true));
+      const auto& a = b.attn;
+      if (q.shape.back() != Dim(a.n_heads * a.head_dim) || k.shape.back() != Dim(a.n_kv_heads * a.head_dim) ||
+          v.shape != k.shape)
+        return bad(fmt::format("attention_block projections do not match heads: q {} k {} v {}", str(q), str(k), str(v)));
+      TRY(require_int_index(in[5], "attention_block positions"));
+      size_t i = 6;
+      if (b.qkv_bias) {
+        TRY(check_bias(q, in[i]));
+        TRY(check_bias(k, in[i + 1]));
+        TRY(check_bias(v, in[i + 2]));
+        i += 3;
+      }
+      if (b.qk_norm) {
+        for (int j = 0; j < 2; ++j)
+          if (in[i + j].shape != Shape{Dim(a.head_dim)}) return bad("qk norm weights must be [head_dim]");
+        i += 2;
+      }
+      if (b.kv_cache) {
+        for (int j = 0; j < 2; ++j) {
+          const TensorType& c = in[i + j];
+          if (c.shape.rank() != 2 || c.shape[1] != k.shape.back() || c.dtype != x.dtype)
+            return bad(fmt::format("kv cache must be {}[ctx, {}], got {}", dtype_name(x.dtype),
+                                   k.shape.back().to_string(), str(c)));
+        }
+      }
+      return infer_linear(q, in[4], true, true);
+    }
+    case OpKind::HirEmbedding:
+      if (in[0].shape.rank() != 2) return bad(fmt::format("embedding table must be [vocab, dim], got {}", str(in[0])));
+      return infer_gather(in[0], in[1], 0);
+    case OpKind::ElementwiseRegion:
+      return infer_region(in, std::get<RegionAttrs>(attrs));
+    case OpKind::Custom: {
+      const auto& c = std::get<CustomAttrs>(attrs);
+      const CustomOpDef* def = find_custom_op(c.name);
+      if (!def) return bad(fmt::format("unknown custom op '{}'", c.name));
+      if (n < def->min_inputs || (def->max_inputs >= 0 && n > def->max_inputs))
+        return bad(fmt::format("custom op '{}' got {} inputs", c.name, n));
+      return def->infer(in, c.config);
+    }
+  }
+  return bad("unknown op");
+}
+
+}  // namespace rlx::ir

@@ -1,0 +1,108 @@
+// Op and enum name tables generated from ops.def, and generic attrs helpers
+// (defaults per op, type check per op, structural equality).
+#include "rlx/ir/op.h"
+
+#include <array>
+#include <cstring>
+
+namespace rlx::ir {
+namespace {
+
+constexpr std::array<OpInfo, kNumOpKinds> kOpInfos = {{
+#define OP(name, text, min_in, max_in, category, attrs) {text, min_in, max_in, OpCategory::category},
+#include "rlx/ir/ops.def"
+#undef OP
+}};
+
+template <typename A>
+bool attrs_struct_equal(const A& a, const A& b) {
+  // Walk both structs in lockstep: collect pointers of b's fields, then compare.
+  std::vector<const void*> b_fields;
+  const_cast<A&>(b).fields([&](const char*, auto& f) { b_fields.push_back(&f); });
+  size_t i = 0;
+  bool equal = true;
+  const_cast<A&>(a).fields([&](const char*, auto& f) {
+    using F = std::remove_reference_t<decltype(f)>;
+    if (!(f == *static_cast<const F*>(b_fields[i++]))) equal = false;
+  });
+  return equal;
+}
+
+}  // namespace
+
+bool operator==(const ConstantData& a, const ConstantData& b) {
+  if (a.bytes == b.bytes) return true;
+  if (!a.bytes || !b.bytes) return false;
+  return *a.bytes == *b.bytes;
+}
+
+const OpInfo& op_info(OpKind k) { return kOpInfos[static_cast<size_t>(k)]; }
+
+std::optional<OpKind> parse_op_kind(std::string_view text) {
+  for (size_t i = 0; i < kOpInfos.size(); ++i)
+    if (kOpInfos[i].name == text) return static_cast<OpKind>(i);
+  return std::nullopt;
+}
+
+#define RLX_ENUM_TEXT(name, text) text,
+const std::vector<std::string_view>& enum_names(ActKind) {
+  static const std::vector<std::string_view> n = {RLX_ACT_KINDS(RLX_ENUM_TEXT)};
+  return n;
+}
+const std::vector<std::string_view>& enum_names(BinaryKind) {
+  static const std::vector<std::string_view> n = {RLX_BINARY_KINDS(RLX_ENUM_TEXT)};
+  return n;
+}
+const std::vector<std::string_view>& enum_names(CompareKind) {
+  static const std::vector<std::string_view> n = {RLX_COMPARE_KINDS(RLX_ENUM_TEXT)};
+  return n;
+}
+const std::vector<std::string_view>& enum_names(ReduceKind) {
+  static const std::vector<std::string_view> n = {RLX_REDUCE_KINDS(RLX_ENUM_TEXT)};
+  return n;
+}
+const std::vector<std::string_view>& enum_names(MaskKind) {
+  static const std::vector<std::string_view> n = {RLX_MASK_KINDS(RLX_ENUM_TEXT)};
+  return n;
+}
+const std::vector<std::string_view>& enum_names(RopeLayout) {
+  static const std::vector<std::string_view> n = {RLX_ROPE_LAYOUTS(RLX_ENUM_TEXT)};
+  return n;
+}
+const std::vector<std::string_view>& enum_names(RopeScaling) {
+  static const std::vector<std::string_view> n = {RLX_ROPE_SCALINGS(RLX_ENUM_TEXT)};
+  return n;
+}
+#undef RLX_ENUM_TEXT
+
+Attrs default_attrs(OpKind kind) {
+  switch (kind) {
+#define OP(name, text, min_in, max_in, category, attrs) \
+  case OpKind::name: return attrs{};
+#include "rlx/ir/ops.def"
+#undef OP
+  }
+  return NoAttrs{};
+}
+
+bool attrs_match(OpKind kind, const Attrs& attrs) {
+  switch (kind) {
+#define OP(name, text, min_in, max_in, category, attrs_type) \
+  case OpKind::name: return std::holds_alternative<attrs_type>(attrs);
+#include "rlx/ir/ops.def"
+#undef OP
+  }
+  return false;
+}
+
+bool attrs_equal(const Attrs& a, const Attrs& b) {
+  if (a.index() != b.index()) return false;
+  return std::visit(
+      [&](const auto& av) {
+        using A = std::decay_t<decltype(av)>;
+        return attrs_struct_equal(av, std::get<A>(b));
+      },
+      a);
+}
+
+}  // namespace rlx::ir
