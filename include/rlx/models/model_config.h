@@ -1,0 +1,70 @@
+// Architecture description of a decoder-only transformer (Llama family and
+// relatives), read from GGUF metadata or a Hugging Face config.json. Model
+// builders turn it into HIR; nothing here touches weights.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "rlx/base/status.h"
+#include "rlx/ir/op.h"
+
+namespace rlx::formats {
+class GgufFile;
+}
+
+namespace rlx::models {
+
+enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3 };
+const char* arch_name(Arch a);
+
+enum class FfnKind : uint8_t { SwiGLU, GeGLU };
+
+/// Which layers use a sliding-window attention mask.
+enum class SlidingPattern : uint8_t {
+  None,       ///< every layer global
+  All,        ///< every layer windowed (Mistral)
+  EvenLayers, ///< layers 0, 2, 4 ... windowed (Gemma 2)
+  Gemma3,     ///< five local layers then one global ((il + 1) % 6 != 0 is local)
+};
+
+struct ModelConfig {
+  Arch arch = Arch::Llama;
+  std::string name;          ///< general.name when present
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;      ///< may differ from n_embd / n_head (Qwen3, Gemma)
+  int64_t n_ff = 0;
+  int64_t n_ctx_train = 0;
+  double norm_eps = 1e-5;
+  ir::RopeAttrs rope;        ///< head_dim, n_rot, layout, theta, scaling
+  double rope_theta_local = 0;  ///< Gemma 3 local layers (0 = same as rope.theta)
+  bool tied_embeddings = false;
+  bool qkv_bias = false;
+  bool qk_norm = false;
+  FfnKind ffn = FfnKind::SwiGLU;
+  bool embed_scale = false;       ///< multiply embeddings by sqrt(n_embd) (Gemma)
+  bool post_norms = false;        ///< RMSNorm after attention and FFN, before the residual add (Gemma 2/3)
+  double attn_softcap = 0;        ///< 0 = off
+  double final_softcap = 0;       ///< 0 = off
+  double attn_scale = 0;          ///< 0 = 1/sqrt(head_dim)
+  int64_t sliding_window = 0;
+  SlidingPattern sliding = SlidingPattern::None;
+  int64_t bos_id = -1;
+  int64_t eos_id = -1;
+
+  /// True if layer `il` uses the sliding-window mask.
+  bool layer_is_sliding(int64_t il) const;
+  /// Checks internal consistency (positive sizes, heads divide, n_rot fits); errors name the field.
+  Status validate() const;
+  std::string summary() const;
+};
+
+/// Reads `general.architecture` and the `<arch>.*` keys of a GGUF file.
+/// Unsupported architectures and missing keys are errors naming the file and key.
+Expected<ModelConfig> config_from_gguf(const formats::GgufFile& file);
+
+}  // namespace rlx::models

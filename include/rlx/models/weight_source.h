@@ -1,0 +1,60 @@
+// WeightSource: where a model builder gets its parameters. GGUF tensors are
+// views into the file mapping (packed quantized blocks stay packed); names use
+// the GGUF convention (blk.N.attn_q.weight), with Hugging Face names mapped.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rlx/base/status.h"
+#include "rlx/ir/dtype.h"
+
+namespace rlx::formats {
+class GgufFile;
+}
+
+namespace rlx::models {
+
+/// One parameter's bytes, as stored (row-major, outermost dim first).
+struct WeightView {
+  std::string name;
+  ir::DType dtype = ir::DType::F32;
+  std::vector<int64_t> shape;
+  std::span<const uint8_t> bytes;
+  std::shared_ptr<const void> owner;  ///< keeps the storage (e.g. the mmap) alive
+};
+
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual bool has(std::string_view name) const = 0;
+  /// The named tensor, never copied; kNotFound names the source and tensor.
+  virtual Expected<WeightView> take(std::string_view name) const = 0;
+  /// Human name of the source (file path) for messages.
+  virtual std::string describe() const = 0;
+};
+
+/// Tensors of an opened GGUF file. Holds the file (and so its mapping).
+class GgufWeightSource : public WeightSource {
+ public:
+  explicit GgufWeightSource(std::shared_ptr<const formats::GgufFile> file);
+  bool has(std::string_view name) const override;
+  Expected<WeightView> take(std::string_view name) const override;
+  std::string describe() const override;
+  const formats::GgufFile& file() const { return *file_; }
+
+ private:
+  std::shared_ptr<const formats::GgufFile> file_;
+};
+
+/// Hugging Face tensor name -> GGUF name ("model.layers.3.self_attn.q_proj.weight"
+/// -> "blk.3.attn_q.weight"); empty when the name has no GGUF counterpart.
+/// `post_norms` (Gemma 2/3): HF's post_attention_layernorm is the norm after
+/// attention (GGUF post_attention_norm) and pre_feedforward_layernorm is ffn_norm.
+std::string hf_to_gguf_name(std::string_view hf_name, bool post_norms = false);
+
+}  // namespace rlx::models

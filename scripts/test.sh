@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds RLX from scratch with AddressSanitizer +
+# UndefinedBehaviorSanitizer and warnings as errors, runs every test with ctest,
+# then runs each libFuzzer target for a bounded time. This is what CI runs.
+#
+#   scripts/test.sh                 # full run (fuzz 60 s per target)
+#   RLX_FUZZ_SECONDS=10 scripts/test.sh
+#   RLX_TEST_BUILD_DIR=build-test scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+
+build_dir="${RLX_TEST_BUILD_DIR:-build-test}"
+fuzz_dir="${build_dir}-fuzz"
+fuzz_seconds="${RLX_FUZZ_SECONDS:-60}"
+jobs="${RLX_JOBS:-2}"
+
+echo "== configure (Debug, ASan+UBSan, -Werror) in ${build_dir}"
+cmake -S . -B "${build_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRLX_SANITIZE=ON -DRLX_WERROR=ON \
+  -DRLX_BUILD_BENCH=ON >/dev/null
+echo "== build"
+cmake --build "${build_dir}" -j"${jobs}"
+
+echo "== test"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+ctest --test-dir "${build_dir}" --output-on-failure -j1
+
+if [ -f fuzz/CMakeLists.txt ] && [ "${fuzz_seconds}" != "0" ]; then
+  echo "== fuzz (${fuzz_seconds} s per target, clang libFuzzer) in ${fuzz_dir}"
+  cmake -S . -B "${fuzz_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+    -DRLX_BUILD_FUZZ=ON -DRLX_BUILD_TESTS=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
+  cmake --build "${fuzz_dir}" -j"${jobs}"
+  bash fuzz/run.sh "${fuzz_dir}" "${fuzz_seconds}"
+fi
+echo "== all tests passed"

@@ -1,0 +1,176 @@
+// ModelConfig: consistency checks and reading from GGUF metadata.
+#include "rlx/models/model_config.h"
+
+#include <cmath>
+
+#include "rlx/formats/gguf.h"
+
+namespace rlx::models {
+
+const char* arch_name(Arch a) {
+  switch (a) {
+    case Arch::Llama: return "llama";
+    case Arch::Qwen2: return "qwen2";
+    case Arch::Qwen3: return "qwen3";
+    case Arch::Gemma: return "gemma";
+    case Arch::Gemma2: return "gemma2";
+    case Arch::Gemma3: return "gemma3";
+  }
+  return "?";
+}
+
+bool ModelConfig::layer_is_sliding(int64_t il) const {
+  if (sliding_window <= 0) return false;
+  switch (sliding) {
+    case SlidingPattern::None: return false;
+    case SlidingPattern::All: return true;
+    case SlidingPattern::EvenLayers: return il % 2 == 0;
+    case SlidingPattern::Gemma3: return (il + 1) % 6 != 0;
+  }
+  return false;
+}
+
+Status ModelConfig::validate() const {
+  auto positive = [](int64_t v, const char* field) -> Status {
+    if (v <= 0) return Error::invalid_argument("model config: {} must be positive, got {}", field, v);
+    return {};
+  };
+  TRY(positive(n_vocab, "n_vocab"));
+  TRY(positive(n_embd, "n_embd"));
+  TRY(positive(n_layer, "n_layer"));
+  TRY(positive(n_head, "n_head"));
+  TRY(positive(n_head_kv, "n_head_kv"));
+  TRY(positive(head_dim, "head_dim"));
+  TRY(positive(n_ff, "n_ff"));
+  if (n_head % n_head_kv != 0)
+    return Error::invalid_argument("model config: n_head {} is not a multiple of n_head_kv {}", n_head, n_head_kv);
+  if (rope.n_rot <= 0 || rope.n_rot > head_dim || rope.n_rot % 2 != 0)
+    return Error::invalid_argument("model config: rope n_rot {} must be even and within head_dim {}", rope.n_rot,
+                                   head_dim);
+  if (n_layer > 4096 || n_embd > (1 << 20) || n_vocab > (1 << 24))
+    return Error::invalid_argument("model config: implausible sizes (layers {}, embd {}, vocab {})", n_layer, n_embd,
+                                   n_vocab);
+  return {};
+}
+
+std::string ModelConfig::summary() const {
+  return fmt::format("{} '{}': vocab {}, dim {}, layers {}, heads {}/{} (head_dim {}), ffn {}, rope {} θ={}",
+                     arch_name(arch), name, n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff,
+                     ir::enum_name(rope.layout), rope.theta);
+}
+
+Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
+  ASSIGN_OR_RETURN(std::string_view arch_text, f.get_string("general.architecture"));
+  const std::string arch(arch_text);
+  ModelConfig c;
+  if (arch == "llama") c.arch = Arch::Llama;
+  else if (arch == "qwen2") c.arch = Arch::Qwen2;
+  else if (arch == "qwen3") c.arch = Arch::Qwen3;
+  else if (arch == "gemma") c.arch = Arch::Gemma;
+  else if (arch == "gemma2") c.arch = Arch::Gemma2;
+  else if (arch == "gemma3") c.arch = Arch::Gemma3;
+  else
+    return Error::unsupported("{}: architecture '{}' is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3)",
+                              f.name(), arch);
+  if (auto n = f.get_string("general.name")) c.name = std::string(*n);
+
+  auto req_int = [&](const std::string& key) -> Expected<int64_t> {
+    auto v = f.get_int(arch + "." + key);
+    if (!v) return v.error().with_context(f.name());
+    return *v;
+  };
+  auto opt_int = [&](const std::string& key, int64_t fallback) -> int64_t {
+    auto v = f.get_int(arch + "." + key);
+    return v ? *v : fallback;
+  };
+  auto opt_float = [&](const std::string& key, double fallback) -> double {
+    auto v = f.get_float(arch + "." + key);
+    return v ? *v : fallback;
+  };
+
+  ASSIGN_OR_RETURN(c.n_embd, req_int("embedding_length"));
+  ASSIGN_OR_RETURN(c.n_layer, req_int("block_count"));
+  ASSIGN_OR_RETURN(c.n_head, req_int("attention.head_count"));
+  ASSIGN_OR_RETURN(c.n_ff, req_int("feed_forward_length"));
+  c.n_head_kv = opt_int("attention.head_count_kv", c.n_head);
+  c.n_ctx_train = opt_int("context_length", 2048);
+  c.head_dim = opt_int("attention.key_length", c.n_head > 0 ? c.n_embd / c.n_head : 0);
+  c.norm_eps = opt_float("attention.layer_norm_rms_epsilon", 1e-5);
+  c.rope.head_dim = c.head_dim;
+  c.rope.n_rot = opt_int("rope.dimension_count", c.head_dim);
+  c.rope.theta = opt_float("rope.freq_base", 10000.0);
+
+  // Vocabulary size: metadata, else the token list, else the embedding rows.
+  c.n_vocab = opt_int("vocab_size", 0);
+  if (c.n_vocab == 0) {
+    if (auto toks = f.get_array("tokenizer.ggml.tokens")) c.n_vocab = static_cast<int64_t>((*toks)->count);
+  }
+  const formats::GgufTensor* embd = f.find_tensor("token_embd.weight");
+  if (embd && embd->dims.size() == 2) {
+    if (c.n_vocab == 0) c.n_vocab = embd->dims[1];
+    if (embd->dims[1] != c.n_vocab)
+      return Error::invalid_file("{}: token_embd.weight has {} rows but the vocabulary has {} tokens", f.name(),
+                                 embd->dims[1], c.n_vocab);
+  }
+  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+
+  if (auto scaling = f.get_string(arch + ".rope.scaling.type")) {
+    if (*scaling == "linear") {
+      c.rope.scaling = ir::RopeScaling::Linear;
+      c.rope.factor = opt_float("rope.scaling.factor", 1.0);
+    } else if (*scaling == "none") {
+      c.rope.scaling = ir::RopeScaling::None;
+    } else {
+      return Error::unsupported("{}: rope scaling '{}' is not supported", f.name(), std::string(*scaling));
+    }
+  }
+
+  switch (c.arch) {
+    case Arch::Llama:
+      c.rope.layout = ir::RopeLayout::Normal;
+      c.sliding_window = opt_int("attention.sliding_window", 0);
+      if (c.sliding_window > 0) c.sliding = SlidingPattern::All;
+      break;
+    case Arch::Qwen2:
+      c.rope.layout = ir::RopeLayout::Neox;
+      c.qkv_bias = true;
+      break;
+    case Arch::Qwen3:
+      c.rope.layout = ir::RopeLayout::Neox;
+      c.qk_norm = true;
+      break;
+    case Arch::Gemma:
+      c.rope.layout = ir::RopeLayout::Neox;
+      c.ffn = FfnKind::GeGLU;
+      c.embed_scale = true;
+      c.tied_embeddings = true;
+      break;
+    case Arch::Gemma2:
+      c.rope.layout = ir::RopeLayout::Neox;
+      c.ffn = FfnKind::GeGLU;
+      c.embed_scale = true;
+      c.post_norms = true;
+      c.attn_softcap = opt_float("attn_logit_softcapping", 0.0);
+      c.final_softcap = opt_float("final_logit_softcapping", 0.0);
+      c.sliding_window = opt_int("attention.sliding_window", 0);
+      c.sliding = SlidingPattern::EvenLayers;
+      break;
+    case Arch::Gemma3:
+      c.rope.layout = ir::RopeLayout::Neox;
+      c.ffn = FfnKind::GeGLU;
+      c.embed_scale = true;
+      c.post_norms = true;
+      c.qk_norm = true;
+      c.final_softcap = opt_float("final_logit_softcapping", 0.0);
+      c.sliding_window = opt_int("attention.sliding_window", 0);
+      c.sliding = SlidingPattern::Gemma3;
+      c.rope_theta_local = 10000.0;
+      break;
+  }
+  if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) c.bos_id = *bos;
+  if (auto eos = f.get_int("tokenizer.ggml.eos_token_id")) c.eos_id = *eos;
+  if (Status s = c.validate(); !s.ok()) return s.error().with_context(f.name());
+  return c;
+}
+
+}  // namespace rlx::models
