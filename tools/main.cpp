@@ -1,9 +1,33 @@
-// rlx: the command-line program. Subcommands are registered in commands.cpp.
+// rlx: the command-line program. Each subcommand lives in its own cmd_*.cpp.
 #include <cstdio>
 
+#include "commands.h"
+
+namespace rlx::cli {
+
+int report(const Error& e) {
+  std::fprintf(stderr, "rlx: %s\n", e.to_string().c_str());
+  switch (e.code()) {
+    case ErrorCode::kInvalidArgument:
+    case ErrorCode::kParse: return 2;
+    default: return 1;
+  }
+}
+
+}  // namespace rlx::cli
+
 int main(int argc, char** argv) {
-  (void)argc;
-  (void)argv;
-  std::puts("rlx");
-  return 0;
+  CLI::App app{"rlx: compile and run transformer models"};
+  app.require_subcommand(1);
+  rlx::cli::Runner runner;
+  rlx::cli::add_run_command(app, &runner);
+  rlx::cli::add_info_command(app, &runner);
+  rlx::cli::add_compile_command(app, &runner);
+  rlx::cli::add_tokenize_commands(app, &runner);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return runner ? runner() : 0;
 }

@@ -8,12 +8,32 @@
 namespace rlx::ir {
 namespace {
 
+// Evaluates `d` under `b` in place; false (d unchanged) when a coefficient overflows.
+bool apply_checked(const DimBinding& b, Dim& d) {
+  Dim r(d.coeff);
+  for (SymbolId s : d.syms) {
+    if (!s) continue;
+    auto m = Dim::mul(r, b.has(s) ? Dim(b.get(s)) : Dim::symbol(s));
+    if (!m) return false;
+    r = *m;
+  }
+  d = r;
+  return true;
+}
+
+bool apply_checked(const DimBinding& b, Shape& s) {
+  for (Dim& d : s.dims())
+    if (!apply_checked(b, d)) return false;
+  return true;
+}
+
 // Applies a binding to every Dim/Shape field inside attrs (reshape/expand targets,
-// narrow lengths). Other field types are left alone.
+// narrow lengths). Other field types are left alone. `ok` turns false on overflow.
 struct AttrBinder {
   const DimBinding& b;
-  void operator()(const char*, Dim& d) { d = b.apply(d); }
-  void operator()(const char*, Shape& s) { s = b.apply(s); }
+  bool& ok;
+  void operator()(const char*, Dim& d) { ok = apply_checked(b, d) && ok; }
+  void operator()(const char*, Shape& s) { ok = apply_checked(b, s) && ok; }
   template <typename T>
   void operator()(const char*, T&) {}
 };
@@ -43,14 +63,9 @@ std::string entry_name(const Node& n) {
 }  // namespace
 
 Dim DimBinding::apply(const Dim& d) const {
-  Dim r(d.coeff);
-  for (SymbolId s : d.syms) {
-    if (!s) continue;
-    auto it = values_.find(s);
-    auto m = Dim::mul(r, it != values_.end() ? Dim(it->second) : Dim::symbol(s));
-    RLX_ASSERT(m.has_value());  // never more symbols than we started with
-    r = *m;
-  }
+  Dim r = d;
+  const bool ok = apply_checked(*this, r);
+  RLX_ASSERT(ok);  // bind() reports overflow as an error before getting here
   return r;
 }
 
@@ -82,8 +97,11 @@ Expected<Graph> bind(const Graph& g, const DimBinding& binding) {
   for (ValueId v = 0; v < g.size(); ++v) {
     const Node& n = g.node(v);
     Attrs attrs = n.attrs;
-    std::visit([&](auto& a) { a.fields(AttrBinder{binding}); }, attrs);
-    TensorType declared{n.dtype, binding.apply(n.shape)};
+    bool ok = true;
+    std::visit([&](auto& a) { a.fields(AttrBinder{binding, ok}); }, attrs);
+    TensorType declared{n.dtype, n.shape};
+    if (!ok || !apply_checked(binding, declared.shape))
+      return Error::verify("binding {}: {}: a dim overflows int64", binding.to_string(), g.describe(v));
     auto id = out.add(n.op, n.inputs, std::move(attrs), declared, n.label);
     if (!id) return Error::verify("binding {}: {}", binding.to_string(), id.error().message());
   }

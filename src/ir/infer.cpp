@@ -133,14 +133,23 @@ Expected<TensorType> infer_rope(const TensorType& x, const TensorType& pos, cons
   return x;
 }
 
+// Head counts must be positive, n_heads a multiple of n_kv_heads, and the widths
+// n_heads*head_dim / n_kv_heads*head_dim must not overflow.
+Status check_heads(const AttentionAttrs& a) {
+  int64_t width = 0;
+  if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.head_dim <= 0 || a.n_heads % a.n_kv_heads != 0 ||
+      __builtin_mul_overflow(a.n_heads, a.head_dim, &width))
+    return bad(fmt::format("attention heads invalid: n_heads={} n_kv_heads={} head_dim={}", a.n_heads, a.n_kv_heads,
+                           a.head_dim));
+  return {};
+}
+
 Expected<TensorType> infer_attention(const Types& in, const AttentionAttrs& a) {
   const TensorType &q = in[0], &k = in[1], &v = in[2];
   TRY(require_float(q, "attention q"));
   TRY(require_same_dtype(q, k));
   TRY(require_same_dtype(q, v));
-  if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.head_dim <= 0 || a.n_heads % a.n_kv_heads != 0)
-    return bad(fmt::format("attention heads invalid: n_heads={} n_kv_heads={} head_dim={}", a.n_heads, a.n_kv_heads,
-                           a.head_dim));
+  TRY(check_heads(a));
   if (a.mask == MaskKind::SlidingWindow && a.window <= 0) return bad("sliding-window attention needs window > 0");
   if (q.shape.rank() < 2 || k.shape.rank() != q.shape.rank() || v.shape != k.shape)
     return bad(fmt::format("attention q/k/v ranks or shapes differ: {}, {}, {}", str(q), str(k), str(v)));
@@ -188,9 +197,11 @@ Expected<TensorType> infer_narrow(const TensorType& x, const NarrowAttrs& n) {
   const Dim d = x.shape[*ax];
   if (n.start < 0) return bad("narrow start must be >= 0");
   if (n.length.is_static() && n.length.value() < 0) return bad("narrow length must be >= 0");
-  if (d.is_static() && n.length.is_static() && n.start + n.length.value() > d.value())
-    return bad(fmt::format("narrow [{}, {}) exceeds dim {} of size {}", n.start, n.start + n.length.value(), *ax,
-                           d.value()));
+  int64_t end = 0;
+  if (n.length.is_static() && __builtin_add_overflow(n.start, n.length.value(), &end))
+    return bad(fmt::format("narrow start {} + length {} overflows", n.start, n.length.value()));
+  if (d.is_static() && n.length.is_static() && end > d.value())
+    return bad(fmt::format("narrow [{}, {}) exceeds dim {} of size {}", n.start, end, *ax, d.value()));
   if (!n.length.is_static() && d.is_static())
     return bad("narrow with a symbolic length on a static dim");
   if (!n.length.is_static() && !d.is_static() && !(n.length == d && n.start == 0)) {
@@ -466,6 +477,7 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       ASSIGN_OR_RETURN(TensorType k, infer_linear(x, in[2], true, true));
       ASSIGN_OR_RETURN(TensorType v, infer_linear(x, in[3], true, true));
       const auto& a = b.attn;
+      TRY(check_heads(a));
       if (q.shape.back() != Dim(a.n_heads * a.head_dim) || k.shape.back() != Dim(a.n_kv_heads * a.head_dim) ||
           v.shape != k.shape)
         return bad(fmt::format("attention_block projections do not match heads: q {} k {} v {}", str(q), str(k), str(v)));

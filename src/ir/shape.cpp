@@ -33,16 +33,22 @@ void sort_syms(Dim& d) {
 
 }  // namespace
 
-SymbolId intern_symbol(std::string_view name) {
+std::optional<SymbolId> try_intern_symbol(std::string_view name) {
   SymbolTable& t = symbols();
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.ids.find(std::string(name));
   if (it != t.ids.end()) return it->second;
-  RLX_ASSERT(t.names.size() < std::numeric_limits<SymbolId>::max());
+  if (t.names.size() >= std::numeric_limits<SymbolId>::max()) return std::nullopt;
   const auto id = static_cast<SymbolId>(t.names.size());
   t.names.emplace_back(name);
   t.ids.emplace(std::string(name), id);
   return id;
+}
+
+SymbolId intern_symbol(std::string_view name) {
+  const std::optional<SymbolId> id = try_intern_symbol(name);
+  RLX_ASSERT(id.has_value());
+  return *id;
 }
 
 std::string symbol_name(SymbolId id) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -57,6 +58,32 @@ struct GgufArray {
   template <typename T>
   T scalar_at(uint64_t i) const;
 };
+
+template <typename T>
+T GgufArray::scalar_at(uint64_t i) const {
+  const uint8_t* p = raw + i * gguf_scalar_size(elem_type);
+  auto load = [p](auto zero) {
+    decltype(zero) v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  };
+  switch (elem_type) {
+    case GgufValueType::kU8: return static_cast<T>(load(uint8_t{}));
+    case GgufValueType::kI8: return static_cast<T>(load(int8_t{}));
+    case GgufValueType::kU16: return static_cast<T>(load(uint16_t{}));
+    case GgufValueType::kI16: return static_cast<T>(load(int16_t{}));
+    case GgufValueType::kU32: return static_cast<T>(load(uint32_t{}));
+    case GgufValueType::kI32: return static_cast<T>(load(int32_t{}));
+    case GgufValueType::kF32: return static_cast<T>(load(float{}));
+    case GgufValueType::kBool: return static_cast<T>(load(uint8_t{}) != 0);
+    case GgufValueType::kU64: return static_cast<T>(load(uint64_t{}));
+    case GgufValueType::kI64: return static_cast<T>(load(int64_t{}));
+    case GgufValueType::kF64: return static_cast<T>(load(double{}));
+    case GgufValueType::kString:
+    case GgufValueType::kArray: break;
+  }
+  return T{};
+}
 
 /// A metadata value: one scalar, a string (view into the source) or an array.
 struct GgufValue {

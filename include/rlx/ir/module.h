@@ -90,7 +90,8 @@ class DimBinding {
   bool has(SymbolId s) const { return values_.count(s) != 0; }
   int64_t get(SymbolId s) const { return values_.at(s); }
   const std::map<SymbolId, int64_t>& values() const { return values_; }
-  /// Evaluates a dim; symbols not bound stay symbolic.
+  /// Evaluates a dim; symbols not bound stay symbolic. Asserts that no coefficient
+  /// overflows int64 (bind() checks that and returns an error instead).
   Dim apply(const Dim& d) const;
   Shape apply(const Shape& s) const;
   /// "BATCH=1,SEQ=128" (sorted by symbol name; stable across processes).

@@ -19,8 +19,12 @@ inline constexpr SymbolId BATCH = 1;
 inline constexpr SymbolId SEQ = 2;
 inline constexpr SymbolId PAST_SEQ = 3;
 
-/// Returns the id of `name`, interning it on first use (thread-safe).
+/// Returns the id of `name`, interning it on first use (thread-safe). Asserts
+/// when the table is full (65535 symbols); see try_intern_symbol.
 SymbolId intern_symbol(std::string_view name);
+/// Like intern_symbol, but nullopt instead of asserting when the table is full
+/// (for parsers of untrusted text).
+std::optional<SymbolId> try_intern_symbol(std::string_view name);
 /// The name of an interned symbol.
 std::string symbol_name(SymbolId id);
 

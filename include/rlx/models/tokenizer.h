@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rlx/base/status.h"
+#include "rlx/formats/gguf.h"
 
 namespace rlx {
 
@@ -160,8 +161,8 @@ class StreamDecoder {
 /// merges, special ids, add_bos/add_eos/add_space_prefix, pre). Errors name the path
 /// and key. Only the header and metadata are read.
 Expected<VocabSpec> vocab_from_gguf(const std::string& path);
-/// Same, from GGUF bytes already in memory; `name` is used in error messages.
-Expected<VocabSpec> vocab_from_gguf_bytes(std::span<const uint8_t> bytes, const std::string& name);
+/// Same, from an already parsed GGUF file (e.g. the model being loaded).
+Expected<VocabSpec> vocab_from_gguf(const formats::GgufFile& file);
 
 /// Reads a Hugging Face tokenizer.json (models BPE with or without byte_fallback,
 /// and WordPiece; pre-tokenizers ByteLevel / Split / Sequence / BertPreTokenizer /

@@ -1,0 +1,86 @@
+// CompileOptions: every knob of the compiler in one plain struct (no environment reads).
+// CompileProfile (profile.h) maps `*.rlx.toml` files and presets onto these fields; the
+// pipeline (pipeline.h) reads nothing else.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rlx/compile/op_set.h"
+#include "rlx/ir/module.h"
+
+namespace rlx::compile {
+
+/// Which backend's fusion limits apply. Auto picks from the backend name ("cuda*" → Cuda).
+enum class FusionTarget : uint8_t { Auto, Cpu, Cuda };
+
+/// Bounds on one ElementwiseRegion; 0 = unbounded.
+struct FusionLimits {
+  int32_t max_inputs = 0;
+  int32_t max_steps = 0;
+  static FusionLimits cpu() { return {0, 0}; }     ///< unbounded
+  static FusionLimits cuda() { return {16, 32}; }  ///< kernel-argument and register budget
+  friend bool operator==(const FusionLimits&, const FusionLimits&) = default;
+};
+
+struct FusionOptions {
+  bool skip = false;                     ///< run no fusion pass at all
+  bool unfuse_regions = false;           ///< do not form ElementwiseRegions (and split given ones)
+  FusionTarget target = FusionTarget::Auto;
+  std::optional<FusionLimits> limits;    ///< overrides the target's limits
+  /// Pattern names to leave unfused: "matmul_bias_act", "swiglu", "residual_norm",
+  /// "attention", "elementwise_region".
+  std::vector<std::string> disabled_patterns;
+  friend bool operator==(const FusionOptions&, const FusionOptions&) = default;
+};
+
+/// Compute precision chosen at compile time.
+enum class Precision : uint8_t { F32, F16, BF16 };
+/// None: everything in `precision`. Auto: matmuls and attention in `precision` (f16/bf16),
+/// norms, softmax and reductions in f32, Casts inserted between.
+enum class MixedPrecision : uint8_t { None, Auto };
+
+/// PreferNative: keep every kind the backend claims. ForceCommon: rewrite every kind that
+/// has a common-IR rewrite even when claimed (kinds in force_native excepted).
+enum class KernelDispatchPolicy : uint8_t { PreferNative, ForceCommon };
+
+struct KernelDispatchConfig {
+  KernelDispatchPolicy policy = KernelDispatchPolicy::PreferNative;
+  OpSet force_common;  ///< always rewritten to primitives (when a rewrite exists)
+  OpSet force_native;  ///< never rewritten; a compile error when the backend lacks them
+  friend bool operator==(const KernelDispatchConfig&, const KernelDispatchConfig&) = default;
+};
+
+struct CompileOptions {
+  bool dce = true;
+  bool constant_folding = true;
+  bool cse = true;
+  bool verbose = false;              ///< log each pass and verify after it
+  bool assert_fusion_clean = false;  ///< a missed fusion fails the compile
+  FusionOptions fusion;
+  Precision precision = Precision::F32;
+  MixedPrecision mixed = MixedPrecision::None;
+  KernelDispatchConfig dispatch;
+  ir::DimBinding binding;            ///< applied after lowering (empty: keep symbols)
+  int64_t arena_alignment = 64;      ///< bytes, a power of two
+  bool in_place = true;              ///< let elementwise ops reuse a dying input's slot
+  std::string ir_dump_dir;           ///< non-empty: write the IR of every stage there
+};
+
+/// The limits that apply for `options` on a backend named `backend_name`.
+FusionLimits effective_fusion_limits(const FusionOptions& options, std::string_view backend_name);
+
+std::string_view to_string(FusionTarget t);
+std::string_view to_string(Precision p);
+std::string_view to_string(MixedPrecision m);
+std::string_view to_string(KernelDispatchPolicy p);
+std::optional<FusionTarget> parse_fusion_target(std::string_view s);   ///< auto|cpu|cuda
+std::optional<Precision> parse_precision(std::string_view s);          ///< f32|f16|bf16
+std::optional<MixedPrecision> parse_mixed_precision(std::string_view s);  ///< none|auto
+/// The dtype a Precision computes in.
+ir::DType precision_dtype(Precision p);
+
+}  // namespace rlx::compile

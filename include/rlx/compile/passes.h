@@ -1,0 +1,61 @@
+// The MIR passes: each is a function MirModule -> MirModule in its own file under
+// src/compile/, testable alone. Every pass requires a verified MIR module and returns a
+// verified one computing the same outputs (documented per pass in its .cpp file).
+#pragma once
+
+#include "rlx/base/status.h"
+#include "rlx/compile/fusion_report.h"
+#include "rlx/compile/options.h"
+#include "rlx/ir/module.h"
+
+namespace rlx::compile {
+
+/// Removes nodes no output depends on. Boundary nodes (inputs, params, handles) and
+/// UpdateSlice writes into handles are always kept (they are the interface / side effects).
+ir::MirModule eliminate_dead_code(const ir::MirModule& m);
+
+/// Evaluates ops whose inputs are all constants (Activation, Binary, Compare, Where, Cast,
+/// Reshape, Expand, Narrow, Transpose) at compile time, per dtype (f16/bf16/f32/f64
+/// read as what they are; integers in integer arithmetic; exact erf GELU). Params are
+/// never folded. Results above kMaxFoldElements elements are left alone.
+ir::MirModule fold_constants(const ir::MirModule& m);
+inline constexpr int64_t kMaxFoldElements = int64_t{1} << 16;
+
+/// Merges nodes with equal op, attrs, type and inputs (not boundary nodes, not UpdateSlice,
+/// not Custom).
+ir::MirModule eliminate_common_subexpressions(const ir::MirModule& m);
+
+/// MatMul(x, W, transpose_b) -> [Binary add bias[N]] -> [Activation] into
+/// FusedMatMulBiasAct, when every intermediate has one user. Records "matmul_bias_act".
+ir::MirModule fuse_matmul_bias_act(const ir::MirModule& m, FusionReport* report = nullptr);
+
+/// silu(x.Wg^T) * (x.Wu^T), both matmuls sharing x and used once, into FusedSwiGLU.
+/// Records "swiglu".
+ir::MirModule fuse_swiglu(const ir::MirModule& m, FusionReport* report = nullptr);
+
+/// add(x, res) -> RmsNorm/LayerNorm into FusedResidualRmsNorm/LayerNorm ([2, ...]:
+/// index 0 = sum, 1 = normed); users read Narrow(axis 0) + Reshape views.
+/// Records "residual_norm".
+ir::MirModule fuse_residual_norm(const ir::MirModule& m, FusionReport* report = nullptr);
+
+/// The primitive attention form (as lowered by Fusable policy or by legalization:
+/// matmul -> scale -> [softcap] -> mask -> softmax -> matmul) into Attention.
+/// Records "attention".
+ir::MirModule fuse_attention(const ir::MirModule& m, FusionReport* report = nullptr);
+
+/// Maximal single-user chains of elementwise ops into ElementwiseRegions, bounded by
+/// `limits`. Records "elementwise_region".
+ir::MirModule fuse_elementwise(const ir::MirModule& m, const FusionLimits& limits, FusionReport* report = nullptr);
+
+/// Expands every ElementwiseRegion back into its ops.
+ir::MirModule unfuse_elementwise(const ir::MirModule& m);
+
+/// Removes Cast pairs that cancel exactly (a -> wider b -> a, and same-dtype casts).
+ir::MirModule remove_cast_pairs(const ir::MirModule& m);
+
+/// Computes in `precision` (Mixed None) or matmuls/attention in `precision` and
+/// norms/softmax/reductions in f32 (Mixed Auto), inserting Casts; f32 params and handles
+/// used only at low precision are retyped, inputs/outputs keep their dtypes.
+Expected<ir::MirModule> apply_precision(const ir::MirModule& m, Precision precision, MixedPrecision mixed);
+
+}  // namespace rlx::compile

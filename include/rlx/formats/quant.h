@@ -1,0 +1,63 @@
+// Block codecs for GGML tensor types: dequantize packed rows to f32 and quantize f32
+// rows to packed blocks, bit-exact with ggml's reference (quantize_row_*_ref,
+// dequantize_row_*) including the K-quant scale searches; plus the Q8_0 / Q8_K
+// activation quantizers llama.cpp's CPU vec_dot paths use.
+#pragma once
+
+#include <cstdint>
+
+#include "rlx/base/status.h"
+#include "rlx/formats/ggml_type.h"
+#include "rlx/formats/quant_blocks.h"
+
+namespace rlx::formats {
+
+/// Types dequantize_row accepts: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, Q8_K.
+bool can_dequantize(GgmlType type);
+/// Types quantize_row accepts (the same set as can_dequantize).
+bool can_quantize(GgmlType type);
+
+/// Decodes `n` elements of packed `type` data at `src` into `dst` (n floats).
+/// Errors: kUnsupported for a type without a decoder, kInvalidArgument when `n` is
+/// negative or not a multiple of the type's block size. Reads ggml_bytes_for(type, n) bytes;
+/// `src` must be aligned for the block struct (4 bytes covers all; GGUF data is 32-aligned).
+Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
+/// Encodes `n` floats into packed `type` blocks at `dst` (ggml_bytes_for(type, n) bytes)
+/// with ggml's reference quantizer for that type. Errors as dequantize_row.
+Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
+
+// Per-type entry points (n must be a multiple of the block size; no checks).
+void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n);
+void dequantize_row_q4_1(const BlockQ4_1* x, float* y, int64_t n);
+void dequantize_row_q5_0(const BlockQ5_0* x, float* y, int64_t n);
+void dequantize_row_q5_1(const BlockQ5_1* x, float* y, int64_t n);
+void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n);
+void dequantize_row_q2_k(const BlockQ2_K* x, float* y, int64_t n);
+void dequantize_row_q3_k(const BlockQ3_K* x, float* y, int64_t n);
+void dequantize_row_q4_k(const BlockQ4_K* x, float* y, int64_t n);
+void dequantize_row_q5_k(const BlockQ5_K* x, float* y, int64_t n);
+void dequantize_row_q6_k(const BlockQ6_K* x, float* y, int64_t n);
+void dequantize_row_q8_k(const BlockQ8_K* x, float* y, int64_t n);
+
+void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n);
+void quantize_row_q4_1(const float* x, BlockQ4_1* y, int64_t n);
+void quantize_row_q5_0(const float* x, BlockQ5_0* y, int64_t n);
+void quantize_row_q5_1(const float* x, BlockQ5_1* y, int64_t n);
+/// Reference Q8_0 (weights): d = amax/127, q = round-half-away(x * (1/d)), d stored as f16.
+void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
+void quantize_row_q2_k(const float* x, BlockQ2_K* y, int64_t n);
+void quantize_row_q3_k(const float* x, BlockQ3_K* y, int64_t n);
+void quantize_row_q4_k(const float* x, BlockQ4_K* y, int64_t n);
+void quantize_row_q5_k(const float* x, BlockQ5_K* y, int64_t n);
+void quantize_row_q6_k(const float* x, BlockQ6_K* y, int64_t n);
+/// Q8_K (reference = activation quantizer): max = signed value of the largest |x|,
+/// iscale = -127/max, q = min(127, nearest_int(iscale*x)), d = 1/iscale (f32), bsums of 16.
+void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n);
+
+/// Activation rows for Q8_0 dot products as llama.cpp's x86 CPU path makes them:
+/// d = f16(amax/127), q = round-half-even(x * (127/amax)). n is a multiple of 32.
+void quantize_activation_q8_0(const float* x, BlockQ8_0* y, int64_t n);
+/// Activation rows for K-quant dot products (identical to quantize_row_q8_k). n % 256 == 0.
+inline void quantize_activation_q8_k(const float* x, BlockQ8_K* y, int64_t n) { quantize_row_q8_k(x, y, n); }
+
+}  // namespace rlx::formats

@@ -1,0 +1,48 @@
+// Token sampling from a row of logits: greedy, temperature, top-k, top-p, min-p,
+// repetition / frequency / presence penalties, with a seeded RNG so that the same
+// seed and logits always give the same tokens.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "rlx/base/status.h"
+
+namespace rlx::models {
+
+struct SamplingOptions {
+  float temperature = 0.0f;        ///< <= 0: greedy (argmax, ties -> lowest id)
+  int32_t top_k = 0;               ///< 0 = off
+  float top_p = 1.0f;              ///< 1 = off
+  float min_p = 0.0f;              ///< 0 = off; keep tokens with p >= min_p * p_max
+  float repetition_penalty = 1.0f; ///< 1 = off; divides positive / multiplies negative logits of seen tokens
+  float frequency_penalty = 0.0f;  ///< subtracts count * penalty
+  float presence_penalty = 0.0f;   ///< subtracts penalty once per seen token
+  int32_t penalty_last_n = 64;     ///< how many recent tokens the penalties look at (0 = all)
+  uint64_t seed = 0;
+
+  /// Errors name the bad field (negative temperature, top_p outside (0, 1], ...).
+  Status validate() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(SamplingOptions options);
+  /// Picks the next token from `logits` given the tokens generated so far
+  /// (`history`, used by the penalties). Uses and advances the RNG.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+  const SamplingOptions& options() const { return options_; }
+
+ private:
+  SamplingOptions options_;
+  std::mt19937_64 rng_;
+  std::vector<float> scratch_;
+  std::vector<int32_t> order_;
+};
+
+/// Index of the largest value; ties go to the lowest index.
+int32_t argmax(std::span<const float> logits);
+
+}  // namespace rlx::models

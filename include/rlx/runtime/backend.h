@@ -1,0 +1,96 @@
+// Backend interface and the process-wide backend registry. A backend is a
+// capability table (`supported_ops`, what legalization may leave in place) plus a
+// compiler from LIR to an Executable. Built-in backends (CPU, and CUDA when built)
+// are registered on first use of the registry.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "rlx/base/status.h"
+#include "rlx/compile/op_set.h"
+#include "rlx/compile/options.h"
+#include "rlx/ir/module.h"
+#include "rlx/runtime/device.h"
+#include "rlx/runtime/executable.h"
+
+namespace rlx {
+
+/// Which dim of every LIR value follows the graph's bucket symbol, for
+/// set_active_extent. `axis[v]`: that dim's index, -1 when the value has no such dim,
+/// -2 when the symbol appears only inside a combined dim (e.g. 2*SEQ).
+struct ExtentInfo {
+  ir::SymbolId symbol = 0;
+  int64_t upper = 0;  ///< the size the symbol was bound to
+  std::vector<int> axis;
+  bool empty() const { return symbol == 0; }
+};
+
+/// Knobs a backend is created with (per registry instance).
+struct BackendOptions {
+  int threads = 0;  ///< CPU worker threads; 0 = RLX_THREADS, else all cores
+  friend bool operator==(const BackendOptions&, const BackendOptions&) = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// "cpu", "cuda", ... (selects fusion limits; appears in reports).
+  virtual std::string name() const = 0;
+  /// The op kinds this backend runs natively.
+  virtual const compile::OpSet& supported_ops() const = 0;
+  /// Builds an executable for a fully bound LIR module (no dynamic symbols).
+  virtual Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir,
+                                                        const compile::CompileOptions& options) = 0;
+  /// The same, told which dims follow the bucket symbol so that the executable can
+  /// honour set_active_extent. Backends without extent support ignore `extent`.
+  virtual Expected<std::unique_ptr<Executable>> compile_with_extent(const ir::LirModule& lir,
+                                                                    const compile::CompileOptions& options,
+                                                                    const ExtentInfo& extent) {
+    (void)extent;
+    return compile(lir, options);
+  }
+};
+
+/// Creates the backend for a device, or an error saying why it is unavailable.
+using BackendFactory = std::function<Expected<std::shared_ptr<Backend>>(const Device&, const BackendOptions&)>;
+
+/// Process-wide map DeviceKind -> factory; backend instances are created once per
+/// device and shared. Thread-safe.
+class BackendRegistry {
+ public:
+  /// The registry with the built-in backends registered.
+  static BackendRegistry& global();
+
+  /// Registers (or replaces) the factory for `kind`; drops cached instances of that kind.
+  void register_backend(DeviceKind kind, BackendFactory factory);
+  /// The backend for `device` (created on first request per device and options).
+  Expected<std::shared_ptr<Backend>> get(const Device& device, const BackendOptions& options = {});
+  /// True when a factory exists and creates a backend for `device`.
+  bool is_available(const Device& device);
+  /// Kinds with a registered factory.
+  std::vector<DeviceKind> registered_kinds() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<DeviceKind, BackendFactory>> factories_;
+  struct Instance {
+    Device device;
+    BackendOptions options;
+    std::shared_ptr<Backend> backend;
+  };
+  std::vector<Instance> instances_;
+};
+
+/// True when `device` has a backend in this build and on this machine.
+bool is_available(const Device& device);
+
+namespace detail {
+/// Registers the backends compiled into this build (defined by the backends layer).
+void register_builtin_backends(BackendRegistry& registry);
+}  // namespace detail
+
+}  // namespace rlx

@@ -1,0 +1,34 @@
+// Devices a compiled graph can run on: a kind (cpu, cuda, ...) plus an ordinal
+// for machines with several of one kind. Parsed from text such as "cpu" or "cuda:1".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "rlx/base/status.h"
+
+namespace rlx {
+
+enum class DeviceKind : uint8_t { kCpu, kCuda, kMetal, kMlx, kRocm, kVulkan, kTpu };
+
+/// A device: kind + ordinal (0 for the first of its kind).
+struct Device {
+  DeviceKind kind = DeviceKind::kCpu;
+  int ordinal = 0;
+
+  static Device cpu() { return {DeviceKind::kCpu, 0}; }
+  static Device cuda(int ordinal = 0) { return {DeviceKind::kCuda, ordinal}; }
+
+  /// Parses "cpu", "cuda", "cuda:0", "metal", "mlx", "rocm", "vulkan" (alias "wgpu"), "tpu".
+  static Expected<Device> parse(std::string_view text);
+  /// "cpu" for cpu:0, otherwise "kind:ordinal" (e.g. "cuda:1").
+  std::string to_string() const;
+
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+/// "cpu", "cuda", "metal", "mlx", "rocm", "vulkan", "tpu".
+std::string_view device_kind_name(DeviceKind kind);
+
+}  // namespace rlx

@@ -1,0 +1,76 @@
+// Executable: what a backend's compiler produces from one LirModule, and what a
+// CompiledGraph wraps. Positional and allocation-free in steady state: inputs,
+// params, handles and outputs are addressed by their index in the IoManifest
+// (CompiledGraph maps names to indices and checks user input before calling in).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "rlx/base/status.h"
+#include "rlx/ir/module.h"
+
+namespace rlx {
+
+/// (byte offset from arena_ptr(), byte length) of one output.
+using OutputSlot = std::pair<int64_t, int64_t>;
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+
+  /// Inputs, params, handles and outputs, in the order every index below refers to.
+  virtual const ir::IoManifest& manifest() const = 0;
+
+  /// Stores weight `index` from `bytes` of `dtype` (the declared dtype, or a float
+  /// dtype the executable converts from). Sizes are checked by the caller.
+  virtual Status set_param(size_t index, const void* data, int64_t bytes, ir::DType dtype) = 0;
+  /// True once param `index` has been set.
+  virtual bool param_is_set(size_t index) const = 0;
+
+  /// Overwrites persistent handle `index` with `bytes` bytes of its declared dtype.
+  virtual Status write_handle(size_t index, const void* data, int64_t bytes) = 0;
+  /// The handle's current contents (declared dtype and shape).
+  virtual const void* handle_data(size_t index) const = 0;
+
+  /// Runs once. `inputs[i]` points at manifest().inputs[i]'s bytes (dtype and shape
+  /// already checked). Errors: a param never set, an index out of range at run time.
+  virtual Status run(std::span<const void* const> inputs) = 0;
+
+  /// Base of the activation arena; outputs live at output_slots() after a run.
+  virtual const uint8_t* arena_ptr() const = 0;
+  virtual std::span<const OutputSlot> output_slots() const = 0;
+
+  /// Limits the next runs to the first `actual` of `upper` rows along the bucket axis
+  /// (see CompiledGraph::set_active_extent); actual == upper turns it off.
+  virtual Status set_active_extent(int64_t actual, int64_t upper) = 0;
+
+  /// Submits a run without waiting for it (synchronous on backends without queues).
+  virtual Status commit_no_wait(std::span<const void* const> inputs) { return run(inputs); }
+  /// Waits for the run submitted last.
+  virtual Status sync_pending() { return {}; }
+
+  /// An independent executable: own arena and handles, sharing read-only params.
+  virtual Expected<std::unique_ptr<Executable>> clone() const = 0;
+
+  // ---- mixture-of-experts hooks (backends without MoE support keep the defaults) ----
+  /// Restricts layer `layer` (-1: all layers) to the listed resident experts.
+  virtual Status set_resident_experts(int layer, std::span<const int32_t> experts) {
+    (void)layer;
+    (void)experts;
+    return Error::unsupported("resident experts are not supported by this backend");
+  }
+  /// Records the router's top-k choice of every MoE layer on the next runs.
+  virtual Status set_topk_capture(bool on) {
+    (void)on;
+    return Error::unsupported("top-k capture is not supported by this backend");
+  }
+
+  /// One line for logs: backend, arena bytes, steps.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace rlx

@@ -1,0 +1,355 @@
+// CpuExecutable: walks the precompiled steps of one LIR module over a single
+// 64-byte-aligned arena allocated at compile time. Weights live outside the arena
+// (shared by clones, copy-on-write on set_param), handles persist across runs, and
+// the run loop does no lookups and no allocation.
+#include "backends/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/cpu_step.h"
+#include "rlx/base/aligned_buffer.h"
+#include "rlx/base/env.h"
+#include "rlx/base/half.h"
+
+namespace rlx::cpu_backend {
+namespace {
+
+using ir::DType;
+using ir::SlotKind;
+using ir::ValueId;
+
+struct StagedOutput {
+  ValueRef src;
+  int64_t dst_offset = 0;
+};
+
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable() = default;
+
+  Status init(const ir::LirModule& lir, const ExtentInfo& extent, std::shared_ptr<cpu::ThreadPool> pool);
+
+  const ir::IoManifest& manifest() const override { return *manifest_; }
+  Status set_param(size_t index, const void* data, int64_t bytes, DType dtype) override;
+  bool param_is_set(size_t index) const override { return param_set_[index]; }
+  Status write_handle(size_t index, const void* data, int64_t bytes) override;
+  const void* handle_data(size_t index) const override { return handles_[index].data(); }
+  Status run(std::span<const void* const> inputs) override;
+  const uint8_t* arena_ptr() const override { return arena_.data(); }
+  std::span<const OutputSlot> output_slots() const override { return out_slots_; }
+  Status set_active_extent(int64_t actual, int64_t upper) override;
+  Expected<std::unique_ptr<Executable>> clone() const override;
+  std::string describe() const override {
+    return fmt::format("cpu executable: {} steps, arena {} bytes, {} threads", n_live_steps_, arena_.size(),
+                       pool_ ? pool_->size() : 1);
+  }
+
+ private:
+  uint8_t* base(StorageKind k, int32_t index) const;
+  void resolve();
+
+  std::shared_ptr<const ir::IoManifest> manifest_;
+  std::shared_ptr<const std::vector<int64_t>> param_bytes_;  // declared bytes per param
+  std::vector<Step> steps_;
+  int n_live_steps_ = 0;
+  AlignedBuffer arena_;
+  AlignedBuffer scratch_;
+  std::vector<std::shared_ptr<AlignedBuffer>> params_;
+  std::vector<bool> param_set_;
+  size_t n_params_unset_ = 0;
+  std::vector<AlignedBuffer> handles_;
+  std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants_;
+  std::vector<int64_t> input_offsets_, input_bytes_;
+  std::vector<OutputSlot> out_slots_;
+  std::vector<StagedOutput> staged_;
+  std::shared_ptr<cpu::ThreadPool> pool_;
+  ExtentInfo extent_;
+  StepCtx ctx_;
+};
+
+uint8_t* CpuExecutable::base(StorageKind k, int32_t index) const {
+  switch (k) {
+    case StorageKind::kArena: return const_cast<uint8_t*>(arena_.data());
+    case StorageKind::kParam: return params_[static_cast<size_t>(index)]->data();
+    case StorageKind::kHandle: return const_cast<uint8_t*>(handles_[static_cast<size_t>(index)].data());
+    case StorageKind::kConstant:
+      return const_cast<uint8_t*>(constants_[static_cast<size_t>(index)]->data());
+    case StorageKind::kScratch: return const_cast<uint8_t*>(scratch_.data());
+    case StorageKind::kNone: return nullptr;
+  }
+  return nullptr;
+}
+
+void CpuExecutable::resolve() {
+  for (Step& s : steps_) {
+    s.in_ptr.resize(s.in.size());
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      uint8_t* b = base(s.in[i].kind, s.in[i].index);
+      s.in_ptr[i] = b ? b + s.in[i].offset : nullptr;
+    }
+    uint8_t* b = base(s.out.kind, s.out.index);
+    s.out_ptr = b ? b + s.out.offset : nullptr;
+  }
+  ctx_.pool = pool_.get();
+  ctx_.n_threads = pool_ ? pool_->size() : 1;
+  ctx_.scratch = scratch_.data();
+}
+
+Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, std::shared_ptr<cpu::ThreadPool> pool) {
+  const ir::Graph& g = lir.graph;
+  if (!lir.dynamic_symbols.empty())
+    return Error::invalid_argument("cpu backend: the module still has unbound symbols (bind them first)");
+  if (lir.plan.slots.size() != static_cast<size_t>(g.size()))
+    return Error::internal("cpu backend: buffer plan has {} slots for {} values", lir.plan.slots.size(), g.size());
+  pool_ = std::move(pool);
+  extent_ = extent;
+  manifest_ = std::make_shared<const ir::IoManifest>(lir.manifest);
+  const ir::IoManifest& m = *manifest_;
+
+  // Storage indices of boundary values.
+  std::vector<int32_t> param_idx(static_cast<size_t>(g.size()), -1), handle_idx(param_idx), const_idx(param_idx);
+  auto pb = std::make_shared<std::vector<int64_t>>();
+  for (size_t i = 0; i < m.params.size(); ++i) {
+    param_idx[static_cast<size_t>(m.params[i].value)] = static_cast<int32_t>(i);
+    pb->push_back(m.params[i].bytes);
+    params_.push_back(std::make_shared<AlignedBuffer>(static_cast<size_t>(std::max<int64_t>(m.params[i].bytes, 1))));
+  }
+  param_bytes_ = pb;
+  param_set_.assign(m.params.size(), false);
+  n_params_unset_ = m.params.size();
+  for (size_t i = 0; i < m.handles.size(); ++i) {
+    handle_idx[static_cast<size_t>(m.handles[i].value)] = static_cast<int32_t>(i);
+    handles_.emplace_back(static_cast<size_t>(std::max<int64_t>(m.handles[i].bytes, 1)));
+  }
+  for (ValueId v = 0; v < g.size(); ++v) {
+    const ir::Node& n = g.node(v);
+    if (n.op == ir::OpKind::Constant) {
+      const_idx[static_cast<size_t>(v)] = static_cast<int32_t>(constants_.size());
+      const auto& bytes = n.attr<ir::ConstantAttrs>().data.bytes;
+      constants_.push_back(bytes ? bytes : std::make_shared<const std::vector<uint8_t>>(8, uint8_t{0}));
+    }
+  }
+  // Value -> storage reference (views followed to their root).
+  std::vector<ValueRef> refs(static_cast<size_t>(g.size()));
+  for (ValueId v = 0; v < g.size(); ++v) {
+    const ir::BufferSlot& slot = lir.plan.slots[static_cast<size_t>(v)];
+    ValueRef r;
+    r.bytes = slot.size;
+    switch (slot.kind) {
+      case SlotKind::kArena: r.kind = StorageKind::kArena; r.offset = slot.offset; break;
+      case SlotKind::kView: {
+        if (slot.root < 0 || slot.root >= v)
+          return Error::internal("cpu backend: {} is a view of invalid root {}", g.describe(v), slot.root);
+        r = refs[static_cast<size_t>(slot.root)];
+        r.offset += slot.offset;
+        r.bytes = slot.size;
+        break;
+      }
+      case SlotKind::kParam:
+        if (param_idx[static_cast<size_t>(v)] < 0) return Error::internal("cpu backend: {} not in the manifest", g.describe(v));
+        r.kind = StorageKind::kParam; r.index = param_idx[static_cast<size_t>(v)]; break;
+      case SlotKind::kHandle:
+        if (handle_idx[static_cast<size_t>(v)] < 0) return Error::internal("cpu backend: {} not in the manifest", g.describe(v));
+        r.kind = StorageKind::kHandle; r.index = handle_idx[static_cast<size_t>(v)]; break;
+      case SlotKind::kConstant:
+        if (const_idx[static_cast<size_t>(v)] < 0) return Error::internal("cpu backend: {} is not a constant", g.describe(v));
+        r.kind = StorageKind::kConstant; r.index = const_idx[static_cast<size_t>(v)]; break;
+    }
+    refs[static_cast<size_t>(v)] = r;
+  }
+  if (lir.plan.arena_size < 0) return Error::internal("cpu backend: negative arena size");
+
+  // Steps, in schedule order.
+  const auto& table = cpu_kernel_table();
+  std::vector<StepBuilder> builders(static_cast<size_t>(ir::kNumOpKinds), nullptr);
+  for (const KernelEntry& e : table) builders[static_cast<size_t>(e.kind)] = e.build;
+  int64_t scratch_bytes = 0;
+  BuildCtx bctx;
+  bctx.lir = &lir;
+  bctx.graph = &g;
+  bctx.bucket_axis = extent.empty() ? nullptr : &extent_.axis;
+  bctx.n_threads = pool_ ? pool_->size() : 1;
+  bctx.scratch_bytes = &scratch_bytes;
+  std::vector<ValueId> schedule = lir.plan.schedule;
+  if (schedule.empty())
+    for (ValueId v = 0; v < g.size(); ++v) schedule.push_back(v);
+  for (ValueId v : schedule) {
+    const ir::Node& n = g.node(v);
+    StepBuilder b = builders[static_cast<size_t>(n.op)];
+    if (b == nullptr)
+      return Error::unsupported("cpu backend has no kernel for {} (op {})", g.describe(v), ir::op_name(n.op));
+    // Views cost nothing, except UpdateSlice whose write is the point.
+    if (lir.plan.slots[static_cast<size_t>(v)].kind == SlotKind::kView && n.op != ir::OpKind::UpdateSlice) continue;
+    for (const ir::Dim& d : n.shape)
+      if (!d.is_static()) return Error::invalid_argument("cpu backend: {} has a symbolic shape", g.describe(v));
+    Step s;
+    s.node = v;
+    for (ValueId in : n.inputs) s.in.push_back(refs[static_cast<size_t>(in)]);
+    s.out = refs[static_cast<size_t>(v)];
+    bctx.id = v;
+    TRY(b(bctx, s));
+    if (s.fn == nullptr) continue;
+    steps_.push_back(std::move(s));
+  }
+  n_live_steps_ = static_cast<int>(steps_.size());
+
+  // Inputs are copied into their arena slots; outputs outside the arena are staged.
+  int64_t arena_size = lir.plan.arena_size;
+  for (const ir::ManifestEntry& e : m.inputs) {
+    const ValueRef& r = refs[static_cast<size_t>(e.value)];
+    if (r.kind != StorageKind::kArena)
+      return Error::internal("cpu backend: input '{}' is not in the arena", e.name);
+    input_offsets_.push_back(r.offset);
+    input_bytes_.push_back(e.bytes);
+  }
+  for (const ir::ManifestEntry& e : m.outputs) {
+    const ValueRef& r = refs[static_cast<size_t>(e.value)];
+    if (r.kind == StorageKind::kArena) {
+      out_slots_.emplace_back(r.offset, e.bytes);
+    } else {
+      const int64_t off = static_cast<int64_t>(align_up(static_cast<size_t>(arena_size), 64));
+      arena_size = off + e.bytes;
+      staged_.push_back({r, off});
+      out_slots_.emplace_back(off, e.bytes);
+    }
+  }
+  arena_ = AlignedBuffer(static_cast<size_t>(std::max<int64_t>(arena_size, 64)), 64);
+  scratch_ = AlignedBuffer(static_cast<size_t>(std::max<int64_t>(scratch_bytes, 64)), 64);
+  resolve();
+  return {};
+}
+
+Status CpuExecutable::set_param(size_t index, const void* data, int64_t bytes, DType dtype) {
+  const ir::ManifestEntry& e = manifest_->params[index];
+  auto& buf = params_[index];
+  if (buf.use_count() > 1) {  // shared with a clone: copy on write
+    buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(std::max<int64_t>(e.bytes, 1)));
+  }
+  const DType want = e.type.dtype;
+  if (dtype == want) {
+    if (bytes != e.bytes) return Error::internal("param '{}': {} bytes for {}", e.name, bytes, e.bytes);
+    std::memcpy(buf->data(), data, static_cast<size_t>(bytes));
+  } else {
+    const int64_t n = *e.type.shape.num_elements();
+    const auto* src = static_cast<const uint8_t*>(data);
+    for (int64_t i = 0; i < n; ++i) store_f(want, buf->data(), i, load_f(dtype, src, i));
+  }
+  if (!param_set_[index]) {
+    param_set_[index] = true;
+    --n_params_unset_;
+  }
+  resolve();
+  return {};
+}
+
+Status CpuExecutable::write_handle(size_t index, const void* data, int64_t bytes) {
+  const ir::ManifestEntry& e = manifest_->handles[index];
+  if (bytes != e.bytes) return Error::internal("handle '{}': {} bytes for {}", e.name, bytes, e.bytes);
+  std::memcpy(handles_[index].data(), data, static_cast<size_t>(bytes));
+  return {};
+}
+
+Status CpuExecutable::run(std::span<const void* const> inputs) {
+  if (n_params_unset_ != 0) {
+    for (size_t i = 0; i < param_set_.size(); ++i)
+      if (!param_set_[i]) return Error::invalid_argument("param '{}' was never set", manifest_->params[i].name);
+  }
+  if (inputs.size() != input_offsets_.size())
+    return Error::internal("cpu executable: {} inputs for {}", inputs.size(), input_offsets_.size());
+  uint8_t* arena = arena_.data();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    uint8_t* dst = arena + input_offsets_[i];
+    if (dst != inputs[i]) std::memcpy(dst, inputs[i], static_cast<size_t>(input_bytes_[i]));
+  }
+  for (const Step& s : steps_) {
+    Status st = s.fn(s, ctx_);
+    if (!st.ok()) return st;
+  }
+  for (const StagedOutput& o : staged_)
+    std::memcpy(arena + o.dst_offset, base(o.src.kind, o.src.index) + o.src.offset, static_cast<size_t>(o.src.bytes));
+  return {};
+}
+
+Status CpuExecutable::set_active_extent(int64_t actual, int64_t upper) {
+  if (extent_.empty())
+    return Error::invalid_argument(
+        "set_active_extent: the graph was compiled without a symbolic (bucket) dim; compile it with a symbol "
+        "and CompileOptions::binding");
+  if (upper != extent_.upper)
+    return Error::invalid_argument("set_active_extent: upper {} differs from the compiled size {}={}", upper,
+                                   ir::symbol_name(extent_.symbol), extent_.upper);
+  if (actual < 1 || actual > upper)
+    return Error::invalid_argument("set_active_extent: actual {} must be in [1, {}]", actual, upper);
+  if (actual < upper) {
+    for (const Step& s : steps_)
+      if (!s.extent_ok)
+        return Error::unsupported("set_active_extent: node %{} combines rows along {} in a way the cpu backend "
+                                  "cannot restrict",
+                                  s.node, ir::symbol_name(extent_.symbol));
+  }
+  ctx_.extent_on = actual < upper;
+  ctx_.actual = actual;
+  ctx_.upper = upper;
+  return {};
+}
+
+Expected<std::unique_ptr<Executable>> CpuExecutable::clone() const {
+  auto c = std::make_unique<CpuExecutable>();
+  c->manifest_ = manifest_;
+  c->param_bytes_ = param_bytes_;
+  c->steps_ = steps_;
+  c->n_live_steps_ = n_live_steps_;
+  c->arena_ = AlignedBuffer(arena_.size(), 64);
+  c->scratch_ = AlignedBuffer(scratch_.size(), 64);
+  c->params_ = params_;  // shared until one side sets a param again
+  c->param_set_ = param_set_;
+  c->n_params_unset_ = n_params_unset_;
+  for (const AlignedBuffer& h : handles_) {
+    AlignedBuffer copy(h.size(), 64);
+    std::memcpy(copy.data(), h.data(), h.size());
+    c->handles_.push_back(std::move(copy));
+  }
+  c->constants_ = constants_;
+  c->input_offsets_ = input_offsets_;
+  c->input_bytes_ = input_bytes_;
+  c->out_slots_ = out_slots_;
+  c->staged_ = staged_;
+  c->pool_ = pool_;
+  c->extent_ = extent_;
+  c->ctx_ = ctx_;
+  c->resolve();
+  return std::unique_ptr<Executable>(std::move(c));
+}
+
+int default_threads(int requested) {
+  if (requested > 0) return requested;
+  if (env_config().threads > 0) return env_config().threads;
+  return 0;  // ThreadPool: hardware concurrency
+}
+
+}  // namespace
+
+compile::OpSet cpu_supported_ops() {
+  compile::OpSet ops;
+  for (const KernelEntry& e : cpu_kernel_table()) ops.add(e.kind);
+  return ops;
+}
+
+CpuBackend::CpuBackend(int threads)
+    : ops_(cpu_supported_ops()), pool_(std::make_shared<cpu::ThreadPool>(default_threads(threads))) {}
+
+Expected<std::unique_ptr<Executable>> CpuBackend::compile(const ir::LirModule& lir,
+                                                          const compile::CompileOptions& options) {
+  return compile_with_extent(lir, options, ExtentInfo{});
+}
+
+Expected<std::unique_ptr<Executable>> CpuBackend::compile_with_extent(const ir::LirModule& lir,
+                                                                      const compile::CompileOptions&,
+                                                                      const ExtentInfo& extent) {
+  auto exe = std::make_unique<CpuExecutable>();
+  TRY(exe->init(lir, extent, pool_));
+  return std::unique_ptr<Executable>(std::move(exe));
+}
+
+}  // namespace rlx::cpu_backend

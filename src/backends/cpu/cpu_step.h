@@ -1,0 +1,213 @@
+// The CPU executor's unit of work: a `Step` is one LIR node turned, at compile
+// time, into a kernel entry point plus resolved operand pointers and immutable
+// per-kernel parameters, so the run loop only calls `step.fn(step, ctx)`.
+// Also the small helpers shared by the kernel files (dtype load/store, threading).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlx/base/half.h"
+#include "rlx/base/status.h"
+#include "rlx/ir/graph.h"
+#include "rlx/ir/module.h"
+#include "backends/cpu/kernels/thread_pool.h"
+
+namespace rlx::cpu_backend {
+
+/// Where an operand's bytes live; resolved to a pointer whenever storage changes
+/// (compile, set_param re-allocation, clone).
+enum class StorageKind : uint8_t { kArena, kParam, kHandle, kConstant, kScratch, kNone };
+
+struct ValueRef {
+  StorageKind kind = StorageKind::kNone;
+  int32_t index = 0;   ///< param/handle/constant index (unused for arena/scratch)
+  int64_t offset = 0;  ///< byte offset into that storage
+  int64_t bytes = 0;   ///< size of the value
+};
+
+/// Run-time context handed to every step.
+struct StepCtx {
+  cpu::ThreadPool* pool = nullptr;  ///< the executable's pool (null: run inline)
+  bool extent_on = false;
+  int64_t actual = 0;
+  int64_t upper = 0;
+  uint8_t* scratch = nullptr;  ///< per-executable scratch base (see BuildCtx::scratch)
+  int n_threads = 1;
+
+  /// Number of leading rows to process out of `rows` when the step's outer rows
+  /// follow the bucket axis (rows = k * upper, the first k*actual are real).
+  int64_t rows(int64_t full, bool scalable) const {
+    if (!extent_on || !scalable || upper <= 0) return full;
+    return full / upper * actual;
+  }
+};
+
+struct Step;
+using StepFn = Status (*)(const Step&, const StepCtx&);
+
+struct Step {
+  StepFn fn = nullptr;
+  ir::ValueId node = ir::kNoValue;
+  std::vector<ValueRef> in;          ///< operand references, node input order
+  ValueRef out;                      ///< result reference
+  std::vector<const uint8_t*> in_ptr;  ///< resolved operand pointers
+  uint8_t* out_ptr = nullptr;          ///< resolved result pointer
+  std::shared_ptr<const void> params;  ///< kernel parameters (immutable, shared by clones)
+  bool scalable = false;               ///< outer rows follow the bucket axis (see StepCtx::rows)
+  /// Extent policy computed by the builder: for set_active_extent.
+  ///   kRowwise: rows independent, scales with `scalable`
+  ///   kMixesBucket: combines values across the bucket axis; needs a dedicated extent
+  ///                 path (`extent_ok` says whether the kernel has one)
+  bool mixes_bucket = false;
+  bool extent_ok = true;
+
+  template <typename P>
+  const P& p() const { return *static_cast<const P*>(params.get()); }
+  const float* inf(size_t i) const { return reinterpret_cast<const float*>(in_ptr[i]); }
+  float* outf() const { return reinterpret_cast<float*>(out_ptr); }
+};
+
+/// What a step builder sees: the node, its input nodes, the bucket axis of every
+/// value (-1 when it has none) and a way to reserve scratch memory.
+struct BuildCtx {
+  const ir::LirModule* lir = nullptr;
+  const ir::Graph* graph = nullptr;
+  ir::ValueId id = ir::kNoValue;
+  const std::vector<int>* bucket_axis = nullptr;  ///< per value; may be null (no bucket info)
+  int n_threads = 1;
+  int64_t* scratch_bytes = nullptr;
+
+  const ir::Node& node() const { return graph->node(id); }
+  const ir::Node& input(size_t i) const { return graph->node(node().inputs[i]); }
+  std::vector<int64_t> dims(const ir::Node& n) const { return n.shape.static_dims(); }
+  int bucket(ir::ValueId v) const { return bucket_axis && !bucket_axis->empty() ? (*bucket_axis)[v] : -1; }
+  /// Reserves `bytes` (64-byte aligned) of executor scratch; returns its offset.
+  int64_t scratch(int64_t bytes) {
+    const int64_t off = *scratch_bytes;
+    *scratch_bytes += (bytes + 63) / 64 * 64;
+    return off;
+  }
+  /// True when the value's bucket axis is its first non-unit dim (so its rows,
+  /// counted over the dims before `inner_from`, shrink to a prefix).
+  bool outer_is_bucket(ir::ValueId v, int64_t inner_from) const;
+};
+
+/// Fills `step` (fn, params, extent flags) for ctx.node(); an error for an
+/// unsupported dtype/attr combination names the node.
+using StepBuilder = Status (*)(BuildCtx& ctx, Step& step);
+
+/// One row of the CPU kernel table.
+struct KernelEntry {
+  ir::OpKind kind;
+  StepBuilder build;
+};
+
+/// The CPU backend's kernel table: every op kind the executor runs, with its builder.
+const std::vector<KernelEntry>& cpu_kernel_table();
+
+// ---- builders, one per op kind (defined in the steps_*.cpp files) ---------------------
+Status build_activation(BuildCtx&, Step&);
+Status build_binary(BuildCtx&, Step&);
+Status build_compare(BuildCtx&, Step&);
+Status build_where(BuildCtx&, Step&);
+Status build_cast(BuildCtx&, Step&);
+Status build_region(BuildCtx&, Step&);
+Status build_matmul(BuildCtx&, Step&);
+Status build_dequant_matmul(BuildCtx&, Step&);
+Status build_fused_matmul(BuildCtx&, Step&);
+Status build_fused_swiglu(BuildCtx&, Step&);
+Status build_reduce(BuildCtx&, Step&);
+Status build_softmax(BuildCtx&, Step&);
+Status build_cumsum(BuildCtx&, Step&);
+Status build_topk(BuildCtx&, Step&);
+Status build_layer_norm(BuildCtx&, Step&);
+Status build_rms_norm(BuildCtx&, Step&);
+Status build_fused_residual_norm(BuildCtx&, Step&);
+Status build_rope(BuildCtx&, Step&);
+Status build_attention(BuildCtx&, Step&);
+Status build_copy(BuildCtx&, Step&);  // Reshape (when not a view)
+Status build_transpose(BuildCtx&, Step&);
+Status build_narrow(BuildCtx&, Step&);
+Status build_concat(BuildCtx&, Step&);
+Status build_expand(BuildCtx&, Step&);
+Status build_gather(BuildCtx&, Step&);
+Status build_update_slice(BuildCtx&, Step&);
+Status build_custom(BuildCtx&, Step&);
+Status build_boundary(BuildCtx&, Step&);  // Input/Param/Constant/Handle: no work
+
+// ---- helpers shared by kernels ------------------------------------------------------
+
+/// Error naming the node: "cpu: %3 (matmul 'x'): <what>".
+template <typename... Args>
+Error step_error(const BuildCtx& ctx, fmt::format_string<Args...> f, Args&&... args) {
+  return Error::unsupported("cpu backend: {}: {}", ctx.graph->describe(ctx.id),
+                            fmt::format(f, std::forward<Args>(args)...));
+}
+
+/// Runs body(begin, end) over [0, n) on the step context's pool.
+/// Splits [0, n) into contiguous chunks of >= grain items and runs body(begin, end)
+/// for each on the pool (inline when there is no pool or little work). Never allocates.
+template <typename F>
+void parallel_for(const StepCtx& ctx, int64_t n, int64_t grain, const F& body) {
+  if (n <= 0) return;
+  if (ctx.pool == nullptr || ctx.n_threads <= 1 || n <= grain) {
+    body(int64_t{0}, n);
+    return;
+  }
+  int64_t tasks = (n + grain - 1) / grain;
+  if (tasks > 4 * ctx.n_threads) tasks = 4 * ctx.n_threads;
+  ctx.pool->parallel_for(tasks, [&](int64_t t) { body(n * t / tasks, n * (t + 1) / tasks); });
+}
+
+inline float load_f(ir::DType t, const uint8_t* p, int64_t i) {
+  switch (t) {
+    case ir::DType::F32: { float v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case ir::DType::F16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return f16_bits_to_f32(v); }
+    case ir::DType::BF16: { uint16_t v; std::memcpy(&v, p + 2 * i, 2); return bf16_bits_to_f32(v); }
+    case ir::DType::F64: { double v; std::memcpy(&v, p + 8 * i, 8); return static_cast<float>(v); }
+    case ir::DType::I8: return static_cast<float>(reinterpret_cast<const int8_t*>(p)[i]);
+    case ir::DType::U8: case ir::DType::Bool: return static_cast<float>(p[i]);
+    case ir::DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return static_cast<float>(v); }
+    case ir::DType::I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<float>(v); }
+    default: return 0.0f;
+  }
+}
+inline double load_d(ir::DType t, const uint8_t* p, int64_t i) {
+  switch (t) {
+    case ir::DType::F64: { double v; std::memcpy(&v, p + 8 * i, 8); return v; }
+    case ir::DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case ir::DType::I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return static_cast<double>(v); }
+    default: return load_f(t, p, i);
+  }
+}
+inline int64_t load_i(ir::DType t, const uint8_t* p, int64_t i) {
+  switch (t) {
+    case ir::DType::I8: return reinterpret_cast<const int8_t*>(p)[i];
+    case ir::DType::U8: case ir::DType::Bool: return p[i];
+    case ir::DType::I32: { int32_t v; std::memcpy(&v, p + 4 * i, 4); return v; }
+    case ir::DType::I64: { int64_t v; std::memcpy(&v, p + 8 * i, 8); return v; }
+    default: return static_cast<int64_t>(load_d(t, p, i));
+  }
+}
+void store_f(ir::DType t, uint8_t* p, int64_t i, float v);
+void store_d(ir::DType t, uint8_t* p, int64_t i, double v);
+void store_i(ir::DType t, uint8_t* p, int64_t i, int64_t v);
+
+inline int64_t elem_size(ir::DType t) { return ir::dtype_info(t).bytes_per_block; }
+
+/// Right-aligned broadcast strides (in elements) of `in` against `out` dims.
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
+
+/// Product of dims [from, to).
+inline int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to && i < d.size(); ++i) p *= d[i];
+  return p;
+}
+inline int64_t prod(const std::vector<int64_t>& d) { return prod(d, 0, d.size()); }
+
+}  // namespace rlx::cpu_backend

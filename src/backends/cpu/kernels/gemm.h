@@ -1,0 +1,83 @@
+// f32 GEMM / GEMV kernels with f32, f16 or bf16 weights: C = act(A·B + bias) + beta·C.
+// Blocked and packed with SIMD micro-tiles (AVX-512 14x32, AVX2 6x16); M <= 4 takes a
+// bandwidth-bound GEMV path; weights can be packed once (pack_b) and reused.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/kernels/kernel_context.h"
+#include "rlx/base/aligned_buffer.h"
+
+namespace rlx::cpu {
+
+/// Shapes and epilogue of one GEMM:  C[M,N] = act(A[M,K] · B + bias[N]) + beta · C.
+/// B is [N, K] (nn.Linear weight layout, `b_transposed`, the common case) or [K, N].
+/// Strides are in elements; 0 means dense (lda = K, ldb = K or N, ldc = N).
+/// `beta` adds the old C *after* the activation (e.g. a residual add); beta == 0 never
+/// reads C, so C may hold garbage (NaN) then.
+struct GemmParams {
+  int64_t m = 0, n = 0, k = 0;
+  bool b_transposed = true;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  const float* bias = nullptr;  ///< [N] or null
+  Activation act = Activation::kIdentity;
+  float beta = 0.0f;
+};
+
+/// A weight matrix B packed once into the panel layout the micro-tiles stream:
+/// ceil(N / nr) panels, each [K][nr] in B's own dtype, zero-padded in N. Made by
+/// pack_b(); move-only; safe to share read-only between threads and executables.
+class PackedB {
+ public:
+  PackedB() = default;
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  WeightType type() const { return type_; }
+  IsaLevel isa() const { return isa_; }
+  int nr() const { return nr_; }
+  const uint8_t* data() const { return buf_.data(); }
+  size_t bytes() const { return buf_.size(); }
+
+ private:
+  friend PackedB pack_b(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType);
+  AlignedBuffer buf_;
+  int64_t k_ = 0, n_ = 0;
+  WeightType type_ = WeightType::kF32;
+  IsaLevel isa_ = IsaLevel::kScalar;
+  int nr_ = 1;
+};
+
+/// GEMM with weights B of type `b_type` (f32, or f16/bf16 bits as uint16_t),
+/// converted to f32 on the fly. Uses resolve_isa(ctx.isa) and ctx.pool.
+void gemm(const KernelContext& ctx, const GemmParams& p, const float* a, const void* b,
+          WeightType b_type, float* c);
+
+/// Convenience: f32 weights.
+inline void gemm_f32(const KernelContext& ctx, const GemmParams& p, const float* a, const float* b,
+                     float* c) {
+  gemm(ctx, p, a, b, WeightType::kF32, c);
+}
+
+/// Packs B ([N,K] if b_transposed else [K,N], row stride ldb or 0 for dense) for the
+/// micro-tile of resolve_isa(ctx.isa). Keeps the dtype (f16 stays 2 bytes/element).
+PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb,
+               const void* b, WeightType b_type);
+
+/// GEMM against a pre-packed B (p.b_transposed and p.ldb are ignored; p.k and p.n must
+/// match the packing). Runs with the ISA the weights were packed for. Small M streams
+/// the packed panels once (decode), splitting N across threads.
+void gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* a, const PackedB& b,
+                    float* c);
+
+/// `batch` independent GEMMs: A_i = a + i*stride_a, B_i = b + i*stride_b (elements of
+/// b_type), C_i = c + i*stride_c. A stride of 0 broadcasts that operand. Parallel over
+/// the batch when it is large enough, otherwise inside each GEMM.
+void batched_gemm(const KernelContext& ctx, const GemmParams& p, int64_t batch, const float* a,
+                  int64_t stride_a, const void* b, WeightType b_type, int64_t stride_b, float* c,
+                  int64_t stride_c);
+
+/// Largest M served by the GEMV path of gemm() (unpacked B).
+inline constexpr int64_t kGemvMaxM = 4;
+
+}  // namespace rlx::cpu

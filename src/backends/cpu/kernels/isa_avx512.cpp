@@ -1,0 +1,36 @@
+// AVX-512 (F/BW/VL/DQ) build of the per-ISA inner loops (isa_impl.inc). Compiled with
+// a function-level target pragma so the binary still runs on any x86-64; only called
+// after cpu_features() reports AVX-512 with OS ZMM/opmask state enabled.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/kernels/isa_kernels.h"
+#include "rlx/base/half.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC diagnostic push
+// GCC 12 warns inside its own intrinsic headers (self-initialised "undefined" vectors)
+// and about vector-returning lambda invokers that are never emitted.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq")
+namespace rlx::cpu::detail {
+namespace {
+#include "backends/cpu/kernels/simd_avx512.inc"
+#include "backends/cpu/kernels/isa_impl.inc"
+}  // namespace
+const IsaKernels kAvx512Kernels = make_table(IsaLevel::kAvx512);
+}  // namespace rlx::cpu::detail
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+#else
+namespace rlx::cpu::detail {
+const IsaKernels kAvx512Kernels = kScalarKernels;
+}
+#endif

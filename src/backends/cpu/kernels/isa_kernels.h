@@ -1,0 +1,84 @@
+// Internal: the table of per-ISA inner loops (GEMM micro-tiles, GEMV rows, vector
+// math rows, norm rows, attention row groups). One table per ISA is compiled from
+// isa_impl.inc; the public kernels pick a table with isa_kernels(level).
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/kernels/kernel_context.h"
+
+namespace rlx::cpu::detail {
+
+/// What a GEMM micro-tile does with its accumulators (see gemm.h for the formula
+/// C = act(A·B + bias) + beta·C). `first`/`last` mark the first/last K block; the
+/// driver only splits K when act is identity or beta is 0.
+struct TileEpilogue {
+  const float* bias = nullptr;  ///< already offset to the tile's first column
+  Activation act = Activation::kIdentity;
+  float beta = 0.0f;
+  bool first = true;
+  bool last = true;
+};
+
+/// A group of up to kAttnRows query rows of one head against keys [lo[r], hi[r]).
+struct AttnRows {
+  int nq = 0;
+  int64_t head_dim = 0;
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  const float* k = nullptr;  ///< key row 0 of this kv head
+  int64_t k_stride = 0;
+  const float* v = nullptr;
+  int64_t v_stride = 0;
+  const int64_t* lo = nullptr;
+  const int64_t* hi = nullptr;
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  float* o = nullptr;
+  int64_t o_stride = 0;
+  float* m_out = nullptr;  ///< null: normalise o; else o stays unnormalised and the
+  float* l_out = nullptr;  ///< running max / sum per row are written here
+};
+inline constexpr int kAttnRows = 4;
+
+struct IsaKernels {
+  IsaLevel isa;
+  int gemm_mr;  ///< rows of a micro-tile
+  int gemm_nr;  ///< columns of a micro-tile = width of a packed B panel
+  /// C tile [mr, nr_valid] (ldc) from packed A [kc][gemm_mr] and a B panel [kc][gemm_nr].
+  void (*gemm_tile)(int mr, int64_t kc, const float* a_packed, const void* b_panel, WeightType wt,
+                    float* c, int64_t ldc, int nr_valid, const TileEpilogue& ep);
+  /// out[i][n - n0] = sum_k a[i][k] * b[n][k] for i < m (m <= 4), n in [n0, n1).
+  void (*gemv_nk)(int m, int64_t k, const float* a, int64_t lda, const void* b, WeightType wt,
+                  int64_t ldb, int64_t n0, int64_t n1, float* out, int64_t ldo);
+  /// out[i][n - n0] = sum_k a[i][k] * b[k][n] for i < m (m <= 4), n in [n0, n1).
+  void (*gemv_kn)(int m, int64_t k, const float* a, int64_t lda, const void* b, WeightType wt,
+                  int64_t ldb, int64_t n0, int64_t n1, float* out, int64_t ldo);
+  /// c[i] = act(acc[i] + bias[i]) + beta * c[i]  (bias may be null; acc may alias c iff beta == 0).
+  void (*epilogue_row)(const float* acc, const float* bias, Activation act, float beta, float* c,
+                       int64_t n);
+  void (*unary)(UnaryOp op, const float* x, float* y, int64_t n);
+  void (*binary)(BinaryOp op, const float* a, const float* b, float* y, int64_t n);
+  void (*binary_bs)(BinaryOp op, const float* a, float b, float* y, int64_t n);
+  void (*binary_as)(BinaryOp op, float a, const float* b, float* y, int64_t n);
+  /// kSum / kMax / kMin over n contiguous floats (kMean is kSum; caller divides).
+  float (*reduce_row)(ReduceOp op, const float* x, int64_t n);
+  void (*softmax_row)(const float* x, float* y, int64_t n);
+  /// If r: s = x + r is written to sum_out and normalised; else x is normalised. w may be null.
+  void (*rms_norm_row)(const float* x, const float* r, float* sum_out, const float* w, float* y,
+                       int64_t n, float eps);
+  void (*layer_norm_row)(const float* x, const float* r, float* sum_out, const float* gamma,
+                         const float* beta, float* y, int64_t n, float eps);
+  void (*attn_rows)(const AttnRows& a);
+  void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
+};
+
+extern const IsaKernels kScalarKernels;
+extern const IsaKernels kAvx2Kernels;
+extern const IsaKernels kAvx512Kernels;
+
+/// The table for resolve_isa(requested).
+const IsaKernels& isa_kernels(IsaLevel requested);
+
+}  // namespace rlx::cpu::detail

@@ -1,0 +1,372 @@
+// CPU steps for reductions and norms: Reduce, Softmax, Cumsum, TopK, LayerNorm,
+// RmsNorm and the fused residual norms. Row ops widen each row to f32 (accumulating
+// in double where it matters), so f16/bf16 storage works the same as f32.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "backends/cpu/cpu_step.h"
+#include "backends/cpu/kernels/kernel_context.h"
+
+namespace rlx::cpu_backend {
+namespace {
+
+using ir::DType;
+
+// ---- Reduce -----------------------------------------------------------------------
+
+struct ReduceParams {
+  ir::ReduceKind kind = ir::ReduceKind::Sum;
+  DType in_dt = DType::F32, out_dt = DType::F32;
+  std::vector<int64_t> kept_dims, kept_strides;  // iteration over outputs
+  std::vector<int64_t> red_dims, red_strides;    // iteration over reduced elements
+  int64_t n_out = 1, n_red = 1;
+  int bucket_red = -1;  // index into red_dims of the bucket axis (extent), -1 none
+  int64_t bucket_full = 0;
+};
+
+Status reduce_fn(const Step& s, const StepCtx& ctx) {
+  const ReduceParams& r = s.p<ReduceParams>();
+  int64_t red_dims_eff[8];
+  int64_t n_red = 1;
+  for (size_t i = 0; i < r.red_dims.size(); ++i) {
+    red_dims_eff[i] = r.red_dims[i];
+    if (static_cast<int>(i) == r.bucket_red && ctx.extent_on) red_dims_eff[i] = r.red_dims[i] / ctx.upper * ctx.actual;
+    n_red *= red_dims_eff[i];
+  }
+  const int nr = static_cast<int>(r.red_dims.size());
+  const int nk = static_cast<int>(r.kept_dims.size());
+  parallel_for(ctx, r.n_out, 64, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      int64_t base = 0, rem = o;
+      for (int d = nk - 1; d >= 0; --d) {
+        base += (rem % r.kept_dims[static_cast<size_t>(d)]) * r.kept_strides[static_cast<size_t>(d)];
+        rem /= r.kept_dims[static_cast<size_t>(d)];
+      }
+      double acc = r.kind == ir::ReduceKind::Max ? -std::numeric_limits<double>::infinity()
+                   : r.kind == ir::ReduceKind::Min ? std::numeric_limits<double>::infinity()
+                                                   : 0.0;
+      int64_t idx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int64_t k = 0; k < n_red; ++k) {
+        int64_t off = base;
+        for (int d = 0; d < nr; ++d) off += idx[d] * r.red_strides[static_cast<size_t>(d)];
+        const double v = load_d(r.in_dt, s.in_ptr[0], off);
+        switch (r.kind) {
+          case ir::ReduceKind::Sum: case ir::ReduceKind::Mean: acc += v; break;
+          case ir::ReduceKind::Max: acc = std::max(acc, v); break;
+          case ir::ReduceKind::Min: acc = std::min(acc, v); break;
+        }
+        for (int d = nr - 1; d >= 0; --d) {
+          if (++idx[d] < red_dims_eff[d]) break;
+          idx[d] = 0;
+        }
+      }
+      if (r.kind == ir::ReduceKind::Mean) acc = n_red > 0 ? acc / static_cast<double>(n_red) : 0.0;
+      store_d(r.out_dt, s.out_ptr, o, acc);
+    }
+  });
+  return {};
+}
+
+// ---- row helpers ------------------------------------------------------------------
+
+// View of a tensor as [outer, len, inner] around `axis`.
+struct AxisView {
+  int64_t outer = 1, len = 1, inner = 1;
+};
+AxisView axis_view(const std::vector<int64_t>& d, int64_t axis) {
+  AxisView v;
+  v.outer = prod(d, 0, static_cast<size_t>(axis));
+  v.len = d[static_cast<size_t>(axis)];
+  v.inner = prod(d, static_cast<size_t>(axis) + 1, d.size());
+  return v;
+}
+
+float* row_scratch(int64_t n) {
+  return static_cast<float*>(cpu::thread_scratch(cpu::ScratchSlot::kShared, sizeof(float) * static_cast<size_t>(n)));
+}
+
+// ---- Softmax / Cumsum ---------------------------------------------------------------
+
+struct AxisParams {
+  AxisView v;
+  DType in_dt = DType::F32, out_dt = DType::F32;
+  bool exclusive = false;
+  bool bucket_axis = false;  // the op's axis is the bucket axis (softmax: only `actual` entries)
+  int64_t k = 1;             // topk
+  bool values = false;       // topk
+};
+
+Status softmax_fn(const Step& s, const StepCtx& ctx) {
+  const AxisParams& a = s.p<AxisParams>();
+  const int64_t len_eff = a.bucket_axis && ctx.extent_on ? a.v.len / ctx.upper * ctx.actual : a.v.len;
+  const int64_t lines = ctx.rows(a.v.outer, s.scalable) * a.v.inner;
+  parallel_for(ctx, lines, 16, [&](int64_t b, int64_t e) {
+    float* buf = row_scratch(a.v.len);
+    for (int64_t l = b; l < e; ++l) {
+      const int64_t o = l / a.v.inner, i = l % a.v.inner;
+      const int64_t base = o * a.v.len * a.v.inner + i;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < len_eff; ++j) {
+        buf[j] = load_f(a.in_dt, s.in_ptr[0], base + j * a.v.inner);
+        mx = std::max(mx, buf[j]);
+      }
+      double sum = 0;
+      for (int64_t j = 0; j < len_eff; ++j) {
+        buf[j] = mx == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(buf[j] - mx);
+        sum += buf[j];
+      }
+      const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
+      for (int64_t j = 0; j < a.v.len; ++j)
+        store_f(a.out_dt, s.out_ptr, base + j * a.v.inner, j < len_eff ? buf[j] * inv : 0.0f);
+    }
+  });
+  return {};
+}
+
+Status cumsum_fn(const Step& s, const StepCtx& ctx) {
+  const AxisParams& a = s.p<AxisParams>();
+  const int64_t lines = ctx.rows(a.v.outer, s.scalable) * a.v.inner;
+  const bool integer = ir::is_integer(a.out_dt) || a.out_dt == DType::F64;
+  parallel_for(ctx, lines, 16, [&](int64_t b, int64_t e) {
+    for (int64_t l = b; l < e; ++l) {
+      const int64_t o = l / a.v.inner, i = l % a.v.inner;
+      const int64_t base = o * a.v.len * a.v.inner + i;
+      if (integer && a.out_dt != DType::F64) {
+        int64_t acc = 0;
+        for (int64_t j = 0; j < a.v.len; ++j) {
+          const int64_t v = load_i(a.in_dt, s.in_ptr[0], base + j * a.v.inner);
+          if (a.exclusive) { store_i(a.out_dt, s.out_ptr, base + j * a.v.inner, acc); acc += v; }
+          else { acc += v; store_i(a.out_dt, s.out_ptr, base + j * a.v.inner, acc); }
+        }
+      } else {
+        double acc = 0;
+        for (int64_t j = 0; j < a.v.len; ++j) {
+          const double v = load_d(a.in_dt, s.in_ptr[0], base + j * a.v.inner);
+          if (a.exclusive) { store_d(a.out_dt, s.out_ptr, base + j * a.v.inner, acc); acc += v; }
+          else { acc += v; store_d(a.out_dt, s.out_ptr, base + j * a.v.inner, acc); }
+        }
+      }
+    }
+  });
+  return {};
+}
+
+Status topk_fn(const Step& s, const StepCtx& ctx) {
+  const AxisParams& a = s.p<AxisParams>();
+  const int64_t rows = ctx.rows(a.v.outer, s.scalable);
+  parallel_for(ctx, rows, 4, [&](int64_t b, int64_t e) {
+    auto* idx = static_cast<int32_t*>(
+        cpu::thread_scratch(cpu::ScratchSlot::kTemp, sizeof(int32_t) * static_cast<size_t>(a.v.len)));
+    float* vals = row_scratch(a.v.len);
+    for (int64_t r = b; r < e; ++r) {
+      for (int64_t j = 0; j < a.v.len; ++j) {
+        vals[j] = load_f(a.in_dt, s.in_ptr[0], r * a.v.len + j);
+        idx[j] = static_cast<int32_t>(j);
+      }
+      // Descending by value, ties by lower index; NaN sorts last.
+      auto greater = [&](int32_t x, int32_t y) {
+        const float vx = vals[x], vy = vals[y];
+        const bool nx = std::isnan(vx), ny = std::isnan(vy);
+        if (nx != ny) return ny;
+        if (vx != vy && !nx) return vx > vy;
+        return x < y;
+      };
+      std::partial_sort(idx, idx + a.k, idx + a.v.len, greater);
+      for (int64_t j = 0; j < a.k; ++j) {
+        if (a.values) store_f(a.out_dt, s.out_ptr, r * a.k + j, vals[idx[j]]);
+        else store_i(a.out_dt, s.out_ptr, r * a.k + j, idx[j]);
+      }
+    }
+  });
+  return {};
+}
+
+// ---- norms ----------------------------------------------------------------------------
+
+struct NormParams {
+  int64_t rows = 0, d = 0;
+  DType x_dt = DType::F32, out_dt = DType::F32, g_dt = DType::F32, b_dt = DType::F32;
+  float eps = 1e-5f;
+  bool rms = true;
+  bool has_beta = false;
+  bool residual = false;  // FusedResidual*: inputs x, res, gamma, [beta]; out [2, rows, d]
+};
+
+Status norm_fn(const Step& s, const StepCtx& ctx) {
+  const NormParams& p = s.p<NormParams>();
+  const int64_t rows = ctx.rows(p.rows, s.scalable);
+  const size_t gi = p.residual ? 2 : 1;
+  const bool fast = p.x_dt == DType::F32 && p.out_dt == DType::F32 && p.g_dt == DType::F32 &&
+                    (!p.has_beta || p.b_dt == DType::F32);
+  parallel_for(ctx, rows, 8, [&](int64_t b, int64_t e) {
+    float* buf = row_scratch(p.d);
+    for (int64_t r = b; r < e; ++r) {
+      const float* x;
+      if (fast && !p.residual) {
+        x = s.inf(0) + r * p.d;
+      } else {
+        for (int64_t j = 0; j < p.d; ++j) {
+          float v = load_f(p.x_dt, s.in_ptr[0], r * p.d + j);
+          if (p.residual) v += load_f(p.x_dt, s.in_ptr[1], r * p.d + j);
+          buf[j] = v;
+        }
+        if (p.residual) {  // out[0] = x + res, rounded to the storage dtype
+          for (int64_t j = 0; j < p.d; ++j) {
+            store_f(p.out_dt, s.out_ptr, r * p.d + j, buf[j]);
+            buf[j] = load_f(p.out_dt, s.out_ptr, r * p.d + j);
+          }
+        }
+        x = buf;
+      }
+      double mean = 0, ss = 0;
+      if (!p.rms) {
+        for (int64_t j = 0; j < p.d; ++j) mean += x[j];
+        mean /= static_cast<double>(p.d);
+      }
+      for (int64_t j = 0; j < p.d; ++j) {
+        const double c = x[j] - mean;
+        ss += c * c;
+      }
+      const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(p.d) + p.eps));
+      const float m = static_cast<float>(mean);
+      const int64_t obase = (p.residual ? p.rows * p.d : 0) + r * p.d;
+      if (fast) {
+        const float* g = s.inf(gi);
+        const float* bt = p.has_beta ? s.inf(gi + 1) : nullptr;
+        float* y = s.outf() + obase;
+        for (int64_t j = 0; j < p.d; ++j) y[j] = (x[j] - m) * scale * g[j] + (bt ? bt[j] : 0.0f);
+      } else {
+        for (int64_t j = 0; j < p.d; ++j) {
+          float v = (x[j] - m) * scale * load_f(p.g_dt, s.in_ptr[gi], j);
+          if (p.has_beta) v += load_f(p.b_dt, s.in_ptr[gi + 1], j);
+          store_f(p.out_dt, s.out_ptr, obase + j, v);
+        }
+      }
+    }
+  });
+  return {};
+}
+
+Status build_norm(BuildCtx& ctx, Step& step, bool rms, bool residual) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& x = ctx.input(0);
+  if (!ir::is_float(x.dtype)) return step_error(ctx, "norm input must be float");
+  auto p = std::make_shared<NormParams>();
+  const auto d = x.shape.static_dims();
+  p->d = d.back();
+  p->rows = prod(d, 0, d.size() - 1);
+  p->x_dt = x.dtype;
+  p->out_dt = n.dtype;
+  p->rms = rms;
+  p->residual = residual;
+  p->eps = static_cast<float>(n.attr<ir::NormAttrs>().eps);
+  const size_t gi = residual ? 2 : 1;
+  p->g_dt = ctx.input(gi).dtype;
+  p->has_beta = n.inputs.size() > gi + 1;
+  if (p->has_beta) p->b_dt = ctx.input(gi + 1).dtype;
+  step.fn = &norm_fn;
+  step.params = p;
+  // Residual norms write two halves [2, rows, d]: rows scale within each half.
+  step.scalable = ctx.outer_is_bucket(n.inputs[0], x.shape.rank() - 1);
+  return {};
+}
+
+}  // namespace
+
+Status build_reduce(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& ra = n.attr<ir::ReduceAttrs>();
+  const ir::Node& x = ctx.input(0);
+  if (ir::is_packed(x.dtype)) return step_error(ctx, "packed input");
+  const auto d = x.shape.static_dims();
+  const auto strides = d.empty() ? std::vector<int64_t>{} : x.shape.strides();
+  std::vector<bool> red(d.size(), false);
+  for (int64_t a : ra.axes) red[static_cast<size_t>(*x.shape.axis(a))] = true;
+  auto p = std::make_shared<ReduceParams>();
+  p->kind = ra.kind;
+  p->in_dt = x.dtype;
+  p->out_dt = n.dtype;
+  const int xb = ctx.bucket(n.inputs[0]);
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (red[i]) {
+      if (static_cast<int>(i) == xb) p->bucket_red = static_cast<int>(p->red_dims.size());
+      p->red_dims.push_back(d[i]);
+      p->red_strides.push_back(strides[i]);
+      p->n_red *= d[i];
+    } else {
+      p->kept_dims.push_back(d[i]);
+      p->kept_strides.push_back(strides[i]);
+      p->n_out *= d[i];
+    }
+  }
+  if (p->red_dims.size() > 8) return step_error(ctx, "more than 8 reduced dims");
+  if (p->bucket_red >= 0) step.mixes_bucket = true;  // handled: the kernel reduces `actual` rows
+  if (xb == -2) step.extent_ok = false;
+  step.fn = &reduce_fn;
+  step.params = p;
+  return {};
+}
+
+Status build_softmax(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto d = n.shape.static_dims();
+  const int64_t axis = *n.shape.axis(n.attr<ir::SoftmaxAttrs>().axis);
+  auto p = std::make_shared<AxisParams>();
+  p->v = axis_view(d, axis);
+  p->in_dt = ctx.input(0).dtype;
+  p->out_dt = n.dtype;
+  const int b = ctx.bucket(n.inputs[0]);
+  p->bucket_axis = b == static_cast<int>(axis);
+  if (b == -2) step.extent_ok = false;
+  step.fn = &softmax_fn;
+  step.params = p;
+  step.scalable = !p->bucket_axis && ctx.outer_is_bucket(ctx.id, axis);
+  return {};
+}
+
+Status build_cumsum(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& ca = n.attr<ir::CumsumAttrs>();
+  const int64_t axis = *n.shape.axis(ca.axis);
+  auto p = std::make_shared<AxisParams>();
+  p->v = axis_view(n.shape.static_dims(), axis);
+  p->in_dt = ctx.input(0).dtype;
+  p->out_dt = n.dtype;
+  p->exclusive = ca.exclusive;
+  step.fn = &cumsum_fn;
+  step.params = p;
+  step.scalable = ctx.outer_is_bucket(ctx.id, axis);
+  return {};
+}
+
+Status build_topk(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& x = ctx.input(0);
+  const auto& ta = n.attr<ir::TopKAttrs>();
+  auto p = std::make_shared<AxisParams>();
+  p->v = axis_view(x.shape.static_dims(), x.shape.rank() - 1);
+  p->in_dt = x.dtype;
+  p->out_dt = n.dtype;
+  p->k = ta.k;
+  p->values = ta.values;
+  if (ir::is_packed(x.dtype)) return step_error(ctx, "packed input");
+  const int b = ctx.bucket(n.inputs[0]);
+  if (b == static_cast<int>(x.shape.rank() - 1) || b == -2) {
+    step.mixes_bucket = true;
+    step.extent_ok = false;
+  }
+  step.fn = &topk_fn;
+  step.params = p;
+  step.scalable = ctx.outer_is_bucket(n.inputs[0], x.shape.rank() - 1);
+  return {};
+}
+
+Status build_layer_norm(BuildCtx& ctx, Step& step) { return build_norm(ctx, step, false, false); }
+Status build_rms_norm(BuildCtx& ctx, Step& step) { return build_norm(ctx, step, true, false); }
+Status build_fused_residual_norm(BuildCtx& ctx, Step& step) {
+  return build_norm(ctx, step, ctx.node().op == ir::OpKind::FusedResidualRmsNorm, true);
+}
+
+}  // namespace rlx::cpu_backend

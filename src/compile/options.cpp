@@ -1,0 +1,59 @@
+// CompileOptions helpers: enum names/parsing and the effective fusion limits.
+#include "rlx/compile/options.h"
+
+namespace rlx::compile {
+
+FusionLimits effective_fusion_limits(const FusionOptions& o, std::string_view backend_name) {
+  if (o.limits) return *o.limits;
+  FusionTarget t = o.target;
+  if (t == FusionTarget::Auto) t = backend_name.substr(0, 4) == "cuda" ? FusionTarget::Cuda : FusionTarget::Cpu;
+  return t == FusionTarget::Cuda ? FusionLimits::cuda() : FusionLimits::cpu();
+}
+
+std::string_view to_string(FusionTarget t) {
+  switch (t) {
+    case FusionTarget::Auto: return "auto";
+    case FusionTarget::Cpu: return "cpu";
+    case FusionTarget::Cuda: return "cuda";
+  }
+  return "?";
+}
+std::string_view to_string(Precision p) {
+  switch (p) {
+    case Precision::F32: return "f32";
+    case Precision::F16: return "f16";
+    case Precision::BF16: return "bf16";
+  }
+  return "?";
+}
+std::string_view to_string(MixedPrecision m) { return m == MixedPrecision::Auto ? "auto" : "none"; }
+std::string_view to_string(KernelDispatchPolicy p) {
+  return p == KernelDispatchPolicy::ForceCommon ? "force_common" : "prefer_native";
+}
+
+std::optional<FusionTarget> parse_fusion_target(std::string_view s) {
+  for (FusionTarget t : {FusionTarget::Auto, FusionTarget::Cpu, FusionTarget::Cuda})
+    if (to_string(t) == s) return t;
+  return std::nullopt;
+}
+std::optional<Precision> parse_precision(std::string_view s) {
+  for (Precision p : {Precision::F32, Precision::F16, Precision::BF16})
+    if (to_string(p) == s) return p;
+  return std::nullopt;
+}
+std::optional<MixedPrecision> parse_mixed_precision(std::string_view s) {
+  for (MixedPrecision m : {MixedPrecision::None, MixedPrecision::Auto})
+    if (to_string(m) == s) return m;
+  return std::nullopt;
+}
+
+ir::DType precision_dtype(Precision p) {
+  switch (p) {
+    case Precision::F16: return ir::DType::F16;
+    case Precision::BF16: return ir::DType::BF16;
+    case Precision::F32: break;
+  }
+  return ir::DType::F32;
+}
+
+}  // namespace rlx::compile

@@ -1,0 +1,52 @@
+// The process-wide backend registry; built-in backends are registered on first use.
+#include "rlx/runtime/backend.h"
+
+namespace rlx {
+
+BackendRegistry& BackendRegistry::global() {
+  static BackendRegistry* r = [] {
+    auto* reg = new BackendRegistry();  // leaked on purpose: usable during static destruction
+    detail::register_builtin_backends(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+void BackendRegistry::register_backend(DeviceKind kind, BackendFactory factory) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(instances_, [&](const Instance& i) { return i.device.kind == kind; });
+  for (auto& [k, f] : factories_) {
+    if (k == kind) {
+      f = std::move(factory);
+      return;
+    }
+  }
+  factories_.emplace_back(kind, std::move(factory));
+}
+
+Expected<std::shared_ptr<Backend>> BackendRegistry::get(const Device& device, const BackendOptions& options) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Instance& i : instances_)
+    if (i.device == device && i.options == options) return i.backend;
+  for (const auto& [k, f] : factories_) {
+    if (k != device.kind) continue;
+    ASSIGN_OR_RETURN(std::shared_ptr<Backend> b, f(device, options));
+    instances_.push_back({device, options, b});
+    return b;
+  }
+  return Error::unsupported("device '{}' is not available: this build has no {} backend", device.to_string(),
+                            device_kind_name(device.kind));
+}
+
+bool BackendRegistry::is_available(const Device& device) { return get(device).has_value(); }
+
+std::vector<DeviceKind> BackendRegistry::registered_kinds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<DeviceKind> out;
+  for (const auto& [k, f] : factories_) out.push_back(k);
+  return out;
+}
+
+bool is_available(const Device& device) { return BackendRegistry::global().is_available(device); }
+
+}  // namespace rlx

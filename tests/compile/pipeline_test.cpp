@@ -1,0 +1,74 @@
+// End-to-end tests of CompilePipeline: HIR -> LIR for Llama-shaped graphs on a backend
+// claiming everything and on a primitives-only backend.
+#include <gtest/gtest.h>
+
+#include "rlx/compile/memory_plan.h"
+#include "rlx/compile/pipeline.h"
+#include "test_graphs.h"
+
+namespace rlx::compile {
+namespace {
+using namespace ir;
+using testing::LlamaShape;
+
+TEST(Pipeline, LlamaDirectAllOpsPlansAndVerifies) {
+  LlamaShape s;
+  s.layers = 2;
+  s.seq = Dim(8);
+  CompileOptions o;
+  auto r = compile_hir(testing::llama(s, FusionPolicy::Direct), o, OpSet::all_mir(), "cpu");
+  ASSERT_TRUE(r.has_value()) << r.error().to_string();
+  EXPECT_TRUE(r->lir.dynamic_symbols.empty());
+  EXPECT_GT(r->lir.plan.arena_size, 0);
+  EXPECT_LT(r->lir.plan.arena_size, r->lir.plan.unshared_bytes);
+  EXPECT_TRUE(check_plan(r->lir).ok()) << check_plan(r->lir).error().to_string();
+  EXPECT_TRUE(verify(r->lir.graph).ok());
+  EXPECT_EQ(r->dispatch.kinds.count(OpKind::Attention), 1u);
+  EXPECT_EQ(r->dispatch.kinds.at(OpKind::Attention).native, 2);
+  EXPECT_EQ(r->fusion.count("residual_norm"), 4);
+  EXPECT_EQ(r->lir.manifest.inputs.size(), 2u);
+  EXPECT_EQ(r->lir.manifest.outputs.size(), 1u);
+  EXPECT_EQ(r->lir.manifest.outputs[0].bytes, 8 * 64 * 4);
+}
+
+TEST(Pipeline, PrimitivesOnlyBackendRewritesEverything) {
+  LlamaShape s;
+  s.seq = Dim(8);
+  s.kv_cache = true;
+  s.qk_norm = true;
+  s.qkv_bias = true;
+  auto r = compile_hir(testing::llama(s, FusionPolicy::Direct), CompileOptions{}, OpSet::primitives(), "prims");
+  ASSERT_TRUE(r.has_value()) << r.error().to_string();
+  for (const Node& n : r->lir.graph.nodes()) EXPECT_TRUE(OpSet::primitives().contains(n.op)) << op_name(n.op);
+  EXPECT_TRUE(r->dispatch.complete());
+  EXPECT_GT(r->dispatch.kinds.at(OpKind::Attention).rewritten, 0);
+  EXPECT_TRUE(check_plan(r->lir).ok());
+}
+
+TEST(Pipeline, SymbolicTemplateThenSpecialize) {
+  LlamaShape s;  // seq = SEQ
+  auto r = compile_hir(testing::llama(s, FusionPolicy::Direct), CompileOptions{}, OpSet::all_mir(), "cpu");
+  ASSERT_TRUE(r.has_value()) << r.error().to_string();
+  ASSERT_EQ(r->lir.dynamic_symbols, std::vector<SymbolId>{SEQ});
+  EXPECT_EQ(r->lir.plan.arena_size, 0);
+  auto sp = specialize(r->lir, DimBinding{{SEQ, 16}});
+  ASSERT_TRUE(sp.has_value()) << sp.error().to_string();
+  EXPECT_TRUE(sp->dynamic_symbols.empty());
+  EXPECT_GT(sp->plan.arena_size, 0);
+  EXPECT_TRUE(check_plan(*sp).ok());
+}
+
+TEST(Pipeline, MissingKernelNamesNodeKindAndBackend) {
+  LlamaShape s;
+  s.seq = Dim(4);
+  OpSet ops = OpSet::primitives();
+  ops.remove(OpKind::Rope);
+  auto r = compile_hir(testing::llama(s, FusionPolicy::Direct), CompileOptions{}, ops, "tiny-npu");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("rope"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("tiny-npu"), std::string::npos);
+  EXPECT_NE(r.error().message().find("%"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rlx::compile

@@ -1,0 +1,210 @@
+// GEMM / GEMV / pre-packed / batched kernels against a float64 reference, over odd
+// sizes, both B layouts, every epilogue, f32/f16/bf16 weights and every ISA path.
+#include "backends/cpu/kernels/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "cpu_kernels/test_util.h"
+#include "rlx/base/half.h"
+
+namespace rlx::cpu {
+namespace {
+
+using test::all_close;
+using test::Rng;
+
+double act_ref(double x, Activation a) {
+  switch (a) {
+    case Activation::kIdentity: return x;
+    case Activation::kRelu: return x > 0 ? x : 0;
+    case Activation::kSilu: return x / (1 + std::exp(-x));
+    case Activation::kGelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case Activation::kGeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  }
+  return x;
+}
+
+// Weights stored as `wt`; `bq` holds the values the kernel really sees (after rounding).
+struct Weights {
+  std::vector<float> f32;
+  std::vector<uint16_t> half;
+  std::vector<float> seen;
+  const void* ptr(WeightType wt) const {
+    return wt == WeightType::kF32 ? static_cast<const void*>(f32.data()) : half.data();
+  }
+};
+
+Weights make_weights(Rng& rng, int64_t count, WeightType wt) {
+  Weights w;
+  w.f32 = rng.vec(count);
+  w.seen = w.f32;
+  if (wt != WeightType::kF32) {
+    w.half.resize(w.f32.size());
+    for (size_t i = 0; i < w.f32.size(); ++i) {
+      w.half[i] = wt == WeightType::kF16 ? f32_to_f16_bits(w.f32[i]) : f32_to_bf16_bits(w.f32[i]);
+      w.seen[i] = wt == WeightType::kF16 ? f16_bits_to_f32(w.half[i]) : bf16_bits_to_f32(w.half[i]);
+    }
+  }
+  return w;
+}
+
+std::vector<double> gemm_ref(const GemmParams& p, const float* a, int64_t lda, const float* b, int64_t ldb,
+                             const float* c_old, int64_t ldc) {
+  std::vector<double> out(static_cast<size_t>(p.m * ldc), 0.0);
+  for (int64_t i = 0; i < p.m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      if (j >= p.n) {
+        out[i * ldc + j] = c_old[i * ldc + j];
+        continue;
+      }
+      double s = 0;
+      for (int64_t k = 0; k < p.k; ++k)
+        s += double(a[i * lda + k]) * (p.b_transposed ? b[j * ldb + k] : b[k * ldb + j]);
+      if (p.bias) s += p.bias[j];
+      s = act_ref(s, p.act);
+      if (p.beta != 0) s += p.beta * double(c_old[i * ldc + j]);
+      out[i * ldc + j] = s;
+    }
+  return out;
+}
+
+struct Case {
+  int64_t m, n, k;
+  bool trans;
+  Activation act;
+  bool bias;
+  float beta;
+  bool padded;  // non-dense strides
+};
+
+void run_case(const Case& cs, WeightType wt, bool prepacked) {
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  GemmParams p;
+  p.m = cs.m;
+  p.n = cs.n;
+  p.k = cs.k;
+  p.b_transposed = cs.trans;
+  p.act = cs.act;
+  p.beta = cs.beta;
+  const int64_t pad = cs.padded ? 3 : 0;
+  const int64_t lda = cs.k + pad, ldb = (cs.trans ? cs.k : cs.n) + pad, ldc = cs.n + pad;
+  if (cs.padded) {
+    p.lda = lda;
+    p.ldb = ldb;
+    p.ldc = ldc;
+  }
+  const std::vector<float> a = rng.vec(std::max<int64_t>(1, cs.m * lda));
+  const Weights w = make_weights(rng, std::max<int64_t>(1, (cs.trans ? cs.n : cs.k) * ldb), wt);
+  const std::vector<float> bias = rng.vec(std::max<int64_t>(1, cs.n));
+  if (cs.bias) p.bias = bias.data();
+  const std::vector<float> c0 = rng.vec(std::max<int64_t>(1, cs.m * ldc));
+  const std::vector<double> want = gemm_ref(p, a.data(), lda, w.seen.data(), ldb, c0.data(), ldc);
+  const double tol = 2e-6 * std::sqrt(double(std::max<int64_t>(cs.k, 1))) + 1e-6;
+  for (const KernelContext& ctx : test::contexts()) {
+    SCOPED_TRACE(test::describe(ctx));
+    std::vector<float> c = c0;
+    if (prepacked) {
+      const PackedB pb = pack_b(ctx, cs.k, cs.n, cs.trans, cs.padded ? ldb : 0, w.ptr(wt), wt);
+      gemm_prepacked(ctx, p, a.data(), pb, c.data());
+    } else {
+      gemm(ctx, p, a.data(), w.ptr(wt), wt, c.data());
+    }
+    ASSERT_TRUE(all_close(c.data(), want.data(), cs.m * ldc, tol, tol))
+        << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " trans=" << cs.trans << " act=" << int(cs.act)
+        << " beta=" << cs.beta << " wt=" << int(wt) << " prepacked=" << prepacked;
+  }
+}
+
+const int64_t kSizes[] = {1, 3, 17, 33, 100};
+
+TEST(Gemm, OddSizesBothLayoutsF32) {
+  for (int64_t m : kSizes)
+    for (int64_t n : kSizes)
+      for (int64_t k : {int64_t{1}, int64_t{17}, int64_t{100}})
+        for (bool trans : {true, false}) run_case({m, n, k, trans, Activation::kIdentity, false, 0.0f, false},
+                                                  WeightType::kF32, false);
+}
+
+TEST(Gemm, EpiloguesAndStrides) {
+  const Activation acts[] = {Activation::kIdentity, Activation::kRelu, Activation::kSilu, Activation::kGelu,
+                             Activation::kGeluTanh};
+  for (Activation act : acts)
+    for (float beta : {0.0f, 0.5f})
+      for (bool prepacked : {false, true}) {
+        run_case({33, 45, 300, true, act, true, beta, true}, WeightType::kF32, prepacked);
+        run_case({3, 70, 17, false, act, true, beta, true}, WeightType::kF32, prepacked);
+      }
+}
+
+TEST(Gemm, LongKSplitsIntoBlocksWithBeta) {
+  // K > one K block with beta and identity (split) and with gelu (unsplit).
+  run_case({20, 40, 700, true, Activation::kIdentity, true, 1.0f, false}, WeightType::kF32, false);
+  run_case({20, 40, 700, false, Activation::kGelu, true, 1.0f, false}, WeightType::kF32, true);
+}
+
+TEST(Gemm, HalfWeights) {
+  for (WeightType wt : {WeightType::kF16, WeightType::kBF16})
+    for (bool prepacked : {false, true})
+      for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{19}})
+        for (bool trans : {true, false})
+          run_case({m, 37, 65, trans, Activation::kSilu, true, 0.0f, false}, wt, prepacked);
+}
+
+TEST(Gemm, PrepackedOddSizes) {
+  for (int64_t m : kSizes)
+    for (int64_t n : {int64_t{1}, int64_t{33}, int64_t{100}})
+      run_case({m, n, 33, true, Activation::kIdentity, false, 0.0f, false}, WeightType::kF32, true);
+}
+
+TEST(Gemm, EmptyDims) {
+  const KernelContext ctx{&test::test_pool(), IsaLevel::kAvx512};
+  float a = 1, b = 2;
+  std::vector<float> c(6, 7.0f);
+  GemmParams p;
+  p.m = 0;
+  p.n = 3;
+  p.k = 4;
+  gemm_f32(ctx, p, &a, &b, c.data());  // nothing to do, nothing read
+  EXPECT_EQ(c[0], 7.0f);
+  // K == 0: C = act(bias) + beta*C
+  const float bias[3] = {1.0f, -2.0f, 3.0f};
+  p.m = 2;
+  p.k = 0;
+  p.bias = bias;
+  p.act = Activation::kRelu;
+  p.beta = 1.0f;
+  gemm_f32(ctx, p, &a, &b, c.data());
+  EXPECT_EQ(c[0], 8.0f);
+  EXPECT_EQ(c[1], 7.0f);
+  EXPECT_EQ(c[5], 10.0f);
+}
+
+TEST(Gemm, BatchedWithBroadcast) {
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  const int64_t batch = 5, m = 7, n = 9, k = 11;
+  const std::vector<float> a = rng.vec(batch * m * k);
+  const std::vector<float> b = rng.vec(n * k);  // broadcast over the batch
+  GemmParams p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  for (const KernelContext& ctx : test::contexts()) {
+    SCOPED_TRACE(test::describe(ctx));
+    std::vector<float> c(batch * m * n, 0.0f);
+    batched_gemm(ctx, p, batch, a.data(), m * k, b.data(), WeightType::kF32, 0, c.data(), m * n);
+    for (int64_t i = 0; i < batch; ++i) {
+      const std::vector<float> zero(m * n, 0.0f);
+      const std::vector<double> want = gemm_ref(p, a.data() + i * m * k, k, b.data(), k, zero.data(), n);
+      ASSERT_TRUE(all_close(c.data() + i * m * n, want.data(), m * n, 1e-5, 1e-5)) << "batch " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rlx::cpu

@@ -1,0 +1,334 @@
+// Shape and dtype inference of every op kind (infer.cpp): one table of cases, each a
+// positive result type or an expected error. A coverage test requires at least one
+// positive and one negative case per OpKind, so a new op without cases fails.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "ir_test_util.h"
+
+namespace rlx::ir {
+namespace {
+
+using testing::ty;
+
+struct InferCase {
+  std::string name;
+  OpKind op;
+  Attrs attrs;
+  std::vector<std::string> inputs;  ///< input types, e.g. "f32[SEQ, 64]"
+  std::string declared;             ///< declared type ("" = none)
+  std::string want;                 ///< result type, or "error: <substring of the message>"
+};
+
+RopeAttrs rope(int64_t head_dim, int64_t n_rot) {
+  RopeAttrs r;
+  r.head_dim = head_dim;
+  r.n_rot = n_rot;
+  return r;
+}
+
+AttentionAttrs attn(int64_t n_heads, int64_t n_kv_heads, int64_t head_dim, MaskKind mask = MaskKind::Causal,
+                    int64_t window = 0) {
+  AttentionAttrs a;
+  a.n_heads = n_heads;
+  a.n_kv_heads = n_kv_heads;
+  a.head_dim = head_dim;
+  a.mask = mask;
+  a.window = window;
+  return a;
+}
+
+AttentionBlockAttrs block(bool kv_cache) {
+  AttentionBlockAttrs b;
+  b.attn = attn(4, 2, 16);
+  b.rope = rope(16, 16);
+  b.kv_cache = kv_cache;
+  return b;
+}
+
+ConstantAttrs bytes(size_t n) {
+  ConstantAttrs c;
+  c.data.bytes = std::make_shared<const std::vector<uint8_t>>(n, uint8_t{0});
+  return c;
+}
+
+RegionAttrs region(std::vector<RegionStep> steps) { return RegionAttrs{std::move(steps)}; }
+RegionStep step(OpKind op, uint8_t kind, DType dt, std::vector<int32_t> args) { return {op, kind, dt, std::move(args)}; }
+
+const std::vector<InferCase>& cases() {
+  using K = OpKind;
+  const uint8_t silu = static_cast<uint8_t>(ActKind::Silu), mul = static_cast<uint8_t>(BinaryKind::Mul);
+  static const std::vector<InferCase> all = {
+      // boundary
+      {"input", K::Input, InputAttrs{"x"}, {}, "f32[BATCH, SEQ, 64]", "f32[BATCH, SEQ, 64]"},
+      {"input_packed", K::Input, InputAttrs{"x"}, {}, "q4_0[2, 32]", "error: only params may have packed dtypes"},
+      {"input_operand", K::Input, InputAttrs{"x"}, {"f32[2]"}, "f32[2]", "error: input takes 0..0 inputs, got 1"},
+      {"param_packed", K::Param, ParamAttrs{"w"}, {}, "q4_k[128, 256]", "q4_k[128, 256]"},
+      {"param_packed_cols", K::Param, ParamAttrs{"w"}, {}, "q4_0[128, 33]",
+       "error: packed param q4_0[128, 33] must be a static [rows, cols] with cols a multiple of 32"},
+      {"param_packed_symbolic", K::Param, ParamAttrs{"w"}, {}, "q8_0[SEQ, 64]", "error: packed param q8_0[SEQ, 64]"},
+      {"constant", K::Constant, bytes(8), {}, "f32[2]", "f32[2]"},
+      {"constant_packed", K::Constant, bytes(18), {}, "q4_0[1, 32]", "q4_0[1, 32]"},
+      {"constant_size", K::Constant, bytes(6), {}, "f32[2]", "error: constant f32[2] needs 8 bytes, has 6"},
+      {"constant_symbolic", K::Constant, bytes(8), {}, "f32[SEQ]", "error: constant shape must be static"},
+      {"handle", K::Handle, HandleAttrs{"kv"}, {}, "f16[PAST_SEQ, 512]", "f16[PAST_SEQ, 512]"},
+      {"handle_packed", K::Handle, HandleAttrs{"kv"}, {}, "q8_0[4, 32]", "error: only params may have packed dtypes"},
+      // elementwise
+      {"activation", K::Activation, ActivationAttrs{ActKind::Gelu}, {"bf16[SEQ, 64]"}, "", "bf16[SEQ, 64]"},
+      {"activation_int", K::Activation, ActivationAttrs{}, {"i32[4]"}, "", "error: activation input must be a float type"},
+      {"binary_broadcast", K::Binary, BinaryAttrs{}, {"f32[SEQ, 1]", "f32[64]"}, "", "f32[SEQ, 64]"},
+      {"binary_symbolic", K::Binary, BinaryAttrs{}, {"f32[1, SEQ]", "f32[BATCH, 1]"}, "", "f32[BATCH, SEQ]"},
+      {"binary_scalar", K::Binary, BinaryAttrs{BinaryKind::Pow}, {"f32[2*SEQ, 8]", "f32[]"}, "", "f32[2*SEQ, 8]"},
+      {"binary_no_broadcast", K::Binary, BinaryAttrs{}, {"f32[SEQ]", "f32[2*SEQ]"}, "",
+       "error: shapes [SEQ] and [2*SEQ] do not broadcast"},
+      {"binary_dtypes", K::Binary, BinaryAttrs{}, {"f32[4]", "f16[4]"}, "", "error: dtype mismatch: f32[4] vs f16[4]"},
+      {"binary_bool", K::Binary, BinaryAttrs{}, {"bool[4]", "bool[4]"}, "", "error: binary ops need numeric inputs"},
+      {"binary_arity", K::Binary, BinaryAttrs{}, {"f32[4]"}, "", "error: binary takes 2..2 inputs, got 1"},
+      {"compare", K::Compare, CompareAttrs{CompareKind::Ge}, {"i32[SEQ, 1]", "i32[1, 8]"}, "", "bool[SEQ, 8]"},
+      {"compare_dtypes", K::Compare, CompareAttrs{}, {"i32[4]", "i64[4]"}, "", "error: dtype mismatch"},
+      {"where", K::Where, NoAttrs{}, {"bool[SEQ, 1]", "f32[1, 64]", "f32[SEQ, 64]"}, "", "f32[SEQ, 64]"},
+      {"where_cond", K::Where, NoAttrs{}, {"f32[4]", "f32[4]", "f32[4]"}, "", "error: where condition must be bool"},
+      {"cast", K::Cast, NoAttrs{}, {"f32[SEQ, 4]"}, "f16[]", "f16[SEQ, 4]"},
+      {"cast_packed", K::Cast, NoAttrs{}, {"f32[1, 32]"}, "q4_0[]", "error: cast to/from packed types is not supported"},
+      // compute
+      {"matmul_batched", K::MatMul, MatMulAttrs{}, {"f32[BATCH, 1, SEQ, 64]", "f32[8, 64, 32]"}, "",
+       "f32[BATCH, 8, SEQ, 32]"},
+      {"matmul_transposes", K::MatMul, MatMulAttrs{true, true}, {"f32[64, SEQ]", "f32[32, 64]"}, "", "f32[SEQ, 32]"},
+      {"matmul_inner", K::MatMul, MatMulAttrs{}, {"f32[SEQ, 64]", "f32[32, 64]"}, "", "error: matmul inner dims differ"},
+      {"matmul_rank", K::MatMul, MatMulAttrs{}, {"f32[64]", "f32[64, 2]"}, "", "error: matmul operands need rank >= 2"},
+      {"matmul_batch", K::MatMul, MatMulAttrs{}, {"f32[3, 2, 4]", "f32[5, 4, 2]"}, "",
+       "error: matmul batch dims do not broadcast"},
+      {"dequant_matmul", K::DequantMatMul, NoAttrs{}, {"f32[SEQ, 64]", "q8_0[128, 64]"}, "", "f32[SEQ, 128]"},
+      {"dequant_matmul_f16", K::DequantMatMul, NoAttrs{}, {"f32[SEQ, 64]", "f16[128, 64]"}, "", "f32[SEQ, 128]"},
+      {"dequant_matmul_f32", K::DequantMatMul, NoAttrs{}, {"f32[SEQ, 64]", "f32[128, 64]"}, "",
+       "error: dequant_matmul weight must be packed, f16 or bf16"},
+      {"dequant_matmul_block", K::DequantMatMul, NoAttrs{}, {"f32[SEQ, 48]", "q4_0[128, 48]"}, "",
+       "error: K = 48 is not a multiple of q4_0's block size 32"},
+      // reductions and norms
+      {"reduce", K::Reduce, ReduceAttrs{ReduceKind::Sum, {0, 2}, false}, {"f32[BATCH, SEQ, 64]"}, "", "f32[SEQ]"},
+      {"reduce_keep", K::Reduce, ReduceAttrs{ReduceKind::Max, {0, -1}, true}, {"f32[BATCH, SEQ, 64]"}, "",
+       "f32[1, SEQ, 1]"},
+      {"reduce_axis", K::Reduce, ReduceAttrs{ReduceKind::Sum, {3}, false}, {"f32[2, 3, 4]"}, "",
+       "error: reduce axis 3 out of range for f32[2, 3, 4]"},
+      {"reduce_repeat", K::Reduce, ReduceAttrs{ReduceKind::Sum, {2, -1}, false}, {"f32[2, 3, 4]"}, "",
+       "error: reduce axis -1 repeated"},
+      {"reduce_none", K::Reduce, ReduceAttrs{}, {"f32[2]"}, "", "error: reduce needs at least one axis"},
+      {"reduce_mean_int", K::Reduce, ReduceAttrs{ReduceKind::Mean, {0}, false}, {"i32[2]"}, "",
+       "error: mean input must be a float type"},
+      {"softmax", K::Softmax, SoftmaxAttrs{0}, {"f32[SEQ, 64]"}, "", "f32[SEQ, 64]"},
+      {"softmax_axis", K::Softmax, SoftmaxAttrs{2}, {"f32[SEQ, 64]"}, "", "error: softmax axis out of range"},
+      {"cumsum", K::Cumsum, CumsumAttrs{-1, true}, {"i32[SEQ]"}, "", "i32[SEQ]"},
+      {"cumsum_bool", K::Cumsum, CumsumAttrs{}, {"bool[SEQ]"}, "", "error: cumsum needs a numeric input"},
+      {"topk_indices", K::TopK, TopKAttrs{4, false}, {"f32[SEQ, 64]"}, "", "i32[SEQ, 4]"},
+      {"topk_values", K::TopK, TopKAttrs{4, true}, {"f16[SEQ, 64]"}, "", "f16[SEQ, 4]"},
+      {"topk_k", K::TopK, TopKAttrs{65, false}, {"f32[SEQ, 64]"}, "", "error: topk k=65 out of range for last dim 64"},
+      {"topk_zero", K::TopK, TopKAttrs{0, false}, {"f32[SEQ, 64]"}, "", "error: topk k=0 out of range"},
+      {"layer_norm", K::LayerNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[64]", "f32[64]"}, "", "f32[SEQ, 64]"},
+      {"layer_norm_beta", K::LayerNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[64]", "f32[32]"}, "",
+       "error: norm beta must be [64], got f32[32]"},
+      {"layer_norm_scalar", K::LayerNorm, NormAttrs{}, {"f32[]", "f32[1]"}, "", "error: norm input must have rank >= 1"},
+      {"rms_norm", K::RmsNorm, NormAttrs{1e-6}, {"bf16[BATCH, SEQ, 64]", "bf16[64]"}, "", "bf16[BATCH, SEQ, 64]"},
+      {"rms_norm_gamma", K::RmsNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[65]"}, "",
+       "error: norm gamma must be [64], got f32[65]"},
+      {"rope", K::Rope, rope(32, 16), {"f32[SEQ, 128]", "i32[SEQ]"}, "", "f32[SEQ, 128]"},
+      {"rope_n_rot", K::Rope, rope(32, 15), {"f32[SEQ, 128]", "i32[SEQ]"}, "",
+       "error: rope needs 0 < n_rot <= head_dim and n_rot even (n_rot=15, head_dim=32)"},
+      {"rope_width", K::Rope, rope(32, 32), {"f32[SEQ, 120]", "i32[SEQ]"}, "",
+       "error: rope width 120 is not a multiple of head_dim 32"},
+      {"rope_pos", K::Rope, rope(32, 32), {"f32[SEQ, 128]", "i32[PAST_SEQ]"}, "",
+       "error: rope positions must be [SEQ], got i32[PAST_SEQ]"},
+      {"rope_pos_dtype", K::Rope, rope(32, 32), {"f32[SEQ, 128]", "f32[SEQ]"}, "",
+       "error: rope positions must be i32 or i64"},
+      {"attention_gqa", K::Attention, attn(4, 2, 16), {"f32[SEQ, 64]", "f32[PAST_SEQ, 32]", "f32[PAST_SEQ, 32]"}, "",
+       "f32[SEQ, 64]"},
+      {"attention_q_pos", K::Attention, attn(2, 2, 8, MaskKind::SlidingWindow, 4),
+       {"f16[BATCH, SEQ, 16]", "f16[BATCH, SEQ, 16]", "f16[BATCH, SEQ, 16]", "i64[SEQ]"}, "", "f16[BATCH, SEQ, 16]"},
+      {"attention_heads", K::Attention, attn(3, 2, 16), {"f32[SEQ, 48]", "f32[SEQ, 32]", "f32[SEQ, 32]"}, "",
+       "error: attention heads invalid: n_heads=3 n_kv_heads=2 head_dim=16"},
+      {"attention_heads_overflow", K::Attention, attn(int64_t{1} << 62, 1, 4), {"f32[SEQ, 4]", "f32[SEQ, 4]", "f32[SEQ, 4]"},
+       "", "error: attention heads invalid"},
+      {"attention_window", K::Attention, attn(1, 1, 4, MaskKind::SlidingWindow, 0),
+       {"f32[SEQ, 4]", "f32[SEQ, 4]", "f32[SEQ, 4]"}, "", "error: sliding-window attention needs window > 0"},
+      {"attention_q_width", K::Attention, attn(2, 2, 16), {"f32[SEQ, 48]", "f32[SEQ, 32]", "f32[SEQ, 32]"}, "",
+       "error: attention q last dim must be n_heads*head_dim = 32"},
+      {"attention_q_pos_len", K::Attention, attn(1, 1, 4), {"f32[SEQ, 4]", "f32[SEQ, 4]", "f32[SEQ, 4]", "i32[4]"}, "",
+       "error: attention q_pos must be [SEQ], got i32[4]"},
+      // movement
+      {"reshape_flatten", K::Reshape, ShapeAttrs{ty("f32[BATCH*SEQ, 64]").shape}, {"f32[BATCH, SEQ, 64]"}, "",
+       "f32[BATCH*SEQ, 64]"},
+      {"reshape_split", K::Reshape, ShapeAttrs{ty("f32[2*SEQ, 32]").shape}, {"f32[SEQ, 64]"}, "", "f32[2*SEQ, 32]"},
+      {"reshape_count", K::Reshape, ShapeAttrs{ty("f32[SEQ, 63]").shape}, {"f32[SEQ, 64]"}, "",
+       "error: reshape [SEQ, 64] -> [SEQ, 63] changes the element count"},
+      {"transpose", K::Transpose, TransposeAttrs{{2, 0, 1}}, {"f32[BATCH, SEQ, 64]"}, "", "f32[64, BATCH, SEQ]"},
+      {"transpose_perm", K::Transpose, TransposeAttrs{{0, 0}}, {"f32[2, 3]"}, "", "error: transpose perm is not a permutation"},
+      {"transpose_rank", K::Transpose, TransposeAttrs{{0}}, {"f32[2, 3]"}, "", "error: transpose perm has 1 entries for rank 2"},
+      {"narrow", K::Narrow, NarrowAttrs{1, 16, Dim(32)}, {"f32[SEQ, 64]"}, "", "f32[SEQ, 32]"},
+      {"narrow_symbolic", K::Narrow, NarrowAttrs{0, 0, Dim::symbol(SEQ)}, {"f32[SEQ, 64]"}, "", "f32[SEQ, 64]"},
+      {"narrow_past_end", K::Narrow, NarrowAttrs{-1, 40, Dim(32)}, {"f32[SEQ, 64]"}, "",
+       "error: narrow [40, 72) exceeds dim 1 of size 64"},
+      {"narrow_overflow", K::Narrow, NarrowAttrs{1, INT64_MAX, Dim(2)}, {"f32[SEQ, 64]"}, "",
+       "error: narrow start 9223372036854775807 + length 2 overflows"},
+      {"narrow_symbolic_on_static", K::Narrow, NarrowAttrs{1, 0, Dim::symbol(SEQ)}, {"f32[SEQ, 64]"}, "",
+       "error: narrow with a symbolic length on a static dim"},
+      {"narrow_symbolic_longer", K::Narrow, NarrowAttrs{0, 0, Dim::symbol(SEQ, 2)}, {"f32[SEQ, 64]"}, "",
+       "error: narrow length 2*SEQ may exceed dim SEQ"},
+      {"concat_symbolic", K::Concat, AxisAttrs{0}, {"f32[SEQ, 64]", "f32[SEQ, 64]"}, "", "f32[2*SEQ, 64]"},
+      {"concat_static", K::Concat, AxisAttrs{-1}, {"f32[SEQ, 3]", "f32[SEQ, 5]", "f32[SEQ, 1]"}, "", "f32[SEQ, 9]"},
+      {"concat_mixed", K::Concat, AxisAttrs{0}, {"f32[SEQ, 64]", "f32[4, 64]"}, "",
+       "error: concat axis length is not expressible (mixed symbols)"},
+      {"concat_off_axis", K::Concat, AxisAttrs{0}, {"f32[SEQ, 64]", "f32[SEQ, 32]"}, "",
+       "error: concat inputs differ off the axis"},
+      {"expand", K::Expand, ShapeAttrs{ty("f32[BATCH, SEQ, 64]").shape}, {"f32[1, 64]"}, "", "f32[BATCH, SEQ, 64]"},
+      {"expand_bad", K::Expand, ShapeAttrs{ty("f32[SEQ, 64]").shape}, {"f32[2, 64]"}, "",
+       "error: cannot expand [2, 64] to [SEQ, 64]"},
+      {"gather", K::Gather, AxisAttrs{0}, {"f16[32000, 64]", "i32[BATCH, SEQ]"}, "", "f16[BATCH, SEQ, 64]"},
+      {"gather_packed", K::Gather, AxisAttrs{0}, {"q4_k[32000, 256]", "i64[SEQ]"}, "", "f32[SEQ, 256]"},
+      {"gather_float_ids", K::Gather, AxisAttrs{0}, {"f32[10, 4]", "f32[SEQ]"}, "",
+       "error: gather indices must be i32 or i64"},
+      {"gather_packed_axis", K::Gather, AxisAttrs{1}, {"q8_0[10, 32]", "i32[SEQ]"}, "",
+       "error: gather from a packed table needs a [rows, cols] table, axis 0"},
+      {"update_slice", K::UpdateSlice, AxisAttrs{0}, {"f32[4096, 512]", "f32[SEQ, 512]", "i32[1]"}, "", "f32[4096, 512]"},
+      {"update_slice_start", K::UpdateSlice, AxisAttrs{0}, {"f32[16, 8]", "f32[SEQ, 8]", "i32[2]"}, "",
+       "error: update_slice start must have 1 element"},
+      {"update_slice_fit", K::UpdateSlice, AxisAttrs{0}, {"f32[16, 8]", "f32[SEQ, 4]", "i32[1]"}, "",
+       "error: update_slice source f32[SEQ, 4] does not fit f32[16, 8]"},
+      // fused
+      {"fused_matmul", K::FusedMatMulBiasAct, FusedMatMulAttrs{ActKind::Silu, true, true},
+       {"f32[SEQ, 64]", "f32[128, 64]", "f32[128]"}, "", "f32[SEQ, 128]"},
+      {"fused_matmul_kn", K::FusedMatMulBiasAct, FusedMatMulAttrs{ActKind::Identity, false, false},
+       {"f32[SEQ, 64]", "f32[64, 128]"}, "", "f32[SEQ, 128]"},
+      {"fused_matmul_has_bias", K::FusedMatMulBiasAct, FusedMatMulAttrs{ActKind::Identity, true, true},
+       {"f32[SEQ, 64]", "f32[128, 64]"}, "", "error: has_bias does not match the number of inputs"},
+      {"fused_matmul_bias", K::FusedMatMulBiasAct, FusedMatMulAttrs{ActKind::Identity, true, true},
+       {"f32[SEQ, 64]", "f32[128, 64]", "f32[64]"}, "", "error: bias must be [128], got f32[64]"},
+      {"fused_matmul_packed", K::FusedMatMulBiasAct, FusedMatMulAttrs{}, {"f32[SEQ, 64]", "q8_0[128, 64]"}, "",
+       "error: packed weight q8_0[128, 64] needs dequant_matmul"},
+      {"fused_swiglu", K::FusedSwiGLU, FusedSwiGLUAttrs{}, {"f32[SEQ, 64]", "f32[256, 64]", "f32[256, 64]"}, "",
+       "f32[SEQ, 256]"},
+      {"fused_swiglu_differ", K::FusedSwiGLU, FusedSwiGLUAttrs{}, {"f32[SEQ, 64]", "f32[256, 64]", "f32[128, 64]"}, "",
+       "error: swiglu gate and up differ: f32[SEQ, 256] vs f32[SEQ, 128]"},
+      {"fused_residual_rms", K::FusedResidualRmsNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[SEQ, 64]", "f32[64]"}, "",
+       "f32[2, SEQ, 64]"},
+      {"fused_residual_rms_res", K::FusedResidualRmsNorm, NormAttrs{}, {"f32[SEQ, 64]", "f16[SEQ, 64]", "f32[64]"}, "",
+       "error: residual must match input: f32[SEQ, 64] vs f16[SEQ, 64]"},
+      {"fused_residual_ln", K::FusedResidualLayerNorm, NormAttrs{},
+       {"f32[SEQ, 64]", "f32[SEQ, 64]", "f32[64]", "f32[64]"}, "", "f32[2, SEQ, 64]"},
+      {"fused_residual_ln_beta", K::FusedResidualLayerNorm, NormAttrs{},
+       {"f32[SEQ, 64]", "f32[SEQ, 64]", "f32[64]", "f32[63]"}, "", "error: norm beta must be [64], got f32[63]"},
+      {"region", K::ElementwiseRegion,
+       region({step(K::Activation, silu, DType::F32, {-1}), step(K::Binary, mul, DType::F32, {0, -2})}),
+       {"f32[SEQ, 64]", "f32[64]"}, "", "f32[SEQ, 64]"},
+      {"region_empty", K::ElementwiseRegion, region({}), {"f32[4]"}, "", "error: elementwise_region has no steps"},
+      {"region_later", K::ElementwiseRegion, region({step(K::Binary, mul, DType::F32, {-1, 0})}), {"f32[4]"}, "",
+       "error: region step 0 reads later step 0"},
+      {"region_input", K::ElementwiseRegion, region({step(K::Activation, silu, DType::F32, {-3})}), {"f32[4]"}, "",
+       "error: region step 0 reads input 2 of 1"},
+      {"region_op", K::ElementwiseRegion, region({step(K::MatMul, 0, DType::F32, {-1, -1})}), {"f32[4]"}, "",
+       "error: region step 0 has non-elementwise op matmul"},
+      {"region_arity", K::ElementwiseRegion, region({step(K::Where, 0, DType::F32, {-1})}), {"f32[4]"}, "",
+       "error: region step 0 has 1 args, needs 3"},
+      // extension
+      {"custom", K::Custom, CustomAttrs{"test.same", ""}, {"i8[7]"}, "", "i8[7]"},
+      {"custom_unknown", K::Custom, CustomAttrs{"no.such.op", ""}, {"f32[1]"}, "", "error: unknown custom op 'no.such.op'"},
+      {"custom_fail", K::Custom, CustomAttrs{"test.same", "fail"}, {"f32[1]"}, "", "error: test.same: config says fail"},
+      {"custom_arity", K::Custom, CustomAttrs{"test.same", ""}, {"f32[1]", "f32[1]", "f32[1]"}, "",
+       "error: custom op 'test.same' got 3 inputs"},
+      // HIR
+      {"hir_linear_packed", K::HirLinear, FusedMatMulAttrs{}, {"f32[SEQ, 64]", "q4_k[128, 256]"}, "",
+       "error: inner dims differ"},
+      {"hir_linear", K::HirLinear, FusedMatMulAttrs{}, {"f32[SEQ, 256]", "q4_k[128, 256]"}, "", "f32[SEQ, 128]"},
+      {"hir_linear_bias", K::HirLinear, FusedMatMulAttrs{ActKind::Identity, false, true},
+       {"f32[SEQ, 64]", "f32[128, 64]", "f32[128]"}, "", "error: has_bias does not match the number of inputs"},
+      {"hir_swiglu", K::HirSwiGLUFfn, NoAttrs{}, {"f32[SEQ, 64]", "f32[256, 64]", "f32[256, 64]", "f32[64, 256]"}, "",
+       "f32[SEQ, 64]"},
+      {"hir_swiglu_down", K::HirSwiGLUFfn, NoAttrs{}, {"f32[SEQ, 64]", "f32[256, 64]", "f32[256, 64]", "f32[64, 128]"},
+       "", "error: inner dims differ"},
+      {"hir_gelu", K::HirGeluFfn, GeluFfnAttrs{}, {"f32[SEQ, 64]", "f32[256, 64]", "f32[64, 256]"}, "", "f32[SEQ, 64]"},
+      {"hir_gelu_gated", K::HirGeluFfn, GeluFfnAttrs{true, true}, {"f32[SEQ, 64]", "f32[256, 64]", "f32[64, 256]"}, "",
+       "error: gelu_ffn: gated needs 4 inputs, ungated 3"},
+      {"hir_attention_block", K::HirAttentionBlock, block(true),
+       {"f32[SEQ, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]", "f32[4096, 32]",
+        "f32[4096, 32]"},
+       "", "f32[SEQ, 64]"},
+      {"hir_attention_block_count", K::HirAttentionBlock, block(true),
+       {"f32[SEQ, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]"}, "",
+       "error: attention_block needs 8 inputs for its flags, got 6"},
+      {"hir_attention_block_cache", K::HirAttentionBlock, block(true),
+       {"f32[SEQ, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]", "f32[4096, 64]",
+        "f32[4096, 64]"},
+       "", "error: kv cache must be f32[ctx, 32], got f32[4096, 64]"},
+      {"hir_attention_block_heads", K::HirAttentionBlock, [] {
+         AttentionBlockAttrs b = block(false);
+         b.attn.n_heads = int64_t{1} << 61;  // n_heads * head_dim overflows
+         return b;
+       }(),
+       {"f32[SEQ, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]"}, "",
+       "error: attention heads invalid: n_heads=2305843009213693952 n_kv_heads=2 head_dim=16"},
+      {"hir_rms_norm", K::HirRmsNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[64]"}, "", "f32[SEQ, 64]"},
+      {"hir_rms_norm_gamma", K::HirRmsNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[SEQ]"}, "",
+       "error: norm gamma must be [64], got f32[SEQ]"},
+      {"hir_layer_norm", K::HirLayerNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[64]", "f32[64]"}, "", "f32[SEQ, 64]"},
+      {"hir_layer_norm_int", K::HirLayerNorm, NormAttrs{}, {"i32[SEQ, 64]", "i32[64]"}, "",
+       "error: norm input must be a float type"},
+      {"hir_embedding", K::HirEmbedding, NoAttrs{}, {"q8_0[32000, 64]", "i32[SEQ]"}, "", "f32[SEQ, 64]"},
+      {"hir_embedding_rank", K::HirEmbedding, NoAttrs{}, {"f32[2, 3, 4]", "i32[SEQ]"}, "",
+       "error: embedding table must be [vocab, dim], got f32[2, 3, 4]"},
+      // generic checks
+      {"wrong_attrs", K::Softmax, NormAttrs{}, {"f32[4]"}, "", "error: softmax has attributes of the wrong kind"},
+      {"concat_unbounded_arity", K::Concat, AxisAttrs{0}, {}, "", "error: concat takes at least 1 inputs, got 0"},
+  };
+  return all;
+}
+
+class InferTest : public ::testing::TestWithParam<InferCase> {};
+
+TEST_P(InferTest, ResultOrError) {
+  testing::register_test_custom_op();
+  const InferCase& c = GetParam();
+  std::vector<TensorType> in;
+  for (const std::string& s : c.inputs) in.push_back(ty(s));
+  const TensorType declared = c.declared.empty() ? TensorType{} : ty(c.declared);
+  auto t = infer_type(c.op, c.attrs, in, declared);
+  if (c.want.rfind("error: ", 0) == 0) {
+    ASSERT_FALSE(t.has_value()) << "got " << t->to_string();
+    EXPECT_EQ(t.error().code(), ErrorCode::kVerify);
+    EXPECT_NE(t.error().message().find(c.want.substr(7)), std::string::npos) << t.error().message();
+  } else {
+    ASSERT_TRUE(t.has_value()) << t.error().message();
+    EXPECT_EQ(t->to_string(), c.want);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, InferTest, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<InferCase>& i) { return i.param.name; });
+
+// Every op kind has at least one positive and one negative inference case.
+TEST(InferCoverage, EveryOpKindHasPositiveAndNegativeCases) {
+  std::map<OpKind, std::pair<int, int>> counts;
+  for (const InferCase& c : cases()) {
+    auto& [pos, neg] = counts[c.op];
+    (c.want.rfind("error: ", 0) == 0 ? neg : pos)++;
+  }
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const auto op = static_cast<OpKind>(k);
+    EXPECT_GT(counts[op].first, 0) << "no positive inference case for " << op_name(op);
+    EXPECT_GT(counts[op].second, 0) << "no negative inference case for " << op_name(op);
+  }
+}
+
+TEST(InferGraphAdd, ErrorNamesNodeAndLabel) {
+  Graph g;
+  auto x = g.add(OpKind::Input, {}, InputAttrs{"x"}, ty("f32[SEQ, 64]"));
+  ASSERT_TRUE(x.has_value());
+  auto bad = g.add(OpKind::Softmax, {*x}, SoftmaxAttrs{5}, {}, "blk.3.probs");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().message(), "node %1 (softmax 'blk.3.probs'): softmax axis out of range");
+  auto missing = g.add(OpKind::Activation, {7}, ActivationAttrs{});
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().message(), "activation: input %7 does not exist");
+  EXPECT_EQ(g.size(), 1);
+}
+
+}  // namespace
+}  // namespace rlx::ir

@@ -1,0 +1,116 @@
+// `rlx compile`: compiles a text-IR file, a GGUF model or the demo block for a
+// device and prints any tier (--dump hir|mir|lir) plus the fusion, dispatch and
+// memory reports (--report).
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "commands.h"
+#include "demo_graph.h"
+#include "rlx/compile/pipeline.h"
+#include "rlx/compile/profile.h"
+#include "rlx/formats/gguf.h"
+#include "rlx/ir/text.h"
+#include "rlx/models/decoder.h"
+#include "rlx/runtime/session.h"
+
+namespace rlx::cli {
+namespace {
+
+struct CompileArgs {
+  std::string ir_file, model, dump, device = "cpu", profile, policy = "direct";
+  bool report = false;
+  int64_t seq = 16;
+};
+
+Expected<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error::not_found("cannot open '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Expected<ir::HirModule> load_hir(const CompileArgs& a) {
+  const ir::FusionPolicy policy = a.policy == "fusable" ? ir::FusionPolicy::Fusable : ir::FusionPolicy::Direct;
+  if (!a.ir_file.empty()) {
+    ASSIGN_OR_RETURN(std::string text, read_text(a.ir_file));
+    // A file holds either a HIR module or a MIR module; MIR is a HIR without HIR ops.
+    auto hir = ir::parse_hir(text);
+    if (hir) return hir;
+    auto mir = ir::parse_mir(text);
+    if (!mir) return hir.error().with_context(a.ir_file);
+    return ir::HirModule{std::move(mir->graph), policy};
+  }
+  if (!a.model.empty()) {
+    ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(a.model));
+    auto shared = std::make_shared<const formats::GgufFile>(std::move(file));
+    ASSIGN_OR_RETURN(models::ModelConfig config, models::config_from_gguf(*shared));
+    models::GgufWeightSource weights(shared);
+    models::DecoderOptions opts;
+    opts.policy = policy;
+    ASSIGN_OR_RETURN(models::BuiltModel built, models::build_decoder(config, weights, opts));
+    return std::move(built.hir);
+  }
+  return demo_block(DemoShape{}, policy);
+}
+
+int run_compile(const CompileArgs& a) {
+  auto device = Device::parse(a.device);
+  if (!device) return report(device.error());
+  auto session = Session::create(*device);
+  if (!session) return report(session.error());
+  auto hir = load_hir(a);
+  if (!hir) return report(hir.error());
+
+  compile::CompileOptions options;
+  if (!a.profile.empty()) {
+    // A preset name (llama32_decode, ...) or a *.rlx.toml file.
+    auto profile = compile::CompileProfile::preset(a.profile);
+    if (!profile) profile = compile::CompileProfile::load(a.profile);
+    if (!profile) return report(profile.error());
+    options = profile->to_compile_options(session->backend()->name());
+  }
+  if (!ir::free_symbols(hir->graph).empty()) options.binding.set(ir::SEQ, a.seq);
+  auto result = compile::compile_hir(*hir, options, session->backend()->supported_ops(), session->backend()->name());
+  if (!result) return report(result.error());
+
+  if (a.dump == "hir") {
+    std::fputs(ir::print(*hir).c_str(), stdout);
+  } else if (a.dump == "mir") {
+    std::fputs(ir::print(ir::MirModule{result->lir.graph}).c_str(), stdout);
+  } else if (a.dump == "lir") {
+    std::fputs(ir::print(result->lir).c_str(), stdout);
+  }
+  if (a.report || a.dump.empty()) {
+    const auto& plan = result->lir.plan;
+    std::printf("compile: %d HIR nodes -> %d LIR nodes in %.2f ms\n", hir->graph.size(), result->lir.graph.size(),
+                result->total_ms);
+    std::printf("\nfusion report:\n%s\n", result->fusion.to_string().c_str());
+    std::printf("dispatch report (%s):\n%s\n", session->backend()->name().c_str(), result->dispatch.to_string().c_str());
+    std::printf("memory plan: arena %lld bytes (alignment %lld), unshared %lld bytes, saved %lld bytes\n",
+                static_cast<long long>(plan.arena_size), static_cast<long long>(plan.alignment),
+                static_cast<long long>(plan.unshared_bytes), static_cast<long long>(plan.bytes_saved()));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_compile_command(CLI::App& app, Runner* run) {
+  auto* cmd = app.add_subcommand("compile", "Compile a graph and print its IR and reports");
+  auto a = std::make_shared<CompileArgs>();
+  auto* src = cmd->add_option_group("source", "what to compile (default: the demo block)");
+  src->add_option("--ir", a->ir_file, "text IR file (HIR or MIR)")->check(CLI::ExistingFile);
+  src->add_option("--model", a->model, "GGUF model file")->check(CLI::ExistingFile);
+  src->require_option(0, 1);
+  cmd->add_option("--dump", a->dump, "print a tier")->check(CLI::IsMember({"hir", "mir", "lir"}));
+  cmd->add_flag("--report", a->report, "print fusion, dispatch and memory reports");
+  cmd->add_option("--device", a->device, "cpu | cuda[:N]");
+  cmd->add_option("--profile", a->profile, "compile profile: a preset name or a *.rlx.toml file");
+  cmd->add_option("--policy", a->policy, "fusion policy for HIR")->check(CLI::IsMember({"direct", "fusable"}));
+  cmd->add_option("--seq", a->seq, "value bound to SEQ when the graph is symbolic")->check(CLI::PositiveNumber);
+  cmd->callback([run, a] { *run = [a] { return run_compile(*a); }; });
+}
+
+}  // namespace rlx::cli

@@ -1,0 +1,81 @@
+// `rlx info FILE`: architecture, metadata (long arrays summarised), tensor table
+// and bytes per dtype of a GGUF file.
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "rlx/formats/gguf.h"
+
+namespace rlx::cli {
+namespace {
+
+std::string value_text(const formats::GgufValue& v) {
+  using formats::GgufValueType;
+  if (auto* s = std::get_if<std::string_view>(&v.data)) {
+    std::string t(s->substr(0, 120));
+    if (s->size() > 120) t += fmt::format("… ({} bytes)", s->size());
+    return "\"" + t + "\"";
+  }
+  if (auto* a = std::get_if<formats::GgufArray>(&v.data)) {
+    std::string t = fmt::format("[{} × {}]", a->count, formats::gguf_value_type_name(a->elem_type));
+    const uint64_t shown = std::min<uint64_t>(a->count, 6);
+    std::string items;
+    for (uint64_t i = 0; i < shown; ++i) {
+      if (i) items += ", ";
+      if (a->elem_type == GgufValueType::kString) items += "\"" + std::string(a->strings[i].substr(0, 24)) + "\"";
+      else if (a->elem_type == GgufValueType::kArray) items += "[…]";
+      else if (a->elem_type == GgufValueType::kF32 || a->elem_type == GgufValueType::kF64)
+        items += fmt::format("{:g}", a->scalar_at<double>(i));
+      else items += fmt::format("{}", a->scalar_at<int64_t>(i));
+    }
+    return t + " " + items + (a->count > shown ? ", …" : "");
+  }
+  if (auto* u = std::get_if<uint64_t>(&v.data)) return fmt::format("{}", *u);
+  if (auto* i = std::get_if<int64_t>(&v.data)) return fmt::format("{}", *i);
+  if (auto* d = std::get_if<double>(&v.data)) return fmt::format("{:g}", *d);
+  if (auto* b = std::get_if<bool>(&v.data)) return *b ? "true" : "false";
+  return "?";
+}
+
+int run_info(const std::string& path) {
+  auto file = formats::GgufFile::open(path);
+  if (!file) return report(file.error());
+  const auto& f = *file;
+  std::printf("file: %s (GGUF v%u, alignment %u)\n", path.c_str(), f.version(), f.alignment());
+  if (auto arch = f.get_string("general.architecture")) std::printf("architecture: %.*s\n", int(arch->size()), arch->data());
+  int64_t n_params = 0;
+  std::map<std::string, std::pair<int64_t, int64_t>> by_type;  // type -> (tensors, bytes)
+  for (const auto& t : f.tensors()) {
+    n_params += t.n_elements();
+    auto& e = by_type[std::string(formats::ggml_type_name(t.type))];
+    ++e.first;
+    e.second += static_cast<int64_t>(t.n_bytes);
+  }
+  std::printf("parameters: %lld (%.2f M)\n", static_cast<long long>(n_params), n_params / 1e6);
+  std::printf("\nmetadata (%zu keys):\n", f.metadata().size());
+  for (const auto& kv : f.metadata())
+    std::printf("  %-44s %s\n", kv.key.c_str(), value_text(kv.value).c_str());
+  std::printf("\ntensors (%zu):\n", f.tensors().size());
+  for (const auto& t : f.tensors()) {
+    std::string shape;
+    for (int64_t d : t.shape()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    std::printf("  %-40s %-6s [%s]\n", t.name.c_str(), std::string(formats::ggml_type_name(t.type)).c_str(),
+                shape.c_str());
+  }
+  std::printf("\nsize by type:\n");
+  for (const auto& [type, e] : by_type)
+    std::printf("  %-6s %4lld tensors %12lld bytes\n", type.c_str(), static_cast<long long>(e.first),
+                static_cast<long long>(e.second));
+  return 0;
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& app, Runner* run) {
+  auto* cmd = app.add_subcommand("info", "Describe a GGUF model file: metadata, tensors, sizes");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("file", *path, "GGUF file")->required();
+  cmd->callback([run, path] { *run = [path] { return run_info(*path); }; });
+}
+
+}  // namespace rlx::cli

@@ -1,0 +1,24 @@
+// The rlx program's subcommands. Each registers its options on a CLI11 app and
+// returns the function that runs it (exit code; errors printed as one line).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "rlx/base/status.h"
+
+namespace rlx::cli {
+
+using Runner = std::function<int()>;
+
+/// Prints "rlx: <error>" on stderr and returns the exit code for it.
+int report(const Error& e);
+
+void add_info_command(CLI::App& app, Runner* run);
+void add_compile_command(CLI::App& app, Runner* run);
+void add_run_command(CLI::App& app, Runner* run);
+void add_tokenize_commands(CLI::App& app, Runner* run);
+
+}  // namespace rlx::cli
