@@ -92,10 +92,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (id < 0 || id >= t->n_tokens()) std::abort();
       auto decoded = t->decode(ids, /*render_special=*/false);
       if (!decoded) std::abort();
-      // SentencePiece with byte fallback is lossless even for invalid UTF-8 (an added
-      // token in the text is followed by a dummy-prefix space, so skip those inputs).
+      // SentencePiece with byte fallback is lossless even for invalid UTF-8, except that
+      // a literal ▁ reads back as a space and an added token is followed by a
+      // dummy-prefix space: skip inputs holding either.
       if (t == toks.spm.get() && !parse_special && text.find("<|user|>") == std::string::npos &&
-          *decoded != text)
+          text.find("\xE2\x96\x81") == std::string::npos && *decoded != text)
         std::abort();
       rlx::StreamDecoder stream(*t);
       std::string streamed;

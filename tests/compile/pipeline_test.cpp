@@ -2,6 +2,8 @@
 // claiming everything and on a primitives-only backend.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "rlx/compile/memory_plan.h"
 #include "rlx/compile/pipeline.h"
 #include "test_graphs.h"
@@ -56,6 +58,42 @@ TEST(Pipeline, SymbolicTemplateThenSpecialize) {
   EXPECT_TRUE(sp->dynamic_symbols.empty());
   EXPECT_GT(sp->plan.arena_size, 0);
   EXPECT_TRUE(check_plan(*sp).ok());
+}
+
+TEST(Pipeline, FusableDecodeIsFullyFusedAfterFoldingAndCse) {
+  LlamaShape s;
+  s.layers = 3;
+  s.seq = Dim(1);
+  s.kv_cache = true;
+  CompileOptions o;
+  o.assert_fusion_clean = true;
+  auto direct = compile_hir(testing::llama(s, FusionPolicy::Direct), o, OpSet::all_mir(), "cpu");
+  auto fusable = compile_hir(testing::llama(s, FusionPolicy::Fusable), o, OpSet::all_mir(), "cpu");
+  ASSERT_TRUE(direct.has_value()) << direct.error().to_string();
+  ASSERT_TRUE(fusable.has_value()) << fusable.error().to_string();
+  EXPECT_EQ(fusable->fusion.count("attention"), 3);
+  EXPECT_EQ(fusable->fusion.count("swiglu"), 3);
+  EXPECT_EQ(fusable->fusion.count("matmul_bias_act"), 3 * 5);
+  EXPECT_EQ(fusable->lir.graph.of_kind(OpKind::Attention).size(), 3u);
+  EXPECT_EQ(fusable->lir.graph.of_kind(OpKind::MatMul).size(), 0u);
+  EXPECT_EQ(fusable->lir.graph.size(), direct->lir.graph.size());
+  EXPECT_EQ(fusable->lir.plan.arena_size, direct->lir.plan.arena_size);
+}
+
+TEST(Pipeline, DumpsEveryStage) {
+  LlamaShape s;
+  s.seq = Dim(2);
+  CompileOptions o;
+  o.ir_dump_dir = ::testing::TempDir() + "/rlx_compile_dump";
+  std::filesystem::remove_all(o.ir_dump_dir);
+  auto r = compile_hir(testing::llama(s, FusionPolicy::Direct), o, OpSet::all_mir(), "cpu");
+  ASSERT_TRUE(r.has_value()) << r.error().to_string();
+  EXPECT_TRUE(std::filesystem::exists(o.ir_dump_dir + "/00_hir.rlx"));
+  EXPECT_TRUE(std::filesystem::exists(o.ir_dump_dir + "/01_lower.rlx"));
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(o.ir_dump_dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, r->timings.size() + 1);  // + hir; plan_memory dumps as "lir"
+  std::filesystem::remove_all(o.ir_dump_dir);
 }
 
 TEST(Pipeline, MissingKernelNamesNodeKindAndBackend) {

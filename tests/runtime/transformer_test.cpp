@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <map>
+#include <thread>
 
 #include "rt_util.h"
 
@@ -203,6 +204,55 @@ TEST(TransformerBlock, DirectFusableAndUnfusedMatchReference) {
   // Fused and unfused forms agree with each other closely too.
   EXPECT_LT(max_abs_diff(outs[0], outs[1]), 1e-4);
   EXPECT_LT(max_abs_diff(outs[1], outs[2]), 1e-4);
+}
+
+TEST(TransformerBlock, LowPrecisionStorage) {
+  // The compiler picks f16/bf16 storage (casts inserted, weights retyped); the CPU
+  // kernels run it. Tolerance: bf16 keeps 8 bits of mantissa -> ~5e-2 on outputs ~1.
+  const Weights W;
+  const int64_t S = 5;
+  const auto x = random_vec(S * kD, 81);
+  const auto pos = iota_pos(S);
+  const Mat ref = reference_block(x, pos, W);
+  for (compile::Precision p : {compile::Precision::F16, compile::Precision::BF16}) {
+    for (compile::MixedPrecision m : {compile::MixedPrecision::Auto, compile::MixedPrecision::None}) {
+      compile::CompileOptions opt;
+      opt.precision = p;
+      opt.mixed = m;
+      CompiledGraph g = compile_hir(block_hir(S, ir::FusionPolicy::Direct, false), opt);
+      int low = 0;
+      for (const auto& e : g.manifest().params) low += e.type.dtype == compile::precision_dtype(p);
+      EXPECT_GT(low, 0) << "no weight stored in " << compile::to_string(p);
+      W.load(g);  // f32 data, converted to the stored dtype
+      auto out = run_block(g, x, pos);
+      ASSERT_TRUE(out.has_value()) << out.error().to_string();
+      EXPECT_EQ((*out)[0].dtype(), DType::F32);
+      const double tol = p == compile::Precision::F16 ? 1e-2 : 8e-2;
+      EXPECT_LT(max_abs_diff(as_f32((*out)[0]), ref), tol) << compile::to_string(p) << " " << compile::to_string(m);
+    }
+  }
+}
+
+TEST(TransformerBlock, ClonesRunConcurrently) {
+  const Weights W;
+  const int64_t S = 6;
+  CompiledGraph g = compile_hir(block_hir(S, ir::FusionPolicy::Direct, false), {});
+  W.load(g);
+  auto c = g.clone();
+  ASSERT_TRUE(c.has_value());
+  const auto xa = random_vec(S * kD, 82), xb = random_vec(S * kD, 83);
+  const auto pos = iota_pos(S);
+  std::vector<float> ya, yb;
+  std::thread t1([&] {
+    for (int i = 0; i < 5; ++i) ya = as_f32((*run_block(g, xa, pos))[0]);
+  });
+  std::thread t2([&] {
+    for (int i = 0; i < 5; ++i) yb = as_f32((*run_block(*c, xb, pos))[0]);
+  });
+  t1.join();
+  t2.join();
+  EXPECT_LT(max_abs_diff(ya, reference_block(xa, pos, W)), 2e-4);
+  EXPECT_LT(max_abs_diff(yb, reference_block(xb, pos, W)), 2e-4);
 }
 
 TEST(TransformerBlock, KvCacheDecodeEqualsFullRecompute) {

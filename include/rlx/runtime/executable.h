@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "rlx/base/aligned_buffer.h"
 #include "rlx/base/status.h"
 #include "rlx/ir/module.h"
 
@@ -30,6 +31,23 @@ class Executable {
   virtual Status set_param(size_t index, const void* data, int64_t bytes, ir::DType dtype) = 0;
   /// True once param `index` has been set.
   virtual bool param_is_set(size_t index) const = 0;
+  /// Makes weight `index` read `buffer` in place, without a copy, so that several
+  /// executables (the variants of one model) hold one copy of the weights. `buffer`
+  /// holds exactly the declared bytes in the declared dtype (checked by the caller)
+  /// and must not change while shared; a later set_param stores a private copy
+  /// instead. Backends that must transform or upload weights keep the default
+  /// (kUnsupported) and callers fall back to set_param.
+  virtual Status set_param_shared(size_t index, std::shared_ptr<const AlignedBuffer> buffer) {
+    (void)index;
+    (void)buffer;
+    return Error::unsupported("shared (zero-copy) params are not supported by this backend");
+  }
+  /// The host bytes weight `index` is read from (null when unset or not in host
+  /// memory); lets callers check that params are shared.
+  virtual const void* param_data(size_t index) const {
+    (void)index;
+    return nullptr;
+  }
 
   /// Overwrites persistent handle `index` with `bytes` bytes of its declared dtype.
   virtual Status write_handle(size_t index, const void* data, int64_t bytes) = 0;

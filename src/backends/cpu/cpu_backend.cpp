@@ -33,6 +33,10 @@ class CpuExecutable final : public Executable {
   const ir::IoManifest& manifest() const override { return *manifest_; }
   Status set_param(size_t index, const void* data, int64_t bytes, DType dtype) override;
   bool param_is_set(size_t index) const override { return param_set_[index]; }
+  Status set_param_shared(size_t index, std::shared_ptr<const AlignedBuffer> buffer) override;
+  const void* param_data(size_t index) const override {
+    return params_[index] ? params_[index]->data() : nullptr;
+  }
   Status write_handle(size_t index, const void* data, int64_t bytes) override;
   const void* handle_data(size_t index) const override { return handles_[index].data(); }
   Status run(std::span<const void* const> inputs) override;
@@ -55,8 +59,9 @@ class CpuExecutable final : public Executable {
   int n_live_steps_ = 0;
   AlignedBuffer arena_;
   AlignedBuffer scratch_;
-  std::vector<std::shared_ptr<AlignedBuffer>> params_;
+  std::vector<std::shared_ptr<AlignedBuffer>> params_;  // null until set (allocated lazily)
   std::vector<bool> param_set_;
+  std::vector<bool> param_shared_;  // true: params_[i] is a caller's buffer, never written
   size_t n_params_unset_ = 0;
   std::vector<AlignedBuffer> handles_;
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants_;
@@ -71,7 +76,10 @@ class CpuExecutable final : public Executable {
 uint8_t* CpuExecutable::base(StorageKind k, int32_t index) const {
   switch (k) {
     case StorageKind::kArena: return const_cast<uint8_t*>(arena_.data());
-    case StorageKind::kParam: return params_[static_cast<size_t>(index)]->data();
+    case StorageKind::kParam: {
+      const auto& p = params_[static_cast<size_t>(index)];
+      return p ? p->data() : nullptr;
+    }
     case StorageKind::kHandle: return const_cast<uint8_t*>(handles_[static_cast<size_t>(index)].data());
     case StorageKind::kConstant:
       return const_cast<uint8_t*>(constants_[static_cast<size_t>(index)]->data());
@@ -113,10 +121,11 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
   for (size_t i = 0; i < m.params.size(); ++i) {
     param_idx[static_cast<size_t>(m.params[i].value)] = static_cast<int32_t>(i);
     pb->push_back(m.params[i].bytes);
-    params_.push_back(std::make_shared<AlignedBuffer>(static_cast<size_t>(std::max<int64_t>(m.params[i].bytes, 1))));
+    params_.push_back(nullptr);  // allocated by set_param, or a shared buffer from set_param_shared
   }
   param_bytes_ = pb;
   param_set_.assign(m.params.size(), false);
+  param_shared_.assign(m.params.size(), false);
   n_params_unset_ = m.params.size();
   for (size_t i = 0; i < m.handles.size(); ++i) {
     handle_idx[static_cast<size_t>(m.handles[i].value)] = static_cast<int32_t>(i);
@@ -223,8 +232,9 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
 Status CpuExecutable::set_param(size_t index, const void* data, int64_t bytes, DType dtype) {
   const ir::ManifestEntry& e = manifest_->params[index];
   auto& buf = params_[index];
-  if (buf.use_count() > 1) {  // shared with a clone: copy on write
+  if (!buf || buf.use_count() > 1 || param_shared_[index]) {  // unset, or shared: copy on write
     buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(std::max<int64_t>(e.bytes, 1)));
+    param_shared_[index] = false;
   }
   const DType want = e.type.dtype;
   if (dtype == want) {
@@ -235,6 +245,21 @@ Status CpuExecutable::set_param(size_t index, const void* data, int64_t bytes, D
     const auto* src = static_cast<const uint8_t*>(data);
     for (int64_t i = 0; i < n; ++i) store_f(want, buf->data(), i, load_f(dtype, src, i));
   }
+  if (!param_set_[index]) {
+    param_set_[index] = true;
+    --n_params_unset_;
+  }
+  resolve();
+  return {};
+}
+
+Status CpuExecutable::set_param_shared(size_t index, std::shared_ptr<const AlignedBuffer> buffer) {
+  const ir::ManifestEntry& e = manifest_->params[index];
+  if (!buffer || static_cast<int64_t>(buffer->size()) != e.bytes)
+    return Error::internal("param '{}': shared buffer of {} bytes for {}", e.name, buffer ? buffer->size() : 0, e.bytes);
+  // Never written through: set_param replaces a shared buffer instead (param_shared_).
+  params_[index] = std::const_pointer_cast<AlignedBuffer>(std::move(buffer));
+  param_shared_[index] = true;
   if (!param_set_[index]) {
     param_set_[index] = true;
     --n_params_unset_;
@@ -304,6 +329,7 @@ Expected<std::unique_ptr<Executable>> CpuExecutable::clone() const {
   c->scratch_ = AlignedBuffer(scratch_.size(), 64);
   c->params_ = params_;  // shared until one side sets a param again
   c->param_set_ = param_set_;
+  c->param_shared_ = param_shared_;
   c->n_params_unset_ = n_params_unset_;
   for (const AlignedBuffer& h : handles_) {
     AlignedBuffer copy(h.size(), 64);

@@ -7,7 +7,9 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_step.h"
+#include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/kernel_context.h"
+#include "rlx/base/env.h"
 
 namespace rlx::cpu_backend {
 namespace {
@@ -31,7 +33,22 @@ struct GemmParams {
   bool has_bias = false;
   ir::ActKind act = ir::ActKind::Identity;
   int64_t mb = 32, nb = 64;  // block sizes
+  // Fast path through the kernels library (f32 A and C, f32/f16/bf16 B, at most one
+  // uniform batch dim): the blocked SIMD GEMM/GEMV. SwiGLU uses `scratch_off` for up.
+  bool fast = false;
+  cpu::WeightType b_type = cpu::WeightType::kF32;
+  cpu::Activation kact = cpu::Activation::kIdentity;
+  int64_t scratch_off = 0;
 };
+
+cpu::IsaLevel isa_cap() {
+  const std::string& s = env_config().cpu_isa;
+  if (s == "scalar") return cpu::IsaLevel::kScalar;
+  if (s == "avx2") return cpu::IsaLevel::kAvx2;
+  return cpu::IsaLevel::kAvx512;
+}
+
+Status gemm_fast(const Step& s, const StepCtx& ctx);
 
 float act_apply(ir::ActKind k, float x) {
   switch (k) {
@@ -134,6 +151,7 @@ void batch_offsets(const GemmParams& g, int64_t bi, int64_t* a_off, int64_t* b_o
 
 Status gemm_fn(const Step& s, const StepCtx& ctx) {
   const GemmParams& g = s.p<GemmParams>();
+  if (g.fast) return gemm_fast(s, ctx);
   const int64_t M = ctx.rows(g.M, s.scalable);
   if (M == 0 || g.N == 0) return {};
   const int64_t m_blocks = (M + g.mb - 1) / g.mb;
@@ -191,6 +209,61 @@ Status gemm_fn(const Step& s, const StepCtx& ctx) {
   return {};
 }
 
+Status gemm_fast(const Step& s, const StepCtx& ctx) {
+  const GemmParams& g = s.p<GemmParams>();
+  const int64_t M = ctx.rows(g.M, s.scalable);
+  if (M == 0 || g.N == 0) return {};
+  const cpu::KernelContext kc{ctx.pool, isa_cap()};
+  cpu::GemmParams p;
+  p.m = M;
+  p.n = g.N;
+  p.k = g.K;
+  p.b_transposed = g.tb;
+  p.act = g.kact;
+  if (g.epi == Epilogue::kBiasAct && g.has_bias) p.bias = s.inf(2);
+  const float* a = s.inf(0);
+  float* c = s.outf();
+  if (g.epi == Epilogue::kSwiGLU) {
+    float* up = reinterpret_cast<float*>(ctx.scratch + g.scratch_off);
+    cpu::gemm(kc, p, a, s.in_ptr[1], g.b_type, c);
+    cpu::gemm(kc, p, a, s.in_ptr[2], g.b_type, up);
+    const int64_t n = M * g.N;
+    parallel_for(ctx, n, 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) c[i] = c[i] / (1.0f + std::exp(-c[i])) * up[i];
+    });
+    return {};
+  }
+  if (g.batch == 1) {
+    cpu::gemm(kc, p, a, s.in_ptr[1], g.b_type, c);
+  } else {
+    cpu::batched_gemm(kc, p, g.batch, a, g.a_bstride[0], s.in_ptr[1], g.b_type, g.b_bstride[0], c, g.M * g.N);
+  }
+  return {};
+}
+
+// Marks `g` for the kernels-library path when its dtypes and epilogue allow it.
+void choose_fast(GemmParams& g) {
+  if (g.a_dt != DType::F32 || g.c_dt != DType::F32 || g.ta || g.batch_rank > 1) return;
+  if (g.has_bias && g.bias_dt != DType::F32) return;
+  switch (g.b_dt) {
+    case DType::F32: g.b_type = cpu::WeightType::kF32; break;
+    case DType::F16: g.b_type = cpu::WeightType::kF16; break;
+    case DType::BF16: g.b_type = cpu::WeightType::kBF16; break;
+    default: return;
+  }
+  if (g.epi == Epilogue::kBiasAct) {
+    switch (g.act) {
+      case ir::ActKind::Identity: g.kact = cpu::Activation::kIdentity; break;
+      case ir::ActKind::Relu: g.kact = cpu::Activation::kRelu; break;
+      case ir::ActKind::Silu: g.kact = cpu::Activation::kSilu; break;
+      case ir::ActKind::Gelu: g.kact = cpu::Activation::kGelu; break;
+      case ir::ActKind::GeluTanh: g.kact = cpu::Activation::kGeluTanh; break;
+      default: return;
+    }
+  }
+  g.fast = true;
+}
+
 bool float_dt(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 void choose_blocks(GemmParams& g, int n_threads) {
@@ -233,6 +306,8 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, Epilogue epi) {
     if (f.has_bias) g->bias_dt = ctx.input(2).dtype;
   }
   choose_blocks(*g, ctx.n_threads);
+  choose_fast(*g);
+  if (g->fast && epi == Epilogue::kSwiGLU) g->scratch_off = ctx.scratch(g->M * g->N * 4);
   step.fn = &gemm_fn;
   step.params = g;
   step.scalable = ctx.outer_is_bucket(ctx.id, n.shape.rank() - 1);
@@ -270,6 +345,7 @@ Status build_matmul(BuildCtx& ctx, Step& step) {
   }
   g->batch = prod(out_batch);
   choose_blocks(*g, ctx.n_threads);
+  choose_fast(*g);
   step.fn = &gemm_fn;
   step.params = g;
   // Rows scale only for an unbatched [rows, N] result whose rows are the bucket.

@@ -1,0 +1,67 @@
+// LanguageModel: a decoder-only model loaded from a GGUF file and compiled for a
+// device, with a persistent KV cache. Prefill runs through executables compiled
+// per sequence bucket (padded rows masked by set_active_extent); decode runs a
+// one-row executable. Weights stay as the file stores them (packed blocks packed).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rlx/models/decoder.h"
+#include "rlx/runtime/session.h"
+
+namespace rlx::formats {
+class GgufFile;
+}
+
+namespace rlx::models {
+
+struct LoadOptions {
+  Device device = Device::cpu();
+  int64_t ctx = 512;             ///< KV-cache length (tokens); overflow is an error
+  int threads = 0;               ///< CPU threads (0 = RLX_THREADS or all cores)
+  int64_t min_bucket = 16;       ///< prefill buckets: powers of two from here up to ctx
+  ir::FusionPolicy prefill_policy = ir::FusionPolicy::Direct;
+  ir::FusionPolicy decode_policy = ir::FusionPolicy::Fusable;
+};
+
+class LanguageModel {
+ public:
+  /// Opens `path` (GGUF), reads its config and prepares compilation. Executables
+  /// are compiled on first use. Errors name the file and what was wrong.
+  static Expected<std::unique_ptr<LanguageModel>> load(const std::string& path, const LoadOptions& options);
+  ~LanguageModel();
+
+  const ModelConfig& config() const { return config_; }
+  const formats::GgufFile& file() const { return *file_; }
+  int64_t n_past() const { return n_past_; }
+  int64_t context_length() const { return options_.ctx; }
+
+  /// Feeds `tokens` at positions n_past .. n_past+len-1, appending them to the KV
+  /// cache, and returns logits [len, n_vocab] (all_rows) or [1, n_vocab] of the
+  /// last token. One token uses the decode executable; more use prefill buckets.
+  Expected<std::vector<float>> forward(std::span<const int32_t> tokens, bool all_rows);
+  /// Forgets the cached context (next forward starts at position 0).
+  void reset();
+
+ private:
+  LanguageModel() = default;
+  struct Variant;
+  Expected<Variant*> variant(int64_t rows, bool all_rows);
+  Expected<std::vector<float>> run_chunk(std::span<const int32_t> tokens, bool all_rows);
+  Status move_cache_to(Variant* next);
+
+  LoadOptions options_;
+  ModelConfig config_;
+  std::shared_ptr<const formats::GgufFile> file_;
+  std::unique_ptr<WeightSource> weights_;
+  std::unique_ptr<Session> session_;
+  std::map<std::pair<int64_t, bool>, std::unique_ptr<Variant>> variants_;  // (rows, all_rows)
+  Variant* cache_owner_ = nullptr;  // the executable whose handles hold the live KV cache
+  int64_t n_past_ = 0;
+};
+
+}  // namespace rlx::models

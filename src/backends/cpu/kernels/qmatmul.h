@@ -1,0 +1,62 @@
+// DequantMatMul: y[M,N] = x[M,K] · W[N,K]ᵀ (+ bias) with W kept in its GGUF block
+// layout (Q4_0 ... Q8_0, Q2_K ... Q6_K; F32/F16/BF16 route to gemm). Numerics follow
+// llama.cpp's CPU path: x is first quantized per row to the weight's "vec_dot type".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/kernels/kernel_context.h"
+#include "rlx/base/status.h"
+#include "rlx/formats/ggml_type.h"
+
+namespace rlx::cpu {
+
+/// Which loop nest serves the call. kAuto picks kGemv for m <= kQGemvMaxM, else kPanel.
+enum class QMatmulPath : uint8_t {
+  kAuto,
+  kGemv,   ///< fused dequant GEMV: integer dots per block, weights streamed once per 4 rows
+  kPanel,  ///< prefill: weight panels decoded to f32 once per call, f32 GEMM micro-tiles
+};
+
+/// Largest m that kAuto serves with the GEMV path.
+inline constexpr int64_t kQGemvMaxM = 16;
+
+/// Shapes of one call. Strides in elements; 0 means dense (lda = k, ldc = n).
+struct QMatmulParams {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldc = 0;
+  const float* bias = nullptr;  ///< [n] or null
+  QMatmulPath path = QMatmulPath::kAuto;
+};
+
+/// Caller-owned scratch memory (sized by qmatmul_scratch_bytes, any alignment). It holds
+/// the quantized activation rows and, for the panel path, the packed f32 activations.
+struct QMatmulScratch {
+  void* data = nullptr;
+  size_t bytes = 0;
+};
+
+/// True for the weight types dequant_matmul accepts: F32, F16, BF16, Q4_0, Q4_1, Q5_0,
+/// Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
+bool qmatmul_supported(formats::GgmlType type);
+
+/// The activation type llama.cpp converts x to before the dot products with `type`
+/// weights: Q8_0 (Q4_0, Q5_0, Q8_0), Q8_1 (Q4_1, Q5_1), Q8_K (K-quants), F16 (F16),
+/// BF16 (BF16), F32 (F32). For F16/BF16 weights this kernel keeps x in f32 (gemm).
+formats::GgmlType qmatmul_vec_dot_type(formats::GgmlType type);
+
+/// Scratch bytes a call with these m and k needs (either path); 0 for F32/F16/BF16.
+/// Returns 0 as well for unsupported types or invalid k (dequant_matmul reports those).
+size_t qmatmul_scratch_bytes(formats::GgmlType type, int64_t m, int64_t k);
+
+/// y = x · Wᵀ + bias. `w_packed` holds n rows of k/block_size consecutive blocks
+/// (ggml_bytes_for(type, k) bytes per row, 4-byte aligned). Uses ctx.pool and
+/// resolve_isa(ctx.isa) (the AVX-512 integer path also needs AVX-512 VNNI; without it
+/// the AVX2 loops run). Allocates nothing per call beyond the per-thread scratch.
+/// Errors (kInvalidArgument / kUnsupported): unsupported type, negative sizes, k not a
+/// multiple of the block size, lda < k, ldc < n, null operands, scratch too small.
+[[nodiscard]] Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, formats::GgmlType type,
+                                    const float* x, const void* w_packed, float* y, QMatmulScratch scratch);
+
+}  // namespace rlx::cpu

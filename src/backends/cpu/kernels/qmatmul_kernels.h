@@ -1,0 +1,37 @@
+// Internal to the DequantMatMul kernel (qmatmul.cpp): the per-ISA fused dequant GEMV
+// loops. qmatmul_scalar.cpp writes them as plain integer loops; qmatmul_simd.inc is
+// compiled for AVX2 (maddubs) and AVX-512 VNNI (vpdpbusd) by qmatmul_avx2/avx512.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/kernels/cpu_features.h"
+
+namespace rlx::cpu::detail {
+
+/// Weight block types with an integer dot path, in table order.
+enum class QKind : uint8_t { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kCount };
+inline constexpr int kQKindCount = static_cast<int>(QKind::kCount);
+
+/// out[r * ldo + (j - n0)] = Σ_k W[j][k] · X_r[k] for r < m (1 <= m <= 4), j in [n0, n1).
+/// Row j of W is `n_blocks` blocks at w + j * w_row_bytes; activation row r is the
+/// quantized row (Q8_0, Q8_1 or Q8_K blocks, see qmatmul_vec_dot_type) at
+/// act + r * act_row_bytes. Per block: an exact integer dot, then f32 scaling by the
+/// block scales as llama.cpp's ggml_vec_dot_<type>_<vec_dot_type> does.
+using QGemvFn = void (*)(int m, int64_t n_blocks, const uint8_t* w, size_t w_row_bytes, const uint8_t* act,
+                         size_t act_row_bytes, int64_t n0, int64_t n1, float* out, int64_t ldo);
+
+struct QKernels {
+  IsaLevel isa;
+  QGemvFn gemv[kQKindCount];
+};
+
+extern const QKernels kQScalarKernels;
+extern const QKernels kQAvx2Kernels;
+extern const QKernels kQAvx512Kernels;  ///< needs AVX-512 F/BW/VL and VNNI
+
+/// The table for resolve_isa(requested); the AVX-512 table only when the CPU has VNNI.
+const QKernels& qkernels(IsaLevel requested);
+
+}  // namespace rlx::cpu::detail

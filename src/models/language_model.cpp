@@ -1,0 +1,127 @@
+// LanguageModel: loads a GGUF decoder, compiles prefill/decode variants on demand,
+// keeps the KV cache in the handles of the executable that ran last.
+#include "rlx/models/language_model.h"
+
+#include <algorithm>
+
+#include "rlx/formats/gguf.h"
+
+namespace rlx::models {
+
+struct LanguageModel::Variant {
+  int64_t rows = 0;  // compiled SEQ
+  bool all_rows = false;
+  std::unique_ptr<CompiledGraph> graph;
+};
+
+LanguageModel::~LanguageModel() = default;
+
+Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& path, const LoadOptions& options) {
+  if (options.ctx <= 0) return Error::invalid_argument("context length must be positive, got {}", options.ctx);
+  ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(path));
+  std::unique_ptr<LanguageModel> m(new LanguageModel());
+  m->options_ = options;
+  m->file_ = std::make_shared<const formats::GgufFile>(std::move(file));
+  ASSIGN_OR_RETURN(m->config_, config_from_gguf(*m->file_));
+  m->weights_ = std::make_unique<GgufWeightSource>(m->file_);
+  BackendOptions backend;
+  backend.threads = options.threads;
+  ASSIGN_OR_RETURN(Session session, Session::create(options.device, backend));
+  m->session_ = std::make_unique<Session>(std::move(session));
+  return m;
+}
+
+void LanguageModel::reset() { n_past_ = 0; }
+
+Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_rows) {
+  auto key = std::make_pair(rows, all_rows);
+  auto it = variants_.find(key);
+  if (it != variants_.end()) return it->second.get();
+
+  DecoderOptions d;
+  d.seq = ir::Dim::symbol(ir::SEQ);
+  d.ctx = options_.ctx;
+  d.last_row_logits = !all_rows;
+  d.policy = rows == 1 ? options_.decode_policy : options_.prefill_policy;
+  ASSIGN_OR_RETURN(BuiltModel built, build_decoder(config_, *weights_, d));
+  compile::CompileOptions co;
+  co.binding.set(ir::SEQ, rows);
+  ASSIGN_OR_RETURN(CompiledGraph graph, session_->compile_hir_with(built.hir, co));
+  for (const std::string& name : built.param_names) {
+    ASSIGN_OR_RETURN(WeightView w, weights_->take(name));
+    if (Status s = graph.set_param_typed(name, w.bytes, w.dtype); !s.ok())
+      return s.error().with_context(fmt::format("{}: loading '{}'", file_->name(), name));
+  }
+  auto v = std::make_unique<Variant>();
+  v->rows = rows;
+  v->all_rows = all_rows;
+  v->graph = std::make_unique<CompiledGraph>(std::move(graph));
+  Variant* raw = v.get();
+  variants_[key] = std::move(v);
+  return raw;
+}
+
+Status LanguageModel::move_cache_to(Variant* next) {
+  if (cache_owner_ == next) return {};
+  if (cache_owner_ != nullptr && n_past_ > 0) {
+    for (const auto& h : cache_owner_->graph->manifest().handles) {
+      ASSIGN_OR_RETURN(Tensor t, cache_owner_->graph->read_handle(h.name));
+      TRY(next->graph->bind_handle(h.name, t.view()));
+    }
+  }
+  cache_owner_ = next;
+  return {};
+}
+
+Expected<std::vector<float>> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool all_rows) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  int64_t rows = 1;
+  if (n > 1) {
+    rows = std::max<int64_t>(options_.min_bucket, 1);
+    while (rows < n) rows *= 2;
+  }
+  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows));
+  TRY(move_cache_to(v));
+
+  std::vector<int32_t> tok(static_cast<size_t>(rows), 0), pos(static_cast<size_t>(rows));
+  std::copy(tokens.begin(), tokens.end(), tok.begin());
+  for (int64_t i = 0; i < rows; ++i) pos[i] = static_cast<int32_t>(n_past_ + std::min(i, n - 1));
+  const int32_t last = static_cast<int32_t>(n - 1);
+  const std::vector<int64_t> shape{rows}, one{1};
+  std::vector<NamedTensorView> inputs{
+      {"tokens", TensorView{ir::DType::I32, shape, tok.data()}},
+      {"pos", TensorView{ir::DType::I32, shape, pos.data()}},
+  };
+  if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, one, &last}});
+  if (rows > 1) TRY(v->graph->set_active_extent(n, rows));
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
+  n_past_ += n;
+  std::span<const float> logits = out[0].as<float>();
+  const size_t keep = static_cast<size_t>((all_rows ? n : 1) * config_.n_vocab);
+  return std::vector<float>(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(keep));
+}
+
+Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tokens, bool all_rows) {
+  if (tokens.empty()) return Error::invalid_argument("forward: no tokens");
+  if (n_past_ + static_cast<int64_t>(tokens.size()) > options_.ctx)
+    return Error::invalid_argument("context overflow: {} cached + {} new tokens exceed the context length {}",
+                                   n_past_, tokens.size(), options_.ctx);
+  for (int32_t t : tokens)
+    if (t < 0 || t >= config_.n_vocab)
+      return Error::invalid_argument("token id {} is outside the vocabulary [0, {})", t, config_.n_vocab);
+  std::vector<float> result;
+  // Chunks of at most ctx rows so that one prefill never needs a bucket above ctx.
+  size_t done = 0;
+  while (done < tokens.size()) {
+    const size_t len = std::min(tokens.size() - done, static_cast<size_t>(options_.ctx));
+    ASSIGN_OR_RETURN(std::vector<float> part, run_chunk(tokens.subspan(done, len), all_rows));
+    if (all_rows || done + len == tokens.size()) {
+      if (!all_rows) result.clear();
+      result.insert(result.end(), part.begin(), part.end());
+    }
+    done += len;
+  }
+  return result;
+}
+
+}  // namespace rlx::models

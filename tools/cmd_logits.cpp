@@ -1,0 +1,91 @@
+// `rlx logits --model PATH --tokens 1,2,3 [--mode batch|incremental] [--kv f32|f16]
+// [--device cpu|cuda] --out FILE`: writes float32 little-endian logits
+// [n_tokens, n_vocab], row i = next-token logits after tokens[0..i].
+// batch: one prefill of all tokens; incremental: one decode step per token.
+// This interface is relied on by external checks: keep it stable.
+#include <cstdio>
+#include <fstream>
+
+#include "commands.h"
+#include "rlx/models/language_model.h"
+
+namespace rlx::cli {
+namespace {
+
+struct LogitsArgs {
+  std::string model, tokens, mode = "batch", kv = "f32", device = "cpu", out;
+  int threads = 0;
+};
+
+Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = text.find(',', i);
+    if (j == std::string::npos) j = text.size();
+    const std::string item = text.substr(i, j - i);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > INT32_MAX)
+      return Error::invalid_argument("--tokens: '{}' is not a token id (expected e.g. 1,2,3)", item);
+    ids.push_back(static_cast<int32_t>(v));
+    i = j + 1;
+  }
+  if (ids.empty()) return Error::invalid_argument("--tokens: no token ids given");
+  return ids;
+}
+
+int run_logits(const LogitsArgs& a) {
+  auto ids = parse_token_list(a.tokens);
+  if (!ids) return report(ids.error());
+  auto device = Device::parse(a.device);
+  if (!device) return report(device.error());
+  if (a.kv != "f32")
+    return report(Error::unsupported("--kv {}: only an f32 KV cache is implemented so far", a.kv));
+  models::LoadOptions lo;
+  lo.device = *device;
+  lo.threads = a.threads;
+  lo.ctx = std::max<int64_t>(64, static_cast<int64_t>(ids->size()) + 32);
+  auto model = models::LanguageModel::load(a.model, lo);
+  if (!model) return report(model.error());
+  const int64_t n_vocab = (*model)->config().n_vocab;
+
+  std::vector<float> logits;
+  if (a.mode == "batch") {
+    auto r = (*model)->forward(*ids, /*all_rows=*/true);
+    if (!r) return report(r.error());
+    logits = std::move(*r);
+  } else {
+    for (int32_t t : *ids) {
+      auto r = (*model)->forward(std::span<const int32_t>(&t, 1), /*all_rows=*/true);
+      if (!r) return report(r.error());
+      logits.insert(logits.end(), r->begin(), r->end());
+    }
+  }
+  if (static_cast<int64_t>(logits.size()) != n_vocab * static_cast<int64_t>(ids->size()))
+    return report(Error::internal("logits have {} values, expected {}", logits.size(), n_vocab * ids->size()));
+  std::ofstream out(a.out, std::ios::binary);
+  if (!out) return report(Error::io("cannot write '{}'", a.out));
+  out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
+  if (!out) return report(Error::io("writing '{}' failed", a.out));
+  std::fprintf(stderr, "rlx: wrote logits [%zu, %lld] to %s\n", ids->size(), static_cast<long long>(n_vocab),
+               a.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_logits_command(CLI::App& app, Runner* run) {
+  auto* cmd = app.add_subcommand("logits", "Write the logits of every position of a token sequence");
+  auto a = std::make_shared<LogitsArgs>();
+  cmd->add_option("--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--tokens", a->tokens, "comma-separated token ids")->required();
+  cmd->add_option("--mode", a->mode, "batch | incremental")->check(CLI::IsMember({"batch", "incremental"}));
+  cmd->add_option("--kv", a->kv, "KV cache dtype: f32 | f16")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--device", a->device, "cpu | cuda[:N]");
+  cmd->add_option("--threads", a->threads, "CPU threads")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--out", a->out, "output file (float32 little-endian [n_tokens, n_vocab])")->required();
+  cmd->callback([run, a] { *run = [a] { return run_logits(*a); }; });
+}
+
+}  // namespace rlx::cli
