@@ -1,3 +1,4 @@
+cmake_minimum_required(VERSION 3.25)
 # Fails the build when a file includes a header from a layer above its own.
 # Layer order and allowed includes follow DESIGN.md: arrows point one way.
 set(allowed_base     "base")

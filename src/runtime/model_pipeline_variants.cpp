@@ -35,18 +35,18 @@ uint64_t ModelExecutionConfig::cache_key() const {
 
 std::string ModelComponent::profile_name() const {
   if (!exec.profile.empty()) return exec.profile;
-  return family + "_" + std::string(to_string(phase));
+  return family + "_" + std::string(rlx::to_string(phase));
 }
 
 uint64_t ModelComponent::cache_key() const {
   StableHasher h;
   h.str("rlx.model_component.v1");
   h.str(family);
-  h.str(to_string(phase));
+  h.str(rlx::to_string(phase));
   h.i64(batch);
   h.i64(seq_bucket);
   h.str(compile::to_string(exec.dispatch));
-  h.str(to_string(exec.mode));
+  h.str(rlx::to_string(exec.mode));
   h.str(profile_name());
   return h.digest();
 }

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_step.h"
+#include "rlx/formats/quant.h"
 #include "rlx/ir/custom_op.h"
 #include "rt_util.h"
 
@@ -290,7 +291,7 @@ TEST(CpuOps, LinearFusedBiasActAndSwiGLU) {
   EXPECT_LT(max_abs_diff(as_f32(out[1]), s), 1e-4);
 }
 
-TEST(CpuOps, DequantMatMulHalfWeightsAndPackedError) {
+TEST(CpuOps, DequantMatMulHalfWeights) {
   const int64_t M = 3, K = 64, N = 5;
   for (DType wd : {DType::F16, DType::BF16}) {
     GraphBuilder b;
@@ -310,15 +311,45 @@ TEST(CpuOps, DequantMatMulHalfWeightsAndPackedError) {
     ASSERT_EQ(out.size(), 1u);
     EXPECT_LT(max_abs_diff(as_f32(out[0]), matmul_ref(as_f32(xt), wr, 1, 1, M, K, N, false, true)), 1e-4);
   }
+}
+
+TEST(CpuOps, DequantMatMulPackedBlocks) {
+  // Weights stay in GGUF blocks; x is quantized per row like llama.cpp (q8_0 / q8_K),
+  // so the tolerance is relative to the row scale: 3e-2 * max|y|.
+  const int64_t M = 3, K = 512, N = 6;
+  for (DType wd : {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    const auto gt = static_cast<formats::GgmlType>(
+        wd == DType::Q4_0 ? 2 : wd == DType::Q8_0 ? 8 : wd == DType::Q4_K ? 12 : 14);
+    GraphBuilder b;
+    auto x = b.input("x", DType::F32, {M, K});
+    auto w = b.param("w", wd, {N, K});
+    b.output(b.dequant_matmul(x, w), "y");
+    const auto wf = random_vec(N * K, 92);
+    const int64_t row_bytes = *ir::dtype_bytes(wd, K);
+    std::vector<uint8_t> packed(static_cast<size_t>(N * row_bytes));
+    std::vector<float> wr(N * K);
+    for (int64_t r = 0; r < N; ++r) {
+      ASSERT_TRUE(formats::quantize_row(gt, wf.data() + r * K, packed.data() + r * row_bytes, K).ok());
+      ASSERT_TRUE(formats::dequantize_row(gt, packed.data() + r * row_bytes, wr.data() + r * K, K).ok());
+    }
+    Tensor xt = f32_tensor({M, K}, 93);
+    auto out = run_graph(b, {{"x", xt}}, {{"w", Tensor(wd, {N, K}, packed)}});
+    ASSERT_EQ(out.size(), 1u) << ir::dtype_name(wd);
+    const auto ref = matmul_ref(as_f32(xt), wr, 1, 1, M, K, N, false, true);
+    double scale = 0;
+    for (double v : ref) scale = std::max(scale, std::fabs(v));
+    EXPECT_LT(max_abs_diff(as_f32(out[0]), ref), 3e-2 * scale) << ir::dtype_name(wd);
+  }
+  // Q8_K weights have no DequantMatMul kernel: a clear compile error.
   GraphBuilder b;
   auto x = b.input("x", DType::F32, {2, 256});
-  auto w = b.param("w", DType::Q4_K, {4, 256});
+  auto w = b.param("w", DType::Q8_K, {4, 256});
   b.output(b.dequant_matmul(x, w), "y");
   compile::CompileOptions opt;
   opt.fusion.skip = true;
   auto g = Session(Device::cpu()).compile_with(build(b), opt);
   ASSERT_FALSE(g.has_value());
-  EXPECT_NE(g.error().to_string().find("unsupported: dequant_matmul for q4_k on cpu"), std::string::npos)
+  EXPECT_NE(g.error().to_string().find("unsupported: dequant_matmul for q8_k on cpu"), std::string::npos)
       << g.error().to_string();
 }
 

@@ -5,10 +5,12 @@
 // the whole weight per call.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "backends/cpu/cpu_step.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/kernel_context.h"
+#include "backends/cpu/kernels/qmatmul.h"
 #include "rlx/base/env.h"
 
 namespace rlx::cpu_backend {
@@ -266,6 +268,66 @@ void choose_fast(GemmParams& g) {
 
 bool float_dt(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
+// ---- packed weights: the kernels library's DequantMatMul (weights stay in blocks) ----
+
+struct QParams {
+  int64_t M = 0, N = 0, K = 0;
+  formats::GgmlType type = formats::GgmlType::Q4_0;
+  int64_t scratch_off = 0;
+  int64_t scratch_bytes = 0;
+};
+
+std::optional<formats::GgmlType> ggml_type_of(DType t) {
+  switch (t) {
+    case DType::Q4_0: return formats::GgmlType::Q4_0;
+    case DType::Q4_1: return formats::GgmlType::Q4_1;
+    case DType::Q5_0: return formats::GgmlType::Q5_0;
+    case DType::Q5_1: return formats::GgmlType::Q5_1;
+    case DType::Q8_0: return formats::GgmlType::Q8_0;
+    case DType::Q2_K: return formats::GgmlType::Q2_K;
+    case DType::Q3_K: return formats::GgmlType::Q3_K;
+    case DType::Q4_K: return formats::GgmlType::Q4_K;
+    case DType::Q5_K: return formats::GgmlType::Q5_K;
+    case DType::Q6_K: return formats::GgmlType::Q6_K;
+    default: return std::nullopt;
+  }
+}
+
+Status qmatmul_fn(const Step& s, const StepCtx& ctx) {
+  const QParams& q = s.p<QParams>();
+  const int64_t M = ctx.rows(q.M, s.scalable);
+  if (M == 0) return {};
+  cpu::QMatmulParams p;
+  p.m = M;
+  p.n = q.N;
+  p.k = q.K;
+  const cpu::KernelContext kc{ctx.pool, isa_cap()};
+  return cpu::dequant_matmul(kc, p, q.type, s.inf(0), s.in_ptr[1], s.outf(),
+                             cpu::QMatmulScratch{ctx.scratch + q.scratch_off, static_cast<size_t>(q.scratch_bytes)});
+}
+
+Status build_packed(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& x = ctx.input(0);
+  const ir::Node& w = ctx.input(1);
+  const auto type = ggml_type_of(w.dtype);
+  if (!type || !cpu::qmatmul_supported(*type) || x.dtype != DType::F32 || n.dtype != DType::F32)
+    return Error::unsupported("{} for {} on cpu ({})", ir::op_name(n.op), ir::dtype_name(w.dtype),
+                              ctx.graph->describe(ctx.id));
+  auto q = std::make_shared<QParams>();
+  const auto xd = x.shape.static_dims();
+  q->K = xd.back();
+  q->M = prod(xd, 0, xd.size() - 1);
+  q->N = w.shape.static_dims()[0];
+  q->type = *type;
+  q->scratch_bytes = static_cast<int64_t>(cpu::qmatmul_scratch_bytes(*type, q->M, q->K));
+  q->scratch_off = ctx.scratch(q->scratch_bytes);
+  step.fn = &qmatmul_fn;
+  step.params = q;
+  step.scalable = ctx.outer_is_bucket(ctx.id, n.shape.rank() - 1);
+  return {};
+}
+
 void choose_blocks(GemmParams& g, int n_threads) {
   g.mb = std::min<int64_t>(std::max<int64_t>(g.M, 1), 32);
   // Enough column blocks to keep every thread busy when M is small (decode).
@@ -367,6 +429,9 @@ Status build_fused_swiglu(BuildCtx& ctx, Step& step) {
   return build_linear(ctx, step, ctx.node().attr<ir::FusedSwiGLUAttrs>().transpose_b, Epilogue::kSwiGLU);
 }
 
-Status build_dequant_matmul(BuildCtx& ctx, Step& step) { return build_linear(ctx, step, true, Epilogue::kNone); }
+Status build_dequant_matmul(BuildCtx& ctx, Step& step) {
+  if (ir::is_packed(ctx.input(1).dtype)) return build_packed(ctx, step);
+  return build_linear(ctx, step, true, Epilogue::kNone);
+}
 
 }  // namespace rlx::cpu_backend

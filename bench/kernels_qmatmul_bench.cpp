@@ -1,0 +1,162 @@
+// DequantMatMul microbenchmarks: decode GEMV 1 x 2048 x 8192 (weights [8192, 2048] in
+// Q4_K / Q6_K / Q8_0) in bytes/s against the read bandwidth, and prefill 512 x 2048 x 8192
+// in effective FLOP/s next to the f32 GEMM of the same shape; limits from bench_limits.h.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/qmatmul.h"
+#include "backends/cpu/kernels/thread_pool.h"
+#include "bench_limits.h"
+#include "rlx/base/aligned_buffer.h"
+#include "rlx/formats/quant.h"
+
+namespace {
+
+using namespace rlx;
+using namespace rlx::cpu;
+using formats::GgmlType;
+
+int n_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+
+ThreadPool& pool() {
+  static ThreadPool p(n_threads());
+  return p;
+}
+
+KernelContext ctx() { return KernelContext{&pool(), IsaLevel::kAvx512}; }
+
+std::vector<float> random_floats(int64_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 0.02f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// One [n, k] weight matrix quantized to `type` (rows quantized in parallel).
+AlignedBuffer quantized_weights(GgmlType type, int64_t n, int64_t k) {
+  const size_t row = static_cast<size_t>(*formats::ggml_bytes_for(type, k));
+  AlignedBuffer w(row * static_cast<size_t>(n), 64);
+  const std::vector<float> src = random_floats(n * k, 7);
+  pool().parallel_for(n, [&](int64_t j) {
+    const Status s = formats::quantize_row(type, src.data() + j * k, w.data() + j * row, k);
+    if (!s.ok()) std::abort();
+  });
+  return w;
+}
+
+// ---- decode GEMV: 1 x K x N. The weights rotate through enough copies (>= 1 GiB) that
+// every call streams them from DRAM, not from the last-level cache.
+void BM_QGemv(benchmark::State& st) {
+  const int64_t K = st.range(0), N = st.range(1);
+  const auto type = static_cast<GgmlType>(st.range(2));
+  const AlignedBuffer first = quantized_weights(type, N, K);
+  const size_t bytes = first.size();
+  const size_t copies = std::max<size_t>(2, ((size_t{1} << 30) + bytes - 1) / bytes);
+  std::vector<AlignedBuffer> weights;
+  for (size_t i = 0; i < copies; ++i) {
+    weights.emplace_back(bytes, 64);
+    std::memcpy(weights.back().data(), first.data(), bytes);
+  }
+  const std::vector<float> x = random_floats(K, 11);
+  std::vector<float> y(static_cast<size_t>(N));
+  std::vector<uint8_t> scratch(qmatmul_scratch_bytes(type, 1, K));
+  QMatmulParams p;
+  p.m = 1;
+  p.n = N;
+  p.k = K;
+  size_t i = 0;
+  for (auto _ : st) {
+    const Status s = dequant_matmul(ctx(), p, type, x.data(), weights[i].data(), y.data(),
+                                    QMatmulScratch{scratch.data(), scratch.size()});
+    if (!s.ok()) st.SkipWithError(s.error().message().c_str());
+    i = (i + 1) % copies;
+    benchmark::ClobberMemory();
+  }
+  st.SetLabel(std::string(formats::ggml_type_name(type)));
+  bench::set_bytes(st, static_cast<double>(bytes));
+}
+BENCHMARK(BM_QGemv)
+    ->ArgNames({"K", "N", "type"})
+    ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q4_K)})
+    ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q6_K)})
+    ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q8_0)})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// ---- prefill: M x K x N with quantized weights (panel path), effective 2*M*N*K flops.
+void BM_QPrefill(benchmark::State& st) {
+  const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
+  const auto type = static_cast<GgmlType>(st.range(3));
+  const AlignedBuffer w = quantized_weights(type, N, K);
+  const std::vector<float> x = random_floats(M * K, 13);
+  std::vector<float> y(static_cast<size_t>(M * N));
+  std::vector<uint8_t> scratch(qmatmul_scratch_bytes(type, M, K));
+  QMatmulParams p;
+  p.m = M;
+  p.n = N;
+  p.k = K;
+  for (auto _ : st) {
+    const Status s =
+        dequant_matmul(ctx(), p, type, x.data(), w.data(), y.data(), QMatmulScratch{scratch.data(), scratch.size()});
+    if (!s.ok()) st.SkipWithError(s.error().message().c_str());
+    benchmark::ClobberMemory();
+  }
+  st.SetLabel(std::string(formats::ggml_type_name(type)));
+  bench::set_flops(st, 2.0 * M * N * K);
+}
+BENCHMARK(BM_QPrefill)
+    ->ArgNames({"M", "K", "N", "type"})
+    ->Args({512, 2048, 8192, static_cast<int64_t>(GgmlType::Q4_K)})
+    ->Args({512, 2048, 8192, static_cast<int64_t>(GgmlType::Q6_K)})
+    ->Args({512, 2048, 8192, static_cast<int64_t>(GgmlType::Q8_0)})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// ---- the f32 GEMM of the same shape (weights [N, K] f32; pre-packed and per call).
+void BM_F32Gemm(benchmark::State& st) {
+  const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
+  const bool prepacked = st.range(3) != 0;
+  const std::vector<float> a = random_floats(M * K, 13), b = random_floats(N * K, 7);
+  std::vector<float> c(static_cast<size_t>(M * N));
+  GemmParams p;
+  p.m = M;
+  p.n = N;
+  p.k = K;
+  const PackedB pb = pack_b(ctx(), K, N, true, 0, b.data(), WeightType::kF32);
+  for (auto _ : st) {
+    if (prepacked) {
+      gemm_prepacked(ctx(), p, a.data(), pb, c.data());
+    } else {
+      gemm_f32(ctx(), p, a.data(), b.data(), c.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  bench::set_flops(st, 2.0 * M * N * K);
+}
+BENCHMARK(BM_F32Gemm)
+    ->ArgNames({"M", "K", "N", "prepacked"})
+    ->Args({512, 2048, 8192, 1})
+    ->Args({512, 2048, 8192, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const bench::Limits& l = bench::limits(pool());  // measure before the first benchmark
+  bench::PercentReporter reporter(l);
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

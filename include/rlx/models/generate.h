@@ -1,0 +1,40 @@
+// Text generation: prompt -> tokens -> prefill -> sampled decode steps, streamed
+// through a callback, stopping at an end-of-generation token, a stop string or
+// the token limit. Reports prefill and decode speed.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "rlx/models/language_model.h"
+#include "rlx/models/sampler.h"
+#include "rlx/models/tokenizer.h"
+
+namespace rlx::models {
+
+struct GenerateOptions {
+  int32_t max_tokens = 64;
+  SamplingOptions sampling;
+  std::vector<std::string> stop;  ///< stop strings (not emitted)
+  bool stop_at_eos = true;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> prompt_tokens;
+  std::vector<int32_t> tokens;  ///< generated
+  std::string text;             ///< generated text
+  double prefill_ms = 0, decode_ms = 0;
+  double prefill_tokens_per_s() const { return prefill_ms > 0 ? prompt_tokens.size() * 1000.0 / prefill_ms : 0; }
+  double decode_tokens_per_s() const {
+    return decode_ms > 0 && tokens.size() > 1 ? (tokens.size() - 1) * 1000.0 / decode_ms : 0;
+  }
+};
+
+/// Generates a continuation of `prompt_tokens`; `on_text` receives complete UTF-8
+/// pieces as they are decoded (may be empty). The model's cache is reset first.
+Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokenizer,
+                                  const std::vector<int32_t>& prompt_tokens, const GenerateOptions& options,
+                                  const std::function<void(const std::string&)>& on_text);
+
+}  // namespace rlx::models

@@ -1,0 +1,334 @@
+// DequantMatMul (qmatmul.h) for every GGUF block type against float64 references:
+// tightly against llama.cpp's numerics (activations rounded to the weight's vec_dot
+// type first), loosely against plain f32 x · dequantized W; both paths (GEMV, panel),
+// decode and prefill shapes, every ISA level, with and without the pool; bad calls.
+#include "backends/cpu/kernels/qmatmul.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu_kernels/test_util.h"
+#include "rlx/base/half.h"
+#include "rlx/formats/quant.h"
+
+namespace rlx::cpu {
+namespace {
+
+using formats::GgmlType;
+using test::Rng;
+
+const GgmlType kQuantTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                                GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+bool is_min_type(GgmlType t) { return t == GgmlType::Q4_1 || t == GgmlType::Q5_1; }
+
+// A packed weight matrix [n, k] and, as f64-ready floats, what its blocks decode to.
+struct QWeights {
+  std::vector<uint8_t> packed;
+  size_t row_bytes = 0;
+  std::vector<float> full;    // [n, k] dequantize_row output
+  std::vector<float> scaled;  // [n, k] d*q without the block min ("_1" types; else == full)
+  std::vector<float> mins;    // [n, k/32] block mins ("_1" types)
+};
+
+QWeights make_weights(Rng& rng, GgmlType t, int64_t n, int64_t k) {
+  QWeights w;
+  w.row_bytes = static_cast<size_t>(*formats::ggml_bytes_for(t, k));
+  w.packed.resize(w.row_bytes * static_cast<size_t>(n));
+  w.full.resize(static_cast<size_t>(n * k));
+  const std::vector<float> src = rng.vec(n * k);
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_TRUE(formats::quantize_row(t, src.data() + j * k, w.packed.data() + j * w.row_bytes, k).ok());
+    EXPECT_TRUE(formats::dequantize_row(t, w.packed.data() + j * w.row_bytes, w.full.data() + j * k, k).ok());
+  }
+  w.scaled = w.full;
+  if (is_min_type(t)) {
+    // Q4_1 / Q5_1 blocks keep their f16 min at byte offset 2: decode with it zeroed.
+    const size_t bb = static_cast<size_t>(formats::ggml_block_bytes(t));
+    std::vector<uint8_t> zeroed = w.packed;
+    w.mins.resize(static_cast<size_t>(n * k / 32));
+    for (size_t b = 0; b < w.mins.size(); ++b) {
+      uint16_t m;
+      std::memcpy(&m, zeroed.data() + b * bb + 2, 2);
+      w.mins[b] = f16_bits_to_f32(m);
+      std::memset(zeroed.data() + b * bb + 2, 0, 2);
+    }
+    for (int64_t j = 0; j < n; ++j)
+      EXPECT_TRUE(formats::dequantize_row(t, zeroed.data() + j * w.row_bytes, w.scaled.data() + j * k, k).ok());
+  }
+  return w;
+}
+
+// Activation row as llama.cpp's dot products see it: values d*q and, for Q8_1, the
+// per-block s = f16(d * Σq) (d unrounded f32) that multiplies the weight block's min.
+struct QActRow {
+  std::vector<double> v;
+  std::vector<double> s;
+};
+
+QActRow round_activation(GgmlType t, const float* x, int64_t k) {
+  QActRow out;
+  out.v.resize(static_cast<size_t>(k));
+  std::vector<float> tmp(static_cast<size_t>(k));
+  if (t == GgmlType::Q8_0) {
+    std::vector<formats::BlockQ8_0> q(static_cast<size_t>(k / 32));
+    formats::quantize_activation_q8_0(x, q.data(), k);
+    formats::dequantize_row_q8_0(q.data(), tmp.data(), k);
+  } else if (t == GgmlType::Q8_K) {
+    std::vector<formats::BlockQ8_K> q(static_cast<size_t>(k / 256));
+    formats::quantize_activation_q8_k(x, q.data(), k);
+    formats::dequantize_row_q8_k(q.data(), tmp.data(), k);
+  } else {  // Q8_1, written out from llama.cpp's x86 quantize_row_q8_1
+    for (int64_t b = 0; b < k / 32; ++b) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+      const float d = amax / 127.0f, id = amax != 0 ? 127.0f / amax : 0.0f;
+      int sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        const int q = static_cast<int>(std::nearbyint(x[b * 32 + i] * id));
+        sum += q;
+        tmp[static_cast<size_t>(b * 32 + i)] = f16_bits_to_f32(f32_to_f16_bits(d)) * static_cast<float>(q);
+      }
+      out.s.push_back(f16_bits_to_f32(f32_to_f16_bits(d * static_cast<float>(sum))));
+    }
+  }
+  for (int64_t i = 0; i < k; ++i) out.v[static_cast<size_t>(i)] = tmp[static_cast<size_t>(i)];
+  return out;
+}
+
+struct Expected {
+  std::vector<double> emulated;  // [m, n] llama.cpp numerics
+  std::vector<double> plain;     // [m, n] f32 x · dequantized W
+  std::vector<double> abs_sum;   // [m, n] Σ |x_k| * (|w_k| + |min|): scale of both checks
+};
+
+Expected reference(GgmlType t, const std::vector<float>& x, int64_t lda, const QWeights& w, const float* bias,
+                   int64_t m, int64_t n, int64_t k) {
+  Expected e;
+  e.emulated.resize(static_cast<size_t>(m * n));
+  e.plain.resize(e.emulated.size());
+  e.abs_sum.resize(e.emulated.size());
+  const GgmlType vt = qmatmul_vec_dot_type(t);
+  for (int64_t i = 0; i < m; ++i) {
+    const QActRow a = round_activation(vt, x.data() + i * lda, k);
+    for (int64_t j = 0; j < n; ++j) {
+      double emu = bias ? bias[j] : 0.0, plain = emu, abs_sum = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const double xv = x[static_cast<size_t>(i * lda + kk)];
+        emu += a.v[static_cast<size_t>(kk)] * w.scaled[static_cast<size_t>(j * k + kk)];
+        plain += xv * w.full[static_cast<size_t>(j * k + kk)];
+        const double mn = is_min_type(t) ? std::fabs(w.mins[static_cast<size_t>((j * k + kk) / 32)]) : 0.0;
+        abs_sum += std::fabs(xv) * (std::fabs(w.full[static_cast<size_t>(j * k + kk)]) + mn);
+      }
+      if (is_min_type(t))
+        for (int64_t b = 0; b < k / 32; ++b)
+          emu += a.s[static_cast<size_t>(b)] * w.mins[static_cast<size_t>(j * k / 32 + b)];
+      e.emulated[static_cast<size_t>(i * n + j)] = emu;
+      e.plain[static_cast<size_t>(i * n + j)] = plain;
+      e.abs_sum[static_cast<size_t>(i * n + j)] = abs_sum;
+    }
+  }
+  return e;
+}
+
+// |got - want| <= rel * abs_sum for every element (with ldc stride on `got`).
+::testing::AssertionResult within(const std::vector<float>& y, int64_t ldc, const std::vector<double>& want,
+                                  const std::vector<double>& abs_sum, int64_t m, int64_t n, double rel) {
+  int bad = 0;
+  ::testing::AssertionResult r = ::testing::AssertionFailure();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      const double g = y[static_cast<size_t>(i * ldc + j)], wv = want[static_cast<size_t>(i * n + j)];
+      const double tol = rel * abs_sum[static_cast<size_t>(i * n + j)] + 1e-6;
+      if (!(std::fabs(g - wv) <= tol)) {
+        if (bad < 5) r << "[" << i << "," << j << "] got " << g << " want " << wv << " tol " << tol << "\n";
+        ++bad;
+      }
+    }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return r << bad << " of " << m * n << " out of tolerance";
+}
+
+// Tight: llama.cpp-emulating reference, 1e-5 of Σ|x||w| (f32 scale products and block
+// sums give ~1e-7). Loose: plain f32 activations; Q8 rounding moves each x by at most
+// half a step (amax/254) plus the f16 scale rounding, so 1e-2 of Σ|x||w| bounds it.
+constexpr double kTightRel = 1e-5;
+constexpr double kLooseRel = 1e-2;
+
+struct Shape {
+  int64_t m, n;
+};
+
+void check_type(GgmlType t, const std::vector<Shape>& shapes, const std::vector<QMatmulPath>& paths) {
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  const int64_t bs = formats::ggml_block_size(t);
+  const int64_t k = bs == 256 ? 512 : 160;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(t) << " m=" << s.m << " n=" << s.n << " k=" << k);
+    const QWeights w = make_weights(rng, t, s.n, k);
+    const int64_t lda = k + 3, ldc = s.n + 5;  // strided rows on both sides
+    const std::vector<float> x = rng.vec(s.m * lda);
+    const std::vector<float> bias = rng.vec(s.n);
+    const Expected e = reference(t, x, lda, w, bias.data(), s.m, s.n, k);
+    std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, s.m, k));
+    for (const KernelContext& ctx : test::contexts()) {
+      for (QMatmulPath path : paths) {
+        SCOPED_TRACE(test::describe(ctx) + (path == QMatmulPath::kGemv ? " gemv" : " panel"));
+        std::vector<float> y(static_cast<size_t>(s.m * ldc), NAN);
+        QMatmulParams p;
+        p.m = s.m;
+        p.n = s.n;
+        p.k = k;
+        p.lda = lda;
+        p.ldc = ldc;
+        p.bias = bias.data();
+        p.path = path;
+        ASSERT_TRUE(dequant_matmul(ctx, p, t, x.data(), w.packed.data(), y.data(),
+                                   QMatmulScratch{scratch.data(), scratch.size()})
+                        .ok());
+        EXPECT_TRUE(within(y, ldc, e.emulated, e.abs_sum, s.m, s.n, kTightRel));
+        EXPECT_TRUE(within(y, ldc, e.plain, e.abs_sum, s.m, s.n, kLooseRel));
+        for (int64_t i = 0; i < s.m; ++i)  // the padding between rows is untouched
+          for (int64_t j = s.n; j < ldc; ++j) ASSERT_TRUE(std::isnan(y[static_cast<size_t>(i * ldc + j)]));
+      }
+    }
+  }
+}
+
+class QMatmulTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(QMatmulTypes, DecodeShapesBothPaths) {
+  check_type(GetParam(), {{1, 33}, {2, 100}, {3, 33}}, {QMatmulPath::kGemv, QMatmulPath::kPanel});
+}
+
+TEST_P(QMatmulTypes, PrefillShapesBothPaths) {
+  check_type(GetParam(), {{17, 33}, {64, 100}, {100, 33}}, {QMatmulPath::kPanel, QMatmulPath::kGemv});
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, QMatmulTypes, ::testing::ValuesIn(kQuantTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) {
+                           return std::string(formats::ggml_type_name(i.param));
+                         });
+
+// The ISA paths agree with each other closely (same integer sums, f32 order differs).
+TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_1}) {
+    const int64_t k = formats::ggml_block_size(t) == 256 ? 768 : 256, n = 70;
+    const QWeights w = make_weights(rng, t, n, k);
+    for (int64_t m : {1, 4, 5, 16, 20}) {
+      const std::vector<float> x = rng.vec(m * k);
+      std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, m, k));
+      QMatmulParams p;
+      p.m = m;
+      p.n = n;
+      p.k = k;
+      std::vector<float> first;
+      for (IsaLevel l : test::isa_levels()) {
+        std::vector<float> y(static_cast<size_t>(m * n));
+        ASSERT_TRUE(dequant_matmul(KernelContext{&test::test_pool(), l}, p, t, x.data(), w.packed.data(), y.data(),
+                                   QMatmulScratch{scratch.data(), scratch.size()})
+                        .ok());
+        if (first.empty()) {
+          first = y;
+          continue;
+        }
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_NEAR(y[i], first[i], 1e-5 * (std::fabs(first[i]) + 1.0))
+              << formats::ggml_type_name(t) << " m=" << m << " isa=" << isa_name(l) << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(QMatmul, FloatWeightsRouteToGemm) {
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  const int64_t m = 3, n = 21, k = 40;
+  const std::vector<float> x = rng.vec(m * k), wf = rng.vec(n * k), bias = rng.vec(n);
+  std::vector<uint16_t> wh(wf.size());
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    EXPECT_EQ(qmatmul_scratch_bytes(t, m, k), 0u);
+    std::vector<float> seen = wf;
+    for (size_t i = 0; i < wf.size(); ++i) {
+      wh[i] = t == GgmlType::F16 ? f32_to_f16_bits(wf[i]) : f32_to_bf16_bits(wf[i]);
+      if (t == GgmlType::F16) seen[i] = f16_bits_to_f32(wh[i]);
+      if (t == GgmlType::BF16) seen[i] = bf16_bits_to_f32(wh[i]);
+    }
+    std::vector<double> want(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = bias[static_cast<size_t>(j)];
+        for (int64_t kk = 0; kk < k; ++kk)
+          s += double(x[static_cast<size_t>(i * k + kk)]) * seen[static_cast<size_t>(j * k + kk)];
+        want[static_cast<size_t>(i * n + j)] = s;
+      }
+    std::vector<float> y(static_cast<size_t>(m * n));
+    QMatmulParams p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.bias = bias.data();
+    const void* wp = t == GgmlType::F32 ? static_cast<const void*>(wf.data()) : wh.data();
+    ASSERT_TRUE(dequant_matmul(KernelContext{}, p, t, x.data(), wp, y.data(), QMatmulScratch{}).ok());
+    EXPECT_TRUE(test::all_close(y, want, 1e-5, 1e-5)) << formats::ggml_type_name(t);
+  }
+}
+
+TEST(QMatmul, ZeroKGivesBias) {
+  const float bias[3] = {1.5f, -2.0f, 0.25f};
+  std::vector<float> y(6, NAN);
+  QMatmulParams p;
+  p.m = 2;
+  p.n = 3;
+  p.k = 0;
+  p.bias = bias;
+  ASSERT_TRUE(dequant_matmul(KernelContext{}, p, GgmlType::Q4_K, nullptr, nullptr, y.data(), QMatmulScratch{}).ok());
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[static_cast<size_t>(i)], bias[i % 3]);
+}
+
+TEST(QMatmul, BadCallsReturnErrors) {
+  std::vector<float> x(512, 0.5f), y(4);
+  std::vector<uint8_t> w(4096), scratch(qmatmul_scratch_bytes(GgmlType::Q4_K, 1, 512));
+  const QMatmulScratch s{scratch.data(), scratch.size()};
+  QMatmulParams p;
+  p.m = 1;
+  p.n = 2;
+  p.k = 512;
+  const KernelContext ctx;
+  EXPECT_TRUE(dequant_matmul(ctx, p, GgmlType::Q4_K, x.data(), w.data(), y.data(), s).ok());
+
+  const Status unsupported = dequant_matmul(ctx, p, GgmlType::IQ2_XXS, x.data(), w.data(), y.data(), s);
+  ASSERT_FALSE(unsupported.ok());
+  EXPECT_EQ(unsupported.error().code(), ErrorCode::kUnsupported);
+  EXPECT_FALSE(qmatmul_supported(GgmlType::Q8_K));
+
+  QMatmulParams bad_k = p;
+  bad_k.k = 100;  // not a multiple of 256
+  const Status k_err = dequant_matmul(ctx, bad_k, GgmlType::Q4_K, x.data(), w.data(), y.data(), s);
+  ASSERT_FALSE(k_err.ok());
+  EXPECT_EQ(k_err.error().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(k_err.error().message().find("block size"), std::string::npos) << k_err.error().message();
+
+  const Status small = dequant_matmul(ctx, p, GgmlType::Q4_K, x.data(), w.data(), y.data(),
+                                      QMatmulScratch{scratch.data(), scratch.size() - 1});
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.error().message().find("scratch"), std::string::npos) << small.error().message();
+
+  QMatmulParams bad_ld = p;
+  bad_ld.lda = 256;
+  EXPECT_FALSE(dequant_matmul(ctx, bad_ld, GgmlType::Q4_K, x.data(), w.data(), y.data(), s).ok());
+  QMatmulParams neg = p;
+  neg.n = -1;
+  EXPECT_FALSE(dequant_matmul(ctx, neg, GgmlType::Q4_K, x.data(), w.data(), y.data(), s).ok());
+  EXPECT_FALSE(dequant_matmul(ctx, p, GgmlType::Q4_K, x.data(), nullptr, y.data(), s).ok());
+}
+
+}  // namespace
+}  // namespace rlx::cpu
