@@ -40,11 +40,10 @@ int run_logits(const LogitsArgs& a) {
   if (!ids) return report(ids.error());
   auto device = Device::parse(a.device);
   if (!device) return report(device.error());
-  if (a.kv != "f32")
-    return report(Error::unsupported("--kv {}: only an f32 KV cache is implemented so far", a.kv));
   models::LoadOptions lo;
   lo.device = *device;
   lo.threads = a.threads;
+  lo.kv_dtype = a.kv == "f16" ? ir::DType::F16 : ir::DType::F32;
   lo.ctx = std::max<int64_t>(64, static_cast<int64_t>(ids->size()) + 32);
   auto model = models::LanguageModel::load(a.model, lo);
   if (!model) return report(model.error());

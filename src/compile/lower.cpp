@@ -102,13 +102,21 @@ struct Lowerer {
                                   b().type(x).to_string());
       // Write this step's k/v at rows [pos[0], pos[0]+S) of the caches; attention reads
       // the updated caches (keys at 0..ctx-1, masked by the absolute query positions).
+      // A half-precision cache stores k/v rounded to its dtype (as llama.cpp's f16 cache).
       const ValueId start = b().narrow(pos, 0, 0, Dim(1));
+      const DType cache_dt = b().type(*kc).dtype;
+      if (cache_dt != b().type(k).dtype) {
+        k = b().cast(k, cache_dt);
+        v = b().cast(v, cache_dt);
+      }
       k = b().update_slice(*kc, k, start, 0);
       v = b().update_slice(*vc, v, start, 0);
       q_pos = pos;
     }
+    const bool mixed_kv = b().type(k).dtype != b().type(q).dtype;
     ValueId o;
-    if (direct()) {
+    // Mixed q/kv dtypes have no primitive form: such attention is always the fused op.
+    if (direct() || mixed_kv) {
       b().label(l + ".attn");
       o = b().attention(q, k, v, a, q_pos);
     } else {

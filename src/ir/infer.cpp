@@ -57,9 +57,9 @@ Expected<TensorType> infer_linear(const TensorType& x, const TensorType& w, bool
   if (is_packed(w.dtype) && k.is_static() && k.value() % dtype_info(w.dtype).block_size != 0)
     return bad(fmt::format("K = {} is not a multiple of {}'s block size {}", k.value(), dtype_name(w.dtype),
                            dtype_info(w.dtype).block_size));
-  Shape out = x.shape;
-  out[out.rank() - 1] = n;
-  return TensorType{x.dtype, out};
+  std::vector<Dim> out = x.shape.dims();
+  out.back() = n;
+  return TensorType{x.dtype, Shape(std::move(out))};
 }
 
 Status check_bias(const TensorType& out, const TensorType& bias) {
@@ -147,8 +147,11 @@ Status check_heads(const AttentionAttrs& a) {
 Expected<TensorType> infer_attention(const Types& in, const AttentionAttrs& a) {
   const TensorType &q = in[0], &k = in[1], &v = in[2];
   TRY(require_float(q, "attention q"));
-  TRY(require_same_dtype(q, k));
-  TRY(require_same_dtype(q, v));
+  TRY(require_same_dtype(k, v));
+  // k/v share q's dtype, or are a half-precision KV cache read by f32 queries.
+  const bool half_kv = q.dtype == DType::F32 && (k.dtype == DType::F16 || k.dtype == DType::BF16);
+  if (k.dtype != q.dtype && !half_kv)
+    return bad(fmt::format("attention k/v must be {} (or f16/bf16 with f32 q), got {}", dtype_name(q.dtype), str(k)));
   TRY(check_heads(a));
   if (a.mask == MaskKind::SlidingWindow && a.window <= 0) return bad("sliding-window attention needs window > 0");
   if (q.shape.rank() < 2 || k.shape.rank() != q.shape.rank() || v.shape != k.shape)
@@ -497,8 +500,9 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       if (b.kv_cache) {
         for (int j = 0; j < 2; ++j) {
           const TensorType& c = in[i + j];
-          if (c.shape.rank() != 2 || c.shape[1] != k.shape.back() || c.dtype != x.dtype)
-            return bad(fmt::format("kv cache must be {}[ctx, {}], got {}", dtype_name(x.dtype),
+          const bool dtype_ok = c.dtype == x.dtype || (x.dtype == DType::F32 && (c.dtype == DType::F16 || c.dtype == DType::BF16));
+          if (c.shape.rank() != 2 || c.shape[1] != k.shape.back() || !dtype_ok || c.dtype != in[i].dtype)
+            return bad(fmt::format("kv caches must be {} (or f16/bf16)[ctx, {}], got {}", dtype_name(x.dtype),
                                    k.shape.back().to_string(), str(c)));
         }
       }

@@ -124,7 +124,7 @@ class DecoderBuilder {
     if (o_.ctx > 0) {
       for (char kv : {'k', 'v'}) {
         const std::string hn = kv_handle_name(kv, il);
-        in.push_back(b_.handle(hn, DType::F32, {o_.ctx, kv_width}));
+        in.push_back(b_.handle(hn, o_.kv_dtype, {o_.ctx, kv_width}));
         handles_.push_back(hn);
       }
     }

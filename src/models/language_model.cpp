@@ -18,6 +18,8 @@ LanguageModel::~LanguageModel() = default;
 
 Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& path, const LoadOptions& options) {
   if (options.ctx <= 0) return Error::invalid_argument("context length must be positive, got {}", options.ctx);
+  if (options.kv_dtype != ir::DType::F32 && options.kv_dtype != ir::DType::F16)
+    return Error::invalid_argument("KV cache dtype must be f32 or f16, got {}", ir::dtype_name(options.kv_dtype));
   ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(path));
   std::unique_ptr<LanguageModel> m(new LanguageModel());
   m->options_ = options;
@@ -41,6 +43,7 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   DecoderOptions d;
   d.seq = ir::Dim::symbol(ir::SEQ);
   d.ctx = options_.ctx;
+  d.kv_dtype = options_.kv_dtype;
   d.last_row_logits = !all_rows;
   d.policy = rows == 1 ? options_.decode_policy : options_.prefill_policy;
   ASSIGN_OR_RETURN(BuiltModel built, build_decoder(config_, *weights_, d));

@@ -247,6 +247,47 @@ TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
   }
 }
 
+// The activation quantizer is bit-identical to the formats reference (Q8_0, Q8_K) and to
+// llama.cpp's Q8_1 written out above, ties (x * 127/amax = n + 0.5) included.
+TEST(QMatmul, ActivationQuantizationIsBitExact) {
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  const int64_t k = 512;
+  std::vector<float> x = rng.vec(k, -3.0f, 3.0f);
+  // Block 0: amax 127 (scale 1), so these land exactly halfway between integers.
+  x[0] = 127.0f;
+  x[1] = 2.5f;
+  x[2] = -3.5f;
+  x[3] = 0.5f;
+  x[4] = -0.5f;
+  for (int i = 32; i < 64; ++i) x[static_cast<size_t>(i)] = 0.0f;  // an all-zero block
+  {
+    std::vector<formats::BlockQ8_0> want(k / 32), got(k / 32);
+    formats::quantize_activation_q8_0(x.data(), want.data(), k);
+    qmatmul_quantize_activation(GgmlType::Q4_0, x.data(), got.data(), k);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(want[0])), 0);
+    EXPECT_EQ(got[0].qs[1], 2);
+    EXPECT_EQ(got[0].qs[2], -4);
+  }
+  {
+    std::vector<formats::BlockQ8_K> want(k / 256), got(k / 256);
+    formats::quantize_activation_q8_k(x.data(), want.data(), k);
+    qmatmul_quantize_activation(GgmlType::Q6_K, x.data(), got.data(), k);
+    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(want[0])), 0);
+  }
+  {
+    std::vector<formats::BlockQ8_1> got(k / 32);
+    qmatmul_quantize_activation(GgmlType::Q5_1, x.data(), got.data(), k);
+    const QActRow want = round_activation(GgmlType::Q8_1, x.data(), k);
+    for (int64_t b = 0; b < k / 32; ++b) {
+      EXPECT_EQ(f16_bits_to_f32(got[static_cast<size_t>(b)].s), want.s[static_cast<size_t>(b)]) << b;
+      const float d = f16_bits_to_f32(got[static_cast<size_t>(b)].d);
+      for (int i = 0; i < 32; ++i)
+        ASSERT_EQ(d * static_cast<float>(got[static_cast<size_t>(b)].qs[i]), want.v[static_cast<size_t>(b * 32 + i)]);
+    }
+  }
+}
+
 TEST(QMatmul, FloatWeightsRouteToGemm) {
   Rng rng;
   RLX_TRACE_SEED(rng);

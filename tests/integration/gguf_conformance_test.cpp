@@ -112,7 +112,6 @@ TEST_P(GgufConformance, MatchesLlamaCpp) {
   }
   const Comparison ci = compare(inc, ref, n_vocab);
   EXPECT_LE(ci.max_abs, 1e-3) << c.name << " incremental";
-  EXPECT_EQ(ci.argmax_agree, ci.rows);
 
   // greedy continuation, compared until the reference margin drops below 1e-3
   const auto greedy = m["greedy"]["tokens"].get<std::vector<int32_t>>();

@@ -144,6 +144,10 @@ const std::vector<InferCase>& cases() {
        "f32[SEQ, 64]"},
       {"attention_q_pos", K::Attention, attn(2, 2, 8, MaskKind::SlidingWindow, 4),
        {"f16[BATCH, SEQ, 16]", "f16[BATCH, SEQ, 16]", "f16[BATCH, SEQ, 16]", "i64[SEQ]"}, "", "f16[BATCH, SEQ, 16]"},
+      {"attention_f16_kv", K::Attention, attn(4, 2, 16), {"f32[SEQ, 64]", "f16[PAST_SEQ, 32]", "f16[PAST_SEQ, 32]"},
+       "", "f32[SEQ, 64]"},
+      {"attention_kv_dtypes_differ", K::Attention, attn(4, 2, 16),
+       {"f32[SEQ, 64]", "f16[PAST_SEQ, 32]", "f32[PAST_SEQ, 32]"}, "", "error: dtype mismatch"},
       {"attention_heads", K::Attention, attn(3, 2, 16), {"f32[SEQ, 48]", "f32[SEQ, 32]", "f32[SEQ, 32]"}, "",
        "error: attention heads invalid: n_heads=3 n_kv_heads=2 head_dim=16"},
       {"attention_heads_overflow", K::Attention, attn(int64_t{1} << 62, 1, 4), {"f32[SEQ, 4]", "f32[SEQ, 4]", "f32[SEQ, 4]"},
@@ -257,7 +261,15 @@ const std::vector<InferCase>& cases() {
       {"hir_attention_block_cache", K::HirAttentionBlock, block(true),
        {"f32[SEQ, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]", "f32[4096, 64]",
         "f32[4096, 64]"},
-       "", "error: kv cache must be f32[ctx, 32], got f32[4096, 64]"},
+       "", "error: kv caches must be f32 (or f16/bf16)[ctx, 32], got f32[4096, 64]"},
+      {"hir_attention_block_f16_cache", K::HirAttentionBlock, block(true),
+       {"f32[SEQ, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]", "f16[4096, 32]",
+        "f16[4096, 32]"},
+       "", "f32[SEQ, 64]"},
+      {"hir_attention_block_mixed_caches", K::HirAttentionBlock, block(true),
+       {"f32[SEQ, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]", "f16[4096, 32]",
+        "f32[4096, 32]"},
+       "", "error: kv caches must be"},
       {"hir_attention_block_heads", K::HirAttentionBlock, [] {
          AttentionBlockAttrs b = block(false);
          b.attn.n_heads = int64_t{1} << 61;  // n_heads * head_dim overflows

@@ -386,27 +386,27 @@ TEST(SeqBuckets, PowersOfTwoAndLists) {
 
 TEST(BucketedCompileCache, RunPaddedEqualsTheUnpaddedGraph) {
   for (ir::MaskKind mask : {ir::MaskKind::Causal, ir::MaskKind::None}) {
-  SCOPED_TRACE(ir::MaskKind::None == mask ? "bidirectional" : "causal");
-  ModelCompilePipeline p(Device::cpu());
-  BucketedCompileCache cache(p, *SeqBuckets::from_list({4, 8, 16}));
-  const HirBuildFn build = [mask] { return block_hir(Dim::symbol(ir::SEQ), mask); };
-  const ParamStore store = make_store();
-  for (int64_t n : {3, 5, 8, 11}) {
-    auto v = cache.get(n, build, {});
-    ASSERT_TRUE(v.has_value()) << v.error().to_string();
-    ASSERT_TRUE(store.bind(*(*v)->graph).has_value());
-    EXPECT_EQ((*v)->extent.upper, *cache.buckets().bucket_for(n));
-    const std::vector<float> x = random_vec(static_cast<size_t>(n * kD), 900 + static_cast<uint32_t>(n));
-    const std::vector<int32_t> pos = iota(n);
-    const int64_t xs[] = {n, kD}, ps[] = {n};
-    std::vector<NamedTensorView> in = {{"x", TensorView::f32(x, xs)}, {"pos", {DType::I32, ps, pos.data()}}};
-    auto out = cache.run(in, n, build, {});
-    ASSERT_TRUE(out.has_value()) << out.error().to_string();
-    ASSERT_EQ((*out)[0].shape(), (std::vector<int64_t>{n, kD}));  // only the real rows
-    EXPECT_LT(max_abs_diff(as_f32((*out)[0]), direct_block(store, x, n, mask)), 1e-5) << n;
-  }
-  EXPECT_EQ(p.len(), 3u);  // 3 and 5 -> 4 and 8; 8 shares 8's bucket; 11 -> 16
-  EXPECT_EQ(p.stats().template_builds, 1);
+    SCOPED_TRACE(ir::MaskKind::None == mask ? "bidirectional" : "causal");
+    ModelCompilePipeline p(Device::cpu());
+    BucketedCompileCache cache(p, *SeqBuckets::from_list({4, 8, 16}));
+    const HirBuildFn build = [mask] { return block_hir(Dim::symbol(ir::SEQ), mask); };
+    const ParamStore store = make_store();
+    for (int64_t n : {3, 5, 8, 11}) {
+      auto v = cache.get(n, build, {});
+      ASSERT_TRUE(v.has_value()) << v.error().to_string();
+      ASSERT_TRUE(store.bind(*(*v)->graph).has_value());
+      EXPECT_EQ((*v)->extent.upper, *cache.buckets().bucket_for(n));
+      const std::vector<float> x = random_vec(static_cast<size_t>(n * kD), 900 + static_cast<uint32_t>(n));
+      const std::vector<int32_t> pos = iota(n);
+      const int64_t xs[] = {n, kD}, ps[] = {n};
+      std::vector<NamedTensorView> in = {{"x", TensorView::f32(x, xs)}, {"pos", {DType::I32, ps, pos.data()}}};
+      auto out = cache.run(in, n, build, {});
+      ASSERT_TRUE(out.has_value()) << out.error().to_string();
+      ASSERT_EQ((*out)[0].shape(), (std::vector<int64_t>{n, kD}));  // only the real rows
+      EXPECT_LT(max_abs_diff(as_f32((*out)[0]), direct_block(store, x, n, mask)), 1e-5) << n;
+    }
+    EXPECT_EQ(p.len(), 3u);  // 3 and 5 -> 4 and 8; 8 shares 8's bucket; 11 -> 16
+    EXPECT_EQ(p.stats().template_builds, 1);
   }
 }
 
@@ -433,6 +433,17 @@ TEST(BucketedCompileCache, PaddedRowsNeverChangeRealRows) {
     ASSERT_TRUE(out.has_value()) << out.error().to_string();
     const std::vector<float> got = as_f32((*out)[0]);
     EXPECT_LT(max_abs_diff(std::span<const float>(got.data(), n * kD), want), 1e-5) << garbage;
+  }
+  {  // Without the extent the same garbage does reach the real rows (the check above can fail).
+    std::vector<float> xp = x;
+    xp.resize(upper * kD, 1000.0f);
+    const std::vector<int32_t> pos = iota(upper);
+    ASSERT_TRUE((*v)->graph->set_active_extent(upper, upper).ok());
+    const int64_t xs[] = {upper, kD}, ps[] = {upper};
+    auto out = (*v)->graph->run({{"x", TensorView::f32(xp, xs)}, {"pos", {DType::I32, ps, pos.data()}}});
+    ASSERT_TRUE(out.has_value());
+    const std::vector<float> got = as_f32((*out)[0]);
+    EXPECT_GT(max_abs_diff(std::span<const float>(got.data(), n * kD), want), 1e-3);
   }
   // run_padded checks its inputs.
   const int64_t bad_shape[] = {n + 1, kD}, ps[] = {n};

@@ -5,7 +5,7 @@
 // Graph interface (stable; generation and `rlx logits` rely on it):
 //   inputs   tokens i32[S], pos i32[S]  (absolute positions of the rows)
 //            last   i32[1]              (only with last_row_logits: the row to project)
-//   handles  cache.k.<layer>, cache.v.<layer>  f32[ctx, n_head_kv*head_dim]  (when ctx > 0;
+//   handles  cache.k.<layer>, cache.v.<layer>  kv_dtype[ctx, n_head_kv*head_dim]  (when ctx > 0;
 //            row p holds position p; a run writes its rows at pos[0]..)
 //   output   logits f32[S, n_vocab]  (or f32[1, n_vocab] with last_row_logits)
 #pragma once
@@ -22,6 +22,7 @@ namespace rlx::models {
 struct DecoderOptions {
   ir::Dim seq = ir::Dim::symbol(ir::SEQ);  ///< rows per run: symbolic, or 1 for decode
   int64_t ctx = 0;                          ///< KV-cache rows; 0 = no cache (attend within the run)
+  ir::DType kv_dtype = ir::DType::F32;      ///< KV-cache storage: f32, f16 or bf16
   bool last_row_logits = false;             ///< project only the row selected by input "last"
   ir::FusionPolicy policy = ir::FusionPolicy::Direct;
 };

@@ -22,6 +22,7 @@ namespace rlx::models {
 struct LoadOptions {
   Device device = Device::cpu();
   int64_t ctx = 512;             ///< KV-cache length (tokens); overflow is an error
+  ir::DType kv_dtype = ir::DType::F32;  ///< KV-cache storage: f32 or f16
   int threads = 0;               ///< CPU threads (0 = RLX_THREADS or all cores)
   int64_t min_bucket = 16;       ///< prefill buckets: powers of two from here up to ctx
   ir::FusionPolicy prefill_policy = ir::FusionPolicy::Direct;

@@ -142,6 +142,8 @@ struct ModelComponent {
 
 // ---- the pipeline ---------------------------------------------------------------------
 
+/// Thread-safe: every method may be called from several threads; compiles run one at
+/// a time under the pipeline's lock, and hits wait for a compile in progress.
 class ModelCompilePipeline {
  public:
   static constexpr size_t kDefaultCapacity = 8;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_step.h"
+#include "backends/cpu/kernels/kernel_context.h"
 
 namespace rlx::cpu_backend {
 namespace {
@@ -140,14 +141,15 @@ template <typename T>
 void run_region(const RegionParams& rp, const Step& s, int64_t b, int64_t e) {
   const int n_in = static_cast<int>(rp.inputs.size());
   const int n_steps = static_cast<int>(rp.steps.size());
-  T in_buf[16][kChunk];
-  T step_buf[64][kChunk];
-  T* in_vals[64];
-  T* step_vals[64];
-  // Regions bigger than the stack buffers fall back to chunk = 1 lanes in the tail rows;
-  // the builder guarantees n_in <= 16 and n_steps <= 64.
-  for (int i = 0; i < n_in; ++i) in_vals[i] = in_buf[i];
-  for (int i = 0; i < n_steps; ++i) step_vals[i] = step_buf[i];
+  // Lanes for every input and step, in per-thread scratch (grown once, then reused).
+  const size_t lanes = static_cast<size_t>(n_in + n_steps);
+  auto* mem = static_cast<uint8_t*>(
+      cpu::thread_scratch(cpu::ScratchSlot::kTemp, lanes * (sizeof(T*) + sizeof(T) * kChunk)));
+  T** in_vals = reinterpret_cast<T**>(mem);
+  T** step_vals = in_vals + n_in;
+  T* lane_mem = reinterpret_cast<T*>(mem + lanes * sizeof(T*));
+  for (int i = 0; i < n_in; ++i) in_vals[i] = lane_mem + static_cast<size_t>(i) * kChunk;
+  for (int i = 0; i < n_steps; ++i) step_vals[i] = lane_mem + static_cast<size_t>(n_in + i) * kChunk;
   const int rank = rp.rank;
   const int64_t inner = rp.dims[rank - 1];
   int64_t idx[kMaxDims];
@@ -282,8 +284,6 @@ bool supported_scalar(DType t) { return !ir::is_packed(t); }
 // Builds the region program for the node's inputs and `steps`.
 Status build_program(BuildCtx& ctx, Step& step, std::vector<ir::RegionStep> steps) {
   const ir::Node& n = ctx.node();
-  if (n.inputs.size() > 16) return step_error(ctx, "more than 16 region inputs");
-  if (steps.size() > 64) return step_error(ctx, "more than 64 region steps");
   auto rp = std::make_shared<RegionParams>();
   std::vector<int64_t> out = n.shape.static_dims();
   if (out.empty()) out.push_back(1);

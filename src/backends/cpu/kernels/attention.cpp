@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "backends/cpu/kernels/isa_kernels.h"
+#include "rlx/base/half.h"
 #include "rlx/base/status.h"
 
 namespace rlx::cpu {
@@ -175,6 +176,47 @@ void attention_f32(const KernelContext& ctx, const AttentionParams& p, const flo
   } else {
     prefill(ctx, kk, p, d, q, k, v, o);
   }
+}
+
+void attention_f16kv(const KernelContext& ctx, const AttentionParams& p, const float* q, const uint16_t* k,
+                     const uint16_t* v, float* o) {
+  RLX_ASSERT(p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0);
+  if (p.seq_q <= 0 || p.n_heads <= 0 || p.head_dim <= 0) return;
+  const Dense d = dense(p);
+  const int64_t S = p.seq_q, H = p.n_heads, D = p.head_dim, T = p.seq_kv, group = H / p.n_kv_heads;
+  parallel_for(ctx, S * H, [&](int64_t t) {
+    const int64_t i = t / H, h = t % H, kvh = h / group;
+    int64_t lo, hi;
+    key_range(p, i, &lo, &hi);
+    float* o_row = o + i * d.os + h * D;
+    std::fill(o_row, o_row + D, 0.0f);
+    if (hi <= lo) return;
+    auto* scratch = static_cast<float*>(thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(T + D) * sizeof(float)));
+    float* qh = scratch + T;  // q rounded to f16
+    for (int64_t c = 0; c < D; ++c) qh[c] = f16_bits_to_f32(f32_to_f16_bits(q[i * d.qs + h * D + c]));
+    float* s = scratch;
+    float m = -INFINITY;
+    for (int64_t j = lo; j < hi; ++j) {
+      const uint16_t* kr = k + j * d.ks + kvh * D;
+      float acc = 0.0f;
+      for (int64_t c = 0; c < D; ++c) acc += qh[c] * f16_bits_to_f32(kr[c]);
+      float sc = acc * d.scale;
+      if (p.softcap > 0.0f) sc = p.softcap * std::tanh(sc / p.softcap);
+      s[j] = sc;
+      m = std::max(m, sc);
+    }
+    double sum = 0.0;
+    for (int64_t j = lo; j < hi; ++j) {
+      s[j] = std::exp(s[j] - m);
+      sum += s[j];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = lo; j < hi; ++j) {
+      const float pj = f16_bits_to_f32(f32_to_f16_bits(s[j] * inv));
+      const uint16_t* vr = v + j * d.vs + kvh * D;
+      for (int64_t c = 0; c < D; ++c) o_row[c] += pj * f16_bits_to_f32(vr[c]);
+    }
+  });
 }
 
 }  // namespace rlx::cpu

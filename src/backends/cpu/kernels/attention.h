@@ -38,4 +38,11 @@ struct AttentionParams {
 void attention_f32(const KernelContext& ctx, const AttentionParams& p, const float* q, const float* k,
                    const float* v, float* o);
 
+/// The same with a half-precision KV cache (k/v are IEEE f16 bits), following the
+/// numerics of llama.cpp's f16 cache: q is rounded to f16 before q.k (products summed
+/// in f32), the softmax is computed in f32 over the whole visible row, and the
+/// normalised probabilities are rounded to f16 before the weighted sum of v.
+void attention_f16kv(const KernelContext& ctx, const AttentionParams& p, const float* q, const uint16_t* k,
+                     const uint16_t* v, float* o);
+
 }  // namespace rlx::cpu

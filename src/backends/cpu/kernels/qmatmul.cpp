@@ -72,9 +72,15 @@ size_t act_row_bytes(GgmlType t, int64_t k) {
   }
 }
 
-// llama.cpp's x86 quantize_row_q8_1: d = amax/127 (stored f16), q = round-half-even(x * 127/amax),
-// s = f16(d * Σq) with the unrounded f32 d.
-void quantize_activation_q8_1(const float* x, formats::BlockQ8_1* y, int64_t k) {
+// nearbyint for |v| < 2^22 in the default rounding mode (round half to even), inlined
+// and vectorisable: adding 1.5 * 2^23 leaves no fraction bits.
+inline float round_half_even(float v) { return (v + 12582912.0f) - 12582912.0f; }
+
+// Q8_0 / Q8_1 activation blocks as llama.cpp's x86 quantize_row_q8_0 / q8_1 make them:
+// d = amax/127 (stored f16), q = round-half-even(x * 127/amax); Q8_1 adds s = f16(d * Σq)
+// with the unrounded f32 d. Bit-identical to formats::quantize_activation_q8_0.
+template <typename Block, bool kWithSum>
+void quantize_activation_q8(const float* x, Block* y, int64_t k) {
   for (int64_t b = 0; b < k / formats::kQK; ++b, x += formats::kQK) {
     float amax = 0.0f;
     for (int i = 0; i < formats::kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
@@ -82,20 +88,12 @@ void quantize_activation_q8_1(const float* x, formats::BlockQ8_1* y, int64_t k) 
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int32_t sum = 0;
     for (int i = 0; i < formats::kQK; ++i) {
-      const int q = static_cast<int>(std::nearbyint(x[i] * id));
+      const int q = static_cast<int>(round_half_even(x[i] * id));
       y[b].qs[i] = static_cast<int8_t>(q);
       sum += q;
     }
     y[b].d = f32_to_f16_bits(d);
-    y[b].s = f32_to_f16_bits(d * static_cast<float>(sum));
-  }
-}
-
-void quantize_activation_row(GgmlType t, const float* x, uint8_t* dst, int64_t k) {
-  switch (qmatmul_vec_dot_type(t)) {
-    case GgmlType::Q8_0: return formats::quantize_activation_q8_0(x, reinterpret_cast<formats::BlockQ8_0*>(dst), k);
-    case GgmlType::Q8_1: return quantize_activation_q8_1(x, reinterpret_cast<formats::BlockQ8_1*>(dst), k);
-    default: return formats::quantize_activation_q8_k(x, reinterpret_cast<formats::BlockQ8_K*>(dst), k);
+    if constexpr (kWithSum) y[b].s = f32_to_f16_bits(d * static_cast<float>(sum));
   }
 }
 
@@ -266,6 +264,17 @@ void run_panels(const KernelContext& ctx, const Call& c, const uint8_t* w, float
 
 }  // namespace
 
+void qmatmul_quantize_activation(GgmlType type, const float* x, void* dst, int64_t k) {
+  switch (qmatmul_vec_dot_type(type)) {
+    case GgmlType::Q8_0:
+      return quantize_activation_q8<formats::BlockQ8_0, false>(x, static_cast<formats::BlockQ8_0*>(dst), k);
+    case GgmlType::Q8_1:
+      return quantize_activation_q8<formats::BlockQ8_1, true>(x, static_cast<formats::BlockQ8_1*>(dst), k);
+    case GgmlType::Q8_K: return formats::quantize_activation_q8_k(x, static_cast<formats::BlockQ8_K*>(dst), k);
+    default: RLX_ASSERT(false && "qmatmul_quantize_activation: not a quantized weight type");
+  }
+}
+
 bool qmatmul_supported(GgmlType type) { return qkind(type).has_value() || float_weight(type).has_value(); }
 
 GgmlType qmatmul_vec_dot_type(GgmlType type) {
@@ -347,7 +356,7 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
   const int64_t rows_per_task = std::max<int64_t>(1, 4096 / p.k);
   parallel_for(ctx, ceil_div(p.m, rows_per_task), [&](int64_t t) {
     for (int64_t r = t * rows_per_task; r < std::min(p.m, (t + 1) * rows_per_task); ++r)
-      quantize_activation_row(type, x + r * lda, c.act + static_cast<size_t>(r) * c.a_row_bytes, p.k);
+      qmatmul_quantize_activation(type, x + r * lda, c.act + static_cast<size_t>(r) * c.a_row_bytes, p.k);
   });
 
   const bool gemv = p.path == QMatmulPath::kGemv || (p.path == QMatmulPath::kAuto && p.m <= kQGemvMaxM);

@@ -46,6 +46,11 @@ bool qmatmul_supported(formats::GgmlType type);
 /// BF16 (BF16), F32 (F32). For F16/BF16 weights this kernel keeps x in f32 (gemm).
 formats::GgmlType qmatmul_vec_dot_type(formats::GgmlType type);
 
+/// Quantizes one activation row of k floats to qmatmul_vec_dot_type(type) blocks at
+/// `dst` (ggml_bytes_for(vec_dot_type, k) bytes), exactly as dequant_matmul does before
+/// its dot products. `type` must be a quantized weight type and k a multiple of its block.
+void qmatmul_quantize_activation(formats::GgmlType type, const float* x, void* dst, int64_t k);
+
 /// Scratch bytes a call with these m and k needs (either path); 0 for F32/F16/BF16.
 /// Returns 0 as well for unsupported types or invalid k (dequant_matmul reports those).
 size_t qmatmul_scratch_bytes(formats::GgmlType type, int64_t m, int64_t k);

@@ -1,0 +1,46 @@
+// The CUDA backend: its capability table (the op kinds cuda_steps.cpp builds steps
+// for) and its compiler from LIR to a CudaExecutable (one device arena, one stream,
+// weights uploaded once, handles resident on the device). Registered as `cuda`
+// (Device::cuda(n)) by builtin_backends.cpp when the build has RLX_HAVE_CUDA.
+#pragma once
+
+#include <memory>
+
+#include "rlx/runtime/backend.h"
+
+namespace rlx::cuda_backend {
+
+/// Knobs of the CUDA backend that the generic BackendOptions does not carry.
+struct CudaOptions {
+  bool allow_tf32 = false;  ///< f32 GEMMs may use TF32 tensor cores (~1e-3 relative error)
+};
+
+/// Number of CUDA devices visible to this process (0 when there is no driver or GPU).
+int cuda_device_count();
+
+class CudaBackend final : public Backend {
+ public:
+  /// Fails (error value) when device `ordinal` does not exist.
+  static Expected<std::shared_ptr<CudaBackend>> create(int ordinal, CudaOptions options = {});
+
+  std::string name() const override { return "cuda"; }
+  const compile::OpSet& supported_ops() const override { return ops_; }
+  Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir,
+                                                const compile::CompileOptions& options) override;
+  Expected<std::unique_ptr<Executable>> compile_with_extent(const ir::LirModule& lir,
+                                                            const compile::CompileOptions& options,
+                                                            const ExtentInfo& extent) override;
+  int ordinal() const { return ordinal_; }
+
+ private:
+  CudaBackend(int ordinal, CudaOptions options, int sms);
+  compile::OpSet ops_;
+  int ordinal_ = 0;
+  CudaOptions options_;
+  int sms_ = 1;
+};
+
+/// The op kinds the CUDA steps cover.
+compile::OpSet cuda_supported_ops();
+
+}  // namespace rlx::cuda_backend

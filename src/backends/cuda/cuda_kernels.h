@@ -1,0 +1,185 @@
+// Host-callable launchers of the CUDA backend's kernels, with plain-data parameter
+// structs. This header is shared by the .cu files (nvcc) and the executor (C++); it
+// knows nothing of the IR: the executor translates LIR nodes into these structs at
+// compile time (cuda_steps.cpp) and the run loop only fills in pointers and launches.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace rlx::cuda_backend {
+
+/// Element types, numbered exactly as rlx::ir::DType (checked by static_assert in
+/// cuda_steps.cpp).
+enum class DT : uint8_t { F32, F16, BF16, F64, I8, U8, I32, I64, Bool, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K };
+
+/// Op codes of one region step (values of ir::ActKind / BinaryKind / CompareKind are
+/// passed through unchanged in `kind`).
+enum class RegionOp : uint8_t { kActivation, kBinary, kCompare, kWhere, kCast };
+
+inline constexpr int kMaxRank = 8;
+inline constexpr int kMaxRegionInputs = 16;
+inline constexpr int kMaxRegionSteps = 32;
+
+struct RegionStepK {
+  RegionOp op = RegionOp::kActivation;
+  uint8_t kind = 0;
+  DT dtype = DT::F32;  ///< the step's result dtype (intermediates are rounded to it)
+  int8_t args[3] = {0, 0, 0};  ///< < 0: region input -1-arg; >= 0: an earlier step
+};
+
+/// An elementwise program over broadcast inputs; the last step is the output.
+struct RegionParams {
+  int rank = 1;
+  int n_in = 0;
+  int n_steps = 0;
+  DT out_dt = DT::F32;
+  bool use_double = false;  ///< evaluate in double (integer or f64 operands)
+  int64_t total = 0;
+  int64_t dims[kMaxRank] = {};
+  DT in_dt[kMaxRegionInputs] = {};
+  int64_t strides[kMaxRegionInputs][kMaxRank] = {};  ///< in elements; 0 = broadcast
+  const void* in[kMaxRegionInputs] = {};
+  void* out = nullptr;
+  RegionStepK steps[kMaxRegionSteps] = {};
+};
+void launch_region(const RegionParams& p, cudaStream_t s);
+
+/// out[i] = in[in_offset + sum(idx_d * in_strides_d)], elements of `elem_bytes`.
+struct StridedCopyParams {
+  int rank = 1;
+  int elem_bytes = 4;
+  int64_t total = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t in_strides[kMaxRank] = {};
+  int64_t in_offset = 0;
+  const void* in = nullptr;
+  void* out = nullptr;
+};
+void launch_strided_copy(const StridedCopyParams& p, cudaStream_t s);
+
+/// dst[o, start + r, :] = src[o, r, :] for r < rows, start read on the device.
+/// An out-of-range start writes nothing and stores `err_code` into *err.
+struct UpdateSliceParams {
+  uint8_t* dst = nullptr;
+  const uint8_t* src = nullptr;
+  const void* start = nullptr;
+  DT start_dt = DT::I32;
+  int64_t outer = 1, dst_len = 0, src_len = 0, rows = 0, inner_bytes = 0;
+  int* err = nullptr;
+  int err_code = 0;
+};
+void launch_update_slice(const UpdateSliceParams& p, cudaStream_t s);
+
+/// out[o, i, :] = table[o, idx[i], :]. Packed tables (outer == 1) are dequantized
+/// row by row into `out_dt`. An index out of range stores `err_code` into *err.
+struct GatherParams {
+  const uint8_t* table = nullptr;
+  const void* idx = nullptr;
+  uint8_t* out = nullptr;
+  DT table_dt = DT::F32, idx_dt = DT::I32, out_dt = DT::F32;
+  int64_t outer = 1, axis_len = 0, n_idx = 0;
+  int64_t inner_bytes = 0;   ///< plain tables
+  int64_t row_elems = 0;     ///< packed tables: elements per row
+  int64_t row_bytes = 0;     ///< packed tables: bytes per row
+  int* err = nullptr;
+  int err_code = 0;
+};
+void launch_gather(const GatherParams& p, cudaStream_t s);
+/// True when gather / dequantize / GEMV kernels decode `t`.
+bool packed_supported(DT t);
+
+/// Row norms over the last dim: RMS (rms) or layer norm; residual forms add `res`
+/// first and write [2, rows, d]: the sum, then the normed sum.
+struct NormParams {
+  const void* x = nullptr;
+  const void* res = nullptr;
+  const void* gamma = nullptr;
+  const void* beta = nullptr;
+  void* out = nullptr;
+  DT x_dt = DT::F32, out_dt = DT::F32, g_dt = DT::F32, b_dt = DT::F32;
+  int64_t rows = 0, d = 0;
+  float eps = 1e-5f;
+  bool rms = true;
+};
+void launch_norm(const NormParams& p, cudaStream_t s);
+
+/// Rotary embedding; inv_freq (n_rot/2 doubles) lives in device memory.
+struct RopeParams {
+  const void* x = nullptr;
+  const void* pos = nullptr;
+  void* out = nullptr;
+  const double* inv_freq = nullptr;
+  DT x_dt = DT::F32, out_dt = DT::F32, pos_dt = DT::I32;
+  int64_t rows = 0, seq = 0, width = 0, head_dim = 0, n_rot = 0;
+  bool neox = false;
+};
+void launch_rope(const RopeParams& p, cudaStream_t s);
+
+/// A tensor seen as [outer, len, inner] around one axis.
+struct AxisParams {
+  const void* x = nullptr;
+  void* out = nullptr;
+  DT in_dt = DT::F32, out_dt = DT::F32;
+  int64_t outer = 1, len = 1, inner = 1;
+  int64_t active_len = 1;  ///< softmax: elements of the axis that take part (extent)
+  bool exclusive = false;  ///< cumsum
+  int64_t k = 1;           ///< topk
+  bool values = false;     ///< topk: write values instead of i32 indices
+};
+void launch_softmax(const AxisParams& p, cudaStream_t s);
+void launch_cumsum(const AxisParams& p, cudaStream_t s);
+void launch_topk(const AxisParams& p, cudaStream_t s);
+
+/// Reduce (kind = ir::ReduceKind value) over `red` dims for every output element.
+struct ReduceParams {
+  const void* x = nullptr;
+  void* out = nullptr;
+  DT in_dt = DT::F32, out_dt = DT::F32;
+  uint8_t kind = 0;
+  int n_kept = 0, n_red = 0;
+  int64_t n_out = 1, n_red_elems = 1, mean_count = 1;
+  int64_t kept_dims[kMaxRank] = {}, kept_strides[kMaxRank] = {};
+  int64_t red_dims[kMaxRank] = {}, red_strides[kMaxRank] = {};
+};
+void launch_reduce(const ReduceParams& p, cudaStream_t s);
+
+/// Attention over q[B, S, H*hd], k/v[B, T, KVH*hd] -> out[B, S, H*hd]. `partial`
+/// (split-key decode) holds splits * B*H*S * (hd + 2) floats when splits > 1.
+struct AttentionParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* q_pos = nullptr;  ///< null: queries aligned to the end of the keys
+  void* out = nullptr;
+  float* partial = nullptr;
+  DT dt = DT::F32, out_dt = DT::F32, pos_dt = DT::I32;
+  int64_t batch = 1, S = 0, T = 0, S_full = 0, T_full = 0;
+  int n_heads = 1, n_kv = 1, hd = 1;
+  int mask = 1;  ///< ir::MaskKind: 0 none, 1 causal, 2 sliding window
+  int64_t window = 0;
+  float scale = 1.0f, softcap = 0.0f;
+  int splits = 1;
+};
+void launch_attention(const AttentionParams& p, cudaStream_t s);
+/// Head dims the attention kernel handles (multiples of 32, at most 256).
+bool attention_head_dim_supported(int64_t hd);
+/// Split count for the decode kernel: enough blocks for `sms` multiprocessors.
+int attention_splits(int64_t batch, int64_t S, int64_t T, int n_heads, int sms);
+
+/// y[m, n] = sum_k x[m, k] * W[n, k] for packed W [N, K] (row-major blocks), f32 x/y.
+/// Reads every weight byte once for up to 8 rows of x (decode GEMV).
+struct QGemvParams {
+  const float* x = nullptr;
+  const uint8_t* w = nullptr;
+  float* y = nullptr;
+  DT w_dt = DT::Q8_0;
+  int64_t M = 1, N = 0, K = 0, row_bytes = 0;
+};
+void launch_qgemv(const QGemvParams& p, cudaStream_t s);
+/// Dequantizes packed W [N, K] into f16 (row-major) for the cuBLAS prefill path.
+void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int64_t K, int64_t row_bytes,
+                        cudaStream_t s);
+
+}  // namespace rlx::cuda_backend

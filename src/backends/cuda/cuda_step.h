@@ -1,0 +1,126 @@
+// The CUDA executor's unit of work, as on the CPU (backends/cpu/cpu_step.h): a `Step`
+// is one LIR node turned at compile time into a launch function, resolved device
+// pointers and immutable kernel parameters; the run loop only calls step.fn(step, ctx)
+// on the executable's stream. GEMM steps also own a cuBLASLt plan (per executable).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "rlx/base/status.h"
+#include "rlx/ir/module.h"
+#include "rlx/runtime/backend.h"
+
+namespace rlx::cuda_backend {
+
+enum class StorageKind : uint8_t { kArena, kParam, kHandle, kConstant, kNone };
+
+struct ValueRef {
+  StorageKind kind = StorageKind::kNone;
+  int32_t index = 0;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+};
+
+/// A matrix product C[M,N] = op(A)[M,K] . op(B)[K,N] (row-major), batched; what the
+/// executable turns into a cuBLASLt plan.
+struct GemmDesc {
+  int64_t M = 0, N = 0, K = 0;
+  bool ta = false, tb = false;
+  DT ab_dt = DT::F32, c_dt = DT::F32;
+  int64_t batch = 1;
+  bool strided = true;                     ///< one stride per operand over the batch
+  int64_t a_bstride = 0, b_bstride = 0;    ///< elements (strided mode)
+  std::vector<int64_t> a_offsets, b_offsets;  ///< elements per batch (loop mode)
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  bool tf32 = false;
+};
+
+/// A cuBLASLt plan: descriptors + the chosen algorithm (owned by one executable).
+struct LtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  LtPlan(LtPlan&& o) noexcept { *this = std::move(o); }
+  LtPlan& operator=(LtPlan&& o) noexcept;
+  ~LtPlan();
+};
+
+/// Builds the plan for `g` (heuristic algorithm for a workspace of `ws_bytes`).
+Expected<LtPlan> make_lt_plan(cublasLtHandle_t lt, const GemmDesc& g, size_t ws_bytes, const std::string& what);
+
+/// Run-time context handed to every step.
+struct RunCtx {
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  uint8_t* scratch = nullptr;
+  int* err = nullptr;  ///< device word kernels set to (step index + 1) on bad indices
+  bool extent_on = false;
+  int64_t actual = 0, upper = 0;
+  const std::vector<LtPlan>* plans = nullptr;
+};
+
+struct Step;
+using StepFn = Status (*)(const Step&, const RunCtx&);
+
+struct Step {
+  StepFn fn = nullptr;
+  ir::ValueId node = ir::kNoValue;
+  int index = 0;  ///< position in the step list (error codes)
+  std::vector<ValueRef> in;
+  ValueRef out;
+  std::vector<const uint8_t*> in_ptr;
+  uint8_t* out_ptr = nullptr;
+  std::shared_ptr<const void> params;
+  std::shared_ptr<const std::string> what;  ///< "%3 (rms_norm 'blk.0.attn_norm')"
+  std::vector<const GemmDesc*> gemms;      ///< descs needing a plan (in params)
+  int plan = -1;                            ///< first of gemms.size() plans in RunCtx::plans
+  bool extent_ok = true;                    ///< false: cannot run with a restricted extent
+
+  template <typename P>
+  const P& p() const { return *static_cast<const P*>(params.get()); }
+};
+
+/// What a builder sees (mirrors the CPU's BuildCtx).
+struct BuildCtx {
+  const ir::LirModule* lir = nullptr;
+  const ir::Graph* graph = nullptr;
+  ir::ValueId id = ir::kNoValue;
+  const std::vector<int>* bucket_axis = nullptr;
+  int64_t* scratch_bytes = nullptr;
+  bool allow_tf32 = false;
+  int sms = 1;
+
+  const ir::Node& node() const { return graph->node(id); }
+  const ir::Node& input(size_t i) const { return graph->node(node().inputs[i]); }
+  int bucket(ir::ValueId v) const { return bucket_axis && !bucket_axis->empty() ? (*bucket_axis)[v] : -1; }
+  int64_t scratch(int64_t bytes) {
+    const int64_t off = *scratch_bytes;
+    *scratch_bytes += (bytes + 255) / 256 * 256;
+    return off;
+  }
+};
+
+using StepBuilder = Status (*)(BuildCtx& ctx, Step& step);
+
+/// Builder for `kind`, or null when the CUDA backend does not run it.
+StepBuilder cuda_builder(ir::OpKind kind);
+
+/// "cuda backend: %3 (matmul 'x'): <what>" as an unsupported-op error.
+template <typename... Args>
+Error step_error(const BuildCtx& ctx, fmt::format_string<Args...> f, Args&&... args) {
+  return Error::unsupported("cuda backend: {}: {}", ctx.graph->describe(ctx.id), fmt::format(f, std::forward<Args>(args)...));
+}
+
+}  // namespace rlx::cuda_backend

@@ -1,0 +1,104 @@
+// RAII owners and checked-call helpers for the CUDA backend's host code: device and
+// pinned buffers, streams, events and the cuBLASLt handle, plus RLX_CUDA_TRY /
+// RLX_CUBLAS_TRY, which turn a failed call into an rlx::Error naming the call and
+// where it happened (op and node for kernel work).
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "rlx/base/status.h"
+
+namespace rlx::cuda_backend {
+
+inline Error cuda_error(cudaError_t e, const char* call, const std::string& where) {
+  return Error::internal("cuda backend: {} failed{}{}: {} ({})", call, where.empty() ? "" : " in ", where,
+                         cudaGetErrorString(e), cudaGetErrorName(e));
+}
+inline Error cublas_error(cublasStatus_t s, const char* call, const std::string& where) {
+  return Error::internal("cuda backend: {} failed{}{}: {}", call, where.empty() ? "" : " in ", where,
+                         cublasLtGetStatusString(s));
+}
+
+/// Returns an Error from the enclosing function when the CUDA runtime call fails.
+#define RLX_CUDA_TRY(call, where)                                              \
+  do {                                                                         \
+    const cudaError_t rlx_cuda_e_ = (call);                                    \
+    if (rlx_cuda_e_ != cudaSuccess) return ::rlx::cuda_backend::cuda_error(rlx_cuda_e_, #call, (where)); \
+  } while (0)
+/// The same for cuBLASLt calls.
+#define RLX_CUBLAS_TRY(call, where)                                            \
+  do {                                                                         \
+    const cublasStatus_t rlx_cublas_s_ = (call);                               \
+    if (rlx_cublas_s_ != CUBLAS_STATUS_SUCCESS) return ::rlx::cuda_backend::cublas_error(rlx_cublas_s_, #call, (where)); \
+  } while (0)
+
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+struct HostFree {
+  void operator()(void* p) const { cudaFreeHost(p); }
+};
+
+/// Device memory (cudaMalloc); `bytes` may be 0 (no allocation).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static Expected<DeviceBuffer> create(int64_t bytes, const std::string& what) {
+    DeviceBuffer b;
+    if (bytes > 0) {
+      void* p = nullptr;
+      RLX_CUDA_TRY(cudaMalloc(&p, static_cast<size_t>(bytes)), what);
+      b.ptr_.reset(p);
+    }
+    b.bytes_ = bytes;
+    return b;
+  }
+  uint8_t* data() const { return static_cast<uint8_t*>(ptr_.get()); }
+  int64_t size() const { return bytes_; }
+
+ private:
+  std::unique_ptr<void, DeviceFree> ptr_;
+  int64_t bytes_ = 0;
+};
+
+/// Page-locked host memory (cudaMallocHost) for asynchronous copies.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  static Expected<PinnedBuffer> create(int64_t bytes, const std::string& what) {
+    PinnedBuffer b;
+    if (bytes > 0) {
+      void* p = nullptr;
+      RLX_CUDA_TRY(cudaMallocHost(&p, static_cast<size_t>(bytes)), what);
+      b.ptr_.reset(p);
+    }
+    b.bytes_ = bytes;
+    return b;
+  }
+  uint8_t* data() const { return static_cast<uint8_t*>(ptr_.get()); }
+  int64_t size() const { return bytes_; }
+
+ private:
+  std::unique_ptr<void, HostFree> ptr_;
+  int64_t bytes_ = 0;
+};
+
+struct StreamDestroy {
+  void operator()(CUstream_st* s) const { cudaStreamDestroy(s); }
+};
+struct EventDestroy {
+  void operator()(CUevent_st* e) const { cudaEventDestroy(e); }
+};
+struct LtDestroy {
+  void operator()(cublasLtContext* h) const { cublasLtDestroy(h); }
+};
+using StreamPtr = std::unique_ptr<CUstream_st, StreamDestroy>;
+using EventPtr = std::unique_ptr<CUevent_st, EventDestroy>;
+using LtHandlePtr = std::unique_ptr<cublasLtContext, LtDestroy>;
+
+}  // namespace rlx::cuda_backend

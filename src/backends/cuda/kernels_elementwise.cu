@@ -1,0 +1,197 @@
+// CUDA kernels for elementwise and data-movement ops: the region interpreter (every
+// Activation/Binary/Compare/Where/Cast and ElementwiseRegion), strided copies
+// (Transpose/Narrow/Expand), UpdateSlice into a handle and Gather (plain tables and
+// packed GGUF tables dequantized per row).
+#include "backends/cuda/cuda_common.cuh"
+
+namespace rlx::cuda_backend {
+namespace {
+
+template <typename T>
+__device__ T load_t(DT t, const void* p, int64_t i) {
+  if constexpr (sizeof(T) == 4) return ld_f(t, p, i);
+  else return ld_d(t, p, i);
+}
+
+template <typename T>
+__global__ void region_kernel(const RegionParams p) {
+  T vals[kMaxRegionSteps];
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total; e += stride) {
+    int64_t idx[kMaxRank];
+    int64_t rem = e;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      idx[d] = rem % p.dims[d];
+      rem /= p.dims[d];
+    }
+    auto input = [&](int a) -> T {
+      int64_t off = 0;
+      for (int d = 0; d < p.rank; ++d) off += idx[d] * p.strides[a][d];
+      return load_t<T>(p.in_dt[a], p.in[a], off);
+    };
+    auto arg = [&](int a) -> T { return a < 0 ? input(-1 - a) : vals[a]; };
+    T v = T(0);
+    for (int k = 0; k < p.n_steps; ++k) {
+      const RegionStepK& st = p.steps[k];
+      switch (st.op) {
+        case RegionOp::kActivation: v = act_fn<T>(st.kind, arg(st.args[0])); break;
+        case RegionOp::kBinary: v = binary_fn<T>(st.kind, arg(st.args[0]), arg(st.args[1])); break;
+        case RegionOp::kCompare: v = compare_fn<T>(st.kind, arg(st.args[0]), arg(st.args[1])); break;
+        case RegionOp::kWhere: v = arg(st.args[0]) != T(0) ? arg(st.args[1]) : arg(st.args[2]); break;
+        case RegionOp::kCast: v = arg(st.args[0]); break;
+      }
+      v = round_to<T>(st.dtype, v);
+      vals[k] = v;
+    }
+    if constexpr (sizeof(T) == 4) st_f(p.out_dt, p.out, e, v);
+    else st_d(p.out_dt, p.out, e, v);
+  }
+}
+
+template <typename E>
+__global__ void strided_copy_kernel(const StridedCopyParams p) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const E* in = static_cast<const E*>(p.in);
+  E* out = static_cast<E*>(p.out);
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total; e += stride) {
+    int64_t rem = e, off = p.in_offset;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      off += (rem % p.dims[d]) * p.in_strides[d];
+      rem /= p.dims[d];
+    }
+    out[e] = in[off];
+  }
+}
+
+template <typename E>
+__global__ void update_slice_kernel(const UpdateSliceParams p) {
+  const int64_t start = ld_i(p.start_dt, p.start, 0);
+  if (start < 0 || start + p.rows > p.dst_len) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicExch(p.err, p.err_code);
+    return;
+  }
+  const int64_t inner = p.inner_bytes / static_cast<int64_t>(sizeof(E));
+  const int64_t total = p.outer * p.rows * inner;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const E* src = reinterpret_cast<const E*>(p.src);
+  E* dst = reinterpret_cast<E*>(p.dst);
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t i = e % inner, r = (e / inner) % p.rows, o = e / (inner * p.rows);
+    dst[(o * p.dst_len + start + r) * inner + i] = src[(o * p.src_len + r) * inner + i];
+  }
+}
+
+template <typename E>
+__global__ void gather_kernel(const GatherParams p) {
+  const int64_t inner = p.inner_bytes / static_cast<int64_t>(sizeof(E));
+  const int64_t total = p.outer * p.n_idx * inner;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const E* table = reinterpret_cast<const E*>(p.table);
+  E* out = reinterpret_cast<E*>(p.out);
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t i = e % inner, j = (e / inner) % p.n_idx, o = e / (inner * p.n_idx);
+    int64_t r = ld_i(p.idx_dt, p.idx, j);
+    if (r < 0 || r >= p.axis_len) {
+      atomicExch(p.err, p.err_code);
+      r = 0;
+    }
+    out[e] = table[(o * p.axis_len + r) * inner + i];
+  }
+}
+
+// One thread per 32-element unit of a gathered packed row.
+template <DT T>
+__global__ void gather_packed_kernel(const GatherParams p) {
+  const int64_t units = p.row_elems / 32;
+  const int64_t total = p.n_idx * units;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t u = e % units, j = e / units;
+    int64_t r = ld_i(p.idx_dt, p.idx, j);
+    if (r < 0 || r >= p.axis_len) {
+      atomicExch(p.err, p.err_code);
+      r = 0;
+    }
+    float y[32];
+    decode_unit<T>(p.table + r * p.row_bytes, u, y);
+    for (int i = 0; i < 32; ++i) st_f(p.out_dt, p.out, j * p.row_elems + u * 32 + i, y[i]);
+  }
+}
+
+template <DT T>
+__global__ void dequant_f16_kernel(const uint8_t* w, __half* out, int64_t N, int64_t K, int64_t row_bytes) {
+  const int64_t units = K / 32, total = N * units;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t u = e % units, n = e / units;
+    float y[32];
+    decode_unit<T>(w + n * row_bytes, u, y);
+    __half2* o = reinterpret_cast<__half2*>(out + n * K + u * 32);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) o[i] = __floats2half2_rn(y[2 * i], y[2 * i + 1]);
+  }
+}
+
+constexpr int kThreads = 256;
+
+}  // namespace
+
+void launch_region(const RegionParams& p, cudaStream_t s) {
+  if (p.total == 0) return;
+  if (p.use_double) region_kernel<double><<<grid_for(p.total, kThreads), kThreads, 0, s>>>(p);
+  else region_kernel<float><<<grid_for(p.total, kThreads), kThreads, 0, s>>>(p);
+}
+
+void launch_strided_copy(const StridedCopyParams& p, cudaStream_t s) {
+  if (p.total == 0) return;
+  const int g = grid_for(p.total, kThreads);
+  switch (p.elem_bytes) {
+    case 1: strided_copy_kernel<uint8_t><<<g, kThreads, 0, s>>>(p); break;
+    case 2: strided_copy_kernel<uint16_t><<<g, kThreads, 0, s>>>(p); break;
+    case 4: strided_copy_kernel<uint32_t><<<g, kThreads, 0, s>>>(p); break;
+    default: strided_copy_kernel<uint64_t><<<g, kThreads, 0, s>>>(p); break;
+  }
+}
+
+void launch_update_slice(const UpdateSliceParams& p, cudaStream_t s) {
+  const int64_t n = p.outer * p.rows * p.inner_bytes;
+  if (p.inner_bytes % 4 == 0) update_slice_kernel<uint32_t><<<grid_for(n / 4, kThreads), kThreads, 0, s>>>(p);
+  else update_slice_kernel<uint8_t><<<grid_for(n, kThreads), kThreads, 0, s>>>(p);
+}
+
+bool packed_supported(DT t) { return packed_block_bytes(t) != 0; }
+
+void launch_gather(const GatherParams& p, cudaStream_t s) {
+  if (p.row_elems > 0) {
+    const int g = grid_for(p.n_idx * (p.row_elems / 32), kThreads);
+    switch (p.table_dt) {
+      case DT::Q4_0: gather_packed_kernel<DT::Q4_0><<<g, kThreads, 0, s>>>(p); break;
+      case DT::Q8_0: gather_packed_kernel<DT::Q8_0><<<g, kThreads, 0, s>>>(p); break;
+      case DT::Q4_K: gather_packed_kernel<DT::Q4_K><<<g, kThreads, 0, s>>>(p); break;
+      case DT::Q5_K: gather_packed_kernel<DT::Q5_K><<<g, kThreads, 0, s>>>(p); break;
+      case DT::Q6_K: gather_packed_kernel<DT::Q6_K><<<g, kThreads, 0, s>>>(p); break;
+      default: break;
+    }
+    return;
+  }
+  const int64_t n = p.outer * p.n_idx * p.inner_bytes;
+  if (n == 0) return;
+  if (p.inner_bytes % 4 == 0) gather_kernel<uint32_t><<<grid_for(n / 4, kThreads), kThreads, 0, s>>>(p);
+  else gather_kernel<uint8_t><<<grid_for(n, kThreads), kThreads, 0, s>>>(p);
+}
+
+void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int64_t K, int64_t row_bytes,
+                        cudaStream_t s) {
+  auto* o = static_cast<__half*>(out_f16);
+  const int g = grid_for(N * (K / 32), kThreads);
+  switch (w_dt) {
+    case DT::Q4_0: dequant_f16_kernel<DT::Q4_0><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
+    case DT::Q8_0: dequant_f16_kernel<DT::Q8_0><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
+    case DT::Q4_K: dequant_f16_kernel<DT::Q4_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
+    case DT::Q5_K: dequant_f16_kernel<DT::Q5_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
+    case DT::Q6_K: dequant_f16_kernel<DT::Q6_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
+    default: break;
+  }
+}
+
+}  // namespace rlx::cuda_backend

@@ -1,0 +1,71 @@
+// CUDA GEMV over packed GGUF weights for DequantMatMul at decode sizes: one warp per
+// output column n, each lane decoding 32-element units of W's row n straight from the
+// packed blocks and dotting them with up to 8 rows of x, so every weight byte is read
+// once per call (memory-bandwidth bound). Larger M goes through launch_dequant_f16 +
+// cuBLAS (see cuda_steps.cpp).
+#include "backends/cuda/cuda_common.cuh"
+
+namespace rlx::cuda_backend {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kMaxM = 8;
+
+template <DT T>
+__global__ void __launch_bounds__(kWarps * 32) qgemv_kernel(const QGemvParams p) {
+  const int lane = threadIdx.x & 31;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  if (n >= p.N) return;
+  const uint8_t* row = p.w + n * p.row_bytes;
+  const int64_t units = p.K / 32;
+  float acc[kMaxM];
+#pragma unroll
+  for (int m = 0; m < kMaxM; ++m) acc[m] = 0.0f;
+  for (int64_t u = lane; u < units; u += 32) {
+    float y[32];
+    decode_unit<T>(row, u, y);
+#pragma unroll
+    for (int m = 0; m < kMaxM; ++m) {
+      if (m >= p.M) break;
+      const float4* x4 = reinterpret_cast<const float4*>(p.x + m * p.K + u * 32);
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float4 v = __ldg(x4 + i);
+        s = fmaf(y[4 * i], v.x, s);
+        s = fmaf(y[4 * i + 1], v.y, s);
+        s = fmaf(y[4 * i + 2], v.z, s);
+        s = fmaf(y[4 * i + 3], v.w, s);
+      }
+      acc[m] += s;
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < kMaxM; ++m) {
+    if (m >= p.M) break;
+    const float v = warp_sum(acc[m]);
+    if (lane == 0) p.y[m * p.N + n] = v;
+  }
+}
+
+}  // namespace
+
+void launch_qgemv(const QGemvParams& p, cudaStream_t s) {
+  const unsigned g = static_cast<unsigned>((p.N + kWarps - 1) / kWarps);
+  for (int64_t m0 = 0; m0 < p.M; m0 += kMaxM) {
+    QGemvParams q = p;
+    q.x = p.x + m0 * p.K;
+    q.y = p.y + m0 * p.N;
+    q.M = p.M - m0 < kMaxM ? p.M - m0 : kMaxM;
+    switch (p.w_dt) {
+      case DT::Q4_0: qgemv_kernel<DT::Q4_0><<<g, kWarps * 32, 0, s>>>(q); break;
+      case DT::Q8_0: qgemv_kernel<DT::Q8_0><<<g, kWarps * 32, 0, s>>>(q); break;
+      case DT::Q4_K: qgemv_kernel<DT::Q4_K><<<g, kWarps * 32, 0, s>>>(q); break;
+      case DT::Q5_K: qgemv_kernel<DT::Q5_K><<<g, kWarps * 32, 0, s>>>(q); break;
+      case DT::Q6_K: qgemv_kernel<DT::Q6_K><<<g, kWarps * 32, 0, s>>>(q); break;
+      default: break;
+    }
+  }
+}
+
+}  // namespace rlx::cuda_backend

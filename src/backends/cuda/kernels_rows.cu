@@ -1,0 +1,263 @@
+// CUDA kernels for row-wise ops: RmsNorm / LayerNorm and their fused residual forms,
+// Rope, Softmax, Cumsum, TopK and the general Reduce. One block per row (or per
+// output element for Reduce), accumulation in double where the CPU reference does.
+#include <cfloat>
+
+#include "backends/cuda/cuda_common.cuh"
+
+namespace rlx::cuda_backend {
+namespace {
+
+constexpr int kRowThreads = 256;
+
+// x: [rows, d] (+ res) -> out (residual: [2, rows, d], the sum first).
+__global__ void norm_kernel(const NormParams p) {
+  __shared__ double red[32];
+  const int64_t r = blockIdx.x;
+  const int64_t base = r * p.d;
+  const int64_t obase = (p.res ? p.rows * p.d : 0) + base;
+  // Residual sum, rounded to the output dtype (as the unfused Add would store it).
+  if (p.res) {
+    for (int64_t j = threadIdx.x; j < p.d; j += blockDim.x)
+      st_f(p.out_dt, p.out, base + j, ld_f(p.x_dt, p.x, base + j) + ld_f(p.x_dt, p.res, base + j));
+    __syncthreads();
+  }
+  const void* src = p.res ? p.out : p.x;
+  const DT sdt = p.res ? p.out_dt : p.x_dt;
+  double mean = 0;
+  if (!p.rms) {
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < p.d; j += blockDim.x) s += ld_f(sdt, src, base + j);
+    mean = block_sum_d(s, red) / static_cast<double>(p.d);
+  }
+  double ss = 0;
+  for (int64_t j = threadIdx.x; j < p.d; j += blockDim.x) {
+    const double c = ld_f(sdt, src, base + j) - mean;
+    ss += c * c;
+  }
+  ss = block_sum_d(ss, red);
+  const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(p.d) + p.eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t j = threadIdx.x; j < p.d; j += blockDim.x) {
+    float v = (ld_f(sdt, src, base + j) - m) * scale * ld_f(p.g_dt, p.gamma, j);
+    if (p.beta) v += ld_f(p.b_dt, p.beta, j);
+    st_f(p.out_dt, p.out, obase + j, v);
+  }
+}
+
+// One thread per rotated pair (or passed-through element).
+__global__ void rope_kernel(const RopeParams p) {
+  const int64_t half = p.n_rot / 2;
+  const int64_t n_heads = p.width / p.head_dim;
+  const int64_t per_head = half + (p.head_dim - p.n_rot);
+  const int64_t total = p.rows * n_heads * per_head;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
+    const int64_t i = e % per_head;
+    const int64_t h = (e / per_head) % n_heads;
+    const int64_t r = e / (per_head * n_heads);
+    const int64_t hb = r * p.width + h * p.head_dim;
+    if (i >= half) {  // dims past n_rot pass through
+      const int64_t c = p.n_rot + (i - half);
+      st_f(p.out_dt, p.out, hb + c, ld_f(p.x_dt, p.x, hb + c));
+      continue;
+    }
+    const double pos = static_cast<double>(ld_i(p.pos_dt, p.pos, r % p.seq));
+    double sn, cs;
+    sincos(pos * p.inv_freq[i], &sn, &cs);
+    const float c = static_cast<float>(cs), s = static_cast<float>(sn);
+    const int64_t i0 = p.neox ? i : 2 * i;
+    const int64_t i1 = p.neox ? i + half : 2 * i + 1;
+    const float x0 = ld_f(p.x_dt, p.x, hb + i0), x1 = ld_f(p.x_dt, p.x, hb + i1);
+    st_f(p.out_dt, p.out, hb + i0, x0 * c - x1 * s);
+    st_f(p.out_dt, p.out, hb + i1, x0 * s + x1 * c);
+  }
+}
+
+// One block per (outer, inner) row of the axis.
+__global__ void softmax_kernel(const AxisParams p) {
+  __shared__ double red[32];
+  __shared__ float mx_s[32];
+  const int64_t row = blockIdx.x;
+  const int64_t o = row / p.inner, in = row % p.inner;
+  const int64_t base = o * p.len * p.inner + in;
+  const int64_t n = p.active_len;
+  float mx = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, ld_f(p.in_dt, p.x, base + j * p.inner));
+  mx = warp_max(mx);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) mx_s[warp] = mx;
+  __syncthreads();
+  mx = -FLT_MAX;
+  for (int i = 0; i < static_cast<int>((blockDim.x + 31) >> 5); ++i) mx = fmaxf(mx, mx_s[i]);
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += exp(ld_f(p.in_dt, p.x, base + j * p.inner) - mx);
+  s = block_sum_d(s, red);
+  const float inv = static_cast<float>(1.0 / s);
+  for (int64_t j = threadIdx.x; j < p.len; j += blockDim.x) {
+    const float v = j < n ? expf(ld_f(p.in_dt, p.x, base + j * p.inner) - mx) * inv : 0.0f;
+    st_f(p.out_dt, p.out, base + j * p.inner, v);
+  }
+}
+
+// One thread per (outer, inner) row, sequential along the axis.
+__global__ void cumsum_kernel(const AxisParams p) {
+  const int64_t rows = p.outer * p.inner;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; row < rows; row += stride) {
+    const int64_t base = (row / p.inner) * p.len * p.inner + row % p.inner;
+    double acc = 0;
+    for (int64_t j = 0; j < p.len; ++j) {
+      const double v = ld_d(p.in_dt, p.x, base + j * p.inner);
+      if (p.exclusive) {
+        st_d(p.out_dt, p.out, base + j * p.inner, acc);
+        acc += v;
+      } else {
+        acc += v;
+        st_d(p.out_dt, p.out, base + j * p.inner, acc);
+      }
+    }
+  }
+}
+
+// Order of TopK: descending value, ties by lower index, NaN last.
+__device__ __forceinline__ bool topk_before(float va, int64_t ia, float vb, int64_t ib) {
+  const bool na = isnan(va), nb = isnan(vb);
+  if (na != nb) return nb;
+  if (!na && va != vb) return va > vb;
+  return ia < ib;
+}
+
+// One block per row: k passes, each picks the best element ranked after the last pick.
+__global__ void topk_kernel(const AxisParams p) {
+  __shared__ float sv[32];
+  __shared__ long long si[32];
+  __shared__ float last_v;
+  __shared__ long long last_i;
+  const int64_t row = blockIdx.x;
+  const int64_t base = row * p.len;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nw = (blockDim.x + 31) >> 5;
+  for (int64_t t = 0; t < p.k; ++t) {
+    float bv = 0;
+    long long bi = -1;
+    for (int64_t j = threadIdx.x; j < p.len; j += blockDim.x) {
+      const float v = ld_f(p.in_dt, p.x, base + j);
+      if (t > 0 && !topk_before(last_v, last_i, v, j)) continue;  // already taken
+      if (bi < 0 || topk_before(v, j, bv, bi)) {
+        bv = v;
+        bi = j;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const long long oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (oi >= 0 && (bi < 0 || topk_before(ov, oi, bv, bi))) {
+        bv = ov;
+        bi = oi;
+      }
+    }
+    __syncthreads();
+    if (lane == 0) {
+      sv[warp] = bv;
+      si[warp] = bi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float v = 0;
+      long long i = -1;
+      for (int w = 0; w < nw; ++w)
+        if (si[w] >= 0 && (i < 0 || topk_before(sv[w], si[w], v, i))) {
+          v = sv[w];
+          i = si[w];
+        }
+      last_v = v;
+      last_i = i;
+      if (p.values) st_f(p.out_dt, p.out, row * p.k + t, v);
+      else st_d(p.out_dt, p.out, row * p.k + t, static_cast<double>(i));
+    }
+    __syncthreads();
+  }
+}
+
+// One block per output element.
+__global__ void reduce_kernel(const ReduceParams p) {
+  __shared__ double red[32];
+  __shared__ float mm[32];
+  const int64_t o = blockIdx.x;
+  int64_t base = 0, rem = o;
+  for (int d = p.n_kept - 1; d >= 0; --d) {
+    base += (rem % p.kept_dims[d]) * p.kept_strides[d];
+    rem /= p.kept_dims[d];
+  }
+  const bool is_max = p.kind == 2, is_min = p.kind == 3;
+  double acc = is_max ? -INFINITY : is_min ? INFINITY : 0.0;
+  for (int64_t k = threadIdx.x; k < p.n_red_elems; k += blockDim.x) {
+    int64_t off = base, r = k;
+    for (int d = p.n_red - 1; d >= 0; --d) {
+      off += (r % p.red_dims[d]) * p.red_strides[d];
+      r /= p.red_dims[d];
+    }
+    const double v = ld_d(p.in_dt, p.x, off);
+    acc = is_max ? fmax(acc, v) : is_min ? fmin(acc, v) : acc + v;
+  }
+  double result;
+  if (is_max || is_min) {
+    float a = static_cast<float>(acc);
+    for (int s = 16; s > 0; s >>= 1) {
+      const float b = __shfl_xor_sync(0xffffffffu, a, s);
+      a = is_max ? fmaxf(a, b) : fminf(a, b);
+    }
+    if ((threadIdx.x & 31) == 0) mm[threadIdx.x >> 5] = a;
+    __syncthreads();
+    a = mm[0];
+    for (int i = 1; i < static_cast<int>((blockDim.x + 31) >> 5); ++i) a = is_max ? fmaxf(a, mm[i]) : fminf(a, mm[i]);
+    result = a;
+  } else {
+    result = block_sum_d(acc, red);
+    if (p.kind == 1) result /= static_cast<double>(p.mean_count);
+  }
+  if (threadIdx.x == 0) st_d(p.out_dt, p.out, o, result);
+}
+
+int row_threads(int64_t len) {
+  int t = 32;
+  while (t < kRowThreads && t < len) t *= 2;
+  return t;
+}
+
+}  // namespace
+
+void launch_norm(const NormParams& p, cudaStream_t s) {
+  if (p.rows == 0) return;
+  norm_kernel<<<static_cast<unsigned>(p.rows), row_threads(p.d), 0, s>>>(p);
+}
+
+void launch_rope(const RopeParams& p, cudaStream_t s) {
+  const int64_t per_head = p.n_rot / 2 + (p.head_dim - p.n_rot);
+  const int64_t total = p.rows * (p.width / p.head_dim) * per_head;
+  if (total == 0) return;
+  rope_kernel<<<grid_for(total, 256), 256, 0, s>>>(p);
+}
+
+void launch_softmax(const AxisParams& p, cudaStream_t s) {
+  if (p.outer * p.inner == 0) return;
+  softmax_kernel<<<static_cast<unsigned>(p.outer * p.inner), row_threads(p.len), 0, s>>>(p);
+}
+
+void launch_cumsum(const AxisParams& p, cudaStream_t s) {
+  if (p.outer * p.inner == 0) return;
+  cumsum_kernel<<<grid_for(p.outer * p.inner, 128), 128, 0, s>>>(p);
+}
+
+void launch_topk(const AxisParams& p, cudaStream_t s) {
+  if (p.outer == 0) return;
+  topk_kernel<<<static_cast<unsigned>(p.outer), row_threads(p.len), 0, s>>>(p);
+}
+
+void launch_reduce(const ReduceParams& p, cudaStream_t s) {
+  if (p.n_out == 0) return;
+  reduce_kernel<<<static_cast<unsigned>(p.n_out), row_threads(p.n_red_elems), 0, s>>>(p);
+}
+
+}  // namespace rlx::cuda_backend
