@@ -6,13 +6,14 @@ if(RLX_WERROR)
 endif()
 
 if(RLX_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  # C++ only: nvcc (CUDA sources) takes none of these flags.
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=address,undefined;-fno-omit-frame-pointer;-fno-sanitize-recover=undefined>")
   add_link_options(-fsanitize=address,undefined)
 endif()
 
 # rlx_apply_flags(target): project warnings for our own code.
 function(rlx_apply_flags target)
-  target_compile_options(${target} PRIVATE ${RLX_WARNINGS})
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${RLX_WARNINGS}>")
 endfunction()
 
 # rlx_layer(name DEPS ... [SOURCES_GLOB patterns...]): static library rlx_<name>

@@ -77,7 +77,9 @@ int run_logits(const LogitsArgs& a) {
 void add_logits_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("logits", "Write the logits of every position of a token sequence");
   auto a = std::make_shared<LogitsArgs>();
-  cmd->add_option("--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--model", a->model, "GGUF file or Hugging Face folder (config.json + safetensors)")
+      ->required()
+      ->check(CLI::ExistingPath);
   cmd->add_option("--tokens", a->tokens, "comma-separated token ids")->required();
   cmd->add_option("--mode", a->mode, "batch | incremental")->check(CLI::IsMember({"batch", "incremental"}));
   cmd->add_option("--kv", a->kv, "KV cache dtype: f32 | f16")->check(CLI::IsMember({"f32", "f16"}));

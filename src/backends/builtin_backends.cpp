@@ -2,6 +2,9 @@
 // first use (runtime/ declares detail::register_builtin_backends; this layer defines it).
 #include "backends/cpu/cpu_backend.h"
 #include "rlx/runtime/backend.h"
+#ifdef RLX_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 namespace rlx::detail {
 
@@ -12,6 +15,14 @@ void register_builtin_backends(BackendRegistry& registry) {
                                 return Error::not_found("device {} does not exist (the CPU is cpu:0)", device.to_string());
                               return std::shared_ptr<Backend>(std::make_shared<cpu_backend::CpuBackend>(options.threads));
                             });
+#ifdef RLX_HAVE_CUDA
+  registry.register_backend(DeviceKind::kCuda,
+                            [](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
+                              ASSIGN_OR_RETURN(std::shared_ptr<cuda_backend::CudaBackend> b,
+                                               cuda_backend::CudaBackend::create(device.ordinal));
+                              return std::shared_ptr<Backend>(std::move(b));
+                            });
+#endif
 }
 
 }  // namespace rlx::detail

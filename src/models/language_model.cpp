@@ -3,6 +3,7 @@
 #include "rlx/models/language_model.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "rlx/formats/gguf.h"
 
@@ -20,12 +21,19 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   if (options.ctx <= 0) return Error::invalid_argument("context length must be positive, got {}", options.ctx);
   if (options.kv_dtype != ir::DType::F32 && options.kv_dtype != ir::DType::F16)
     return Error::invalid_argument("KV cache dtype must be f32 or f16, got {}", ir::dtype_name(options.kv_dtype));
-  ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(path));
   std::unique_ptr<LanguageModel> m(new LanguageModel());
   m->options_ = options;
-  m->file_ = std::make_shared<const formats::GgufFile>(std::move(file));
-  ASSIGN_OR_RETURN(m->config_, config_from_gguf(*m->file_));
-  m->weights_ = std::make_unique<GgufWeightSource>(m->file_);
+  m->source_ = path;
+  namespace fs = std::filesystem;
+  if (fs::is_directory(path)) {
+    ASSIGN_OR_RETURN(m->config_, config_from_hf((fs::path(path) / "config.json").string()));
+    ASSIGN_OR_RETURN(m->weights_, SafetensorsWeightSource::open(path, m->config_));
+  } else {
+    ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(path));
+    auto shared = std::make_shared<const formats::GgufFile>(std::move(file));
+    ASSIGN_OR_RETURN(m->config_, config_from_gguf(*shared));
+    m->weights_ = std::make_unique<GgufWeightSource>(shared);
+  }
   BackendOptions backend;
   backend.threads = options.threads;
   ASSIGN_OR_RETURN(Session session, Session::create(options.device, backend));
@@ -53,7 +61,7 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   for (const std::string& name : built.param_names) {
     ASSIGN_OR_RETURN(WeightView w, weights_->take(name));
     if (Status s = graph.set_param_typed(name, w.bytes, w.dtype); !s.ok())
-      return s.error().with_context(fmt::format("{}: loading '{}'", file_->name(), name));
+      return s.error().with_context(fmt::format("{}: loading '{}'", source_, name));
   }
   auto v = std::make_unique<Variant>();
   v->rows = rows;

@@ -21,6 +21,7 @@ const char* arch_name(Arch a) {
 
 bool ModelConfig::layer_is_sliding(int64_t il) const {
   if (sliding_window <= 0) return false;
+  if (!sliding_layers.empty()) return il >= 0 && il < static_cast<int64_t>(sliding_layers.size()) && sliding_layers[il];
   switch (sliding) {
     case SlidingPattern::None: return false;
     case SlidingPattern::All: return true;

@@ -2,8 +2,12 @@
 #include "rlx/models/weight_source.h"
 
 #include <charconv>
+#include <cstring>
 
+#include "rlx/base/half.h"
 #include "rlx/formats/gguf.h"
+#include "rlx/formats/safetensors.h"
+#include "rlx/models/model_config.h"
 
 namespace rlx::models {
 namespace {
@@ -92,6 +96,60 @@ std::string hf_to_gguf_name(std::string_view hf, bool post_norms) {
   for (const auto& [from, to] : kLayer)
     if (rest == from) return fmt::format("blk.{}.{}", layer, to);
   return {};
+}
+
+Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open(const std::string& path,
+                                                                                  const ModelConfig& config) {
+  ASSIGN_OR_RETURN(formats::SafetensorsModel model, formats::SafetensorsModel::open(path));
+  std::unique_ptr<SafetensorsWeightSource> s(new SafetensorsWeightSource());
+  s->path_ = path;
+  s->model_ = std::make_shared<const formats::SafetensorsModel>(std::move(model));
+  s->norm_plus_one_ = config.arch == Arch::Gemma || config.arch == Arch::Gemma2 || config.arch == Arch::Gemma3;
+  for (std::string_view hf : s->model_->tensor_names()) {
+    const std::string g = hf_to_gguf_name(hf, config.post_norms);
+    if (!g.empty()) s->gguf_to_hf_[g] = std::string(hf);
+  }
+  return s;
+}
+
+bool SafetensorsWeightSource::has(std::string_view name) const { return gguf_to_hf_.find(name) != gguf_to_hf_.end(); }
+
+Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const {
+  auto it = gguf_to_hf_.find(name);
+  if (it == gguf_to_hf_.end()) return Error::not_found("{}: no tensor maps to '{}'", path_, name);
+  ASSIGN_OR_RETURN(const formats::SafetensorsTensor* t, model_->tensor(it->second));
+  WeightView w;
+  w.name = std::string(name);
+  w.shape = t->shape;
+  switch (t->dtype) {
+    case formats::SafetensorsDType::kF32: w.dtype = ir::DType::F32; break;
+    case formats::SafetensorsDType::kF16: w.dtype = ir::DType::F16; break;
+    case formats::SafetensorsDType::kBF16: w.dtype = ir::DType::BF16; break;
+    default:
+      return Error::unsupported("{}: tensor '{}' has dtype {} (F32, F16, BF16 supported)", path_, it->second,
+                                formats::safetensors_dtype_name(t->dtype));
+  }
+  const bool is_norm = name.size() > 11 && name.substr(name.size() - 11) == "norm.weight";
+  if (norm_plus_one_ && is_norm) {
+    auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(t->n_elements()));
+    for (size_t i = 0; i < values->size(); ++i) {
+      float x = 0;
+      if (w.dtype == ir::DType::F32) std::memcpy(&x, t->data + 4 * i, 4);
+      else {
+        uint16_t h;
+        std::memcpy(&h, t->data + 2 * i, 2);
+        x = w.dtype == ir::DType::F16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+      }
+      (*values)[i] = 1.0f + x;
+    }
+    w.dtype = ir::DType::F32;
+    w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values->data()), values->size() * 4);
+    w.owner = values;
+    return w;
+  }
+  w.bytes = t->bytes();
+  w.owner = model_;
+  return w;
 }
 
 }  // namespace rlx::models

@@ -13,10 +13,6 @@
 #include "rlx/models/decoder.h"
 #include "rlx/runtime/session.h"
 
-namespace rlx::formats {
-class GgufFile;
-}
-
 namespace rlx::models {
 
 struct LoadOptions {
@@ -31,13 +27,13 @@ struct LoadOptions {
 
 class LanguageModel {
  public:
-  /// Opens `path` (GGUF), reads its config and prepares compilation. Executables
-  /// are compiled on first use. Errors name the file and what was wrong.
+  /// Opens `path` — a GGUF file, or a Hugging Face folder (config.json + safetensors)
+  /// — reads its config and prepares compilation. Executables are compiled on first
+  /// use. Errors name the file and what was wrong.
   static Expected<std::unique_ptr<LanguageModel>> load(const std::string& path, const LoadOptions& options);
   ~LanguageModel();
 
   const ModelConfig& config() const { return config_; }
-  const formats::GgufFile& file() const { return *file_; }
   int64_t n_past() const { return n_past_; }
   int64_t context_length() const { return options_.ctx; }
 
@@ -57,7 +53,7 @@ class LanguageModel {
 
   LoadOptions options_;
   ModelConfig config_;
-  std::shared_ptr<const formats::GgufFile> file_;
+  std::string source_;
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<Session> session_;
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Variant>> variants_;  // (rows, all_rows)

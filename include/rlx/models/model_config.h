@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "rlx/base/status.h"
 #include "rlx/ir/op.h"
@@ -53,6 +54,7 @@ struct ModelConfig {
   double attn_scale = 0;          ///< 0 = 1/sqrt(head_dim)
   int64_t sliding_window = 0;
   SlidingPattern sliding = SlidingPattern::None;
+  std::vector<bool> sliding_layers;  ///< when non-empty, overrides `sliding` per layer
   int64_t bos_id = -1;
   int64_t eos_id = -1;
 
@@ -66,5 +68,9 @@ struct ModelConfig {
 /// Reads `general.architecture` and the `<arch>.*` keys of a GGUF file.
 /// Unsupported architectures and missing keys are errors naming the file and key.
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& file);
+
+/// Reads a Hugging Face `config.json` (llama, mistral, qwen2, qwen3, gemma, gemma2,
+/// gemma3_text). Errors name the file and the key.
+Expected<ModelConfig> config_from_hf(const std::string& config_json_path);
 
 }  // namespace rlx::models

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -15,6 +16,7 @@
 
 namespace rlx::formats {
 class GgufFile;
+class SafetensorsModel;
 }
 
 namespace rlx::models {
@@ -49,6 +51,27 @@ class GgufWeightSource : public WeightSource {
 
  private:
   std::shared_ptr<const formats::GgufFile> file_;
+};
+
+struct ModelConfig;
+
+/// Tensors of a Hugging Face checkpoint (one safetensors file, a sharded index or a
+/// folder), served under GGUF names. F32/F16/BF16 tensors are views into the
+/// mapping, except Gemma's RMSNorm weights, which HF stores as w with the norm
+/// computing x * (1 + w): those are returned as f32 copies holding 1 + w.
+class SafetensorsWeightSource : public WeightSource {
+ public:
+  static Expected<std::unique_ptr<SafetensorsWeightSource>> open(const std::string& path, const ModelConfig& config);
+  bool has(std::string_view name) const override;
+  Expected<WeightView> take(std::string_view name) const override;
+  std::string describe() const override { return path_; }
+
+ private:
+  SafetensorsWeightSource() = default;
+  std::string path_;
+  std::shared_ptr<const formats::SafetensorsModel> model_;
+  std::map<std::string, std::string, std::less<>> gguf_to_hf_;
+  bool norm_plus_one_ = false;
 };
 
 /// Hugging Face tensor name -> GGUF name ("model.layers.3.self_attn.q_proj.weight"

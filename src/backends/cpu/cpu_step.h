@@ -14,7 +14,9 @@
 #include "rlx/base/status.h"
 #include "rlx/ir/graph.h"
 #include "rlx/ir/module.h"
+#include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/thread_pool.h"
+#include "rlx/base/env.h"
 
 namespace rlx::cpu_backend {
 
@@ -30,6 +32,15 @@ struct ValueRef {
 };
 
 /// Run-time context handed to every step.
+/// The kernels' instruction-set cap from RLX_CPU_ISA (scalar|avx2|avx512; default:
+/// the best the CPU has, resolved by the kernels library).
+inline cpu::IsaLevel isa_cap() {
+  const std::string& s = env_config().cpu_isa;
+  if (s == "scalar") return cpu::IsaLevel::kScalar;
+  if (s == "avx2") return cpu::IsaLevel::kAvx2;
+  return cpu::IsaLevel::kAvx512;
+}
+
 struct StepCtx {
   cpu::ThreadPool* pool = nullptr;  ///< the executable's pool (null: run inline)
   bool extent_on = false;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backends/cpu/cpu_step.h"
+#include "backends/cpu/kernels/attention.h"
 #include "backends/cpu/kernels/kernel_context.h"
 
 namespace rlx::cpu_backend {
@@ -84,7 +85,7 @@ struct AttnParams {
   int64_t window = 0;
   float scale = 1.0f, softcap = 0.0f;
   bool has_qpos = false;
-  DType dt = DType::F32, out_dt = DType::F32, pos_dt = DType::I32;
+  DType dt = DType::F32, kv_dt = DType::F32, out_dt = DType::F32, pos_dt = DType::I32;
   bool q_bucket = false, k_bucket = false;
 };
 
@@ -94,7 +95,33 @@ Status attention_fn(const Step& s, const StepCtx& ctx) {
   const int64_t T = p.k_bucket && ctx.extent_on ? p.T / ctx.upper * ctx.actual : p.T;
   const int64_t group = p.n_heads / p.n_kv;
   const int64_t qw = p.n_heads * p.hd, kw = p.n_kv * p.hd;
-  const bool f32 = p.dt == DType::F32 && p.out_dt == DType::F32;
+  const bool f32 = p.dt == DType::F32 && p.kv_dt == DType::F32 && p.out_dt == DType::F32;
+  // One sequence with f32 queries and i32 positions: the kernels library's flash-style
+  // kernel (f32 KV) or its f16-KV kernel with llama.cpp's f16-cache numerics.
+  if (p.batch == 1 && p.dt == DType::F32 && p.out_dt == DType::F32 && (!p.has_qpos || p.pos_dt == DType::I32) &&
+      (p.kv_dt == DType::F32 || p.kv_dt == DType::F16)) {
+    cpu::AttentionParams ap;
+    ap.seq_q = S;
+    ap.seq_kv = T;
+    ap.n_heads = p.n_heads;
+    ap.n_kv_heads = p.n_kv;
+    ap.head_dim = p.hd;
+    ap.scale = p.scale;
+    ap.softcap = p.softcap;
+    ap.mask = p.mask == ir::MaskKind::None ? cpu::AttnMask::kNone
+              : p.mask == ir::MaskKind::Causal ? cpu::AttnMask::kCausal
+                                                : cpu::AttnMask::kSlidingWindow;
+    ap.window = p.window;
+    ap.q_pos = p.has_qpos ? reinterpret_cast<const int32_t*>(s.in_ptr[3]) : nullptr;
+    const cpu::KernelContext kc{ctx.pool, isa_cap()};
+    if (p.kv_dt == DType::F32) {
+      cpu::attention_f32(kc, ap, s.inf(0), s.inf(1), s.inf(2), s.outf());
+    } else {
+      cpu::attention_f16kv(kc, ap, s.inf(0), reinterpret_cast<const uint16_t*>(s.in_ptr[1]),
+                           reinterpret_cast<const uint16_t*>(s.in_ptr[2]), s.outf());
+    }
+    return {};
+  }
   const int64_t tasks = p.batch * p.n_heads * S;
   parallel_for(ctx, tasks, 4, [&](int64_t tb, int64_t te) {
     auto* buf = static_cast<float*>(cpu::thread_scratch(cpu::ScratchSlot::kShared, sizeof(float) * 3 * p.hd));
@@ -123,7 +150,7 @@ Status attention_fn(const Step& s, const StepCtx& ctx) {
         if (f32) {
           kr = s.inf(1) + k_off;
         } else {
-          for (int64_t d = 0; d < p.hd; ++d) kv[d] = load_f(p.dt, s.in_ptr[1], k_off + d);
+          for (int64_t d = 0; d < p.hd; ++d) kv[d] = load_f(p.kv_dt, s.in_ptr[1], k_off + d);
           kr = kv;
         }
         float sc = 0;
@@ -144,7 +171,7 @@ Status attention_fn(const Step& s, const StepCtx& ctx) {
         if (f32) {
           vr = s.inf(2) + k_off;
         } else {
-          for (int64_t d = 0; d < p.hd; ++d) kv[d] = load_f(p.dt, s.in_ptr[2], k_off + d);
+          for (int64_t d = 0; d < p.hd; ++d) kv[d] = load_f(p.kv_dt, s.in_ptr[2], k_off + d);
           vr = kv;
         }
         for (int64_t d = 0; d < p.hd; ++d) acc[d] += w * vr[d];
@@ -202,6 +229,7 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   p->has_qpos = n.inputs.size() == 4;
   if (p->has_qpos) p->pos_dt = ctx.input(3).dtype;
   p->dt = ctx.input(0).dtype;
+  p->kv_dt = ctx.input(1).dtype;
   p->out_dt = n.dtype;
   const int qb = ctx.bucket(n.inputs[0]), kb = ctx.bucket(n.inputs[1]);
   p->q_bucket = qb == static_cast<int>(r - 2) && p->batch == 1;

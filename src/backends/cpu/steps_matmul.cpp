@@ -41,14 +41,11 @@ struct GemmParams {
   cpu::WeightType b_type = cpu::WeightType::kF32;
   cpu::Activation kact = cpu::Activation::kIdentity;
   int64_t scratch_off = 0;
+  // DequantMatMul with f16/bf16 weights follows the reference engines' vec-dot rule:
+  // activations are rounded to the weight's dtype first (copy at `round_off`).
+  bool round_a = false;
+  int64_t round_off = 0;
 };
-
-cpu::IsaLevel isa_cap() {
-  const std::string& s = env_config().cpu_isa;
-  if (s == "scalar") return cpu::IsaLevel::kScalar;
-  if (s == "avx2") return cpu::IsaLevel::kAvx2;
-  return cpu::IsaLevel::kAvx512;
-}
 
 Status gemm_fast(const Step& s, const StepCtx& ctx);
 
@@ -225,6 +222,16 @@ Status gemm_fast(const Step& s, const StepCtx& ctx) {
   if (g.epi == Epilogue::kBiasAct && g.has_bias) p.bias = s.inf(2);
   const float* a = s.inf(0);
   float* c = s.outf();
+  if (g.round_a) {
+    float* rounded = reinterpret_cast<float*>(ctx.scratch + g.round_off);
+    const bool f16 = g.b_dt == DType::F16;
+    const int64_t n = M * g.K;
+    parallel_for(ctx, n, 1 << 14, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        rounded[i] = f16 ? f16_bits_to_f32(f32_to_f16_bits(a[i])) : bf16_bits_to_f32(f32_to_bf16_bits(a[i]));
+    });
+    a = rounded;
+  }
   if (g.epi == Epilogue::kSwiGLU) {
     float* up = reinterpret_cast<float*>(ctx.scratch + g.scratch_off);
     cpu::gemm(kc, p, a, s.in_ptr[1], g.b_type, c);
@@ -370,6 +377,10 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, Epilogue epi) {
   choose_blocks(*g, ctx.n_threads);
   choose_fast(*g);
   if (g->fast && epi == Epilogue::kSwiGLU) g->scratch_off = ctx.scratch(g->M * g->N * 4);
+  if (g->fast && n.op == ir::OpKind::DequantMatMul && (w.dtype == DType::F16 || w.dtype == DType::BF16)) {
+    g->round_a = true;
+    g->round_off = ctx.scratch(g->M * g->K * 4);
+  }
   step.fn = &gemm_fn;
   step.params = g;
   step.scalable = ctx.outer_is_bucket(ctx.id, n.shape.rank() - 1);

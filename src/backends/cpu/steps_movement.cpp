@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/cpu_step.h"
+#include "rlx/formats/quant.h"
 
 namespace rlx::cpu_backend {
 namespace {
@@ -226,12 +227,73 @@ Status build_concat(BuildCtx& ctx, Step& step) {
   return {};
 }
 
+// Rows of a packed [rows, cols] table (embedding lookup of quantized weights): each
+// selected row's blocks are dequantized straight into the f32 output row.
+struct PackedGatherParams {
+  int64_t rows = 0, cols = 0, row_bytes = 0, n_idx = 0;
+  formats::GgmlType type = formats::GgmlType::F32;
+  DType idx_dt = DType::I32;
+  std::string what;
+};
+
+Status packed_gather_fn(const Step& s, const StepCtx& ctx) {
+  const PackedGatherParams& p = s.p<PackedGatherParams>();
+  const int64_t n_idx = s.scalable ? ctx.rows(p.n_idx, true) : p.n_idx;
+  for (int64_t i = 0; i < n_idx; ++i) {
+    const int64_t ix = load_i(p.idx_dt, s.in_ptr[1], i);
+    if (ix < 0 || ix >= p.rows)
+      return Error::invalid_argument("{}: index {} at position {} is out of range [0, {})", p.what, ix, i, p.rows);
+  }
+  for (int64_t i = 0; i < n_idx; ++i) {
+    const int64_t ix = load_i(p.idx_dt, s.in_ptr[1], i);
+    TRY(formats::dequantize_row(p.type, s.in_ptr[0] + ix * p.row_bytes, s.outf() + i * p.cols, p.cols));
+  }
+  return {};
+}
+
+Expected<formats::GgmlType> ggml_type_of(DType t) {
+  switch (t) {
+    case DType::Q4_0: return formats::GgmlType::Q4_0;
+    case DType::Q4_1: return formats::GgmlType::Q4_1;
+    case DType::Q5_0: return formats::GgmlType::Q5_0;
+    case DType::Q5_1: return formats::GgmlType::Q5_1;
+    case DType::Q8_0: return formats::GgmlType::Q8_0;
+    case DType::Q2_K: return formats::GgmlType::Q2_K;
+    case DType::Q3_K: return formats::GgmlType::Q3_K;
+    case DType::Q4_K: return formats::GgmlType::Q4_K;
+    case DType::Q5_K: return formats::GgmlType::Q5_K;
+    case DType::Q6_K: return formats::GgmlType::Q6_K;
+    case DType::Q8_K: return formats::GgmlType::Q8_K;
+    default: break;
+  }
+  return Error::unsupported("no block codec for {}", ir::dtype_name(t));
+}
+
+Status build_packed_gather(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& t = ctx.input(0);
+  const ir::Node& idx = ctx.input(1);
+  auto p = std::make_shared<PackedGatherParams>();
+  auto type = ggml_type_of(t.dtype);
+  if (!type) return step_error(ctx, "{}", type.error().message());
+  p->type = *type;
+  p->rows = t.shape[0].value();
+  p->cols = t.shape[1].value();
+  p->row_bytes = *ir::dtype_bytes(t.dtype, p->cols);
+  p->n_idx = *idx.shape.num_elements();
+  p->idx_dt = idx.dtype;
+  p->what = ctx.graph->describe(ctx.id);
+  step.fn = &packed_gather_fn;
+  step.params = p;
+  step.scalable = ctx.outer_is_bucket(n.inputs[1], idx.shape.rank());
+  return {};
+}
+
 Status build_gather(BuildCtx& ctx, Step& step) {
   const ir::Node& n = ctx.node();
   const ir::Node& t = ctx.input(0);
   const ir::Node& idx = ctx.input(1);
-  if (ir::is_packed(t.dtype))
-    return Error::unsupported("gather from a {} table on cpu ({})", ir::dtype_name(t.dtype), ctx.graph->describe(ctx.id));
+  if (ir::is_packed(t.dtype)) return build_packed_gather(ctx, step);
   const auto td = t.shape.static_dims();
   const int64_t axis = *t.shape.axis(n.attr<ir::AxisAttrs>().axis);
   auto p = std::make_shared<GatherParams>();

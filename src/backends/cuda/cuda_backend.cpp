@@ -1,0 +1,462 @@
+// CudaExecutable: runs the precompiled steps of one LIR module on one CUDA stream over
+// a single device arena allocated at compile time. Weights are uploaded once at
+// set_param (packed blocks stay packed) and shared by clones until set again; handles
+// (KV caches) stay on the device; inputs and outputs pass through pinned staging, so
+// commit_no_wait returns as soon as the work is queued.
+#include "backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cuda/cuda_step.h"
+#include "backends/cuda/cuda_util.h"
+#include "rlx/runtime/tensor.h"
+
+namespace rlx::cuda_backend {
+namespace {
+
+using ir::DType;
+using ir::SlotKind;
+using ir::ValueId;
+
+constexpr size_t kWorkspaceBytes = 32u << 20;
+
+struct StagedOutput {
+  ValueRef src;
+  int64_t host_offset = 0;
+};
+
+/// Read-only state shared by an executable and its clones.
+struct Shared {
+  ir::IoManifest manifest;
+  std::vector<Step> steps;  // pointers unresolved
+  std::vector<std::shared_ptr<DeviceBuffer>> constants;
+  std::vector<int64_t> input_offsets, input_bytes, input_staging;
+  std::vector<OutputSlot> out_slots;  // offsets into the host output buffer
+  std::vector<StagedOutput> outputs;
+  int64_t arena_bytes = 0, scratch_bytes = 0, staging_bytes = 0, host_out_bytes = 0;
+  int ordinal = 0;
+  ExtentInfo extent;
+};
+
+class CudaExecutable final : public Executable {
+ public:
+  Status init(const ir::LirModule& lir, const ExtentInfo& extent, int ordinal, const CudaOptions& opt, int sms);
+
+  const ir::IoManifest& manifest() const override { return shared_->manifest; }
+  Status set_param(size_t index, const void* data, int64_t bytes, DType dtype) override;
+  bool param_is_set(size_t index) const override { return params_[index] != nullptr; }
+  Status write_handle(size_t index, const void* data, int64_t bytes) override;
+  const void* handle_data(size_t index) const override;
+  Status run(std::span<const void* const> inputs) override;
+  Status commit_no_wait(std::span<const void* const> inputs) override;
+  Status sync_pending() override;
+  const uint8_t* arena_ptr() const override { return host_out_.data(); }
+  std::span<const OutputSlot> output_slots() const override { return shared_->out_slots; }
+  Status set_active_extent(int64_t actual, int64_t upper) override;
+  Expected<std::unique_ptr<Executable>> clone() const override;
+  std::string describe() const override {
+    return fmt::format("cuda executable on cuda:{}: {} steps, arena {} bytes, scratch {} bytes", shared_->ordinal,
+                       steps_.size(), shared_->arena_bytes, shared_->scratch_bytes);
+  }
+
+ private:
+  Status allocate();  // per-executable device state (arena, handles, stream, plans)
+  uint8_t* base(StorageKind k, int32_t index) const;
+  void resolve();
+  std::string where(const char* what) const { return fmt::format("{} (cuda:{})", what, shared_->ordinal); }
+
+  std::shared_ptr<const Shared> shared_;
+  std::vector<Step> steps_;
+  std::vector<std::shared_ptr<DeviceBuffer>> params_;
+  std::vector<DeviceBuffer> handles_;
+  mutable std::vector<std::vector<uint8_t>> handle_host_;
+  DeviceBuffer arena_, scratch_, workspace_, err_;
+  PinnedBuffer staging_, host_out_, err_host_;
+  StreamPtr stream_;
+  LtHandlePtr lt_;
+  std::vector<LtPlan> plans_;
+  bool pending_ = false;
+  bool extent_on_ = false;
+  int64_t actual_ = 0, upper_ = 0;
+  bool allow_tf32_ = false;
+};
+
+uint8_t* CudaExecutable::base(StorageKind k, int32_t index) const {
+  switch (k) {
+    case StorageKind::kArena: return arena_.data();
+    case StorageKind::kParam: {
+      const auto& p = params_[static_cast<size_t>(index)];
+      return p ? p->data() : nullptr;
+    }
+    case StorageKind::kHandle: return handles_[static_cast<size_t>(index)].data();
+    case StorageKind::kConstant: return shared_->constants[static_cast<size_t>(index)]->data();
+    case StorageKind::kNone: return nullptr;
+  }
+  return nullptr;
+}
+
+void CudaExecutable::resolve() {
+  for (Step& s : steps_) {
+    s.in_ptr.resize(s.in.size());
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      uint8_t* b = base(s.in[i].kind, s.in[i].index);
+      s.in_ptr[i] = b ? b + s.in[i].offset : nullptr;
+    }
+    uint8_t* b = base(s.out.kind, s.out.index);
+    s.out_ptr = b ? b + s.out.offset : nullptr;
+  }
+}
+
+Status CudaExecutable::allocate() {
+  const Shared& sh = *shared_;
+  RLX_CUDA_TRY(cudaSetDevice(sh.ordinal), where("compile"));
+  cudaStream_t st = nullptr;
+  RLX_CUDA_TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), where("stream"));
+  stream_.reset(st);
+  cublasLtHandle_t lt = nullptr;
+  RLX_CUBLAS_TRY(cublasLtCreate(&lt), where("cuBLASLt handle"));
+  lt_.reset(lt);
+  ASSIGN_OR_RETURN(arena_, DeviceBuffer::create(std::max<int64_t>(sh.arena_bytes, 256), where("arena")));
+  ASSIGN_OR_RETURN(scratch_, DeviceBuffer::create(std::max<int64_t>(sh.scratch_bytes, 256), where("scratch")));
+  ASSIGN_OR_RETURN(workspace_, DeviceBuffer::create(static_cast<int64_t>(kWorkspaceBytes), where("cuBLASLt workspace")));
+  ASSIGN_OR_RETURN(err_, DeviceBuffer::create(sizeof(int), where("error word")));
+  RLX_CUDA_TRY(cudaMemset(err_.data(), 0, sizeof(int)), where("error word"));
+  ASSIGN_OR_RETURN(staging_, PinnedBuffer::create(std::max<int64_t>(sh.staging_bytes, 64), where("input staging")));
+  ASSIGN_OR_RETURN(host_out_, PinnedBuffer::create(std::max<int64_t>(sh.host_out_bytes, 64), where("output staging")));
+  ASSIGN_OR_RETURN(err_host_, PinnedBuffer::create(sizeof(int), where("error word")));
+  std::memset(err_host_.data(), 0, sizeof(int));
+  steps_ = sh.steps;
+  plans_.clear();
+  for (Step& s : steps_) {
+    if (s.gemms.empty()) continue;
+    s.plan = static_cast<int>(plans_.size());
+    for (const GemmDesc* g : s.gemms) {
+      GemmDesc gd = *g;
+      gd.tf32 = gd.tf32 || allow_tf32_;
+      ASSIGN_OR_RETURN(LtPlan plan, make_lt_plan(lt_.get(), gd, kWorkspaceBytes, *s.what));
+      plans_.push_back(std::move(plan));
+    }
+  }
+  return {};
+}
+
+Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, int ordinal, const CudaOptions& opt,
+                            int sms) {
+  const ir::Graph& g = lir.graph;
+  if (!lir.dynamic_symbols.empty())
+    return Error::invalid_argument("cuda backend: the module still has unbound symbols (bind them first)");
+  if (lir.plan.slots.size() != static_cast<size_t>(g.size()))
+    return Error::internal("cuda backend: buffer plan has {} slots for {} values", lir.plan.slots.size(), g.size());
+  allow_tf32_ = opt.allow_tf32;
+  auto sh = std::make_shared<Shared>();
+  sh->manifest = lir.manifest;
+  sh->ordinal = ordinal;
+  sh->extent = extent;
+  RLX_CUDA_TRY(cudaSetDevice(ordinal), where("compile"));
+  const ir::IoManifest& m = sh->manifest;
+
+  std::vector<int32_t> param_idx(static_cast<size_t>(g.size()), -1), handle_idx(param_idx), const_idx(param_idx);
+  for (size_t i = 0; i < m.params.size(); ++i) param_idx[static_cast<size_t>(m.params[i].value)] = static_cast<int32_t>(i);
+  for (size_t i = 0; i < m.handles.size(); ++i) handle_idx[static_cast<size_t>(m.handles[i].value)] = static_cast<int32_t>(i);
+  for (ValueId v = 0; v < g.size(); ++v) {
+    const ir::Node& n = g.node(v);
+    if (n.op != ir::OpKind::Constant) continue;
+    const auto& bytes = n.attr<ir::ConstantAttrs>().data.bytes;
+    const int64_t size = bytes ? static_cast<int64_t>(bytes->size()) : 0;
+    ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::create(std::max<int64_t>(size, 8), g.describe(v)));
+    RLX_CUDA_TRY(cudaMemset(buf.data(), 0, static_cast<size_t>(std::max<int64_t>(size, 8))), g.describe(v));
+    if (size > 0)
+      RLX_CUDA_TRY(cudaMemcpy(buf.data(), bytes->data(), static_cast<size_t>(size), cudaMemcpyHostToDevice), g.describe(v));
+    const_idx[static_cast<size_t>(v)] = static_cast<int32_t>(sh->constants.size());
+    sh->constants.push_back(std::make_shared<DeviceBuffer>(std::move(buf)));
+  }
+  std::vector<ValueRef> refs(static_cast<size_t>(g.size()));
+  for (ValueId v = 0; v < g.size(); ++v) {
+    const ir::BufferSlot& slot = lir.plan.slots[static_cast<size_t>(v)];
+    ValueRef r;
+    r.bytes = slot.size;
+    switch (slot.kind) {
+      case SlotKind::kArena: r.kind = StorageKind::kArena; r.offset = slot.offset; break;
+      case SlotKind::kView:
+        if (slot.root < 0 || slot.root >= v)
+          return Error::internal("cuda backend: {} is a view of invalid root {}", g.describe(v), slot.root);
+        r = refs[static_cast<size_t>(slot.root)];
+        r.offset += slot.offset;
+        r.bytes = slot.size;
+        break;
+      case SlotKind::kParam:
+        if (param_idx[static_cast<size_t>(v)] < 0) return Error::internal("cuda backend: {} not in the manifest", g.describe(v));
+        r.kind = StorageKind::kParam; r.index = param_idx[static_cast<size_t>(v)]; break;
+      case SlotKind::kHandle:
+        if (handle_idx[static_cast<size_t>(v)] < 0) return Error::internal("cuda backend: {} not in the manifest", g.describe(v));
+        r.kind = StorageKind::kHandle; r.index = handle_idx[static_cast<size_t>(v)]; break;
+      case SlotKind::kConstant:
+        if (const_idx[static_cast<size_t>(v)] < 0) return Error::internal("cuda backend: {} is not a constant", g.describe(v));
+        r.kind = StorageKind::kConstant; r.index = const_idx[static_cast<size_t>(v)]; break;
+    }
+    refs[static_cast<size_t>(v)] = r;
+  }
+
+  BuildCtx bctx;
+  bctx.lir = &lir;
+  bctx.graph = &g;
+  bctx.bucket_axis = extent.empty() ? nullptr : &sh->extent.axis;
+  bctx.scratch_bytes = &sh->scratch_bytes;
+  bctx.allow_tf32 = opt.allow_tf32;
+  bctx.sms = sms;
+  std::vector<ValueId> schedule = lir.plan.schedule;
+  if (schedule.empty())
+    for (ValueId v = 0; v < g.size(); ++v) schedule.push_back(v);
+  for (ValueId v : schedule) {
+    const ir::Node& n = g.node(v);
+    StepBuilder b = cuda_builder(n.op);
+    if (b == nullptr)
+      return Error::unsupported("cuda backend has no kernel for {} (op {})", g.describe(v), ir::op_name(n.op));
+    if (lir.plan.slots[static_cast<size_t>(v)].kind == SlotKind::kView && n.op != ir::OpKind::UpdateSlice) continue;
+    for (const ir::Dim& d : n.shape)
+      if (!d.is_static()) return Error::invalid_argument("cuda backend: {} has a symbolic shape", g.describe(v));
+    Step s;
+    s.node = v;
+    for (ValueId in : n.inputs) s.in.push_back(refs[static_cast<size_t>(in)]);
+    s.out = refs[static_cast<size_t>(v)];
+    bctx.id = v;
+    TRY(b(bctx, s));
+    if (s.fn == nullptr) continue;
+    s.index = static_cast<int>(sh->steps.size());
+    s.what = std::make_shared<const std::string>(g.describe(v));
+    sh->steps.push_back(std::move(s));
+  }
+  sh->arena_bytes = lir.plan.arena_size;
+
+  for (const ir::ManifestEntry& e : m.inputs) {
+    const ValueRef& r = refs[static_cast<size_t>(e.value)];
+    if (r.kind != StorageKind::kArena) return Error::internal("cuda backend: input '{}' is not in the arena", e.name);
+    sh->input_offsets.push_back(r.offset);
+    sh->input_bytes.push_back(e.bytes);
+    sh->input_staging.push_back(sh->staging_bytes);
+    sh->staging_bytes += (e.bytes + 63) / 64 * 64;
+  }
+  for (const ir::ManifestEntry& e : m.outputs) {
+    ValueRef r = refs[static_cast<size_t>(e.value)];
+    r.bytes = e.bytes;
+    sh->outputs.push_back({r, sh->host_out_bytes});
+    sh->out_slots.emplace_back(sh->host_out_bytes, e.bytes);
+    sh->host_out_bytes += (e.bytes + 63) / 64 * 64;
+  }
+  shared_ = sh;
+  params_.assign(m.params.size(), nullptr);
+  TRY(allocate());
+  for (const ir::ManifestEntry& e : m.handles) {
+    ASSIGN_OR_RETURN(DeviceBuffer h, DeviceBuffer::create(std::max<int64_t>(e.bytes, 8), where("handle")));
+    RLX_CUDA_TRY(cudaMemset(h.data(), 0, static_cast<size_t>(std::max<int64_t>(e.bytes, 8))), "handle '" + e.name + "'");
+    handles_.push_back(std::move(h));
+  }
+  handle_host_.resize(m.handles.size());
+  resolve();
+  return {};
+}
+
+Status CudaExecutable::set_param(size_t index, const void* data, int64_t bytes, DType dtype) {
+  const ir::ManifestEntry& e = shared_->manifest.params[index];
+  const std::string what = "param '" + e.name + "'";
+  RLX_CUDA_TRY(cudaSetDevice(shared_->ordinal), what);
+  TRY(sync_pending());
+  auto& buf = params_[index];
+  if (!buf || buf.use_count() > 1) {  // unset, or shared with a clone: a private copy
+    ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::create(std::max<int64_t>(e.bytes, 8), what));
+    buf = std::make_shared<DeviceBuffer>(std::move(b));
+  }
+  const DType want = e.type.dtype;
+  if (dtype == want) {
+    if (bytes != e.bytes) return Error::internal("{}: {} bytes for {}", what, bytes, e.bytes);
+    RLX_CUDA_TRY(cudaMemcpy(buf->data(), data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), what);
+  } else {
+    if (ir::is_packed(want) || ir::is_packed(dtype))
+      return Error::invalid_argument("{}: cannot convert {} to {}", what, ir::dtype_name(dtype), ir::dtype_name(want));
+    const int64_t n = *e.type.shape.num_elements();
+    std::vector<float> f(static_cast<size_t>(n));
+    convert_to_f32(dtype, data, f.data(), n);
+    std::vector<uint8_t> conv(static_cast<size_t>(e.bytes));
+    convert_from_f32(want, f.data(), conv.data(), n);
+    RLX_CUDA_TRY(cudaMemcpy(buf->data(), conv.data(), conv.size(), cudaMemcpyHostToDevice), what);
+  }
+  resolve();
+  return {};
+}
+
+Status CudaExecutable::write_handle(size_t index, const void* data, int64_t bytes) {
+  const ir::ManifestEntry& e = shared_->manifest.handles[index];
+  if (bytes != e.bytes) return Error::internal("handle '{}': {} bytes for {}", e.name, bytes, e.bytes);
+  RLX_CUDA_TRY(cudaSetDevice(shared_->ordinal), "handle '" + e.name + "'");
+  TRY(sync_pending());
+  RLX_CUDA_TRY(cudaMemcpy(handles_[index].data(), data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
+               "handle '" + e.name + "'");
+  return {};
+}
+
+const void* CudaExecutable::handle_data(size_t index) const {
+  const ir::ManifestEntry& e = shared_->manifest.handles[index];
+  auto& host = handle_host_[index];
+  host.resize(static_cast<size_t>(e.bytes));
+  // Interface without an error channel: on failure the copy is left zeroed.
+  if (cudaSetDevice(shared_->ordinal) != cudaSuccess || cudaStreamSynchronize(stream_.get()) != cudaSuccess ||
+      cudaMemcpy(host.data(), handles_[index].data(), host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+    std::fill(host.begin(), host.end(), uint8_t{0});
+  return host.data();
+}
+
+Status CudaExecutable::commit_no_wait(std::span<const void* const> inputs) {
+  const Shared& sh = *shared_;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!params_[i]) return Error::invalid_argument("param '{}' was never set", sh.manifest.params[i].name);
+  if (inputs.size() != sh.input_offsets.size())
+    return Error::internal("cuda executable: {} inputs for {}", inputs.size(), sh.input_offsets.size());
+  RLX_CUDA_TRY(cudaSetDevice(sh.ordinal), where("run"));
+  TRY(sync_pending());  // staging buffers are reused
+  cudaStream_t st = stream_.get();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    uint8_t* stage = staging_.data() + sh.input_staging[i];
+    std::memcpy(stage, inputs[i], static_cast<size_t>(sh.input_bytes[i]));
+    RLX_CUDA_TRY(cudaMemcpyAsync(arena_.data() + sh.input_offsets[i], stage, static_cast<size_t>(sh.input_bytes[i]),
+                                 cudaMemcpyHostToDevice, st),
+                 "input '" + sh.manifest.inputs[i].name + "'");
+  }
+  RunCtx ctx;
+  ctx.stream = st;
+  ctx.lt = lt_.get();
+  ctx.workspace = workspace_.data();
+  ctx.workspace_bytes = kWorkspaceBytes;
+  ctx.scratch = scratch_.data();
+  ctx.err = reinterpret_cast<int*>(err_.data());
+  ctx.extent_on = extent_on_;
+  ctx.actual = actual_;
+  ctx.upper = upper_;
+  ctx.plans = &plans_;
+  for (const Step& s : steps_) {
+    TRY(s.fn(s, ctx));
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return cuda_error(e, "kernel launch", *s.what);
+  }
+  for (const StagedOutput& o : sh.outputs)
+    RLX_CUDA_TRY(cudaMemcpyAsync(host_out_.data() + o.host_offset, base(o.src.kind, o.src.index) + o.src.offset,
+                                 static_cast<size_t>(o.src.bytes), cudaMemcpyDeviceToHost, st),
+                 where("output copy"));
+  RLX_CUDA_TRY(cudaMemcpyAsync(err_host_.data(), err_.data(), sizeof(int), cudaMemcpyDeviceToHost, st), where("run"));
+  pending_ = true;
+  return {};
+}
+
+Status CudaExecutable::sync_pending() {
+  if (!pending_) return {};
+  pending_ = false;
+  RLX_CUDA_TRY(cudaSetDevice(shared_->ordinal), where("sync"));
+  RLX_CUDA_TRY(cudaStreamSynchronize(stream_.get()), where("run (kernel execution)"));
+  int code = 0;
+  std::memcpy(&code, err_host_.data(), sizeof(int));
+  if (code != 0) {
+    std::memset(err_host_.data(), 0, sizeof(int));
+    RLX_CUDA_TRY(cudaMemset(err_.data(), 0, sizeof(int)), where("sync"));
+    const auto idx = static_cast<size_t>(code - 1);
+    const std::string what = idx < steps_.size() ? *steps_[idx].what : std::string("an unknown step");
+    return Error::invalid_argument("cuda backend: {}: an index or slice start is out of range at run time", what);
+  }
+  return {};
+}
+
+Status CudaExecutable::run(std::span<const void* const> inputs) {
+  TRY(commit_no_wait(inputs));
+  return sync_pending();
+}
+
+Status CudaExecutable::set_active_extent(int64_t actual, int64_t upper) {
+  const ExtentInfo& ex = shared_->extent;
+  if (ex.empty())
+    return Error::invalid_argument(
+        "set_active_extent: the graph was compiled without a symbolic (bucket) dim; compile it with a symbol "
+        "and CompileOptions::binding");
+  if (upper != ex.upper)
+    return Error::invalid_argument("set_active_extent: upper {} differs from the compiled size {}={}", upper,
+                                   ir::symbol_name(ex.symbol), ex.upper);
+  if (actual < 1 || actual > upper)
+    return Error::invalid_argument("set_active_extent: actual {} must be in [1, {}]", actual, upper);
+  if (actual < upper)
+    for (const Step& s : steps_)
+      if (!s.extent_ok)
+        return Error::unsupported("set_active_extent: {} combines rows along {} in a way the cuda backend cannot restrict",
+                                  *s.what, ir::symbol_name(ex.symbol));
+  extent_on_ = actual < upper;
+  actual_ = actual;
+  upper_ = upper;
+  return {};
+}
+
+Expected<std::unique_ptr<Executable>> CudaExecutable::clone() const {
+  auto c = std::make_unique<CudaExecutable>();
+  c->shared_ = shared_;
+  c->allow_tf32_ = allow_tf32_;
+  c->params_ = params_;  // shared until either side sets them again
+  c->extent_on_ = extent_on_;
+  c->actual_ = actual_;
+  c->upper_ = upper_;
+  TRY(c->allocate());
+  RLX_CUDA_TRY(cudaStreamSynchronize(stream_.get()), where("clone"));
+  for (size_t i = 0; i < handles_.size(); ++i) {
+    ASSIGN_OR_RETURN(DeviceBuffer h, DeviceBuffer::create(handles_[i].size(), where("handle")));
+    RLX_CUDA_TRY(cudaMemcpy(h.data(), handles_[i].data(), static_cast<size_t>(h.size()), cudaMemcpyDeviceToDevice),
+                 where("clone"));
+    c->handles_.push_back(std::move(h));
+  }
+  c->handle_host_.resize(handles_.size());
+  c->resolve();
+  return std::unique_ptr<Executable>(std::move(c));
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" state
+    return 0;
+  }
+  return n;
+}
+
+compile::OpSet cuda_supported_ops() {
+  compile::OpSet ops;
+  for (int k = 0; k < ir::kNumOpKinds; ++k) {
+    const auto kind = static_cast<ir::OpKind>(k);
+    if (cuda_builder(kind) != nullptr) ops.add(kind);
+  }
+  return ops;
+}
+
+CudaBackend::CudaBackend(int ordinal, CudaOptions options, int sms)
+    : ops_(cuda_supported_ops()), ordinal_(ordinal), options_(options), sms_(sms) {}
+
+Expected<std::shared_ptr<CudaBackend>> CudaBackend::create(int ordinal, CudaOptions options) {
+  const int n = cuda_device_count();
+  if (n == 0) return Error::not_found("cuda backend: no CUDA device is present (cudaGetDeviceCount found none)");
+  if (ordinal < 0 || ordinal >= n)
+    return Error::not_found("cuda backend: device cuda:{} does not exist ({} device{} present)", ordinal, n,
+                            n == 1 ? "" : "s");
+  cudaDeviceProp prop{};
+  RLX_CUDA_TRY(cudaGetDeviceProperties(&prop, ordinal), fmt::format("cuda:{}", ordinal));
+  return std::shared_ptr<CudaBackend>(new CudaBackend(ordinal, options, prop.multiProcessorCount));
+}
+
+Expected<std::unique_ptr<Executable>> CudaBackend::compile(const ir::LirModule& lir,
+                                                           const compile::CompileOptions& options) {
+  return compile_with_extent(lir, options, ExtentInfo{});
+}
+
+Expected<std::unique_ptr<Executable>> CudaBackend::compile_with_extent(const ir::LirModule& lir,
+                                                                       const compile::CompileOptions&,
+                                                                       const ExtentInfo& extent) {
+  auto exe = std::make_unique<CudaExecutable>();
+  TRY(exe->init(lir, extent, ordinal_, options_, sms_));
+  return std::unique_ptr<Executable>(std::move(exe));
+}
+
+}  // namespace rlx::cuda_backend

@@ -1,0 +1,1060 @@
+// CUDA step builders and run functions: each LIR node kind becomes kernel parameters
+// at compile time (broadcast strides, axis views, GEMM descriptors, rope tables) and a
+// run function that fills in device pointers and launches on the executable's stream.
+// GEMMs go through cuBLASLt (bias / ReLU / tanh-GELU epilogues where it has them);
+// packed DequantMatMul uses the GEMV kernel for M <= 8 and dequantize + cuBLAS above.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backends/cuda/cuda_step.h"
+#include "backends/cuda/cuda_util.h"
+
+namespace rlx::cuda_backend {
+
+using ir::DType;
+using ir::OpKind;
+
+#define RLX_SAME_DTYPE(name) static_assert(static_cast<int>(DT::name) == static_cast<int>(DType::name));
+RLX_SAME_DTYPE(F32) RLX_SAME_DTYPE(F16) RLX_SAME_DTYPE(BF16) RLX_SAME_DTYPE(F64) RLX_SAME_DTYPE(I8)
+RLX_SAME_DTYPE(U8) RLX_SAME_DTYPE(I32) RLX_SAME_DTYPE(I64) RLX_SAME_DTYPE(Bool) RLX_SAME_DTYPE(Q4_0)
+RLX_SAME_DTYPE(Q8_0) RLX_SAME_DTYPE(Q4_K) RLX_SAME_DTYPE(Q5_K) RLX_SAME_DTYPE(Q6_K) RLX_SAME_DTYPE(Q8_K)
+#undef RLX_SAME_DTYPE
+static_assert(static_cast<int>(ir::ActKind::Cos) == 14 && static_cast<int>(ir::BinaryKind::Pow) == 6 &&
+              static_cast<int>(ir::CompareKind::Ge) == 5 && static_cast<int>(ir::ReduceKind::Min) == 3 &&
+              static_cast<int>(ir::MaskKind::SlidingWindow) == 2);
+
+// ---- cuBLASLt plans ------------------------------------------------------------------
+
+LtPlan& LtPlan::operator=(LtPlan&& o) noexcept {
+  std::swap(op, o.op);
+  std::swap(a, o.a);
+  std::swap(b, o.b);
+  std::swap(c, o.c);
+  std::swap(algo, o.algo);
+  return *this;
+}
+
+LtPlan::~LtPlan() {
+  if (a) cublasLtMatrixLayoutDestroy(a);
+  if (b) cublasLtMatrixLayoutDestroy(b);
+  if (c) cublasLtMatrixLayoutDestroy(c);
+  if (op) cublasLtMatmulDescDestroy(op);
+}
+
+namespace {
+
+cudaDataType_t cuda_type(DT t) {
+  switch (t) {
+    case DT::F16: return CUDA_R_16F;
+    case DT::BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+int64_t dt_size(DT t) { return ir::dtype_info(static_cast<DType>(t)).bytes_per_block; }
+DT to_dt(DType t) { return static_cast<DT>(t); }
+bool float_dt(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+}  // namespace
+
+// Row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T: cuBLAS's
+// first operand is our B, its second our A.
+Expected<LtPlan> make_lt_plan(cublasLtHandle_t lt, const GemmDesc& g, size_t ws_bytes, const std::string& what) {
+  LtPlan p;
+  const cublasComputeType_t compute =
+      g.ab_dt == DT::F32 && g.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  RLX_CUBLAS_TRY(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F), what);
+  const cublasOperation_t op_first = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  RLX_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)), what);
+  RLX_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)), what);
+  RLX_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue, sizeof(g.epilogue)), what);
+  const cudaDataType_t ab = cuda_type(g.ab_dt), ct = cuda_type(g.c_dt);
+  // First operand (our B): stored tb ? [N,K] row-major = col-major K x N : [K,N] = col-major N x K.
+  const uint64_t a_rows = static_cast<uint64_t>(g.tb ? g.K : g.N), a_cols = static_cast<uint64_t>(g.tb ? g.N : g.K);
+  const uint64_t b_rows = static_cast<uint64_t>(g.ta ? g.M : g.K), b_cols = static_cast<uint64_t>(g.ta ? g.K : g.M);
+  RLX_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p.a, ab, a_rows, a_cols, static_cast<int64_t>(a_rows)), what);
+  RLX_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p.b, ab, b_rows, b_cols, static_cast<int64_t>(b_rows)), what);
+  RLX_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&p.c, ct, static_cast<uint64_t>(g.N), static_cast<uint64_t>(g.M), g.N), what);
+  if (g.strided && g.batch > 1) {
+    const int32_t count = static_cast<int32_t>(g.batch);
+    const int64_t sa = g.b_bstride, sb = g.a_bstride, sc = g.M * g.N;
+    for (auto [layout, stride] : {std::pair{p.a, sa}, std::pair{p.b, sb}, std::pair{p.c, sc}}) {
+      RLX_CUBLAS_TRY(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)), what);
+      RLX_CUBLAS_TRY(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                      sizeof(stride)), what);
+    }
+  }
+  cublasLtMatmulPreference_t pref = nullptr;
+  RLX_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref), what);
+  std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, cublasStatus_t (*)(cublasLtMatmulPreference_t)> pref_owner(
+      pref, &cublasLtMatmulPreferenceDestroy);
+  RLX_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                      sizeof(ws_bytes)), what);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  RLX_CUBLAS_TRY(cublasLtMatmulAlgoGetHeuristic(lt, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found), what);
+  if (found == 0)
+    return Error::unsupported("cuda backend: cuBLASLt has no algorithm for {} ({}x{}x{})", what, g.M, g.N, g.K);
+  p.algo = result.algo;
+  return p;
+}
+
+namespace {
+
+// Runs plan `pi` of the step: C = A . B (+ bias through the epilogue).
+Status run_gemm(const Step& s, const RunCtx& ctx, int pi, const GemmDesc& g, const void* a, const void* b, void* c,
+                const void* bias) {
+  const LtPlan& p = (*ctx.plans)[static_cast<size_t>(s.plan + pi)];
+  if (bias)
+    RLX_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), *s.what);
+  const float alpha = 1.0f, beta = 0.0f;
+  const int64_t ab = dt_size(g.ab_dt), cb = dt_size(g.c_dt);
+  const int64_t loops = g.strided ? 1 : g.batch;
+  for (int64_t i = 0; i < loops; ++i) {
+    const auto* ai = static_cast<const uint8_t*>(a) + (g.strided ? 0 : g.a_offsets[static_cast<size_t>(i)] * ab);
+    const auto* bi = static_cast<const uint8_t*>(b) + (g.strided ? 0 : g.b_offsets[static_cast<size_t>(i)] * ab);
+    auto* ci = static_cast<uint8_t*>(c) + (g.strided ? 0 : i * g.M * g.N * cb);
+    RLX_CUBLAS_TRY(cublasLtMatmul(ctx.lt, p.op, &alpha, bi, p.a, ai, p.b, &beta, ci, p.c, ci, p.c, &p.algo,
+                                  ctx.workspace, ctx.workspace_bytes, ctx.stream),
+                   *s.what);
+  }
+  return {};
+}
+
+// ---- elementwise ---------------------------------------------------------------------
+
+/// Right-aligned broadcast strides (elements) of `in` against `out`.
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  std::vector<int64_t> st(out.size(), 0);
+  int64_t acc = 1;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const size_t di = in.size() - 1 - k, doo = out.size() - 1 - k;
+    st[doo] = in[di] == 1 ? 0 : acc;
+    acc *= in[di];
+  }
+  return st;
+}
+
+struct RegionStepParams {
+  RegionParams k;
+};
+
+Status region_fn(const Step& s, const RunCtx& ctx) {
+  RegionParams k = s.p<RegionStepParams>().k;
+  for (int i = 0; i < k.n_in; ++i) k.in[i] = s.in_ptr[static_cast<size_t>(i)];
+  k.out = s.out_ptr;
+  launch_region(k, ctx.stream);
+  return {};
+}
+
+/// Fills `k`'s shape and input strides for the node's output dims and inputs.
+Status region_layout(BuildCtx& ctx, RegionParams& k) {
+  const ir::Node& n = ctx.node();
+  std::vector<int64_t> od = n.shape.static_dims();
+  if (od.empty()) od = {1};
+  if (od.size() > static_cast<size_t>(kMaxRank)) return step_error(ctx, "rank {} above {}", od.size(), kMaxRank);
+  if (n.inputs.size() > static_cast<size_t>(kMaxRegionInputs))
+    return step_error(ctx, "{} inputs, the region kernel takes {}", n.inputs.size(), kMaxRegionInputs);
+  k.rank = static_cast<int>(od.size());
+  k.total = 1;
+  for (size_t d = 0; d < od.size(); ++d) {
+    k.dims[d] = od[d];
+    k.total *= od[d];
+  }
+  k.out_dt = to_dt(n.dtype);
+  k.n_in = static_cast<int>(n.inputs.size());
+  bool dbl = n.dtype == DType::F64 || n.dtype == DType::I64 || n.dtype == DType::I32;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const ir::Node& x = ctx.input(i);
+    if (ir::is_packed(x.dtype)) return step_error(ctx, "packed input {}", i);
+    k.in_dt[i] = to_dt(x.dtype);
+    dbl = dbl || x.dtype == DType::F64 || x.dtype == DType::I64 || x.dtype == DType::I32;
+    const auto st = broadcast_strides(x.shape.static_dims(), od);
+    for (size_t d = 0; d < od.size(); ++d) k.strides[i][d] = st[d];
+  }
+  k.use_double = dbl;
+  return {};
+}
+
+Status build_elementwise(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  auto p = std::make_shared<RegionStepParams>();
+  TRY(region_layout(ctx, p->k));
+  RegionStepK& st = p->k.steps[0];
+  st.dtype = to_dt(n.dtype);
+  switch (n.op) {
+    case OpKind::Activation: st.op = RegionOp::kActivation; st.kind = static_cast<uint8_t>(n.attr<ir::ActivationAttrs>().kind); break;
+    case OpKind::Binary: st.op = RegionOp::kBinary; st.kind = static_cast<uint8_t>(n.attr<ir::BinaryAttrs>().kind); break;
+    case OpKind::Compare: st.op = RegionOp::kCompare; st.kind = static_cast<uint8_t>(n.attr<ir::CompareAttrs>().kind); break;
+    case OpKind::Where: st.op = RegionOp::kWhere; break;
+    default: st.op = RegionOp::kCast; break;
+  }
+  for (size_t i = 0; i < n.inputs.size(); ++i) st.args[i] = static_cast<int8_t>(-1 - static_cast<int>(i));
+  p->k.n_steps = 1;
+  step.fn = &region_fn;
+  step.params = p;
+  return {};
+}
+
+Status build_region(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& ra = n.attr<ir::RegionAttrs>();
+  auto p = std::make_shared<RegionStepParams>();
+  TRY(region_layout(ctx, p->k));
+  if (ra.steps.empty() || ra.steps.size() > static_cast<size_t>(kMaxRegionSteps))
+    return step_error(ctx, "{} region steps, the region kernel takes 1..{}", ra.steps.size(), kMaxRegionSteps);
+  bool dbl = p->k.use_double;
+  for (size_t i = 0; i < ra.steps.size(); ++i) {
+    const ir::RegionStep& rs = ra.steps[i];
+    RegionStepK& st = p->k.steps[i];
+    switch (rs.op) {
+      case OpKind::Activation: st.op = RegionOp::kActivation; break;
+      case OpKind::Binary: st.op = RegionOp::kBinary; break;
+      case OpKind::Compare: st.op = RegionOp::kCompare; break;
+      case OpKind::Where: st.op = RegionOp::kWhere; break;
+      case OpKind::Cast: st.op = RegionOp::kCast; break;
+      default: return step_error(ctx, "region step {} is a {}", i, ir::op_name(rs.op));
+    }
+    st.kind = rs.kind;
+    st.dtype = to_dt(rs.dtype);
+    dbl = dbl || rs.dtype == DType::F64 || rs.dtype == DType::I64 || rs.dtype == DType::I32;
+    if (rs.args.size() > 3) return step_error(ctx, "region step {} has {} args", i, rs.args.size());
+    for (size_t a = 0; a < rs.args.size(); ++a) st.args[a] = static_cast<int8_t>(rs.args[a]);
+  }
+  p->k.n_steps = static_cast<int>(ra.steps.size());
+  p->k.use_double = dbl;
+  step.fn = &region_fn;
+  step.params = p;
+  return {};
+}
+
+// ---- movement ------------------------------------------------------------------------
+
+struct CopyParams {
+  int64_t bytes = 0;
+};
+
+Status copy_fn(const Step& s, const RunCtx& ctx) {
+  if (s.out_ptr != s.in_ptr[0])
+    RLX_CUDA_TRY(cudaMemcpyAsync(s.out_ptr, s.in_ptr[0], static_cast<size_t>(s.p<CopyParams>().bytes),
+                                 cudaMemcpyDeviceToDevice, ctx.stream), *s.what);
+  return {};
+}
+
+Status build_copy(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  if (ctx.input(0).dtype != n.dtype) return step_error(ctx, "copy between dtypes");
+  auto p = std::make_shared<CopyParams>();
+  p->bytes = ir::dtype_bytes(n.dtype, *n.shape.num_elements()).value_or(0);
+  step.fn = &copy_fn;
+  step.params = p;
+  return {};
+}
+
+struct StridedStepParams {
+  StridedCopyParams k;
+};
+
+Status strided_fn(const Step& s, const RunCtx& ctx) {
+  StridedCopyParams k = s.p<StridedStepParams>().k;
+  k.in = s.in_ptr[0];
+  k.out = s.out_ptr;
+  launch_strided_copy(k, ctx.stream);
+  return {};
+}
+
+Status make_strided(BuildCtx& ctx, Step& step, std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t offset) {
+  const ir::Node& n = ctx.node();
+  if (ir::is_packed(n.dtype)) return step_error(ctx, "packed dtype");
+  if (dims.empty()) {
+    dims = {1};
+    strides = {0};
+  }
+  if (dims.size() > static_cast<size_t>(kMaxRank)) return step_error(ctx, "rank {} above {}", dims.size(), kMaxRank);
+  auto p = std::make_shared<StridedStepParams>();
+  p->k.rank = static_cast<int>(dims.size());
+  p->k.elem_bytes = static_cast<int>(dt_size(to_dt(n.dtype)));
+  p->k.total = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    p->k.dims[d] = dims[d];
+    p->k.in_strides[d] = strides[d];
+    p->k.total *= dims[d];
+  }
+  p->k.in_offset = offset;
+  step.fn = &strided_fn;
+  step.params = p;
+  return {};
+}
+
+Status build_transpose(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& perm = n.attr<ir::TransposeAttrs>().perm;
+  const ir::Node& x = ctx.input(0);
+  const auto xs = x.shape.rank() ? x.shape.strides() : std::vector<int64_t>{};
+  std::vector<int64_t> st;
+  for (int64_t q : perm) st.push_back(xs[static_cast<size_t>(q)]);
+  return make_strided(ctx, step, n.shape.static_dims(), st, 0);
+}
+
+Status build_narrow(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& na = n.attr<ir::NarrowAttrs>();
+  const ir::Node& x = ctx.input(0);
+  const int64_t axis = *x.shape.axis(na.axis);
+  const auto xs = x.shape.strides();
+  return make_strided(ctx, step, n.shape.static_dims(), xs, na.start * xs[static_cast<size_t>(axis)]);
+}
+
+Status build_expand(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto out = n.shape.static_dims();
+  return make_strided(ctx, step, out, broadcast_strides(ctx.input(0).shape.static_dims(), out), 0);
+}
+
+struct ConcatParams {
+  int64_t outer = 1, inner_bytes = 0, out_len = 0;
+  std::vector<int64_t> lens;
+};
+
+Status concat_fn(const Step& s, const RunCtx& ctx) {
+  const ConcatParams& p = s.p<ConcatParams>();
+  int64_t at = 0;
+  for (size_t i = 0; i < p.lens.size(); ++i) {
+    const int64_t w = p.lens[i] * p.inner_bytes;
+    if (w > 0 && p.outer > 0)
+      RLX_CUDA_TRY(cudaMemcpy2DAsync(s.out_ptr + at, static_cast<size_t>(p.out_len * p.inner_bytes), s.in_ptr[i],
+                                     static_cast<size_t>(w), static_cast<size_t>(w), static_cast<size_t>(p.outer),
+                                     cudaMemcpyDeviceToDevice, ctx.stream), *s.what);
+    at += w;
+  }
+  return {};
+}
+
+Status build_concat(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  if (ir::is_packed(n.dtype)) return step_error(ctx, "packed dtype");
+  const auto d = n.shape.static_dims();
+  const auto axis = static_cast<size_t>(*n.shape.axis(n.attr<ir::AxisAttrs>().axis));
+  auto p = std::make_shared<ConcatParams>();
+  for (size_t i = 0; i < axis; ++i) p->outer *= d[i];
+  int64_t inner = 1;
+  for (size_t i = axis + 1; i < d.size(); ++i) inner *= d[i];
+  p->inner_bytes = inner * dt_size(to_dt(n.dtype));
+  p->out_len = d[axis];
+  for (size_t i = 0; i < n.inputs.size(); ++i) p->lens.push_back(ctx.input(i).shape.static_dims()[axis]);
+  step.fn = &concat_fn;
+  step.params = p;
+  return {};
+}
+
+struct GatherStepParams {
+  GatherParams k;
+};
+
+Status gather_fn(const Step& s, const RunCtx& ctx) {
+  GatherParams k = s.p<GatherStepParams>().k;
+  k.table = s.in_ptr[0];
+  k.idx = s.in_ptr[1];
+  k.out = s.out_ptr;
+  k.err = ctx.err;
+  k.err_code = s.index + 1;
+  launch_gather(k, ctx.stream);
+  return {};
+}
+
+Status build_gather(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& t = ctx.input(0);
+  const ir::Node& idx = ctx.input(1);
+  const auto td = t.shape.static_dims();
+  const auto axis = static_cast<size_t>(*t.shape.axis(n.attr<ir::AxisAttrs>().axis));
+  auto p = std::make_shared<GatherStepParams>();
+  GatherParams& k = p->k;
+  for (size_t i = 0; i < axis; ++i) k.outer *= td[i];
+  k.axis_len = td[axis];
+  k.n_idx = *idx.shape.num_elements();
+  k.idx_dt = to_dt(idx.dtype);
+  k.table_dt = to_dt(t.dtype);
+  k.out_dt = to_dt(n.dtype);
+  int64_t inner = 1;
+  for (size_t i = axis + 1; i < td.size(); ++i) inner *= td[i];
+  if (ir::is_packed(t.dtype)) {
+    if (!packed_supported(k.table_dt) || axis != 0 || inner % 32 != 0 || !float_dt(n.dtype))
+      return step_error(ctx, "gather from a {} table", ir::dtype_name(t.dtype));
+    k.row_elems = inner;
+    k.row_bytes = *ir::dtype_bytes(t.dtype, inner);
+  } else {
+    if (t.dtype != n.dtype) return step_error(ctx, "gather changes dtype");
+    k.inner_bytes = inner * dt_size(k.table_dt);
+  }
+  step.fn = &gather_fn;
+  step.params = p;
+  return {};
+}
+
+struct UpdateParams {
+  UpdateSliceParams k;
+  bool src_bucket = false;
+  int64_t total_bytes = 0;
+};
+
+Status update_fn(const Step& s, const RunCtx& ctx) {
+  const UpdateParams& p = s.p<UpdateParams>();
+  UpdateSliceParams k = p.k;
+  k.rows = p.src_bucket && ctx.extent_on ? k.src_len / ctx.upper * ctx.actual : k.src_len;
+  k.dst = const_cast<uint8_t*>(s.in_ptr[0]);  // the handle is written in place by design
+  k.src = s.in_ptr[1];
+  k.start = s.in_ptr[2];
+  k.err = ctx.err;
+  k.err_code = s.index + 1;
+  launch_update_slice(k, ctx.stream);
+  if (s.out_ptr != s.in_ptr[0])
+    RLX_CUDA_TRY(cudaMemcpyAsync(s.out_ptr, s.in_ptr[0], static_cast<size_t>(p.total_bytes), cudaMemcpyDeviceToDevice,
+                                 ctx.stream), *s.what);
+  return {};
+}
+
+Status build_update_slice(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& dst = ctx.input(0);
+  const ir::Node& src = ctx.input(1);
+  if (dst.op != OpKind::Handle) return step_error(ctx, "update_slice must write a handle, got {}", ir::op_name(dst.op));
+  if (ir::is_packed(dst.dtype)) return step_error(ctx, "packed handle");
+  const auto dd = dst.shape.static_dims(), sd = src.shape.static_dims();
+  const auto axis = static_cast<size_t>(*dst.shape.axis(n.attr<ir::AxisAttrs>().axis));
+  auto p = std::make_shared<UpdateParams>();
+  for (size_t i = 0; i < axis; ++i) p->k.outer *= dd[i];
+  p->k.dst_len = dd[axis];
+  p->k.src_len = sd[axis];
+  int64_t inner = 1;
+  for (size_t i = axis + 1; i < dd.size(); ++i) inner *= dd[i];
+  p->k.inner_bytes = inner * dt_size(to_dt(dst.dtype));
+  p->k.start_dt = to_dt(ctx.input(2).dtype);
+  p->total_bytes = p->k.outer * p->k.dst_len * p->k.inner_bytes;
+  p->src_bucket = ctx.bucket(n.inputs[1]) == static_cast<int>(axis) && p->k.outer == 1;
+  if (ctx.bucket(n.inputs[1]) == -2) step.extent_ok = false;
+  step.fn = &update_fn;
+  step.params = p;
+  return {};
+}
+
+// ---- norms, rope, softmax, reduce -------------------------------------------------
+
+struct NormStepParams {
+  NormParams k;
+  bool residual = false, beta = false;
+};
+
+Status norm_fn(const Step& s, const RunCtx& ctx) {
+  const NormStepParams& p = s.p<NormStepParams>();
+  NormParams k = p.k;
+  const size_t gi = p.residual ? 2 : 1;
+  k.x = s.in_ptr[0];
+  k.res = p.residual ? s.in_ptr[1] : nullptr;
+  k.gamma = s.in_ptr[gi];
+  k.beta = p.beta ? s.in_ptr[gi + 1] : nullptr;
+  k.out = s.out_ptr;
+  launch_norm(k, ctx.stream);
+  return {};
+}
+
+Status build_norm(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& x = ctx.input(0);
+  if (!float_dt(x.dtype) || !float_dt(n.dtype)) return step_error(ctx, "norm of {}", x.type().to_string());
+  auto p = std::make_shared<NormStepParams>();
+  p->residual = n.op == OpKind::FusedResidualRmsNorm || n.op == OpKind::FusedResidualLayerNorm;
+  const auto d = x.shape.static_dims();
+  p->k.d = d.empty() ? 1 : d.back();
+  p->k.rows = *x.shape.num_elements() / std::max<int64_t>(p->k.d, 1);
+  p->k.rms = n.op == OpKind::RmsNorm || n.op == OpKind::FusedResidualRmsNorm;
+  p->k.eps = static_cast<float>(n.attr<ir::NormAttrs>().eps);
+  p->k.x_dt = to_dt(x.dtype);
+  p->k.out_dt = to_dt(n.dtype);
+  const size_t gi = p->residual ? 2 : 1;
+  if (p->residual && ctx.input(1).dtype != x.dtype) return step_error(ctx, "residual dtype differs from x");
+  p->k.g_dt = to_dt(ctx.input(gi).dtype);
+  p->beta = n.inputs.size() > gi + 1;
+  if (p->beta) p->k.b_dt = to_dt(ctx.input(gi + 1).dtype);
+  step.fn = &norm_fn;
+  step.params = p;
+  return {};
+}
+
+constexpr double kPi = 3.14159265358979323846;
+
+std::vector<double> rope_inv_freq(const ir::RopeAttrs& r) {
+  std::vector<double> f(static_cast<size_t>(r.n_rot / 2));
+  for (size_t i = 0; i < f.size(); ++i) {
+    double inv = std::pow(r.theta, -2.0 * static_cast<double>(i) / static_cast<double>(r.n_rot));
+    if (r.scaling == ir::RopeScaling::Linear) {
+      inv /= r.factor;
+    } else if (r.scaling == ir::RopeScaling::Llama3) {
+      const double wavelen = 2 * kPi / inv;
+      const double low_wl = static_cast<double>(r.original_context) / r.low_freq_factor;
+      const double high_wl = static_cast<double>(r.original_context) / r.high_freq_factor;
+      if (wavelen > low_wl) {
+        inv /= r.factor;
+      } else if (wavelen >= high_wl) {
+        const double smooth = (static_cast<double>(r.original_context) / wavelen - r.low_freq_factor) /
+                              (r.high_freq_factor - r.low_freq_factor);
+        inv = (1 - smooth) * inv / r.factor + smooth * inv;
+      }
+    }
+    f[i] = inv;
+  }
+  return f;
+}
+
+struct RopeStepParams {
+  RopeParams k;
+  std::shared_ptr<DeviceBuffer> table;  // inv_freq, uploaded at compile
+};
+
+Status rope_fn(const Step& s, const RunCtx& ctx) {
+  const RopeStepParams& p = s.p<RopeStepParams>();
+  RopeParams k = p.k;
+  k.x = s.in_ptr[0];
+  k.pos = s.in_ptr[1];
+  k.out = s.out_ptr;
+  k.inv_freq = reinterpret_cast<const double*>(p.table->data());
+  launch_rope(k, ctx.stream);
+  return {};
+}
+
+Status build_rope(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& r = n.attr<ir::RopeAttrs>();
+  const auto d = n.shape.static_dims();
+  if (d.size() < 2 || r.head_dim <= 0 || d.back() % r.head_dim != 0 || r.n_rot > r.head_dim || r.n_rot % 2 != 0)
+    return step_error(ctx, "rope layout");
+  auto p = std::make_shared<RopeStepParams>();
+  p->k.width = d.back();
+  p->k.seq = d[d.size() - 2];
+  p->k.rows = *n.shape.num_elements() / p->k.width;
+  p->k.head_dim = r.head_dim;
+  p->k.n_rot = r.n_rot;
+  p->k.neox = r.layout == ir::RopeLayout::Neox;
+  p->k.x_dt = to_dt(ctx.input(0).dtype);
+  p->k.out_dt = to_dt(n.dtype);
+  p->k.pos_dt = to_dt(ctx.input(1).dtype);
+  const std::vector<double> f = rope_inv_freq(r);
+  const int64_t bytes = static_cast<int64_t>(std::max<size_t>(f.size(), 1) * sizeof(double));
+  ASSIGN_OR_RETURN(DeviceBuffer table, DeviceBuffer::create(bytes, ctx.graph->describe(ctx.id)));
+  if (!f.empty())
+    RLX_CUDA_TRY(cudaMemcpy(table.data(), f.data(), f.size() * sizeof(double), cudaMemcpyHostToDevice),
+                 ctx.graph->describe(ctx.id));
+  p->table = std::make_shared<DeviceBuffer>(std::move(table));
+  step.fn = &rope_fn;
+  step.params = p;
+  return {};
+}
+
+struct AxisStepParams {
+  AxisParams k;
+  bool bucket_axis = false;  // softmax along the bucket axis: only `actual` elements count
+};
+
+AxisParams axis_view(const std::vector<int64_t>& d, int64_t axis) {
+  AxisParams k;
+  for (int64_t i = 0; i < axis; ++i) k.outer *= d[static_cast<size_t>(i)];
+  k.len = d.empty() ? 1 : d[static_cast<size_t>(axis)];
+  for (size_t i = static_cast<size_t>(axis) + 1; i < d.size(); ++i) k.inner *= d[i];
+  k.active_len = k.len;
+  return k;
+}
+
+template <void (*Launch)(const AxisParams&, cudaStream_t)>
+Status axis_fn(const Step& s, const RunCtx& ctx) {
+  const AxisStepParams& p = s.p<AxisStepParams>();
+  AxisParams k = p.k;
+  if (p.bucket_axis && ctx.extent_on) k.active_len = k.len / ctx.upper * ctx.actual;
+  k.x = s.in_ptr[0];
+  k.out = s.out_ptr;
+  Launch(k, ctx.stream);
+  return {};
+}
+
+Status build_softmax(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  if (!float_dt(n.dtype)) return step_error(ctx, "softmax of {}", ir::dtype_name(n.dtype));
+  const int64_t axis = *n.shape.axis(n.attr<ir::SoftmaxAttrs>().axis);
+  auto p = std::make_shared<AxisStepParams>();
+  p->k = axis_view(n.shape.static_dims(), axis);
+  p->k.in_dt = to_dt(ctx.input(0).dtype);
+  p->k.out_dt = to_dt(n.dtype);
+  const int b = ctx.bucket(n.inputs[0]);
+  p->bucket_axis = b == static_cast<int>(axis);
+  if (b == -2) step.extent_ok = false;
+  step.fn = &axis_fn<launch_softmax>;
+  step.params = p;
+  return {};
+}
+
+Status build_cumsum(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& ca = n.attr<ir::CumsumAttrs>();
+  auto p = std::make_shared<AxisStepParams>();
+  p->k = axis_view(n.shape.static_dims(), *n.shape.axis(ca.axis));
+  p->k.in_dt = to_dt(ctx.input(0).dtype);
+  p->k.out_dt = to_dt(n.dtype);
+  p->k.exclusive = ca.exclusive;
+  if (ir::is_packed(ctx.input(0).dtype)) return step_error(ctx, "packed input");
+  step.fn = &axis_fn<launch_cumsum>;
+  step.params = p;
+  return {};
+}
+
+Status build_topk(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& x = ctx.input(0);
+  const auto& ta = n.attr<ir::TopKAttrs>();
+  if (ir::is_packed(x.dtype)) return step_error(ctx, "packed input");
+  auto p = std::make_shared<AxisStepParams>();
+  p->k = axis_view(x.shape.static_dims(), x.shape.rank() - 1);
+  p->k.in_dt = to_dt(x.dtype);
+  p->k.out_dt = to_dt(n.dtype);
+  p->k.k = ta.k;
+  p->k.values = ta.values;
+  const int b = ctx.bucket(n.inputs[0]);
+  if (b == static_cast<int>(x.shape.rank() - 1) || b == -2) step.extent_ok = false;
+  step.fn = &axis_fn<launch_topk>;
+  step.params = p;
+  return {};
+}
+
+struct ReduceStepParams {
+  ReduceParams k;
+  int bucket_red = -1;
+};
+
+Status reduce_fn(const Step& s, const RunCtx& ctx) {
+  const ReduceStepParams& p = s.p<ReduceStepParams>();
+  ReduceParams k = p.k;
+  if (p.bucket_red >= 0 && ctx.extent_on) {
+    k.red_dims[p.bucket_red] = k.red_dims[p.bucket_red] / ctx.upper * ctx.actual;
+    k.n_red_elems = 1;
+    for (int d = 0; d < k.n_red; ++d) k.n_red_elems *= k.red_dims[d];
+    k.mean_count = k.n_red_elems;
+  }
+  k.x = s.in_ptr[0];
+  k.out = s.out_ptr;
+  launch_reduce(k, ctx.stream);
+  return {};
+}
+
+Status build_reduce(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& ra = n.attr<ir::ReduceAttrs>();
+  const ir::Node& x = ctx.input(0);
+  if (ir::is_packed(x.dtype)) return step_error(ctx, "packed input");
+  const auto d = x.shape.static_dims();
+  if (d.size() > static_cast<size_t>(kMaxRank)) return step_error(ctx, "rank {} above {}", d.size(), kMaxRank);
+  const auto strides = d.empty() ? std::vector<int64_t>{} : x.shape.strides();
+  std::vector<bool> red(d.size(), false);
+  for (int64_t a : ra.axes) red[static_cast<size_t>(*x.shape.axis(a))] = true;
+  auto p = std::make_shared<ReduceStepParams>();
+  ReduceParams& k = p->k;
+  k.kind = static_cast<uint8_t>(ra.kind);
+  k.in_dt = to_dt(x.dtype);
+  k.out_dt = to_dt(n.dtype);
+  const int xb = ctx.bucket(n.inputs[0]);
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (red[i]) {
+      if (static_cast<int>(i) == xb) p->bucket_red = k.n_red;
+      k.red_dims[k.n_red] = d[i];
+      k.red_strides[k.n_red++] = strides[i];
+      k.n_red_elems *= d[i];
+    } else {
+      k.kept_dims[k.n_kept] = d[i];
+      k.kept_strides[k.n_kept++] = strides[i];
+      k.n_out *= d[i];
+    }
+  }
+  k.mean_count = k.n_red_elems;
+  if (xb == -2) step.extent_ok = false;
+  step.fn = &reduce_fn;
+  step.params = p;
+  return {};
+}
+
+// ---- attention -----------------------------------------------------------------------
+
+struct AttnStepParams {
+  AttentionParams k;
+  bool q_bucket = false, k_bucket = false;
+  int64_t partial_off = 0;
+};
+
+Status attention_fn(const Step& s, const RunCtx& ctx) {
+  const AttnStepParams& p = s.p<AttnStepParams>();
+  AttentionParams k = p.k;
+  if (ctx.extent_on) {
+    if (p.q_bucket) k.S = k.S_full / ctx.upper * ctx.actual;
+    if (p.k_bucket) k.T = k.T_full / ctx.upper * ctx.actual;
+  }
+  k.q = s.in_ptr[0];
+  k.k = s.in_ptr[1];
+  k.v = s.in_ptr[2];
+  k.q_pos = s.in_ptr.size() > 3 ? s.in_ptr[3] : nullptr;
+  k.out = s.out_ptr;
+  k.partial = reinterpret_cast<float*>(ctx.scratch + p.partial_off);
+  launch_attention(k, ctx.stream);
+  return {};
+}
+
+Status build_attention(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& a = n.attr<ir::AttentionAttrs>();
+  const auto qd = ctx.input(0).shape.static_dims();
+  const auto kd = ctx.input(1).shape.static_dims();
+  const DType dt = ctx.input(0).dtype;
+  if (!float_dt(dt) || ctx.input(1).dtype != dt || ctx.input(2).dtype != dt || !float_dt(n.dtype))
+    return step_error(ctx, "attention dtypes");
+  if (!attention_head_dim_supported(a.head_dim)) return step_error(ctx, "head_dim {}", a.head_dim);
+  if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0) return step_error(ctx, "heads {} / kv heads {}", a.n_heads, a.n_kv_heads);
+  auto p = std::make_shared<AttnStepParams>();
+  AttentionParams& k = p->k;
+  const size_t r = qd.size();
+  k.S = k.S_full = qd[r - 2];
+  k.T = k.T_full = kd[r - 2];
+  k.batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i) k.batch *= qd[i];
+  k.n_heads = static_cast<int>(a.n_heads);
+  k.n_kv = static_cast<int>(a.n_kv_heads);
+  k.hd = static_cast<int>(a.head_dim);
+  k.mask = static_cast<int>(a.mask);
+  k.window = a.window;
+  k.scale = static_cast<float>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim)));
+  k.softcap = static_cast<float>(a.softcap);
+  if (n.inputs.size() == 4) k.pos_dt = to_dt(ctx.input(3).dtype);
+  k.dt = to_dt(dt);
+  k.out_dt = to_dt(n.dtype);
+  k.splits = attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);
+  if (k.splits > 1)
+    p->partial_off = ctx.scratch(static_cast<int64_t>(k.splits) * k.batch * k.n_heads * k.S * (k.hd + 2) * 4);
+  const int qb = ctx.bucket(n.inputs[0]), kb = ctx.bucket(n.inputs[1]);
+  p->q_bucket = qb == static_cast<int>(r - 2) && k.batch == 1;
+  p->k_bucket = kb == static_cast<int>(r - 2) && k.batch == 1;
+  if ((kb >= 0 && !p->k_bucket) || kb == -2 || (qb >= 0 && !p->q_bucket) || qb == -2) step.extent_ok = false;
+  step.fn = &attention_fn;
+  step.params = p;
+  return {};
+}
+
+// ---- matmuls -------------------------------------------------------------------------
+
+/// Post-GEMM elementwise program: act(c (+ bias)) or silu(gate) * up, written to out.
+struct LinearParams {
+  GemmDesc g;
+  bool has_bias = false;
+  bool lt_bias = false;  // bias applied by the cuBLASLt epilogue
+  bool post = false;     // a region kernel finishes the result
+  RegionParams post_k;   // inputs: [gemm result, (bias | up)]; out: node output
+  bool swiglu = false;
+  bool cast_x = false;   // x converted to the weights' dtype into scratch first
+  RegionParams cast_k;
+  int64_t x_off = 0, c_off = 0, u_off = 0;  // scratch offsets (cast x, gemm result, up result)
+  bool c_in_scratch = false;
+  // packed DequantMatMul
+  bool packed = false;
+  QGemvParams q;
+  int64_t wdq_off = 0;  // f16 dequantized weights (M > 8)
+};
+
+Status linear_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  const void* x = s.in_ptr[0];
+  if (p.cast_x) {
+    RegionParams k = p.cast_k;
+    k.in[0] = x;
+    k.out = ctx.scratch + p.x_off;
+    launch_region(k, ctx.stream);
+    x = ctx.scratch + p.x_off;
+  }
+  if (p.packed && !p.cast_x) {
+    QGemvParams q = p.q;
+    q.x = static_cast<const float*>(x);
+    q.w = s.in_ptr[1];
+    q.y = reinterpret_cast<float*>(s.out_ptr);
+    launch_qgemv(q, ctx.stream);
+    return {};
+  }
+  const void* w = s.in_ptr[1];
+  if (p.packed) {
+    launch_dequant_f16(p.q.w_dt, s.in_ptr[1], ctx.scratch + p.wdq_off, p.q.N, p.q.K, p.q.row_bytes, ctx.stream);
+    w = ctx.scratch + p.wdq_off;
+  }
+  void* c = p.c_in_scratch ? static_cast<void*>(ctx.scratch + p.c_off) : static_cast<void*>(s.out_ptr);
+  TRY(run_gemm(s, ctx, 0, p.g, x, w, c, p.lt_bias ? s.in_ptr[2] : nullptr));
+  if (p.swiglu) TRY(run_gemm(s, ctx, 0, p.g, x, s.in_ptr[2], ctx.scratch + p.u_off, nullptr));
+  if (p.post) {
+    RegionParams k = p.post_k;
+    k.in[0] = c;
+    if (p.swiglu) k.in[1] = ctx.scratch + p.u_off;
+    else if (p.has_bias) k.in[1] = s.in_ptr[2];
+    k.out = s.out_ptr;
+    launch_region(k, ctx.stream);
+  }
+  return {};
+}
+
+/// out = act(in0 (+ in1)) or silu(in0) * in1 over [M, N].
+RegionParams post_program(int64_t M, int64_t N, DT c_dt, DT out_dt, bool two, DT in1_dt, bool in1_is_bias, bool swiglu,
+                          uint8_t act) {
+  RegionParams k;
+  k.rank = 2;
+  k.dims[0] = M;
+  k.dims[1] = N;
+  k.total = M * N;
+  k.n_in = two ? 2 : 1;
+  k.in_dt[0] = c_dt;
+  k.strides[0][0] = N;
+  k.strides[0][1] = 1;
+  if (two) {
+    k.in_dt[1] = in1_dt;
+    k.strides[1][0] = in1_is_bias ? 0 : N;
+    k.strides[1][1] = 1;
+  }
+  k.out_dt = out_dt;
+  int n = 0;
+  if (swiglu) {
+    k.steps[n++] = {RegionOp::kActivation, 3, DT::F32, {-1, 0, 0}};
+    k.steps[n++] = {RegionOp::kBinary, 2, out_dt, {0, -2, 0}};
+  } else {
+    int8_t cur = -1;
+    if (two) {
+      k.steps[n++] = {RegionOp::kBinary, 0, DT::F32, {-1, -2, 0}};
+      cur = 0;
+    }
+    k.steps[n++] = {RegionOp::kActivation, act, out_dt, {cur, 0, 0}};
+  }
+  k.n_steps = n;
+  return k;
+}
+
+Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_act) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& x = ctx.input(0);
+  const ir::Node& w = ctx.input(1);
+  const auto xd = x.shape.static_dims(), wd = w.shape.static_dims();
+  auto p = std::make_shared<LinearParams>();
+  GemmDesc& g = p->g;
+  g.K = xd.back();
+  g.M = *x.shape.num_elements() / std::max<int64_t>(g.K, 1);
+  g.N = tb ? wd[0] : wd[1];
+  g.tb = tb;
+  g.tf32 = ctx.allow_tf32;
+  if (!float_dt(x.dtype) || !float_dt(n.dtype)) return step_error(ctx, "input {} is not f32/f16/bf16", x.type().to_string());
+  if (ir::is_packed(w.dtype)) {
+    // DequantMatMul over packed blocks.
+    if (!packed_supported(to_dt(w.dtype)) || x.dtype != DType::F32 || n.dtype != DType::F32 || !tb || g.K % 32 != 0)
+      return step_error(ctx, "dequant_matmul for {}", ir::dtype_name(w.dtype));
+    p->packed = true;
+    p->q.w_dt = to_dt(w.dtype);
+    p->q.M = g.M;
+    p->q.N = g.N;
+    p->q.K = g.K;
+    p->q.row_bytes = *ir::dtype_bytes(w.dtype, g.K);
+    if (g.M > 8) {  // prefill: dequantize to f16 and use cuBLAS (f16 x f16 -> f32)
+      p->wdq_off = ctx.scratch(g.N * g.K * 2);
+      g.ab_dt = DT::F16;
+      g.c_dt = DT::F32;
+      p->cast_x = true;
+      p->x_off = ctx.scratch(g.M * g.K * 2);
+    }
+  } else {
+    if (!float_dt(w.dtype)) return step_error(ctx, "weights of {}", ir::dtype_name(w.dtype));
+    if (swiglu && ctx.input(2).dtype != w.dtype) return step_error(ctx, "gate and up weights differ in dtype");
+    g.ab_dt = to_dt(w.dtype);
+    p->cast_x = x.dtype != w.dtype;
+    if (p->cast_x) p->x_off = ctx.scratch(g.M * g.K * dt_size(g.ab_dt));
+    g.c_dt = to_dt(n.dtype);
+  }
+  if (p->cast_x) {
+    RegionParams& k = p->cast_k;
+    k.rank = 1;
+    k.dims[0] = k.total = g.M * g.K;
+    k.n_in = 1;
+    k.in_dt[0] = to_dt(x.dtype);
+    k.strides[0][0] = 1;
+    k.out_dt = g.ab_dt;
+    k.steps[0] = {RegionOp::kCast, 0, g.ab_dt, {-1, 0, 0}};
+    k.n_steps = 1;
+  }
+  if (p->packed && g.M <= 8) {
+    step.fn = &linear_fn;
+    step.params = p;
+    return {};
+  }
+  // cuBLASLt writes C in c_dt: f32 always works; otherwise it must equal the operands'.
+  if (g.c_dt != DT::F32 && g.c_dt != g.ab_dt) g.c_dt = DT::F32;
+  const bool c_is_out = g.c_dt == to_dt(n.dtype);
+  ir::ActKind act = ir::ActKind::Identity;
+  if (bias_act) {
+    const auto& f = n.attr<ir::FusedMatMulAttrs>();
+    act = f.act;
+    p->has_bias = f.has_bias;
+  }
+  const bool bias_ok = p->has_bias && ctx.input(2).dtype == static_cast<DType>(g.c_dt) && g.c_dt == to_dt(n.dtype);
+  const bool act_ok = act == ir::ActKind::Identity || act == ir::ActKind::Relu || act == ir::ActKind::GeluTanh;
+  if (!swiglu && c_is_out && act_ok && (!p->has_bias || bias_ok)) {
+    // Everything in the cuBLASLt epilogue.
+    p->lt_bias = p->has_bias;
+    if (act == ir::ActKind::Relu) g.epilogue = p->lt_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    else if (act == ir::ActKind::GeluTanh) g.epilogue = p->lt_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    else g.epilogue = p->lt_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  } else {
+    p->post = true;
+    p->c_in_scratch = true;
+    p->c_off = ctx.scratch(g.M * g.N * dt_size(g.c_dt));
+    if (swiglu) p->u_off = ctx.scratch(g.M * g.N * dt_size(g.c_dt));
+    const DT in1 = swiglu ? g.c_dt : p->has_bias ? to_dt(ctx.input(2).dtype) : DT::F32;
+    p->post_k = post_program(g.M, g.N, g.c_dt, to_dt(n.dtype), swiglu || p->has_bias, in1, !swiglu, swiglu,
+                             static_cast<uint8_t>(act));
+  }
+  step.gemms.push_back(&p->g);
+  step.fn = &linear_fn;
+  step.params = p;
+  return {};
+}
+
+Status build_fused_matmul(BuildCtx& ctx, Step& step) {
+  return build_linear(ctx, step, ctx.node().attr<ir::FusedMatMulAttrs>().transpose_b, false, true);
+}
+Status build_fused_swiglu(BuildCtx& ctx, Step& step) {
+  return build_linear(ctx, step, ctx.node().attr<ir::FusedSwiGLUAttrs>().transpose_b, true, false);
+}
+Status build_dequant_matmul(BuildCtx& ctx, Step& step) { return build_linear(ctx, step, true, false, false); }
+
+struct MatMulParams {
+  GemmDesc g;
+  bool post = false;  // result in f32 scratch, cast to the output dtype
+  int64_t c_off = 0;
+  RegionParams post_k;
+};
+
+Status matmul_fn(const Step& s, const RunCtx& ctx) {
+  const MatMulParams& p = s.p<MatMulParams>();
+  void* c = p.post ? static_cast<void*>(ctx.scratch + p.c_off) : static_cast<void*>(s.out_ptr);
+  TRY(run_gemm(s, ctx, 0, p.g, s.in_ptr[0], s.in_ptr[1], c, nullptr));
+  if (p.post) {
+    RegionParams k = p.post_k;
+    k.in[0] = c;
+    k.out = s.out_ptr;
+    launch_region(k, ctx.stream);
+  }
+  return {};
+}
+
+Status build_matmul(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& m = n.attr<ir::MatMulAttrs>();
+  const ir::Node& a = ctx.input(0);
+  const ir::Node& b = ctx.input(1);
+  if (!float_dt(a.dtype) || a.dtype != b.dtype || !float_dt(n.dtype))
+    return step_error(ctx, "matmul of {} and {}", ir::dtype_name(a.dtype), ir::dtype_name(b.dtype));
+  const auto ad = a.shape.static_dims(), bd = b.shape.static_dims(), od = n.shape.static_dims();
+  const size_t ra = ad.size(), rb = bd.size(), ro = od.size();
+  auto p = std::make_shared<MatMulParams>();
+  GemmDesc& g = p->g;
+  g.M = od[ro - 2];
+  g.N = od[ro - 1];
+  g.K = m.transpose_a ? ad[ra - 2] : ad[ra - 1];
+  g.ta = m.transpose_a;
+  g.tb = m.transpose_b;
+  g.ab_dt = to_dt(a.dtype);
+  g.c_dt = to_dt(n.dtype);
+  g.tf32 = ctx.allow_tf32;
+  if (g.c_dt != DT::F32 && g.c_dt != g.ab_dt) g.c_dt = DT::F32;
+  const std::vector<int64_t> out_batch(od.begin(), od.end() - 2);
+  const auto sa = broadcast_strides(std::vector<int64_t>(ad.begin(), ad.end() - 2), out_batch);
+  const auto sb = broadcast_strides(std::vector<int64_t>(bd.begin(), bd.end() - 2), out_batch);
+  g.batch = 1;
+  for (int64_t d : out_batch) g.batch *= d;
+  const int64_t a_mat = ad[ra - 2] * ad[ra - 1], b_mat = bd[rb - 2] * bd[rb - 1];
+  // Per-batch element offsets; strided when they form one arithmetic sequence.
+  std::vector<int64_t> ao(static_cast<size_t>(g.batch)), bo(static_cast<size_t>(g.batch));
+  for (int64_t i = 0; i < g.batch; ++i) {
+    int64_t rem = i, oa = 0, ob = 0;
+    for (size_t d = out_batch.size(); d-- > 0;) {
+      const int64_t idx = rem % out_batch[d];
+      rem /= out_batch[d];
+      oa += idx * sa[d] * a_mat;
+      ob += idx * sb[d] * b_mat;
+    }
+    ao[static_cast<size_t>(i)] = oa;
+    bo[static_cast<size_t>(i)] = ob;
+  }
+  g.strided = true;
+  if (g.batch > 1) {
+    g.a_bstride = ao[1] - ao[0];
+    g.b_bstride = bo[1] - bo[0];
+    for (int64_t i = 1; i < g.batch; ++i)
+      if (ao[static_cast<size_t>(i)] != i * g.a_bstride || bo[static_cast<size_t>(i)] != i * g.b_bstride) g.strided = false;
+  }
+  if (!g.strided) {
+    g.a_offsets = std::move(ao);
+    g.b_offsets = std::move(bo);
+  }
+  if (g.c_dt != to_dt(n.dtype)) {
+    p->post = true;
+    p->c_off = ctx.scratch(g.batch * g.M * g.N * 4);
+    RegionParams& k = p->post_k;
+    k.rank = 1;
+    k.dims[0] = k.total = g.batch * g.M * g.N;
+    k.n_in = 1;
+    k.in_dt[0] = DT::F32;
+    k.strides[0][0] = 1;
+    k.out_dt = to_dt(n.dtype);
+    k.steps[0] = {RegionOp::kCast, 0, k.out_dt, {-1, 0, 0}};
+    k.n_steps = 1;
+  }
+  const int ab = ctx.bucket(n.inputs[0]);
+  if (ab >= 0 && ab == static_cast<int>(m.transpose_a ? ra - 2 : ra - 1)) step.extent_ok = false;
+  if (ab == -2) step.extent_ok = false;
+  step.gemms.push_back(&p->g);
+  step.fn = &matmul_fn;
+  step.params = p;
+  return {};
+}
+
+Status build_boundary(BuildCtx&, Step& step) {
+  step.fn = nullptr;
+  return {};
+}
+
+}  // namespace
+
+StepBuilder cuda_builder(OpKind kind) {
+  switch (kind) {
+    case OpKind::Input: case OpKind::Param: case OpKind::Constant: case OpKind::Handle: return &build_boundary;
+    case OpKind::Activation: case OpKind::Binary: case OpKind::Compare: case OpKind::Where: case OpKind::Cast:
+      return &build_elementwise;
+    case OpKind::ElementwiseRegion: return &build_region;
+    case OpKind::MatMul: return &build_matmul;
+    case OpKind::DequantMatMul: return &build_dequant_matmul;
+    case OpKind::FusedMatMulBiasAct: return &build_fused_matmul;
+    case OpKind::FusedSwiGLU: return &build_fused_swiglu;
+    case OpKind::Reduce: return &build_reduce;
+    case OpKind::Softmax: return &build_softmax;
+    case OpKind::Cumsum: return &build_cumsum;
+    case OpKind::TopK: return &build_topk;
+    case OpKind::LayerNorm: case OpKind::RmsNorm: case OpKind::FusedResidualRmsNorm:
+    case OpKind::FusedResidualLayerNorm: return &build_norm;
+    case OpKind::Rope: return &build_rope;
+    case OpKind::Attention: return &build_attention;
+    case OpKind::Reshape: return &build_copy;
+    case OpKind::Transpose: return &build_transpose;
+    case OpKind::Narrow: return &build_narrow;
+    case OpKind::Concat: return &build_concat;
+    case OpKind::Expand: return &build_expand;
+    case OpKind::Gather: return &build_gather;
+    case OpKind::UpdateSlice: return &build_update_slice;
+    default: return nullptr;
+  }
+}
+
+}  // namespace rlx::cuda_backend

@@ -1,0 +1,157 @@
+// ModelConfig from a Hugging Face config.json. HF checkpoints keep q/k weights in
+// their original order, so RoPE uses the half-split (neox) layout for every family.
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "rlx/models/model_config.h"
+
+namespace rlx::models {
+namespace {
+
+using nlohmann::json;
+
+struct Reader {
+  const json& j;
+  const std::string& path;
+  Expected<int64_t> req_int(const char* key) const {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer())
+      return Error::invalid_file("{}: '{}' is missing or not an integer", path, key);
+    return it->get<int64_t>();
+  }
+  int64_t opt_int(const char* key, int64_t fallback) const {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+  }
+  double opt_float(const char* key, double fallback) const {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+  }
+  bool opt_bool(const char* key, bool fallback) const {
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+  }
+};
+
+// Reads theta and scaling from a rope parameter object (rope_parameters / rope_scaling).
+Status read_rope(const json& r, const std::string& path, ir::RopeAttrs* rope) {
+  if (!r.is_object()) return {};
+  if (auto t = r.find("rope_theta"); t != r.end() && t->is_number()) rope->theta = t->get<double>();
+  std::string type = "default";
+  if (auto t = r.find("rope_type"); t != r.end() && t->is_string()) type = t->get<std::string>();
+  else if (auto t2 = r.find("type"); t2 != r.end() && t2->is_string()) type = t2->get<std::string>();
+  if (type == "default") return {};
+  Reader rr{r, path};
+  if (type == "linear") {
+    rope->scaling = ir::RopeScaling::Linear;
+    rope->factor = rr.opt_float("factor", 1.0);
+  } else if (type == "llama3") {
+    rope->scaling = ir::RopeScaling::Llama3;
+    rope->factor = rr.opt_float("factor", 8.0);
+    rope->low_freq_factor = rr.opt_float("low_freq_factor", 1.0);
+    rope->high_freq_factor = rr.opt_float("high_freq_factor", 4.0);
+    rope->original_context = rr.opt_int("original_max_position_embeddings", 8192);
+  } else {
+    return Error::unsupported("{}: rope type '{}' is not supported (default, linear, llama3)", path, type);
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<ModelConfig> config_from_hf(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::not_found("cannot open '{}'", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Error::parse("{}: not a JSON object", path);
+  Reader r{j, path};
+  auto type_it = j.find("model_type");
+  if (type_it == j.end() || !type_it->is_string()) return Error::invalid_file("{}: 'model_type' is missing", path);
+  const std::string type = type_it->get<std::string>();
+
+  ModelConfig c;
+  c.name = type;
+  if (type == "llama" || type == "mistral") c.arch = Arch::Llama;
+  else if (type == "qwen2") c.arch = Arch::Qwen2;
+  else if (type == "qwen3") c.arch = Arch::Qwen3;
+  else if (type == "gemma") c.arch = Arch::Gemma;
+  else if (type == "gemma2") c.arch = Arch::Gemma2;
+  else if (type == "gemma3_text" || type == "gemma3") c.arch = Arch::Gemma3;
+  else
+    return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, qwen2, qwen3, gemma, gemma2, "
+                              "gemma3_text)", path, type);
+
+  ASSIGN_OR_RETURN(c.n_vocab, r.req_int("vocab_size"));
+  ASSIGN_OR_RETURN(c.n_embd, r.req_int("hidden_size"));
+  ASSIGN_OR_RETURN(c.n_layer, r.req_int("num_hidden_layers"));
+  ASSIGN_OR_RETURN(c.n_head, r.req_int("num_attention_heads"));
+  ASSIGN_OR_RETURN(c.n_ff, r.req_int("intermediate_size"));
+  c.n_head_kv = r.opt_int("num_key_value_heads", c.n_head);
+  c.head_dim = r.opt_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0);
+  c.n_ctx_train = r.opt_int("max_position_embeddings", 2048);
+  c.norm_eps = r.opt_float("rms_norm_eps", 1e-6);
+  c.tied_embeddings = r.opt_bool("tie_word_embeddings", false);
+  c.rope.layout = ir::RopeLayout::Neox;
+  c.rope.head_dim = c.head_dim;
+  c.rope.n_rot = c.head_dim;
+  c.rope.theta = r.opt_float("rope_theta", 10000.0);
+  if (auto it = j.find("rope_scaling"); it != j.end()) TRY(read_rope(*it, path, &c.rope));
+  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) {
+    if (it->contains("full_attention")) {  // per layer type (gemma3)
+      TRY(read_rope((*it)["full_attention"], path, &c.rope));
+      ir::RopeAttrs local = c.rope;
+      if (it->contains("sliding_attention")) TRY(read_rope((*it)["sliding_attention"], path, &local));
+      c.rope_theta_local = local.theta;
+    } else {
+      TRY(read_rope(*it, path, &c.rope));
+    }
+  }
+  if (auto it = j.find("rope_local_base_freq"); it != j.end() && it->is_number()) c.rope_theta_local = it->get<double>();
+  c.sliding_window = r.opt_int("sliding_window", 0);
+  if (auto it = j.find("layer_types"); it != j.end() && it->is_array()) {
+    for (const auto& t : *it) c.sliding_layers.push_back(t.is_string() && t.get<std::string>() == "sliding_attention");
+    if (static_cast<int64_t>(c.sliding_layers.size()) != c.n_layer)
+      return Error::invalid_file("{}: layer_types has {} entries for {} layers", path, c.sliding_layers.size(),
+                                 c.n_layer);
+  }
+  if (c.sliding_window > 0 && c.sliding_layers.empty() && type == "mistral") c.sliding = SlidingPattern::All;
+  if (type == "qwen2" && !r.opt_bool("use_sliding_window", false)) c.sliding_window = 0;
+
+  switch (c.arch) {
+    case Arch::Llama:
+      c.qkv_bias = r.opt_bool("attention_bias", false);
+      break;
+    case Arch::Qwen2:
+      c.qkv_bias = true;
+      break;
+    case Arch::Qwen3:
+      c.qk_norm = true;
+      c.qkv_bias = r.opt_bool("attention_bias", false);
+      break;
+    case Arch::Gemma:
+    case Arch::Gemma2:
+    case Arch::Gemma3:
+      c.ffn = FfnKind::GeGLU;
+      c.embed_scale = true;
+      c.tied_embeddings = true;
+      c.post_norms = c.arch != Arch::Gemma;
+      c.qk_norm = c.arch == Arch::Gemma3;
+      c.attn_softcap = r.opt_float("attn_logit_softcapping", 0.0);
+      c.final_softcap = r.opt_float("final_logit_softcapping", 0.0);
+      if (j.contains("query_pre_attn_scalar") && j["query_pre_attn_scalar"].is_number())
+        c.attn_scale = 1.0 / std::sqrt(j["query_pre_attn_scalar"].get<double>());
+      if (c.arch == Arch::Gemma2 && c.sliding_layers.empty()) c.sliding = SlidingPattern::EvenLayers;
+      if (c.arch == Arch::Gemma3 && c.sliding_layers.empty()) c.sliding = SlidingPattern::Gemma3;
+      break;
+  }
+  c.bos_id = r.opt_int("bos_token_id", -1);
+  c.eos_id = r.opt_int("eos_token_id", -1);
+  if (Status s = c.validate(); !s.ok()) return s.error().with_context(path);
+  return c;
+}
+
+}  // namespace rlx::models
