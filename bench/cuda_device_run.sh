@@ -5,7 +5,7 @@
 # libraries in .devrun/ (built on the workstation, carried with the call).
 set -u -o pipefail
 D=.devrun
-export LD_LIBRARY_PATH=$PWD/$D/lib:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$PWD/$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$OUT/card.txt"
@@ -13,7 +13,7 @@ echo "== tests"
 timeout 240 $D/rlx_cuda_tests 2>&1 | tee "$OUT/tests.log" | grep -E '^\[( +OK|  FAILED|  PASSED|  SKIPPED| +RUN)|Failure|error|Expected|Which is|relative' | grep -v ' RUN ' | head -80
 if [ "${SANITIZE:-1}" = 1 ]; then
   echo "== compute-sanitizer memcheck (op tests)"
-  timeout 200 compute-sanitizer --tool memcheck --print-limit 10 $D/rlx_cuda_tests \
+  timeout 150 compute-sanitizer --tool memcheck --print-limit 10 $D/rlx_cuda_tests \
     --gtest_filter='CudaOps.*:CudaModel.*' > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|PASSED|FAILED' "$OUT/memcheck.log" | head -20
 fi
@@ -34,8 +34,23 @@ echo "== decode"
 for ty in f16 q8_0; do
   timeout 120 $D/rlx synth --preset llama-3.2-1b --type $ty -o /tmp/m_$ty.gguf > /dev/null 2>&1 || echo "synth $ty failed"
   ls -l /tmp/m_$ty.gguf 2>/dev/null | awk '{print "model bytes", $5}'
-  for dev in cuda cpu; do
-    echo "-- $ty on $dev"
-    timeout 150 $D/rlx run --model /tmp/m_$ty.gguf --device $dev -n 64 --temp 0 -p "Once upon a time" 2>&1 | tail -4
+  echo "-- $ty on cuda"
+  timeout 120 $D/rlx run --model /tmp/m_$ty.gguf --device cuda -n 64 --temp 0 -p "Once upon a time" 2>&1 | tail -4
+  echo "-- $ty on cpu (16 tokens)"
+  timeout 60 $D/rlx run --model /tmp/m_$ty.gguf --device cpu -n 16 --temp 0 -p "Once upon a time" 2>&1 | tail -3
+done
+echo "== conformance models: rlx logits, cuda vs cpu"
+for m in $D/models/*.gguf; do
+  for mode in batch incremental; do
+    ok=1
+    for dev in cpu cuda; do
+      timeout 60 $D/rlx logits --model $m --tokens 1,5,9,13,17,21,25,29 --mode $mode --device $dev --out /tmp/l_$dev.bin \
+        > /tmp/l_$dev.log 2>&1 || { ok=0; echo "$(basename $m) $mode $dev failed: $(tail -2 /tmp/l_$dev.log)"; }
+    done
+    [ $ok = 1 ] && python3 -c "
+import numpy as np,sys
+a=np.fromfile('/tmp/l_cpu.bin',np.float32); b=np.fromfile('/tmp/l_cuda.bin',np.float32)
+V=a.size//8; A=a.reshape(8,V); B=b.reshape(8,V)
+print('$(basename $m) $mode: rel_l2 %.2e max_abs %.2e top1 agree %d/8' % (np.linalg.norm(a-b)/np.linalg.norm(a), np.abs(a-b).max(), (A.argmax(1)==B.argmax(1)).sum()))"
   done
 done

@@ -18,7 +18,7 @@ jobs="${RLX_JOBS:-2}"
 
 echo "== configure (Debug, ASan+UBSan, -Werror) in ${build_dir}"
 cmake -S . -B "${build_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRLX_SANITIZE=ON -DRLX_WERROR=ON \
-  -DRLX_BUILD_BENCH=ON >/dev/null
+  -DRLX_BUILD_BENCH=ON -DRLX_CUDA_ARCHS=90-real >/dev/null
 echo "== build"
 cmake --build "${build_dir}" -j"${jobs}"
 

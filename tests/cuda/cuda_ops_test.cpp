@@ -66,6 +66,8 @@ Expected<std::vector<Tensor>> run_on(const Device& dev, const ir::Graph& g, cons
   return cg.run_typed(views);
 }
 
+Expected<std::vector<Tensor>> runv(CompiledGraph& g, const std::vector<NamedTensorView>& v) { return g.run_typed(v); }
+
 /// ||a - b|| / ||b|| over f32 views (NaN counts as a mismatch).
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
@@ -277,6 +279,8 @@ TEST(CudaOps, Attention) {
       {9, 9, 2, 1, 256, ir::MaskKind::Causal, 0, 30.0, false},
       {1, 300, 8, 2, 64, ir::MaskKind::Causal, 0, 0, true},  // decode: keys split across blocks
       {3, 1000, 4, 4, 64, ir::MaskKind::Causal, 0, 0, false},
+      {11, 11, 6, 3, 8, ir::MaskKind::Causal, 0, 0, false},  // head_dim below a warp
+      {2, 70, 2, 1, 80, ir::MaskKind::Causal, 0, 0, false},
   };
   uint32_t seed = 30;
   for (const Cfg& f : cfgs) {
@@ -346,8 +350,8 @@ TEST(CudaOps, UpdateSliceIntoHandle) {
   auto cg = s->compile_with(*g, opt);
   ASSERT_TRUE(cg.has_value()) << cg.error().to_string();
   const Tensor a = f32({3, 8}, 43), bb = f32({3, 8}, 44);
-  ASSERT_TRUE(cg->run_typed({{"src", a.view()}, {"start", i32({1}, {2}).view()}}).has_value());
-  ASSERT_TRUE(cg->run_typed({{"src", bb.view()}, {"start", i32({1}, {5}).view()}}).has_value());
+  ASSERT_TRUE(runv(*cg, {{"src", a.view()}, {"start", i32({1}, {2}).view()}}).has_value());
+  ASSERT_TRUE(runv(*cg, {{"src", bb.view()}, {"start", i32({1}, {5}).view()}}).has_value());
   auto h = cg->read_handle("cache");
   ASSERT_TRUE(h.has_value());
   auto hv = *h->to_f32();
@@ -360,7 +364,7 @@ TEST(CudaOps, UpdateSliceIntoHandle) {
       EXPECT_EQ(hv[static_cast<size_t>(r * 8 + j)], want) << r << "," << j;
     }
   // A start past the end is an error naming the node, not a crash.
-  auto bad = cg->run_typed({{"src", a.view()}, {"start", i32({1}, {14}).view()}});
+  auto bad = runv(*cg, {{"src", a.view()}, {"start", i32({1}, {14}).view()}});
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().to_string().find("update_slice"), std::string::npos) << bad.error().to_string();
 }
@@ -451,8 +455,9 @@ TEST(CudaModel, TransformerBlockMatchesCpu) {
   Case c;
   uint32_t seed = 70;
   auto p = [&](const char* n, std::vector<int64_t> shape) {
-    ir::Shape s;
-    for (int64_t d : shape) s.push_back(ir::Dim(d));
+    std::vector<ir::Dim> dims;
+    for (int64_t d : shape) dims.push_back(ir::Dim(d));
+    const ir::Shape s(std::move(dims));
     c.params[n] = f32(shape, seed++, -0.2f, 0.2f);
     return b.param(n, DType::F32, s);
   };
@@ -490,7 +495,7 @@ TEST(CudaModel, TransformerBlockMatchesCpu) {
     ASSIGN_OR_RETURN(Session s, Session::create(dev));
     ASSIGN_OR_RETURN(CompiledGraph cg, s.compile_hir_with(ir::HirModule{*g, ir::FusionPolicy::Direct}, c.opt));
     for (const auto& [name, t] : c.params) TRY(cg.set_param_typed(name, t.bytes(), t.dtype()));
-    return cg.run_typed({{"x", c.inputs["x"].view()}, {"pos", c.inputs["pos"].view()}});
+    return runv(cg, {{"x", c.inputs["x"].view()}, {"pos", c.inputs["pos"].view()}});
   };
   auto cpu = hir_run(Device::cpu());
   ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();

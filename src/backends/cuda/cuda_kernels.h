@@ -163,7 +163,7 @@ struct AttentionParams {
   int splits = 1;
 };
 void launch_attention(const AttentionParams& p, cudaStream_t s);
-/// Head dims the attention kernel handles (multiples of 32, at most 256).
+/// Head dims the attention kernel handles (1..256).
 bool attention_head_dim_supported(int64_t hd);
 /// Split count for the decode kernel: enough blocks for `sms` multiprocessors.
 int attention_splits(int64_t batch, int64_t S, int64_t T, int n_heads, int sms);

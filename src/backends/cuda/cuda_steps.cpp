@@ -125,6 +125,15 @@ Status run_gemm(const Step& s, const RunCtx& ctx, int pi, const GemmDesc& g, con
 
 // ---- elementwise ---------------------------------------------------------------------
 
+/// Launches a region program after checking that every operand is bound.
+Status launch_checked(const Step& s, const RegionParams& k, const RunCtx& ctx, const char* role) {
+  for (int i = 0; i < k.n_in; ++i)
+    if (k.in[i] == nullptr) return Error::internal("cuda backend: {}: {} operand {} is unbound", *s.what, role, i);
+  if (k.out == nullptr) return Error::internal("cuda backend: {}: {} output is unbound", *s.what, role);
+  launch_region(k, ctx.stream);
+  return {};
+}
+
 /// Right-aligned broadcast strides (elements) of `in` against `out`.
 std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   std::vector<int64_t> st(out.size(), 0);
@@ -145,8 +154,7 @@ Status region_fn(const Step& s, const RunCtx& ctx) {
   RegionParams k = s.p<RegionStepParams>().k;
   for (int i = 0; i < k.n_in; ++i) k.in[i] = s.in_ptr[static_cast<size_t>(i)];
   k.out = s.out_ptr;
-  launch_region(k, ctx.stream);
-  return {};
+  return launch_checked(s, k, ctx, "elementwise");
 }
 
 /// Fills `k`'s shape and input strides for the node's output dims and inputs.
@@ -191,7 +199,8 @@ Status build_elementwise(BuildCtx& ctx, Step& step) {
     case OpKind::Where: st.op = RegionOp::kWhere; break;
     default: st.op = RegionOp::kCast; break;
   }
-  for (size_t i = 0; i < n.inputs.size(); ++i) st.args[i] = static_cast<int8_t>(-1 - static_cast<int>(i));
+  if (n.inputs.size() > 3) return step_error(ctx, "{} inputs for an elementwise op", n.inputs.size());
+  for (size_t i = 0; i < n.inputs.size() && i < 3; ++i) st.args[i] = static_cast<int8_t>(-1 - static_cast<int>(i));
   p->k.n_steps = 1;
   step.fn = &region_fn;
   step.params = p;
@@ -771,7 +780,7 @@ Status linear_fn(const Step& s, const RunCtx& ctx) {
     RegionParams k = p.cast_k;
     k.in[0] = x;
     k.out = ctx.scratch + p.x_off;
-    launch_region(k, ctx.stream);
+    TRY(launch_checked(s, k, ctx, "input cast"));
     x = ctx.scratch + p.x_off;
   }
   if (p.packed && !p.cast_x) {
@@ -796,7 +805,7 @@ Status linear_fn(const Step& s, const RunCtx& ctx) {
     if (p.swiglu) k.in[1] = ctx.scratch + p.u_off;
     else if (p.has_bias) k.in[1] = s.in_ptr[2];
     k.out = s.out_ptr;
-    launch_region(k, ctx.stream);
+    TRY(launch_checked(s, k, ctx, "epilogue"));
   }
   return {};
 }
@@ -841,6 +850,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
   const ir::Node& w = ctx.input(1);
   const auto xd = x.shape.static_dims(), wd = w.shape.static_dims();
   auto p = std::make_shared<LinearParams>();
+  p->swiglu = swiglu;
   GemmDesc& g = p->g;
   g.K = xd.back();
   g.M = *x.shape.num_elements() / std::max<int64_t>(g.K, 1);
@@ -944,7 +954,7 @@ Status matmul_fn(const Step& s, const RunCtx& ctx) {
     RegionParams k = p.post_k;
     k.in[0] = c;
     k.out = s.out_ptr;
-    launch_region(k, ctx.stream);
+    TRY(launch_checked(s, k, ctx, "output cast"));
   }
   return {};
 }

@@ -21,7 +21,7 @@ size_t attention_smem(int hd) {
 
 __global__ void attention_kernel(const AttentionParams p) {
   extern __shared__ float smem[];
-  const int hd = p.hd, nc = hd / 32;
+  const int hd = p.hd, nc = (hd + 31) / 32;
   float* k_s = smem;                           // [kTile][hd + 1]
   float* v_s = k_s + kTile * (hd + 1);         // [kTile][hd]
   float* q_s = v_s + kTile * hd;               // [kRows][hd]
@@ -109,7 +109,7 @@ __global__ void attention_kernel(const AttentionParams p) {
         const float* vr = v_s + t * hd + lane;
 #pragma unroll
         for (int c = 0; c < kMaxChunks; ++c)
-          if (c < nc) acc[c] = fmaf(w, vr[32 * c], acc[c]);
+          if (c < nc && lane + 32 * c < hd) acc[c] = fmaf(w, vr[32 * c], acc[c]);
       }
     }
   }
@@ -120,13 +120,13 @@ __global__ void attention_kernel(const AttentionParams p) {
     const int64_t o_off = (b * p.S_full + i) * qw + static_cast<int64_t>(h) * hd;
 #pragma unroll
     for (int c = 0; c < kMaxChunks; ++c)
-      if (c < nc) st_f(p.out_dt, p.out, o_off + lane + 32 * c, acc[c] * inv);
+      if (c < nc && lane + 32 * c < hd) st_f(p.out_dt, p.out, o_off + lane + 32 * c, acc[c] * inv);
   } else {
     const int64_t rows_total = p.batch * p.n_heads * p.S;
     float* dst = p.partial + (static_cast<int64_t>(split) * rows_total + row) * (hd + 2);
 #pragma unroll
     for (int c = 0; c < kMaxChunks; ++c)
-      if (c < nc) dst[2 + lane + 32 * c] = acc[c];
+      if (c < nc && lane + 32 * c < hd) dst[2 + lane + 32 * c] = acc[c];
     if (lane == 0) {
       dst[0] = m;
       dst[1] = l;
@@ -166,7 +166,7 @@ __global__ void attention_combine_kernel(const AttentionParams p) {
 
 }  // namespace
 
-bool attention_head_dim_supported(int64_t hd) { return hd >= 32 && hd <= 32 * kMaxChunks && hd % 32 == 0; }
+bool attention_head_dim_supported(int64_t hd) { return hd >= 1 && hd <= 32 * kMaxChunks; }
 
 int attention_splits(int64_t batch, int64_t S, int64_t T, int n_heads, int sms) {
   const int64_t blocks = (S + kRows - 1) / kRows * n_heads * batch;

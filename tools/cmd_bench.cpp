@@ -1,0 +1,188 @@
+// `rlx bench --model FILE [--threads N] [--json OUT]`: load time, prefill tokens/s at
+// 64 and 512 tokens (time to first token included), decode tokens/s at contexts 128
+// and 1024, peak resident memory, and decode bytes/s against the read bandwidth and
+// prefill FLOP/s against the FMA peak, both measured in the same process.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "commands.h"
+#include "machine_limits.h"
+#include "rlx/formats/gguf.h"
+#include "rlx/models/language_model.h"
+
+#ifndef RLX_GIT_COMMIT
+#define RLX_GIT_COMMIT "unknown"
+#endif
+
+namespace rlx::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model, json_out, kv = "f32";
+  int threads = 0;
+  int decode_steps = 16;
+  std::vector<int64_t> prefill = {64, 512};
+  std::vector<int64_t> contexts = {128, 1024};
+};
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+double peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
+
+std::vector<int32_t> token_run(int64_t n, int64_t vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7919 + 13) % std::max<int64_t>(vocab, 1));
+  return t;
+}
+
+int run_bench(const BenchArgs& a) {
+  const int threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  nlohmann::json out;
+  out["rlx_version"] = "0.1.0";
+  out["commit"] = RLX_GIT_COMMIT;
+  out["machine"] = cpu_description();
+  out["threads"] = threads;
+  out["model"] = a.model;
+
+
+  int64_t weight_bytes = 0, n_params = 0;
+  {
+    auto f = formats::GgufFile::open(a.model);
+    if (!f) return report(f.error());
+    for (const auto& t : f->tensors()) {
+      weight_bytes += static_cast<int64_t>(t.n_bytes);
+      n_params += t.n_elements();
+    }
+  }
+  const int64_t max_ctx = *std::max_element(a.contexts.begin(), a.contexts.end());
+  const int64_t max_prefill = *std::max_element(a.prefill.begin(), a.prefill.end());
+  models::LoadOptions lo;
+  lo.threads = threads;
+  lo.ctx = std::max(max_ctx, max_prefill) + a.decode_steps + 8;
+  lo.kv_dtype = a.kv == "f16" ? ir::DType::F16 : ir::DType::F32;
+  auto t0 = std::chrono::steady_clock::now();
+  auto model = models::LanguageModel::load(a.model, lo);
+  if (!model) return report(model.error());
+  const double load_ms = ms_since(t0);
+  auto& m = **model;
+  const auto& c = m.config();
+  out["config"] = c.summary();
+  out["load_ms"] = load_ms;
+  std::printf("model   %s\n        %s\n", a.model.c_str(), c.summary().c_str());
+  std::printf("machine %s, %d threads\n", cpu_description(), threads);
+  std::printf("load    %.1f ms (mmap; weights %.1f MB)\n", load_ms, weight_bytes / 1e6);
+
+  // Model figures first (peak RSS must not include the 1 GiB bandwidth probe).
+  struct Row {
+    std::string phase;
+    double tps, ms;
+    bool decode;
+    double work;  // FLOP per token (prefill) or bytes per token (decode)
+  };
+  std::vector<Row> rows;
+  const double flops_per_token = 2.0 * static_cast<double>(n_params);
+  for (int64_t n : a.prefill) {
+    const auto toks = token_run(n, c.n_vocab);
+    m.reset();
+    auto first = std::chrono::steady_clock::now();
+    auto r = m.forward(toks, false);  // compiles the bucket on first use: time to first token
+    if (!r) return report(r.error());
+    const double ttft_ms = ms_since(first);
+    m.reset();
+    auto t = std::chrono::steady_clock::now();
+    r = m.forward(toks, false);
+    if (!r) return report(r.error());
+    const double ms = ms_since(t);
+    const double tps = n * 1000.0 / ms;
+    rows.push_back({"prefill " + std::to_string(n), tps, ms, false, flops_per_token});
+    out["prefill"][std::to_string(n)] = {{"tokens_per_s", tps}, {"ms", ms}, {"time_to_first_token_ms", ttft_ms}};
+  }
+  const double kv_bytes_per_pos = 2.0 * static_cast<double>(c.n_layer * c.n_head_kv * c.head_dim) *
+                                  (a.kv == "f16" ? 2 : 4);
+  for (int64_t ctx : a.contexts) {
+    m.reset();
+    auto r = m.forward(token_run(ctx, c.n_vocab), false);
+    if (!r) return report(r.error());
+    int32_t next = 1;
+    r = m.forward(std::span<const int32_t>(&next, 1), false);  // warm the decode executable
+    if (!r) return report(r.error());
+    auto t = std::chrono::steady_clock::now();
+    for (int i = 0; i < a.decode_steps; ++i) {
+      r = m.forward(std::span<const int32_t>(&next, 1), false);
+      if (!r) return report(r.error());
+    }
+    const double ms = ms_since(t);
+    const double tps = a.decode_steps * 1000.0 / ms;
+    const double bytes_per_token = static_cast<double>(weight_bytes) + kv_bytes_per_pos * static_cast<double>(ctx);
+    rows.push_back({"decode @ctx " + std::to_string(ctx), tps, ms / a.decode_steps, true, bytes_per_token});
+    out["decode"][std::to_string(ctx)] = {{"tokens_per_s", tps},
+                                          {"ms_per_token", ms / a.decode_steps},
+                                          {"bytes_per_token", bytes_per_token},
+                                          {"bytes_per_s", tps * bytes_per_token}};
+  }
+  const double rss = peak_rss_bytes();
+
+  std::fprintf(stderr, "rlx bench: measuring machine limits (%d threads)...\n", threads);
+  const double bandwidth = measure_read_bandwidth(threads);
+  const double peak = measure_peak_flops(threads);
+  out["limits"] = {{"read_bandwidth_bytes_per_s", bandwidth}, {"peak_f32_flops", peak}};
+  std::printf("limits  read bandwidth %.1f GB/s, f32 FMA peak %.1f GFLOP/s (measured in this run)\n\n",
+              bandwidth / 1e9, peak / 1e9);
+  std::printf("%-22s %12s %12s   %s\n", "phase", "tokens/s", "ms", "vs limit");
+  for (const Row& r : rows) {
+    if (r.decode) {
+      const double ceiling = bandwidth / r.work;
+      std::printf("%-22s %12.1f %12.2f   %5.1f%% of the %.1f tok/s bandwidth ceiling (%.2f GB/s)\n", r.phase.c_str(),
+                  r.tps, r.ms, 100.0 * r.tps / ceiling, ceiling, r.tps * r.work / 1e9);
+      auto& d = out["decode"][r.phase.substr(r.phase.find("ctx ") + 4)];
+      d["ceiling_tokens_per_s"] = ceiling;
+      d["pct_of_ceiling"] = 100.0 * r.tps / ceiling;
+    } else {
+      const double pct = 100.0 * r.tps * r.work / peak;
+      std::printf("%-22s %12.1f %12.1f   %5.1f%% of f32 FMA peak (%.1f GFLOP/s)\n", r.phase.c_str(), r.tps, r.ms,
+                  pct, r.tps * r.work / 1e9);
+      out["prefill"][r.phase.substr(8)]["pct_of_peak_flops"] = pct;
+    }
+  }
+  const double kv_total = kv_bytes_per_pos * static_cast<double>(lo.ctx);
+  std::printf("\npeak resident %.1f MB (file %.1f MB + KV cache %.1f MB = %.1f MB)\n", rss / 1e6, weight_bytes / 1e6,
+              kv_total / 1e6, (weight_bytes + kv_total) / 1e6);
+  out["peak_rss_bytes"] = rss;
+  out["kv_cache_bytes"] = kv_total;
+  out["weight_bytes"] = weight_bytes;
+  if (!a.json_out.empty()) {
+    std::ofstream f(a.json_out);
+    f << out.dump(2) << "\n";
+    if (!f) return report(Error::io("cannot write '{}'", a.json_out));
+    std::printf("json    %s\n", a.json_out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, Runner* run) {
+  auto* cmd = app.add_subcommand("bench", "Benchmark a GGUF model: load, prefill, decode, memory, vs machine limits");
+  auto a = std::make_shared<BenchArgs>();
+  cmd->add_option("--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--json", a->json_out, "write the figures as JSON here");
+  cmd->add_option("--kv", a->kv, "KV cache dtype")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--prefill", a->prefill, "prompt lengths to time")->check(CLI::PositiveNumber);
+  cmd->add_option("--ctx", a->contexts, "contexts at which decode is timed")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", a->decode_steps, "decode steps per context")->check(CLI::PositiveNumber);
+  cmd->callback([run, a] { *run = [a] { return run_bench(*a); }; });
+}
+
+}  // namespace rlx::cli

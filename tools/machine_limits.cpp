@@ -1,0 +1,126 @@
+// In-process measurements of read bandwidth and peak FMA throughput.
+#include "machine_limits.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rlx/base/aligned_buffer.h"
+
+namespace rlx::cli {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Runs fn(i) on `threads` threads and returns the wall time.
+template <typename F>
+double timed_parallel(int threads, F&& fn) {
+  std::vector<std::thread> pool;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 1; i < threads; ++i) pool.emplace_back([&fn, i] { fn(i); });
+  fn(0);
+  for (auto& t : pool) t.join();
+  return seconds_since(t0);
+}
+
+uint64_t sum_words(const uint64_t* p, size_t n) {
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  for (size_t i = 0; i + 4 <= n; i += 4) {
+    a += p[i];
+    b += p[i + 1];
+    c += p[i + 2];
+    d += p[i + 3];
+  }
+  return a + b + c + d;
+}
+
+__attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
+  __m512 acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
+  const __m512 m = _mm512_set1_ps(0.9999f), c = _mm512_set1_ps(1e-6f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, c);
+  __m512 s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(0.001f * static_cast<float>(i));
+  const __m256 m = _mm256_set1_ps(0.9999f), c = _mm256_set1_ps(1e-6f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], m, c);
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0] + out[7];
+}
+
+}  // namespace
+
+double measure_read_bandwidth(int threads) {
+  threads = std::max(1, threads);
+  const size_t bytes = size_t{1} << 30;
+  AlignedBuffer buf(bytes);
+  auto* words = reinterpret_cast<uint64_t*>(buf.data());
+  const size_t n = bytes / 8;
+  for (size_t i = 0; i < n; i += 512) words[i] = i;  // touch every page
+  std::vector<uint64_t> sink(static_cast<size_t>(threads));
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t = timed_parallel(threads, [&](int i) {
+      const size_t chunk = n / static_cast<size_t>(threads);
+      sink[static_cast<size_t>(i)] += sum_words(words + chunk * static_cast<size_t>(i), chunk);
+    });
+    best = std::min(best, t);
+  }
+  volatile uint64_t keep = sink[0];
+  (void)keep;
+  return static_cast<double>(bytes) / best;
+}
+
+double measure_peak_flops(int threads) {
+  threads = std::max(1, threads);
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const int64_t iters = 20'000'000;
+  std::vector<float> sink(static_cast<size_t>(threads));
+  double best = 1e30;
+  for (int rep = 0; rep < 2; ++rep) {
+    const double t = timed_parallel(threads, [&](int i) {
+      sink[static_cast<size_t>(i)] = avx512 ? fma_avx512(iters) : avx2 ? fma_avx2(iters) : 0.0f;
+    });
+    best = std::min(best, t);
+  }
+  const double flops_per_iter = avx512 ? 16 * 16 * 2 : avx2 ? 12 * 8 * 2 : 0;
+  return flops_per_iter * static_cast<double>(iters) * threads / best;
+}
+
+const char* cpu_description() {
+  static const std::string text = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line, model, flags;
+    while (std::getline(in, line)) {
+      if (model.empty() && line.rfind("model name", 0) == 0) model = line.substr(line.find(':') + 2);
+      if (flags.empty() && line.rfind("flags", 0) == 0) flags = line.substr(line.find(':') + 2);
+    }
+    std::string features;
+    for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8",
+                          "amx_bf16"})
+      if ((" " + flags + " ").find(std::string(" ") + f + " ") != std::string::npos) features += std::string(" ") + f;
+    return model + " (" + (features.empty() ? std::string("baseline x86-64") : features.substr(1)) + ")";
+  }();
+  return text.c_str();
+}
+
+}  // namespace rlx::cli
