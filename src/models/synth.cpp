@@ -10,6 +10,7 @@
 
 #include "rlx/base/hash.h"
 #include "rlx/formats/gguf_writer.h"
+#include "rlx/models/quantize.h"
 
 namespace rlx::models {
 namespace {
@@ -118,20 +119,6 @@ Vocab make_vocab(int64_t n_vocab) {
   return v;
 }
 
-// Tensor type for a weight in a given file type, following the usual mixes.
-GgmlType weight_type(const std::string& type, const std::string& name, int64_t cols, int64_t il, int64_t n_layer) {
-  if (type == "f32") return GgmlType::F32;
-  if (type == "f16") return GgmlType::F16;
-  if (type == "q8_0") return cols % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
-  // q4_k_m: Q4_K, with token_embd and (for some layers) attn_v / ffn_down in Q6_K.
-  if (cols % 256 != 0) return cols % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
-  if (name == "token_embd.weight" || name == "output.weight") return GgmlType::Q6_K;
-  const bool more_bits = il < n_layer / 8 || il >= 7 * n_layer / 8 || (il - n_layer / 8) % 3 == 2;
-  if ((name.find("attn_v") != std::string::npos || name.find("ffn_down") != std::string::npos) && more_bits)
-    return GgmlType::Q6_K;
-  return GgmlType::Q4_K;
-}
-
 }  // namespace
 
 std::vector<std::string> synth_presets() { return {"tiny", "llama-3.2-1b", "qwen3-0.6b", "gemma-2-2b"}; }
@@ -219,7 +206,8 @@ Status write_synthetic_gguf(const SynthOptions& o, const std::string& path) {
     if (is_norm) {
       TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, values));
     } else {
-      const GgmlType type = weight_type(o.type, t.name, t.cols, t.layer, p.n_layer);
+      ASSIGN_OR_RETURN(GgmlType type, mix_weight_type(o.type, t.name, t.rows, t.cols, t.layer, p.n_layer,
+                                                       /*tied_embeddings=*/true));
       TRY(w.add_tensor_f32(t.name, type, {t.cols, t.rows}, values));
     }
     if (o.progress) o.progress(0.9 * static_cast<double>(ti + 1) / static_cast<double>(tensors.size()));

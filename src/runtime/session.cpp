@@ -3,6 +3,8 @@
 // value for set_active_extent.
 #include "rlx/runtime/session.h"
 
+#include "rlx/base/env.h"
+
 #include <set>
 
 #include "rlx/compile/memory_plan.h"
@@ -67,6 +69,7 @@ Expected<CompiledGraph> Session::compile_with(const ir::Graph& graph, const comp
   if (!ok()) return *error_;
   compile::CompileOptions o = options;
   o.binding = {};
+  if (o.ir_dump_dir.empty()) o.ir_dump_dir = env_config().ir_dump_dir;  // RLX_IR_DUMP
   ASSIGN_OR_RETURN(compile::CompileResult r,
                    compile::compile_mir(ir::MirModule{graph}, o, backend_->supported_ops(), backend_->name()));
   return finish(r.lir, options, std::move(r.fusion), std::move(r.dispatch));
@@ -76,6 +79,7 @@ Expected<CompiledGraph> Session::compile_hir_with(const ir::HirModule& hir, cons
   if (!ok()) return *error_;
   compile::CompileOptions o = options;
   o.binding = {};
+  if (o.ir_dump_dir.empty()) o.ir_dump_dir = env_config().ir_dump_dir;  // RLX_IR_DUMP
   ASSIGN_OR_RETURN(compile::CompileResult r,
                    compile::compile_hir(hir, o, backend_->supported_ops(), backend_->name()));
   return finish(r.lir, options, std::move(r.fusion), std::move(r.dispatch));

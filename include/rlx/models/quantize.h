@@ -1,0 +1,35 @@
+// Model quantization: the standard per-tensor type mixes (Q8_0, Q6_K, Q5_K_M, Q4_K_M,
+// F16) and `quantize_gguf`, which rewrites a GGUF file with its matrices quantized
+// and every metadata entry copied (general.file_type updated).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "rlx/base/status.h"
+#include "rlx/formats/ggml_type.h"
+
+namespace rlx::models {
+
+/// Names accepted as a mix: f32, f16, q8_0, q6_k, q5_k_m, q4_k_m.
+std::vector<std::string> quant_mixes();
+
+/// The type a mix gives a weight `name` ([rows, cols]) of layer `layer` (-1 for
+/// global tensors) in a model of `n_layer` layers: 1-D tensors stay F32; the K-quant
+/// mixes keep the output / tied embedding in Q6_K and give attn_v and ffn_down Q6_K on
+/// the first and last eighth of the layers and every third layer between (as the
+/// usual quantizer does); rows whose length does not fit the block size fall back to
+/// Q8_0 (multiple of 32) or F16.
+Expected<formats::GgmlType> mix_weight_type(const std::string& mix, const std::string& name, int64_t rows,
+                                            int64_t cols, int64_t layer, int64_t n_layer, bool tied_embeddings);
+
+struct QuantizeOptions {
+  std::string mix = "q4_k_m";
+  std::function<void(double)> progress;  ///< fraction done (may be empty)
+};
+
+/// Reads `in`, writes `out` (atomically) with every tensor converted per the mix.
+Status quantize_gguf(const std::string& in, const std::string& out, const QuantizeOptions& options);
+
+}  // namespace rlx::models

@@ -1,0 +1,153 @@
+// quantize_gguf: dequantize each tensor to f32, re-encode it with the mix's type and
+// write a new GGUF with the metadata copied.
+#include "rlx/models/quantize.h"
+
+#include <charconv>
+#include <filesystem>
+
+#include "rlx/formats/gguf.h"
+#include "rlx/formats/gguf_writer.h"
+#include "rlx/formats/quant.h"
+
+namespace rlx::models {
+namespace {
+
+using formats::GgmlType;
+using formats::GgufMetaValue;
+using formats::GgufValueType;
+
+// Layer index of "blk.N.xxx", or -1.
+int64_t layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int64_t il = -1;
+  std::from_chars(name.data() + 4, name.data() + name.size(), il);
+  return il;
+}
+
+GgufMetaValue scalar_value(GgufValueType t, const formats::GgufValue& v) {
+  switch (t) {
+    case GgufValueType::kU8: return GgufMetaValue::u8(static_cast<uint8_t>(std::get<uint64_t>(v.data)));
+    case GgufValueType::kU16: return GgufMetaValue::u16(static_cast<uint16_t>(std::get<uint64_t>(v.data)));
+    case GgufValueType::kU32: return GgufMetaValue::u32(static_cast<uint32_t>(std::get<uint64_t>(v.data)));
+    case GgufValueType::kU64: return GgufMetaValue::u64(std::get<uint64_t>(v.data));
+    case GgufValueType::kI8: return GgufMetaValue::i8(static_cast<int8_t>(std::get<int64_t>(v.data)));
+    case GgufValueType::kI16: return GgufMetaValue::i16(static_cast<int16_t>(std::get<int64_t>(v.data)));
+    case GgufValueType::kI32: return GgufMetaValue::i32(static_cast<int32_t>(std::get<int64_t>(v.data)));
+    case GgufValueType::kI64: return GgufMetaValue::i64(std::get<int64_t>(v.data));
+    case GgufValueType::kF32: return GgufMetaValue::f32(static_cast<float>(std::get<double>(v.data)));
+    case GgufValueType::kF64: return GgufMetaValue::f64(std::get<double>(v.data));
+    case GgufValueType::kBool: return GgufMetaValue::boolean(std::get<bool>(v.data));
+    case GgufValueType::kString: return GgufMetaValue::string(std::string(std::get<std::string_view>(v.data)));
+    case GgufValueType::kArray: break;
+  }
+  return GgufMetaValue::u8(0);
+}
+
+GgufMetaValue array_value(const formats::GgufArray& a) {
+  std::vector<GgufMetaValue> items;
+  items.reserve(a.count);
+  for (uint64_t i = 0; i < a.count; ++i) {
+    switch (a.elem_type) {
+      case GgufValueType::kString: items.push_back(GgufMetaValue::string(std::string(a.strings[i]))); break;
+      case GgufValueType::kArray: items.push_back(array_value(a.arrays[i])); break;
+      case GgufValueType::kU8: items.push_back(GgufMetaValue::u8(a.scalar_at<uint8_t>(i))); break;
+      case GgufValueType::kI8: items.push_back(GgufMetaValue::i8(a.scalar_at<int8_t>(i))); break;
+      case GgufValueType::kU16: items.push_back(GgufMetaValue::u16(a.scalar_at<uint16_t>(i))); break;
+      case GgufValueType::kI16: items.push_back(GgufMetaValue::i16(a.scalar_at<int16_t>(i))); break;
+      case GgufValueType::kU32: items.push_back(GgufMetaValue::u32(a.scalar_at<uint32_t>(i))); break;
+      case GgufValueType::kI32: items.push_back(GgufMetaValue::i32(a.scalar_at<int32_t>(i))); break;
+      case GgufValueType::kU64: items.push_back(GgufMetaValue::u64(a.scalar_at<uint64_t>(i))); break;
+      case GgufValueType::kI64: items.push_back(GgufMetaValue::i64(a.scalar_at<int64_t>(i))); break;
+      case GgufValueType::kF32: items.push_back(GgufMetaValue::f32(a.scalar_at<float>(i))); break;
+      case GgufValueType::kF64: items.push_back(GgufMetaValue::f64(a.scalar_at<double>(i))); break;
+      case GgufValueType::kBool: items.push_back(GgufMetaValue::boolean(a.scalar_at<bool>(i))); break;
+    }
+  }
+  return GgufMetaValue::array(a.elem_type, std::move(items));
+}
+
+// llama.cpp's general.file_type numbering for the mixes.
+uint32_t file_type_id(const std::string& mix) {
+  if (mix == "f32") return 0;
+  if (mix == "f16") return 1;
+  if (mix == "q8_0") return 7;
+  if (mix == "q4_k_m") return 15;
+  if (mix == "q5_k_m") return 17;
+  return 18;  // q6_k
+}
+
+}  // namespace
+
+std::vector<std::string> quant_mixes() { return {"f32", "f16", "q8_0", "q6_k", "q5_k_m", "q4_k_m"}; }
+
+Expected<GgmlType> mix_weight_type(const std::string& mix, const std::string& name, int64_t rows, int64_t cols,
+                                   int64_t layer, int64_t n_layer, bool tied_embeddings) {
+  if (rows <= 1 || cols <= 0) return GgmlType::F32;  // norms, biases, scalars
+  auto fallback = [cols]() { return cols % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16; };
+  if (mix == "f32") return GgmlType::F32;
+  if (mix == "f16") return GgmlType::F16;
+  if (mix == "q8_0") return cols % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
+  if (mix != "q6_k" && mix != "q5_k_m" && mix != "q4_k_m")
+    return Error::invalid_argument("unknown quantization mix '{}' (f32, f16, q8_0, q6_k, q5_k_m, q4_k_m)", mix);
+  if (cols % 256 != 0) return fallback();
+  if (mix == "q6_k") return GgmlType::Q6_K;
+  const bool is_output = name == "output.weight" || (tied_embeddings && name == "token_embd.weight");
+  if (is_output) return GgmlType::Q6_K;
+  const bool more_bits = layer >= 0 && (layer < n_layer / 8 || layer >= 7 * n_layer / 8 ||
+                                        (layer - n_layer / 8) % 3 == 2);
+  const bool sensitive = name.find("attn_v.weight") != std::string::npos ||
+                         name.find("ffn_down.weight") != std::string::npos;
+  if (sensitive && more_bits) return GgmlType::Q6_K;
+  return mix == "q5_k_m" ? GgmlType::Q5_K : GgmlType::Q4_K;
+}
+
+Status quantize_gguf(const std::string& in, const std::string& out, const QuantizeOptions& o) {
+  ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(in));
+  bool known = false;
+  for (const auto& m : quant_mixes()) known |= m == o.mix;
+  if (!known) return Error::invalid_argument("unknown quantization mix '{}' (f32, f16, q8_0, q6_k, q5_k_m, q4_k_m)", o.mix);
+  std::string arch;
+  if (auto a = file.get_string("general.architecture")) arch = std::string(*a);
+  const int64_t n_layer = file.get_int(arch + ".block_count").value_or(0);
+  const bool tied = file.find_tensor("output.weight") == nullptr;
+
+  formats::GgufWriter w;
+  if (file.alignment() != formats::kGgufDefaultAlignment) TRY(w.set_alignment(file.alignment()));
+  for (const auto& kv : file.metadata()) {
+    if (kv.key == "general.alignment" || kv.key == "general.file_type") continue;
+    GgufMetaValue v = kv.value.type == GgufValueType::kArray
+                          ? array_value(std::get<formats::GgufArray>(kv.value.data))
+                          : scalar_value(kv.value.type, kv.value);
+    TRY(w.add(kv.key, std::move(v)));
+  }
+  TRY(w.add_u32("general.file_type", file_type_id(o.mix)));
+  TRY(w.add_string("general.quantized_by", "rlx quantize"));
+
+  std::vector<float> values;
+  const auto& tensors = file.tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    const auto shape = t.shape();
+    const int64_t cols = shape.empty() ? 1 : shape.back();
+    const int64_t rows = t.n_elements() / std::max<int64_t>(cols, 1);
+    ASSIGN_OR_RETURN(GgmlType type, mix_weight_type(o.mix, t.name, rows, cols, layer_of(t.name), n_layer, tied));
+    if (type == t.type) {
+      TRY(w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes)));
+    } else {
+      values.resize(static_cast<size_t>(t.n_elements()));
+      if (Status s = formats::dequantize_row(t.type, t.data, values.data(), t.n_elements()); !s.ok())
+        return s.error().with_context(fmt::format("{}: tensor '{}'", in, t.name));
+      TRY(w.add_tensor_f32(t.name, type, t.dims, values));
+    }
+    if (o.progress) o.progress(0.95 * static_cast<double>(i + 1) / static_cast<double>(tensors.size()));
+  }
+  const std::string tmp = out + ".tmp";
+  TRY(w.write_file(tmp));
+  std::error_code ec;
+  std::filesystem::rename(tmp, out, ec);
+  if (ec) return Error::io("cannot move '{}' to '{}': {}", tmp, out, ec.message());
+  if (o.progress) o.progress(1.0);
+  return {};
+}
+
+}  // namespace rlx::models
