@@ -18,7 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "rlx/base/hash.h"
+#include "rlx/compile/memory_plan.h"
 #include "rlx/ir/builder.h"
+#include "rlx/ir/text.h"
 #include "rlx/runtime/aot_cache.h"
 #include "rlx/runtime/model_pipeline.h"
 
@@ -129,6 +132,7 @@ int main(int argc, char** argv) {
   SpecializedModel spec;
   const double t_specialize = time_ms(reps, [&] { spec = check(p.specialize(binding, opt), "specialize"); });
   const double t_backend = time_ms(reps, [&] { (void)check(p.compile_lir(spec, opt), "compile_lir"); });
+  const std::string exe_desc = check(p.compile_lir(spec, opt), "compile_lir").executable().describe();
 
   // Cold AOT: template + specialize + store into an empty directory.
   std::vector<double> cold;
@@ -155,6 +159,17 @@ int main(int argc, char** argv) {
   const uint64_t key = std::stoull(name.substr(name.find("__") + 2, 16), nullptr, 16);
   const double t_decode = time_ms(reps, [&] { (void)check(decode_aot_entry(bytes, key, "cpu"), "decode"); });
   const double t_encode = time_ms(reps, [&] { (void)encode_aot_entry(key, "cpu", spec); });
+  // Parts of the decode: checksum over the entry, LIR parse (with its verify), plan check.
+  const std::string lir_text = ir::print(spec.lir);
+  const double t_hash = time_ms(reps, [&] {
+    StableHasher h;
+    h.bytes(bytes.data(), bytes.size());
+    if (h.digest() == 0) std::exit(4);
+  });
+  const double t_parse = time_ms(reps, [&] { (void)check(ir::parse_lir(lir_text), "parse_lir"); });
+  const double t_plan_check = time_ms(reps, [&] {
+    if (!compile::check_plan(spec.lir).ok()) std::exit(5);
+  });
 
   const double cold_lir = t_template + t_specialize;
   std::printf("\n%-52s %10s\n", "step", "median ms");
@@ -166,9 +181,13 @@ int main(int argc, char** argv) {
   std::printf("%-52s %10.2f\n", "AOT cold: HIR + template + specialize + store", t_aot_cold);
   std::printf("%-52s %10.2f\n", "AOT warm load: HIR fingerprint + read + decode", t_aot_warm);
   std::printf("%-52s %10.2f\n", "  of which decode (checksum, parse, verify, plan check)", t_decode);
+  std::printf("%-52s %10.2f\n", "    checksum (StableHasher over the entry)", t_hash);
+  std::printf("%-52s %10.2f\n", "    parse_lir (includes its verify)", t_parse);
+  std::printf("%-52s %10.2f\n", "    check_plan", t_plan_check);
   std::printf("%-52s %10.2f\n", "  (encode, for reference)", t_encode);
   std::printf("entry: %s, %zu bytes, %d LIR values, arena %lld bytes\n", name.c_str(), bytes.size(),
               spec.lir.graph.size(), static_cast<long long>(spec.lir.plan.arena_size));
+  std::printf("backend: %s\n", exe_desc.c_str());
   std::printf("\nwarm AOT load vs cold (template + specialize): %.1fx  (target >= 10x)\n", cold_lir / t_aot_warm);
   std::printf("with the backend compile on both sides:        %.1fx  (%.2f ms vs %.2f ms)\n",
               (cold_lir + t_backend) / (t_aot_warm + t_backend), cold_lir + t_backend, t_aot_warm + t_backend);

@@ -1,6 +1,7 @@
 // Lowering HIR -> MIR (first stage of the pipeline). Direct policy emits fused MIR ops;
 // Fusable policy emits the primitive forms of src/compile/emit.cpp, which the fusion
 // passes turn back into exactly the fused ops Direct emits.
+#include <cmath>
 #include "rlx/compile/lower.h"
 
 #include "emit.h"
@@ -95,6 +96,12 @@ struct Lowerer {
       q = b().rope(q, pos, r);
       k = b().rope(k, pos, r);
     }
+    AttentionAttrs attn = a;
+    if (blk.prescale_q) {
+      const double scale = a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim));
+      q = b().mul(q, b().scalar(static_cast<float>(scale)));
+      attn.scale = 1.0;
+    }
     std::optional<ValueId> q_pos;
     if (blk.kv_cache) {
       if (b().type(x).shape.rank() != 2)
@@ -118,9 +125,9 @@ struct Lowerer {
     // Mixed q/kv dtypes have no primitive form: such attention is always the fused op.
     if (direct() || mixed_kv) {
       b().label(l + ".attn");
-      o = b().attention(q, k, v, a, q_pos);
+      o = b().attention(q, k, v, attn, q_pos);
     } else {
-      o = detail::emit_attention_primitives(b(), q, k, v, a, q_pos);
+      o = detail::emit_attention_primitives(b(), q, k, v, attn, q_pos);
     }
     return linear(o, in[4], std::nullopt, ActKind::Identity, true, l + ".o");
   }

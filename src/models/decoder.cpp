@@ -98,6 +98,7 @@ class DecoderBuilder {
     a.qkv_bias = c_.qkv_bias;
     a.qk_norm = c_.qk_norm;
     a.qk_norm_eps = c_.norm_eps;
+    a.prescale_q = c_.prescale_q;
     a.kv_cache = o_.ctx > 0;
 
     std::vector<ValueId> in{h};
@@ -143,6 +144,13 @@ class DecoderBuilder {
     ValueId f;
     if (c_.ffn == FfnKind::SwiGLU) {
       f = b_.label(name("ffn")).op(ir::OpKind::HirSwiGLUFfn, {h, gate, up, down}, ir::NoAttrs{});
+    } else if (c_.gelu_f16_rounding) {
+      // gelu(x) evaluated on f16-rounded x and rounded to f16 again (see ModelConfig).
+      auto round_f16 = [this](ValueId v) { return b_.cast(b_.cast(v, DType::F16), DType::F32); };
+      ValueId g = b_.label(name("ffn_gate")).op(ir::OpKind::HirLinear, {h, gate}, ir::FusedMatMulAttrs{});
+      ValueId u = b_.label(name("ffn_up")).op(ir::OpKind::HirLinear, {h, up}, ir::FusedMatMulAttrs{});
+      ValueId act = round_f16(b_.activation(ir::ActKind::GeluTanh, round_f16(g)));
+      f = b_.label(name("ffn_down")).op(ir::OpKind::HirLinear, {b_.mul(act, u), down}, ir::FusedMatMulAttrs{});
     } else {
       f = b_.label(name("ffn")).op(ir::OpKind::HirGeluFfn, {h, gate, up, down}, ir::GeluFfnAttrs{true, true});
     }

@@ -155,6 +155,7 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.final_softcap = opt_float("final_logit_softcapping", 0.0);
       c.sliding_window = opt_int("attention.sliding_window", 0);
       c.sliding = SlidingPattern::EvenLayers;
+      c.prescale_q = true;
       break;
     case Arch::Gemma3:
       c.rope.layout = ir::RopeLayout::Neox;
@@ -168,6 +169,7 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.rope_theta_local = 10000.0;
       break;
   }
+  c.gelu_f16_rounding = c.ffn == FfnKind::GeGLU;
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) c.bos_id = *bos;
   if (auto eos = f.get_int("tokenizer.ggml.eos_token_id")) c.eos_id = *eos;
   if (Status s = c.validate(); !s.ok()) return s.error().with_context(f.name());

@@ -62,35 +62,34 @@ bool is_f32_model(const Case& c) { return c.name.find("-F32__") != std::string::
 
 struct Comparison {
   double max_abs = 0;
-  int64_t argmax_agree = 0, rows = 0;
+  int64_t argmax_agree = 0, rows = 0;  // over positions whose reference top-2 margin exceeds `margin`
 };
 
-Comparison compare(const std::vector<float>& got, const std::vector<float>& ref, int64_t n_vocab) {
+// Max |Δ| over everything; argmax agreement over the positions where the reference's
+// top1 - top2 margin is at least `margin` (below the allowed error the top token is a
+// coin toss: the README's own float64 emulation agrees on 87.5% of such a case).
+Comparison compare(const std::vector<float>& got, const std::vector<float>& ref, int64_t n_vocab, double margin) {
   Comparison c;
-  c.rows = static_cast<int64_t>(ref.size()) / n_vocab;
+  const int64_t rows = static_cast<int64_t>(ref.size()) / n_vocab;
   for (size_t i = 0; i < ref.size(); ++i) c.max_abs = std::max(c.max_abs, double(std::fabs(got[i] - ref[i])));
-  for (int64_t r = 0; r < c.rows; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     const std::span<const float> g(got.data() + r * n_vocab, static_cast<size_t>(n_vocab));
     const std::span<const float> f(ref.data() + r * n_vocab, static_cast<size_t>(n_vocab));
-    c.argmax_agree += models::argmax(g) == models::argmax(f);
+    const int32_t top = models::argmax(f);
+    float second = -INFINITY;
+    for (int64_t j = 0; j < n_vocab; ++j)
+      if (j != top) second = std::max(second, f[static_cast<size_t>(j)]);
+    if (f[static_cast<size_t>(top)] - second < margin) continue;
+    ++c.rows;
+    c.argmax_agree += models::argmax(g) == top;
   }
   return c;
 }
 
 class GgufConformance : public ::testing::TestWithParam<Case> {};
 
-// Cases whose reference depends on a numerical detail of llama.cpp that RLX does not
-// emulate; each is listed with the reason and stays visible as "skipped".
-const char* known_gap(const std::string& name) {
-  if (name.rfind("gemma2-tiny-Q8_0", 0) == 0)
-    return "llama.cpp evaluates GELU through an fp16 lookup table; RLX computes it in f32 "
-           "(max |d| 3.0e-2 vs the 2.4e-2 allowed)";
-  return nullptr;
-}
-
 TEST_P(GgufConformance, MatchesLlamaCpp) {
   const Case& c = GetParam();
-  if (const char* why = known_gap(c.name)) GTEST_SKIP() << c.name << ": " << why;
   const bool f32_weights = is_f32_model(c);
   const auto& m = c.manifest;
   const double logit_std = m["logits"]["stats"]["std"];
@@ -112,7 +111,7 @@ TEST_P(GgufConformance, MatchesLlamaCpp) {
   // batch: one prefill of all tokens
   auto batch = (*model)->forward(tokens, /*all_rows=*/true);
   ASSERT_TRUE(batch) << batch.error().to_string();
-  const Comparison cb = compare(*batch, ref, n_vocab);
+  const Comparison cb = compare(*batch, ref, n_vocab, tol);
   EXPECT_LE(cb.max_abs, tol) << c.name << " batch";
   if (!f32_weights) {
     EXPECT_GE(cb.argmax_agree, 0.95 * cb.rows) << c.name << " batch argmax";
@@ -126,7 +125,7 @@ TEST_P(GgufConformance, MatchesLlamaCpp) {
     ASSERT_TRUE(r) << r.error().to_string();
     inc.insert(inc.end(), r->begin(), r->end());
   }
-  const Comparison ci = compare(inc, ref, n_vocab);
+  const Comparison ci = compare(inc, ref, n_vocab, tol);
   EXPECT_LE(ci.max_abs, tol) << c.name << " incremental";
   if (!f32_weights) {
     EXPECT_GE(ci.argmax_agree, 0.95 * ci.rows) << c.name << " incremental argmax";

@@ -259,6 +259,9 @@ struct AttentionBlockAttrs {
   bool qk_norm = false;
   double qk_norm_eps = 1e-6;
   bool kv_cache = false;
+  /// Multiply q by the attention scale before q.k (and attend with scale 1), as
+  /// llama.cpp's Gemma 2 graph does; only rounding (e.g. an f16 KV cache) can tell.
+  bool prescale_q = false;
   template <class V> void fields(V&& v) {
     attn.fields(v);
     v("rope_n_rot", rope.n_rot); v("rope_layout", rope.layout); v("rope_theta", rope.theta);
@@ -266,7 +269,7 @@ struct AttentionBlockAttrs {
     v("rope_low_freq_factor", rope.low_freq_factor); v("rope_high_freq_factor", rope.high_freq_factor);
     v("rope_original_context", rope.original_context);
     v("use_rope", use_rope); v("qkv_bias", qkv_bias); v("qk_norm", qk_norm);
-    v("qk_norm_eps", qk_norm_eps); v("kv_cache", kv_cache);
+    v("qk_norm_eps", qk_norm_eps); v("kv_cache", kv_cache); v("prescale_q", prescale_q);
   }
 };
 

@@ -47,11 +47,16 @@ struct ModelConfig {
   bool qkv_bias = false;
   bool qk_norm = false;
   FfnKind ffn = FfnKind::SwiGLU;
+  /// GeGLU only: round the GELU input and output to f16, as llama.cpp's CPU backend
+  /// does (it evaluates GELU through an f16 table). Set for GGUF files so that their
+  /// logits match the engine they were made for; HF checkpoints compute in f32.
+  bool gelu_f16_rounding = false;
   bool embed_scale = false;       ///< multiply embeddings by sqrt(n_embd) (Gemma)
   bool post_norms = false;        ///< RMSNorm after attention and FFN, before the residual add (Gemma 2/3)
   double attn_softcap = 0;        ///< 0 = off
   double final_softcap = 0;       ///< 0 = off
   double attn_scale = 0;          ///< 0 = 1/sqrt(head_dim)
+  bool prescale_q = false;        ///< scale q before q.k (llama.cpp's Gemma 2 graph; GGUF only)
   int64_t sliding_window = 0;
   SlidingPattern sliding = SlidingPattern::None;
   std::vector<bool> sliding_layers;  ///< when non-empty, overrides `sliding` per layer
