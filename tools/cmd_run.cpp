@@ -116,6 +116,14 @@ int run_model(const RunArgs& a) {
   lo.device = *device;
   lo.ctx = a.ctx;
   lo.threads = a.threads;
+  int last_pct = -1;
+  lo.on_weight_progress = [&last_pct](int64_t done, int64_t total) {
+    if (total < 100'000'000) return;  // progress only for large models
+    const int pct = static_cast<int>(100 * done / total);
+    if (pct / 5 != last_pct / 5) std::fprintf(stderr, "\rrlx: loading weights %3d%% of %.0f MB", pct, total / 1e6);
+    last_pct = pct;
+    if (done == total) std::fputc('\n', stderr);
+  };
   const auto t0 = std::chrono::steady_clock::now();
   auto model = models::LanguageModel::load(path, lo);
   if (!model) return report(model.error());

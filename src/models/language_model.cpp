@@ -58,11 +58,26 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   compile::CompileOptions co;
   co.binding.set(ir::SEQ, rows);
   ASSIGN_OR_RETURN(CompiledGraph graph, session_->compile_hir_with(built.hir, co));
-  for (const std::string& name : built.param_names) {
-    ASSIGN_OR_RETURN(WeightView w, weights_->take(name));
-    if (Status s = graph.set_param_typed(name, w.bytes, w.dtype); !s.ok())
-      return s.error().with_context(fmt::format("{}: loading '{}'", source_, name));
+  // Weights are copied once into a shared store; every variant binds them in place.
+  if (!params_) {
+    auto store = std::make_unique<ParamStore>();
+    int64_t total = 0, done = 0;
+    std::vector<WeightView> views;
+    views.reserve(built.param_names.size());
+    for (const std::string& name : built.param_names) {
+      ASSIGN_OR_RETURN(WeightView w, weights_->take(name));
+      total += static_cast<int64_t>(w.bytes.size());
+      views.push_back(std::move(w));
+    }
+    for (const WeightView& w : views) {
+      if (Status s = store->add(w.name, w.dtype, w.shape, w.bytes); !s.ok())
+        return s.error().with_context(fmt::format("{}: loading '{}'", source_, w.name));
+      done += static_cast<int64_t>(w.bytes.size());
+      if (options_.on_weight_progress) options_.on_weight_progress(done, total);
+    }
+    params_ = std::move(store);
   }
+  if (auto bound = params_->bind(graph); !bound) return bound.error().with_context(source_);
   auto v = std::make_unique<Variant>();
   v->rows = rows;
   v->all_rows = all_rows;

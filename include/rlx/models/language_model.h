@@ -4,6 +4,7 @@
 // one-row executable. Weights stay as the file stores them (packed blocks packed).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "rlx/models/decoder.h"
+#include "rlx/runtime/model_pipeline.h"
 #include "rlx/runtime/session.h"
 
 namespace rlx::models {
@@ -23,6 +25,8 @@ struct LoadOptions {
   int64_t min_bucket = 16;       ///< prefill buckets: powers of two from here up to ctx
   ir::FusionPolicy prefill_policy = ir::FusionPolicy::Direct;
   ir::FusionPolicy decode_policy = ir::FusionPolicy::Fusable;
+  /// Called while weights are bound to a new executable: (bytes done, bytes total).
+  std::function<void(int64_t, int64_t)> on_weight_progress;
 };
 
 class LanguageModel {
@@ -56,6 +60,7 @@ class LanguageModel {
   std::string source_;
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<Session> session_;
+  std::unique_ptr<ParamStore> params_;  // one copy of the weights, shared by every variant
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Variant>> variants_;  // (rows, all_rows)
   Variant* cache_owner_ = nullptr;  // the executable whose handles hold the live KV cache
   int64_t n_past_ = 0;
