@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "rlx/compile/profile.h"
 #include "rlx/formats/gguf.h"
 
 namespace rlx::models {
@@ -53,9 +54,20 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   d.ctx = options_.ctx;
   d.kv_dtype = options_.kv_dtype;
   d.last_row_logits = !all_rows;
-  d.policy = rows == 1 ? options_.decode_policy : options_.prefill_policy;
+  const bool decode = rows == 1;
+  std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
+  if (profile_name.empty()) {
+    const char* family = config_.arch == Arch::Qwen3 || config_.arch == Arch::Qwen2 ? "qwen3"
+                         : config_.arch == Arch::Llama                              ? "llama32"
+                                                                                    : "gemma";
+    profile_name = fmt::format("{}_{}", family, decode ? "decode" : "prefill");
+  }
+  auto profile = compile::CompileProfile::preset(profile_name);
+  if (!profile) profile = compile::CompileProfile::load(profile_name);
+  if (!profile) return profile.error().with_context("compile profile");
+  d.policy = profile->fusion.policy;
   ASSIGN_OR_RETURN(BuiltModel built, build_decoder(config_, *weights_, d));
-  compile::CompileOptions co;
+  compile::CompileOptions co = profile->to_compile_options(session_->backend()->name());
   co.binding.set(ir::SEQ, rows);
   ASSIGN_OR_RETURN(CompiledGraph graph, session_->compile_hir_with(built.hir, co));
   // Weights are copied once into a shared store; every variant binds them in place.

@@ -23,8 +23,10 @@ struct LoadOptions {
   ir::DType kv_dtype = ir::DType::F32;  ///< KV-cache storage: f32 or f16
   int threads = 0;               ///< CPU threads (0 = RLX_THREADS or all cores)
   int64_t min_bucket = 16;       ///< prefill buckets: powers of two from here up to ctx
-  ir::FusionPolicy prefill_policy = ir::FusionPolicy::Direct;
-  ir::FusionPolicy decode_policy = ir::FusionPolicy::Fusable;
+  /// Compile profiles of the two phases (preset names or *.rlx.toml files); empty =
+  /// the family's presets (llama32_*, qwen3_*, gemma_* with _prefill / _decode).
+  /// A profile's [fusion] policy becomes the HIR's FusionPolicy.
+  std::string prefill_profile, decode_profile;
   /// Called while weights are bound to a new executable: (bytes done, bytes total).
   std::function<void(int64_t, int64_t)> on_weight_progress;
 };
