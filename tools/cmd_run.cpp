@@ -6,11 +6,15 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
+#include <optional>
 #include <random>
 
 #include "commands.h"
 #include "demo_graph.h"
 #include "rlx/base/env.h"
+#include "rlx/formats/gguf.h"
+#include "rlx/models/chat.h"
 #include "rlx/models/generate.h"
 #include "rlx/models/synth.h"
 #include "rlx/runtime/session.h"
@@ -23,7 +27,8 @@ struct RunArgs {
   int64_t seq = 16, ctx = 512;
   int threads = 0;
   int32_t n = 32;
-  bool demo = false;
+  bool demo = false, chat = false, prompt_given = false;
+  std::string chat_template, system;
   models::SamplingOptions sampling;
 };
 
@@ -101,6 +106,46 @@ Expected<std::string> default_model() {
   return path.string();
 }
 
+// Chat mode: the model's chat template (or --template) renders the conversation; with
+// -p a single turn, otherwise one turn per line read from standard input.
+int run_chat(const RunArgs& a, const std::string& path, models::LanguageModel& model, const Tokenizer& tok,
+             models::GenerateOptions go) {
+  std::optional<models::ChatTemplate> tmpl;
+  if (!a.chat_template.empty()) {
+    tmpl = models::parse_chat_template(a.chat_template);
+  } else if (auto file = formats::GgufFile::open(path)) {
+    if (auto src = file->get_string("tokenizer.chat_template")) tmpl = models::detect_chat_template(std::string(*src));
+  }
+  if (!tmpl)
+    return report(Error::unsupported("{}: no known chat template (llama3, chatml, gemma); pass --template", path));
+  go.stop = models::chat_stop_strings(*tmpl);
+  std::vector<models::ChatMessage> messages;
+  if (!a.system.empty()) messages.push_back({"system", a.system});
+  auto turn = [&](const std::string& user) -> int {
+    messages.push_back({"user", user});
+    auto text = models::render_chat(*tmpl, messages);
+    if (!text) return report(text.error());
+    const auto prompt = tok.encode(*text, /*add_special=*/true, /*parse_special=*/true);
+    auto r = models::generate(model, tok, prompt, go, [](const std::string& piece) {
+      std::fputs(piece.c_str(), stdout);
+      std::fflush(stdout);
+    });
+    std::fputc('\n', stdout);
+    if (!r) return report(r.error());
+    messages.push_back({"assistant", r->text});
+    return 0;
+  };
+  const bool single = a.prompt_given;
+  if (single) return turn(a.prompt);
+  std::string line;
+  std::fprintf(stderr, "rlx chat: one message per line, end with Ctrl-D\n> ");
+  while (std::getline(std::cin, line)) {
+    if (int rc = turn(line); rc != 0) return rc;
+    std::fprintf(stderr, "> ");
+  }
+  return 0;
+}
+
 int run_model(const RunArgs& a) {
   std::string path = a.model;
   if (path.empty()) {
@@ -132,10 +177,11 @@ int run_model(const RunArgs& a) {
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "rlx: %s\n", (*model)->config().summary().c_str());
 
-  const std::vector<int32_t> prompt = (*tok)->encode(a.prompt, /*add_special=*/true, /*parse_special=*/false);
   models::GenerateOptions go;
   go.max_tokens = a.n;
   go.sampling = a.sampling;
+  if (a.chat) return run_chat(a, path, **model, **tok, go);
+  const std::vector<int32_t> prompt = (*tok)->encode(a.prompt, /*add_special=*/true, /*parse_special=*/false);
   std::fputs(a.prompt.c_str(), stdout);
   std::fflush(stdout);
   auto r = models::generate(**model, **tok, prompt, go, [](const std::string& piece) {
@@ -157,7 +203,11 @@ void add_run_command(CLI::App& app, Runner* run) {
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("--model", a->model, "GGUF model file (default: built-in tiny synthetic model)")
       ->check(CLI::ExistingFile);
-  cmd->add_option("-p,--prompt", a->prompt, "prompt text");
+  auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "prompt text");
+  cmd->add_flag("--chat", a->chat, "chat with the model's template (-p: one turn; else read turns from stdin)");
+  cmd->add_option("--template", a->chat_template, "chat template when the model has none")
+      ->check(CLI::IsMember({"llama3", "chatml", "gemma"}));
+  cmd->add_option("--system", a->system, "system message for --chat");
   cmd->add_option("-n", a->n, "tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("--temp", a->sampling.temperature, "temperature (0 = greedy)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--top-k", a->sampling.top_k, "top-k (0 = off)")->check(CLI::NonNegativeNumber);
@@ -170,7 +220,10 @@ void add_run_command(CLI::App& app, Runner* run) {
   cmd->add_option("--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--demo", a->demo, "compile and run one transformer block and print the compile report");
   cmd->add_option("--seq", a->seq, "rows for --demo")->check(CLI::PositiveNumber);
-  cmd->callback([run, a] { *run = [a] { return a->demo ? run_demo(*a) : run_model(*a); }; });
+  cmd->callback([run, a, prompt] {
+    a->prompt_given = prompt->count() > 0;
+    *run = [a] { return a->demo ? run_demo(*a) : run_model(*a); };
+  });
 }
 
 }  // namespace rlx::cli

@@ -1,0 +1,61 @@
+// Chat template rendering for the Llama 3, ChatML and Gemma formats.
+#include "rlx/models/chat.h"
+
+namespace rlx::models {
+
+std::optional<ChatTemplate> detect_chat_template(const std::string& jinja) {
+  if (jinja.find("<|start_header_id|>") != std::string::npos) return ChatTemplate::Llama3;
+  if (jinja.find("<|im_start|>") != std::string::npos) return ChatTemplate::ChatML;
+  if (jinja.find("<start_of_turn>") != std::string::npos) return ChatTemplate::Gemma;
+  return std::nullopt;
+}
+
+std::optional<ChatTemplate> parse_chat_template(const std::string& name) {
+  if (name == "llama3") return ChatTemplate::Llama3;
+  if (name == "chatml") return ChatTemplate::ChatML;
+  if (name == "gemma") return ChatTemplate::Gemma;
+  return std::nullopt;
+}
+
+Expected<std::string> render_chat(ChatTemplate t, const std::vector<ChatMessage>& messages) {
+  std::string out;
+  std::string pending_system;  // Gemma has no system role: it prefixes the first user turn
+  for (const ChatMessage& m : messages) {
+    if (m.role != "system" && m.role != "user" && m.role != "assistant")
+      return Error::invalid_argument("chat: unknown role '{}' (system, user, assistant)", m.role);
+    switch (t) {
+      case ChatTemplate::Llama3:
+        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
+        break;
+      case ChatTemplate::ChatML:
+        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+        break;
+      case ChatTemplate::Gemma:
+        if (m.role == "system") {
+          pending_system += m.content + "\n\n";
+          break;
+        }
+        out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" +
+               (m.role == "user" ? pending_system : std::string()) + m.content + "<end_of_turn>\n";
+        if (m.role == "user") pending_system.clear();
+        break;
+    }
+  }
+  switch (t) {
+    case ChatTemplate::Llama3: out += "<|start_header_id|>assistant<|end_header_id|>\n\n"; break;
+    case ChatTemplate::ChatML: out += "<|im_start|>assistant\n"; break;
+    case ChatTemplate::Gemma: out += "<start_of_turn>model\n"; break;
+  }
+  return out;
+}
+
+std::vector<std::string> chat_stop_strings(ChatTemplate t) {
+  switch (t) {
+    case ChatTemplate::Llama3: return {"<|eot_id|>", "<|end_of_text|>"};
+    case ChatTemplate::ChatML: return {"<|im_end|>", "<|endoftext|>"};
+    case ChatTemplate::Gemma: return {"<end_of_turn>", "<eos>"};
+  }
+  return {};
+}
+
+}  // namespace rlx::models
