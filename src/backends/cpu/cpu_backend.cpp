@@ -197,6 +197,7 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
     for (ValueId in : n.inputs) s.in.push_back(refs[static_cast<size_t>(in)]);
     s.out = refs[static_cast<size_t>(v)];
     bctx.id = v;
+    bctx.step_scratch = 0;
     TRY(b(bctx, s));
     if (s.fn == nullptr) continue;
     steps_.push_back(std::move(s));

@@ -4,6 +4,7 @@
 // Also the small helpers shared by the kernel files (dtype load/store, threading).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -90,16 +91,20 @@ struct BuildCtx {
   ir::ValueId id = ir::kNoValue;
   const std::vector<int>* bucket_axis = nullptr;  ///< per value; may be null (no bucket info)
   int n_threads = 1;
-  int64_t* scratch_bytes = nullptr;
+  int64_t* scratch_bytes = nullptr;  ///< the executable's scratch size: max over steps
+  int64_t step_scratch = 0;          ///< bytes reserved by the step being built
 
   const ir::Node& node() const { return graph->node(id); }
   const ir::Node& input(size_t i) const { return graph->node(node().inputs[i]); }
   std::vector<int64_t> dims(const ir::Node& n) const { return n.shape.static_dims(); }
   int bucket(ir::ValueId v) const { return bucket_axis && !bucket_axis->empty() ? (*bucket_axis)[v] : -1; }
-  /// Reserves `bytes` (64-byte aligned) of executor scratch; returns its offset.
+  /// Reserves `bytes` (64-byte aligned) of executor scratch for the step being built;
+  /// returns its offset. Steps run one at a time and scratch lives only inside a step,
+  /// so every step's reservations start at offset 0 and the executable keeps the max.
   int64_t scratch(int64_t bytes) {
-    const int64_t off = *scratch_bytes;
-    *scratch_bytes += (bytes + 63) / 64 * 64;
+    const int64_t off = step_scratch;
+    step_scratch += (bytes + 63) / 64 * 64;
+    *scratch_bytes = std::max(*scratch_bytes, step_scratch);
     return off;
   }
   /// True when the value's bucket axis is its first non-unit dim (so its rows,
