@@ -1,6 +1,7 @@
 // AlignedBuffer: aligned, zero-initialised heap storage.
 #include "rlx/base/aligned_buffer.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 
@@ -15,8 +16,18 @@ AlignedBuffer::AlignedBuffer(size_t size, size_t alignment) : size_(size), align
   std::memset(data_, 0, size);
 }
 
+AlignedBuffer AlignedBuffer::view(const void* data, size_t size, std::shared_ptr<const void> owner) {
+  AlignedBuffer b;
+  b.data_ = static_cast<uint8_t*>(const_cast<void*>(data));
+  b.size_ = size;
+  const auto addr = reinterpret_cast<uintptr_t>(data);
+  b.alignment_ = addr == 0 ? kDefaultAlignment : std::min<size_t>(kDefaultAlignment, addr & (~addr + 1));
+  b.owner_ = owner ? std::move(owner) : std::make_shared<int>(0);
+  return b;
+}
+
 AlignedBuffer::~AlignedBuffer() {
-  if (data_) ::operator delete(data_, std::align_val_t(alignment_));
+  if (data_ && !owner_) ::operator delete(data_, std::align_val_t(alignment_));
 }
 
 }  // namespace rlx

@@ -70,7 +70,8 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   compile::CompileOptions co = profile->to_compile_options(session_->backend()->name());
   co.binding.set(ir::SEQ, rows);
   ASSIGN_OR_RETURN(CompiledGraph graph, session_->compile_hir_with(built.hir, co));
-  // Weights are copied once into a shared store; every variant binds them in place.
+  // Weights stay where the source keeps them (the file mapping): the store holds views
+  // and every variant binds them in place, so no executable copies a weight.
   if (!params_) {
     auto store = std::make_unique<ParamStore>();
     int64_t total = 0, done = 0;
@@ -82,7 +83,8 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
       views.push_back(std::move(w));
     }
     for (const WeightView& w : views) {
-      if (Status s = store->add(w.name, w.dtype, w.shape, w.bytes); !s.ok())
+      auto view = std::make_shared<const AlignedBuffer>(AlignedBuffer::view(w.bytes.data(), w.bytes.size(), w.owner));
+      if (Status s = store->add_shared(w.name, SharedParam{w.dtype, w.shape, std::move(view)}); !s.ok())
         return s.error().with_context(fmt::format("{}: loading '{}'", source_, w.name));
       done += static_cast<int64_t>(w.bytes.size());
       if (options_.on_weight_progress) options_.on_weight_progress(done, total);

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 namespace rlx {
@@ -16,6 +17,10 @@ class AlignedBuffer {
   AlignedBuffer() = default;
   /// Allocates `size` bytes aligned to `alignment` (a power of two), zero-filled.
   explicit AlignedBuffer(size_t size, size_t alignment = kDefaultAlignment);
+  /// A read-only view of `size` bytes owned elsewhere (e.g. a memory-mapped model
+  /// file), kept alive by `owner`; never freed or written through by RLX. Its
+  /// alignment() is whatever `data` has (at most 64).
+  static AlignedBuffer view(const void* data, size_t size, std::shared_ptr<const void> owner);
   ~AlignedBuffer();
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
@@ -31,6 +36,8 @@ class AlignedBuffer {
   size_t size() const { return size_; }
   size_t alignment() const { return alignment_; }
   bool empty() const { return size_ == 0; }
+  /// True for a view() of foreign memory.
+  bool is_view() const { return owner_ != nullptr; }
   template <typename T>
   T* as() { return reinterpret_cast<T*>(data_); }
   template <typename T>
@@ -40,12 +47,14 @@ class AlignedBuffer {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
     std::swap(alignment_, o.alignment_);
+    std::swap(owner_, o.owner_);
   }
 
  private:
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t alignment_ = kDefaultAlignment;
+  std::shared_ptr<const void> owner_;  // set for views: the storage's owner
 };
 
 /// Rounds `n` up to a multiple of `alignment` (a power of two).

@@ -1,7 +1,8 @@
 // LanguageModel: a decoder-only model loaded from a GGUF file and compiled for a
 // device, with a persistent KV cache. Prefill runs through executables compiled
 // per sequence bucket (padded rows masked by set_active_extent); decode runs a
-// one-row executable. Weights stay as the file stores them (packed blocks packed).
+// one-row executable. Weights stay as the file stores them (packed blocks packed) and
+// where it stores them: the executables read the memory-mapped file in place.
 #pragma once
 
 #include <functional>
@@ -62,7 +63,7 @@ class LanguageModel {
   std::string source_;
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<Session> session_;
-  std::unique_ptr<ParamStore> params_;  // one copy of the weights, shared by every variant
+  std::unique_ptr<ParamStore> params_;  // views of the weights (file mapping), shared by every variant
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Variant>> variants_;  // (rows, all_rows)
   Variant* cache_owner_ = nullptr;  // the executable whose handles hold the live KV cache
   int64_t n_past_ = 0;
