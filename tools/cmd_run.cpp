@@ -131,6 +131,7 @@ int run_chat(const RunArgs& a, const std::string& path, models::LanguageModel& m
       std::fflush(stdout);
     });
     std::fputc('\n', stdout);
+    std::fflush(stdout);
     if (!r) return report(r.error());
     messages.push_back({"assistant", r->text});
     return 0;
@@ -189,6 +190,7 @@ int run_model(const RunArgs& a) {
     std::fflush(stdout);
   });
   std::fputc('\n', stdout);
+  std::fflush(stdout);  // the timing line goes to stderr after the text
   if (!r) return report(r.error());
   std::fprintf(stderr, "rlx: load %.1f ms | prefill %zu tokens %.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms (%.1f tok/s)\n",
                load_ms, r->prompt_tokens.size(), r->prefill_ms, r->prefill_tokens_per_s(), r->tokens.size(),

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/thread_pool.h"
 #include "rlx/base/env.h"
+#include "rlx/formats/ggml_type.h"
 
 namespace rlx::cpu_backend {
 
@@ -40,6 +42,24 @@ inline cpu::IsaLevel isa_cap() {
   if (s == "scalar") return cpu::IsaLevel::kScalar;
   if (s == "avx2") return cpu::IsaLevel::kAvx2;
   return cpu::IsaLevel::kAvx512;
+}
+
+/// The GGUF block type of a packed IR dtype (nullopt for non-packed dtypes).
+inline std::optional<formats::GgmlType> ggml_type_of(ir::DType t) {
+  switch (t) {
+    case ir::DType::Q4_0: return formats::GgmlType::Q4_0;
+    case ir::DType::Q4_1: return formats::GgmlType::Q4_1;
+    case ir::DType::Q5_0: return formats::GgmlType::Q5_0;
+    case ir::DType::Q5_1: return formats::GgmlType::Q5_1;
+    case ir::DType::Q8_0: return formats::GgmlType::Q8_0;
+    case ir::DType::Q2_K: return formats::GgmlType::Q2_K;
+    case ir::DType::Q3_K: return formats::GgmlType::Q3_K;
+    case ir::DType::Q4_K: return formats::GgmlType::Q4_K;
+    case ir::DType::Q5_K: return formats::GgmlType::Q5_K;
+    case ir::DType::Q6_K: return formats::GgmlType::Q6_K;
+    case ir::DType::Q8_K: return formats::GgmlType::Q8_K;
+    default: return std::nullopt;
+  }
 }
 
 struct StepCtx {

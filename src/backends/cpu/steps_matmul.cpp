@@ -284,21 +284,6 @@ struct QParams {
   int64_t scratch_bytes = 0;
 };
 
-std::optional<formats::GgmlType> ggml_type_of(DType t) {
-  switch (t) {
-    case DType::Q4_0: return formats::GgmlType::Q4_0;
-    case DType::Q4_1: return formats::GgmlType::Q4_1;
-    case DType::Q5_0: return formats::GgmlType::Q5_0;
-    case DType::Q5_1: return formats::GgmlType::Q5_1;
-    case DType::Q8_0: return formats::GgmlType::Q8_0;
-    case DType::Q2_K: return formats::GgmlType::Q2_K;
-    case DType::Q3_K: return formats::GgmlType::Q3_K;
-    case DType::Q4_K: return formats::GgmlType::Q4_K;
-    case DType::Q5_K: return formats::GgmlType::Q5_K;
-    case DType::Q6_K: return formats::GgmlType::Q6_K;
-    default: return std::nullopt;
-  }
-}
 
 Status qmatmul_fn(const Step& s, const StepCtx& ctx) {
   const QParams& q = s.p<QParams>();

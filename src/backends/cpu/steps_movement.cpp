@@ -251,31 +251,13 @@ Status packed_gather_fn(const Step& s, const StepCtx& ctx) {
   return {};
 }
 
-Expected<formats::GgmlType> ggml_type_of(DType t) {
-  switch (t) {
-    case DType::Q4_0: return formats::GgmlType::Q4_0;
-    case DType::Q4_1: return formats::GgmlType::Q4_1;
-    case DType::Q5_0: return formats::GgmlType::Q5_0;
-    case DType::Q5_1: return formats::GgmlType::Q5_1;
-    case DType::Q8_0: return formats::GgmlType::Q8_0;
-    case DType::Q2_K: return formats::GgmlType::Q2_K;
-    case DType::Q3_K: return formats::GgmlType::Q3_K;
-    case DType::Q4_K: return formats::GgmlType::Q4_K;
-    case DType::Q5_K: return formats::GgmlType::Q5_K;
-    case DType::Q6_K: return formats::GgmlType::Q6_K;
-    case DType::Q8_K: return formats::GgmlType::Q8_K;
-    default: break;
-  }
-  return Error::unsupported("no block codec for {}", ir::dtype_name(t));
-}
-
 Status build_packed_gather(BuildCtx& ctx, Step& step) {
   const ir::Node& n = ctx.node();
   const ir::Node& t = ctx.input(0);
   const ir::Node& idx = ctx.input(1);
   auto p = std::make_shared<PackedGatherParams>();
-  auto type = ggml_type_of(t.dtype);
-  if (!type) return step_error(ctx, "{}", type.error().message());
+  const auto type = ggml_type_of(t.dtype);
+  if (!type) return step_error(ctx, "no block codec for {}", ir::dtype_name(t.dtype));
   p->type = *type;
   p->rows = t.shape[0].value();
   p->cols = t.shape[1].value();
