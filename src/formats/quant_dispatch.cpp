@@ -1,6 +1,7 @@
 // Type-dispatched entry points dequantize_row / quantize_row: argument checks, the
 // plain F32/F16/BF16 conversions, and a switch onto the per-type block codecs.
 #include <cstring>
+#include <vector>
 
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
@@ -43,6 +44,14 @@ bool can_quantize(GgmlType type) { return can_dequantize(type); }
 Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
   if (!can_dequantize(type)) return Error::unsupported("dequantize_row: no decoder for type {}", ggml_type_name(type));
   TRY(check_row(type, n, "dequantize_row"));
+  // Block structs hold f16/f32 scales: a row at an odd address (a file whose alignment
+  // is 1, say) is decoded from an aligned copy instead of through misaligned members.
+  if (reinterpret_cast<uintptr_t>(src) % alignof(float) != 0 && ggml_block_size(type) > 1) {
+    const size_t bytes = static_cast<size_t>(*ggml_bytes_for(type, n));
+    std::vector<float> aligned((bytes + sizeof(float) - 1) / sizeof(float));
+    std::memcpy(aligned.data(), src, bytes);
+    return dequantize_row(type, aligned.data(), dst, n);
+  }
   switch (type) {
     case GgmlType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); break;
     case GgmlType::F16: {
