@@ -193,4 +193,68 @@ ValueId emit_attention_primitives(GraphBuilder& b, ValueId q, ValueId k, ValueId
   return merge_heads(b, b.matmul(p, vh));
 }
 
+// The primitive form (x[P.., S, W], D = head_dim, half = n_rot / 2, H = heads read):
+//   xs  = narrow(x, last, offset, width) when width > 0; cast to f32 when x is not f32
+//   ang = mul(reshape(cast(pos, f32), [S, 1]), inv_freq)   inv_freq: f32[half] constant
+//   c, s = cos(ang), sin(ang), reshaped to [S, 1, half] (neox) or [S, 1, half, 1] (normal)
+//   xh  = reshape(xs, [P.., S, H, D]); r = narrow(xh, last, 0, n_rot) when n_rot < D
+//   neox:   a = narrow(r, last, 0, half), b = narrow(r, last, half, half)
+//   normal: r2 = reshape(r, [P.., S, H, half, 2]); a, b = narrow(r2, last, 0 | 1, 1)
+//   rot = concat(a*c - b*s, a*s + b*c, last) (normal: reshaped back to [P.., S, H, n_rot])
+//   y   = reshape(concat(rot, narrow(xh, last, n_rot, D - n_rot)) or rot, [P.., S, H*D]),
+//         cast back to x's dtype.
+// Angles are f32 products (the native kernels use f64), a difference of about 1e-7 of the
+// position in radians.
+ValueId emit_rope_primitives(GraphBuilder& b, ValueId x, ValueId pos, const RopeAttrs& r) {
+  const DType dt = b.type(x).dtype;
+  ValueId xs = x;
+  const int64_t rank = b.type(x).shape.rank();
+  if (r.width > 0) xs = b.narrow(xs, rank - 1, r.offset, Dim(r.width));
+  if (dt != DType::F32) xs = b.cast(xs, DType::F32);
+  const Shape xsh = b.type(xs).shape;
+  const Dim S = xsh[rank - 2];
+  const int64_t D = r.head_dim, half = r.n_rot / 2, H = xsh.back().value() / D;
+  const bool neox = r.layout == RopeLayout::Neox;
+
+  const std::vector<double> inv = rope_inv_freq(r);
+  std::vector<float> inv_f(inv.begin(), inv.end());
+  const ValueId posf = b.reshape(b.cast(pos, DType::F32), Shape{S, Dim(1)});
+  const ValueId ang = b.mul(posf, b.constant_f32(Shape{Dim(half)}, inv_f));
+  const Shape cs_shape = neox ? Shape{S, Dim(1), Dim(half)} : Shape{S, Dim(1), Dim(half), Dim(1)};
+  const ValueId c = b.reshape(b.activation(ActKind::Cos, ang), cs_shape);
+  const ValueId s = b.reshape(b.activation(ActKind::Sin, ang), cs_shape);
+
+  std::vector<Dim> heads(xsh.begin(), xsh.end() - 1);
+  heads.emplace_back(H);
+  heads.emplace_back(D);
+  const ValueId xh = b.reshape(xs, Shape(heads));
+  const int64_t hr = rank + 1;  // rank of xh
+  ValueId rotated = r.n_rot < D ? b.narrow(xh, hr - 1, 0, Dim(r.n_rot)) : xh;
+  ValueId a, bb;
+  int64_t axis = hr - 1;
+  if (neox) {
+    a = b.narrow(rotated, axis, 0, Dim(half));
+    bb = b.narrow(rotated, axis, half, Dim(half));
+  } else {
+    std::vector<Dim> pairs(heads.begin(), heads.end() - 1);
+    pairs.emplace_back(half);
+    pairs.emplace_back(2);
+    const ValueId r2 = b.reshape(rotated, Shape(pairs));
+    axis = hr;
+    a = b.narrow(r2, axis, 0, Dim(1));
+    bb = b.narrow(r2, axis, 1, Dim(1));
+  }
+  ValueId rot = b.concat({b.sub(b.mul(a, c), b.mul(bb, s)), b.add(b.mul(a, s), b.mul(bb, c))}, axis);
+  if (!neox) {
+    std::vector<Dim> back(heads.begin(), heads.end() - 1);
+    back.emplace_back(r.n_rot);
+    rot = b.reshape(rot, Shape(back));
+  }
+  if (r.n_rot < D) rot = b.concat({rot, b.narrow(xh, hr - 1, r.n_rot, Dim(D - r.n_rot))}, hr - 1);
+  std::vector<Dim> out(xsh.begin(), xsh.end());
+  ValueId y = b.reshape(rot, Shape(out));
+  if (dt != DType::F32) y = b.cast(y, dt);
+  return y;
+}
+
 }  // namespace rlx::compile::detail

@@ -30,6 +30,9 @@ ir::ValueId emit_swiglu_primitives(ir::GraphBuilder& b, ir::ValueId x, ir::Value
 /// Attention as primitives (see emit.cpp for the exact form fuse_attention recognizes).
 ir::ValueId emit_attention_primitives(ir::GraphBuilder& b, ir::ValueId q, ir::ValueId k, ir::ValueId v,
                                       const ir::AttentionAttrs& a, std::optional<ir::ValueId> q_pos);
+/// Rope as primitives (see emit.cpp for the exact form): cos/sin of the angles from an
+/// f32 frequency table, the half-split or pairwise rotation by narrows, muls and a concat.
+ir::ValueId emit_rope_primitives(ir::GraphBuilder& b, ir::ValueId x, ir::ValueId pos, const ir::RopeAttrs& r);
 /// The effective attention scale (attrs.scale, or 1/sqrt(head_dim) when 0).
 double attention_scale(const ir::AttentionAttrs& a);
 

@@ -102,6 +102,10 @@ void rewrite(Rewriter& rw, ValueId v, const std::vector<std::vector<ValueId>>& u
       rw.set(v, detail::emit_attention_primitives(b, in[0], in[1], in[2], n.attr<AttentionAttrs>(), pos));
       return;
     }
+    case OpKind::Rope:
+      // cos/sin of pos * inv_freq, rotation by narrows, muls and a concat (emit.cpp).
+      rw.set(v, detail::emit_rope_primitives(b, in[0], in[1], n.attr<RopeAttrs>()));
+      return;
     default:
       RLX_ASSERT(!"rewrite: kind without a common-IR rewrite");
   }
@@ -117,6 +121,7 @@ bool has_common_rewrite(OpKind kind) {
     case OpKind::FusedResidualLayerNorm:
     case OpKind::ElementwiseRegion:
     case OpKind::Attention:
+    case OpKind::Rope:
     case OpKind::DequantMatMul: return true;
     default: return false;
   }

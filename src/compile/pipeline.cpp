@@ -104,6 +104,7 @@ Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const
   TRY(fuse_if("swiglu", OpKind::FusedSwiGLU, fuse_swiglu));
   TRY(fuse_if("matmul_bias_act", OpKind::FusedMatMulBiasAct, fuse_matmul_bias_act));
   TRY(fuse_if("residual_norm", OpKind::FusedResidualRmsNorm, fuse_residual_norm));
+  TRY(fuse_if("narrow_rope", OpKind::Rope, fuse_narrow_rope));
   if (!f.skip && !f.unfuse_regions && pattern_enabled(f, "elementwise_region") && ops.contains(OpKind::ElementwiseRegion)) {
     const FusionLimits limits = effective_fusion_limits(f, backend);
     TRY(run.run("fuse_elementwise", m, [&](const MirModule& x) { return fuse_elementwise(x, limits, &fr); }));

@@ -124,13 +124,23 @@ Expected<TensorType> infer_rope(const TensorType& x, const TensorType& pos, cons
   if (r.head_dim <= 0 || r.n_rot <= 0 || r.n_rot > r.head_dim || r.n_rot % 2 != 0)
     return bad(fmt::format("rope needs 0 < n_rot <= head_dim and n_rot even (n_rot={}, head_dim={})", r.n_rot,
                            r.head_dim));
-  const Dim w = x.shape.back();
+  Dim w = x.shape.back();
+  if (r.width < 0 || r.offset < 0 || (r.width == 0 && r.offset != 0))
+    return bad(fmt::format("rope offset {} / width {} must be >= 0, and offset 0 when width is 0", r.offset, r.width));
+  if (r.width > 0) {
+    if (!w.is_static() || r.offset + r.width > w.value())
+      return bad(fmt::format("rope columns [{}, {}) exceed the input width {}", r.offset, r.offset + r.width,
+                             w.to_string()));
+    w = Dim(r.width);
+  }
   if (w.is_static() && w.value() % r.head_dim != 0)
     return bad(fmt::format("rope width {} is not a multiple of head_dim {}", w.value(), r.head_dim));
   if (pos.shape.rank() != 1 || pos.shape[0] != x.shape[x.shape.rank() - 2])
     return bad(fmt::format("rope positions must be [{}], got {}", x.shape[x.shape.rank() - 2].to_string(), str(pos)));
   if (r.theta <= 0) return bad("rope theta must be positive");
-  return x;
+  std::vector<Dim> out(x.shape.begin(), x.shape.end());
+  out.back() = w;
+  return TensorType{x.dtype, Shape(out)};
 }
 
 // Head counts must be positive, n_heads a multiple of n_kv_heads, and the widths

@@ -2,7 +2,9 @@
 // (defaults per op, type check per op, structural equality).
 #include "rlx/ir/op.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 
 namespace rlx::ir {
@@ -74,6 +76,29 @@ const std::vector<std::string_view>& enum_names(RopeScaling) {
   return n;
 }
 #undef RLX_ENUM_TEXT
+
+std::vector<double> rope_inv_freq(const RopeAttrs& r) {
+  constexpr double kPi = 3.14159265358979323846;
+  std::vector<double> f(static_cast<size_t>(std::max<int64_t>(r.n_rot / 2, 0)));
+  for (size_t i = 0; i < f.size(); ++i) {
+    double inv = std::pow(r.theta, -2.0 * static_cast<double>(i) / static_cast<double>(r.n_rot));
+    if (r.scaling == RopeScaling::Linear) {
+      inv /= r.factor;
+    } else if (r.scaling == RopeScaling::Llama3) {
+      const double wavelen = 2 * kPi / inv;
+      const double ctx = static_cast<double>(r.original_context);
+      const double low_wl = ctx / r.low_freq_factor, high_wl = ctx / r.high_freq_factor;
+      if (wavelen > low_wl) {
+        inv /= r.factor;
+      } else if (wavelen >= high_wl) {
+        const double smooth = (ctx / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+        inv = (1 - smooth) * inv / r.factor + smooth * inv;
+      }
+    }
+    f[i] = inv;
+  }
+  return f;
+}
 
 Attrs default_attrs(OpKind kind) {
   switch (kind) {

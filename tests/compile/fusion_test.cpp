@@ -136,6 +136,48 @@ TEST(FuseResidualNorm, BroadcastAddIsNotFused) {
   EXPECT_EQ(r.missed.size(), 1u);
 }
 
+// --- narrow(q/k) -> rope ---------------------------------------------------------------
+// A fused qkv projection [S, (4 + 2 + 2) * 8] sliced into q, k, v; q and k rotate. The k
+// slice has a second user (kept as a narrow for it); a row narrow is not a column slice.
+TEST(FuseNarrowRope, QkSlicesOfFusedQkvReadInPlace) {
+  FusionReport r;
+  const MirModule out = fuse_narrow_rope(mir(R"(
+    %0 = input "qkv" : f32[SEQ, 64]
+    %1 = input "pos" : i32[SEQ]
+    %2 = narrow %0 {axis=1, start=0, length=32}
+    %3 = narrow %0 {axis=1, start=32, length=16}
+    %4 = narrow %0 {axis=1, start=48, length=16}
+    %5 = rope %2, %1 {head_dim=8, n_rot=8, layout=neox, theta=10000}
+    %6 = rope %3, %1 {head_dim=8, n_rot=8, layout=neox, theta=10000}
+    %7 = attention %5, %6, %4 {n_heads=4, n_kv_heads=2, head_dim=8, mask=causal}
+    output %7 "o"
+    output %3 "k_unrotated"
+  )"), &r);
+  testing::expect_golden("narrow_rope_qkv.mir", print(out));
+  EXPECT_EQ(r.count("narrow_rope"), 2);
+  EXPECT_TRUE(r.clean());
+  EXPECT_TRUE(verify(out.graph).ok());
+}
+
+TEST(FuseNarrowRope, RowNarrowAndSymbolicWidth) {
+  FusionReport r;
+  const MirModule out = fuse_narrow_rope(mir(R"(
+    %0 = input "x" : f32[8, 32]
+    %1 = input "pos" : i32[4]
+    %2 = narrow %0 {axis=0, start=4, length=4}
+    %3 = rope %2, %1 {head_dim=8, n_rot=8, theta=10000}
+    %4 = input "y" : f32[4, 8*SEQ]
+    %5 = narrow %4 {axis=1, start=0, length=8}
+    %6 = rope %5, %1 {head_dim=8, n_rot=8, theta=10000}
+    output %3 "rows"
+    output %6 "sym"
+  )"), &r);
+  testing::expect_golden("narrow_rope_not_fused.mir", print(out));
+  EXPECT_EQ(r.count("narrow_rope"), 0);
+  ASSERT_EQ(r.missed.size(), 1u);
+  EXPECT_EQ(r.missed[0].reason, "the sliced width is symbolic");
+}
+
 // --- elementwise regions ------------------------------------------------------------
 constexpr const char* kChain = R"(
   %0 = input "x" : f32[8, 32]

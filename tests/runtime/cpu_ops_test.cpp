@@ -498,23 +498,26 @@ TEST(CpuOps, NormsAndFusedResidualNorms) {
   EXPECT_LT(max_abs_diff(as_f32(out[4]), cat(sum, norm(sum, false, true, 1e-6))), 1e-5);
 }
 
+// x[S, W] with the rotated heads at columns [offset, offset + H*D); returns [S, H*D].
 std::vector<double> rope_ref(const std::vector<float>& x, const std::vector<int32_t>& pos, int64_t S, int64_t H,
-                             const ir::RopeAttrs& r) {
+                             const ir::RopeAttrs& r, int64_t W = 0) {
   const int64_t D = r.head_dim, half = r.n_rot / 2;
-  std::vector<double> y(x.begin(), x.end());
+  if (W == 0) W = H * D;
+  const std::vector<double> inv = ir::rope_inv_freq(r);
+  std::vector<double> y(static_cast<size_t>(S * H * D));
   for (int64_t s = 0; s < S; ++s)
-    for (int64_t h = 0; h < H; ++h)
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t in = s * W + r.offset + h * D, out = (s * H + h) * D;
+      for (int64_t d = 0; d < D; ++d) y[out + d] = x[in + d];
       for (int64_t i = 0; i < half; ++i) {
-        double inv = std::pow(r.theta, -2.0 * i / r.n_rot);
-        if (r.scaling == ir::RopeScaling::Linear) inv /= r.factor;
-        const double a = pos[s] * inv;
+        const double a = pos[s] * inv[i];
         const int64_t i0 = r.layout == ir::RopeLayout::Neox ? i : 2 * i;
         const int64_t i1 = r.layout == ir::RopeLayout::Neox ? i + half : 2 * i + 1;
-        const int64_t base = (s * H + h) * D;
-        const double x0 = x[base + i0], x1 = x[base + i1];
-        y[base + i0] = x0 * std::cos(a) - x1 * std::sin(a);
-        y[base + i1] = x0 * std::sin(a) + x1 * std::cos(a);
+        const double x0 = x[in + i0], x1 = x[in + i1];
+        y[out + i0] = x0 * std::cos(a) - x1 * std::sin(a);
+        y[out + i1] = x0 * std::sin(a) + x1 * std::cos(a);
       }
+    }
   return y;
 }
 
@@ -528,8 +531,9 @@ TEST(CpuOps, RopeLayoutsPartialRotaryScaling) {
       r.n_rot = n_rot;
       r.layout = static_cast<ir::RopeLayout>(layout);
       r.theta = 500.0;
-      r.scaling = n_rot == 4 ? ir::RopeScaling::Linear : ir::RopeScaling::None;
+      r.scaling = n_rot == 4 ? ir::RopeScaling::Linear : ir::RopeScaling::Llama3;
       r.factor = 2.0;
+      r.original_context = 16;  // puts the llama3 wavelengths on both sides of the band
       GraphBuilder b;
       auto x = b.input("x", DType::F32, {S, H * D});
       auto p = b.input("pos", DType::I32, {S});
@@ -538,6 +542,65 @@ TEST(CpuOps, RopeLayoutsPartialRotaryScaling) {
       auto out = run_graph(b, {{"x", xt}, {"pos", int_tensor<int32_t>(DType::I32, {S}, pos)}});
       ASSERT_EQ(out.size(), 1u);
       EXPECT_LT(max_abs_diff(as_f32(out[0]), rope_ref(as_f32(xt), pos, S, H, r)), 1e-5) << layout << " " << n_rot;
+    }
+  }
+}
+
+// The column-slice form (offset/width), the narrow_rope fusion that produces it, and the
+// primitive form legalization rewrites Rope into, for f32 and f16 activations.
+TEST(CpuOps, RopeColumnSliceFusedNarrowAndPrimitiveForm) {
+  const int64_t S = 4, H = 2, D = 8, W = 5 * D;  // x = [q (2 heads) | k | ..] columns
+  const std::vector<int32_t> pos{1, 2, 30, 7};
+  for (DType dt : {DType::F32, DType::F16}) {
+    for (int layout = 0; layout < 2; ++layout) {
+      ir::RopeAttrs r;
+      r.head_dim = D;
+      r.n_rot = layout == 0 ? 8 : 6;
+      r.layout = static_cast<ir::RopeLayout>(layout);
+      r.theta = 10000.0;
+      const Tensor xt = f32_tensor({S, W}, 150 + layout);
+      const Tensor pt = int_tensor<int32_t>(DType::I32, {S}, pos);
+      std::vector<float> xr = as_f32(xt);
+      if (dt == DType::F16)
+        for (float& v : xr) v = f16_bits_to_f32(f32_to_f16_bits(v));
+      ir::RopeAttrs sliced = r;
+      sliced.offset = 2 * D;
+      sliced.width = H * D;
+      const std::vector<double> want = rope_ref(xr, pos, S, H, sliced, W);
+      const double tol = dt == DType::F16 ? 2e-3 : 1e-5;
+      auto graph = [&](bool as_slice) {
+        GraphBuilder b;
+        ValueId x = b.input("x", DType::F32, {S, W});
+        if (dt != DType::F32) x = b.cast(x, dt);
+        auto p = b.input("pos", DType::I32, {S});
+        ValueId y = as_slice ? b.rope(x, p, sliced) : b.rope(b.narrow(x, 1, 2 * D, ir::Dim(H * D)), p, r);
+        b.output(dt != DType::F32 ? b.cast(y, DType::F32) : y, "y");
+        return build(b);
+      };
+      auto run = [&](CompiledGraph g) {
+        const std::vector<NamedTensorView> in{{"x", xt.view()}, {"pos", pt.view()}};
+        auto out = g.run_typed(in);
+        EXPECT_TRUE(out.has_value()) << out.error().to_string();
+        return out ? as_f32((*out)[0]) : std::vector<float>{};
+      };
+      const std::string what = fmt::format("{} layout {}", ir::dtype_name(dt), layout);
+      {  // the slice read directly
+        compile::CompileOptions o;
+        o.fusion.skip = true;
+        EXPECT_LT(max_abs_diff(run(compile_cpu(graph(true), o)), want), tol) << what;
+      }
+      {  // narrow + rope, fused into the slice form
+        CompiledGraph g = compile_cpu(graph(false), {});
+        EXPECT_EQ(g.fusion_report().count("narrow_rope"), 1) << what;
+        EXPECT_LT(max_abs_diff(run(std::move(g)), want), tol) << what;
+      }
+      {  // the primitive form: f32 angles, so a slightly looser bound
+        compile::CompileOptions o;
+        o.dispatch.force_common.add(ir::OpKind::Rope);
+        CompiledGraph g = compile_cpu(graph(true), o);
+        EXPECT_EQ(g.dispatch_report().kinds.at(ir::OpKind::Rope).rewritten, 1) << what;
+        EXPECT_LT(max_abs_diff(run(std::move(g)), want), dt == DType::F16 ? 4e-3 : 2e-5) << what;
+      }
     }
   }
 }

@@ -32,7 +32,7 @@ struct FusionOptions {
   FusionTarget target = FusionTarget::Auto;
   std::optional<FusionLimits> limits;    ///< overrides the target's limits
   /// Pattern names to leave unfused: "matmul_bias_act", "swiglu", "residual_norm",
-  /// "attention", "elementwise_region".
+  /// "narrow_rope", "attention", "elementwise_region".
   std::vector<std::string> disabled_patterns;
   friend bool operator==(const FusionOptions&, const FusionOptions&) = default;
 };

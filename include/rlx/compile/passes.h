@@ -38,6 +38,10 @@ ir::MirModule fuse_swiglu(const ir::MirModule& m, FusionReport* report = nullptr
 /// Records "residual_norm".
 ir::MirModule fuse_residual_norm(const ir::MirModule& m, FusionReport* report = nullptr);
 
+/// rope(narrow(x, last axis, start, len)) into rope(x) {offset=start, width=len}: the
+/// q/k slice of a fused qkv projection is read in place. Records "narrow_rope".
+ir::MirModule fuse_narrow_rope(const ir::MirModule& m, FusionReport* report = nullptr);
+
 /// The primitive attention form (as lowered by Fusable policy or by legalization:
 /// matmul -> scale -> [softcap] -> mask -> softmax -> matmul) into Attention.
 /// Records "attention".

@@ -156,6 +156,9 @@ struct NormAttrs {
 };
 /// Rotary embedding on x[.., S, n_heads*head_dim] at positions pos[S]. Only the
 /// first n_rot dims of each head rotate. Normal = adjacent pairs, Neox = half split.
+/// With width > 0 the op reads columns [offset, offset + width) of each input row (the
+/// q or k slice of a fused qkv projection, see fuse_narrow_rope) and outputs `width`
+/// columns; width = 0 means the whole row (offset must then be 0).
 struct RopeAttrs {
   int64_t head_dim = 0;
   int64_t n_rot = 0;
@@ -166,13 +169,20 @@ struct RopeAttrs {
   double low_freq_factor = 1.0;       ///< llama3 only
   double high_freq_factor = 4.0;      ///< llama3 only
   int64_t original_context = 8192;    ///< llama3 only
+  int64_t offset = 0;                 ///< first input column read
+  int64_t width = 0;                  ///< columns read and written (0 = the input's width)
   template <class V> void fields(V&& v) {
     v("head_dim", head_dim); v("n_rot", n_rot); v("layout", layout); v("theta", theta);
     v("scaling", scaling); v("factor", factor); v("low_freq_factor", low_freq_factor);
     v("high_freq_factor", high_freq_factor); v("original_context", original_context);
+    v("offset", offset); v("width", width);
   }
   friend bool operator==(const RopeAttrs&, const RopeAttrs&) = default;
 };
+/// The rotation frequencies of `r`, in double: inv_freq[i] = theta^(-2i/n_rot) for
+/// i < n_rot/2, then scaled as r.scaling says (linear: / factor; llama3: by wavelength,
+/// as Llama 3.1 defines it). Every backend and the primitive rope form use this table.
+std::vector<double> rope_inv_freq(const RopeAttrs& r);
 /// Multi-head attention. q[.., S, n_heads*head_dim], k/v[.., T, n_kv_heads*head_dim];
 /// query head h reads kv head h / (n_heads / n_kv_heads). Optional q_pos[S] gives each
 /// query's absolute position (keys sit at 0..T-1); without it queries are aligned to

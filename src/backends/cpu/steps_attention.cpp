@@ -8,70 +8,94 @@
 #include "backends/cpu/cpu_step.h"
 #include "backends/cpu/kernels/attention.h"
 #include "backends/cpu/kernels/kernel_context.h"
+#include "backends/cpu/kernels/rope.h"
 
 namespace rlx::cpu_backend {
 namespace {
 
 using ir::DType;
 
-constexpr double kPi = 3.14159265358979323846;
 
 struct RopeParams {
   int64_t rows = 0;      // product of dims before the last (each row has one position)
   int64_t seq = 0;       // S: positions index = row % S
-  int64_t width = 0;     // n_heads * head_dim
+  int64_t width = 0;     // output columns: n_heads * head_dim
+  int64_t in_width = 0;  // input row length (> width when reading a q/k slice)
+  int64_t offset = 0;    // first input column read
   int64_t head_dim = 0, n_rot = 0;
   bool neox = false;
   DType x_dt = DType::F32, out_dt = DType::F32, pos_dt = DType::I32;
+  cpu::RopeParams kernel;  // the f32 kernel's view of the same attrs (f32 x/out, i32 pos)
   std::vector<double> inv_freq;  // n_rot / 2
 };
 
-std::vector<double> rope_inv_freq(const ir::RopeAttrs& r) {
-  std::vector<double> f(static_cast<size_t>(r.n_rot / 2));
-  for (size_t i = 0; i < f.size(); ++i) {
-    double inv = std::pow(r.theta, -2.0 * static_cast<double>(i) / static_cast<double>(r.n_rot));
-    if (r.scaling == ir::RopeScaling::Linear) {
-      inv /= r.factor;
-    } else if (r.scaling == ir::RopeScaling::Llama3) {
-      const double wavelen = 2 * kPi / inv;
-      const double low_wl = static_cast<double>(r.original_context) / r.low_freq_factor;
-      const double high_wl = static_cast<double>(r.original_context) / r.high_freq_factor;
-      if (wavelen > low_wl) {
-        inv /= r.factor;
-      } else if (wavelen >= high_wl) {
-        const double smooth = (static_cast<double>(r.original_context) / wavelen - r.low_freq_factor) /
-                              (r.high_freq_factor - r.low_freq_factor);
-        inv = (1 - smooth) * inv / r.factor + smooth * inv;
-      }
-    }
-    f[i] = inv;
-  }
-  return f;
+cpu::RopeParams kernel_rope_params(const ir::RopeAttrs& r) {
+  cpu::RopeParams k;
+  k.head_dim = r.head_dim;
+  k.n_rot = r.n_rot;
+  k.theta = static_cast<float>(r.theta);
+  k.layout = r.layout == ir::RopeLayout::Neox ? cpu::RopeLayout::kNeox : cpu::RopeLayout::kNormal;
+  k.scaling = r.scaling == ir::RopeScaling::Linear   ? cpu::RopeScaling::kLinear
+              : r.scaling == ir::RopeScaling::Llama3 ? cpu::RopeScaling::kLlama3
+                                                     : cpu::RopeScaling::kNone;
+  k.factor = static_cast<float>(r.factor);
+  k.low_freq_factor = static_cast<float>(r.low_freq_factor);
+  k.high_freq_factor = static_cast<float>(r.high_freq_factor);
+  k.original_context = r.original_context;
+  return k;
 }
 
+// The f32 kernel's frequencies are computed from float attrs; use it only where that
+// loses nothing (every attr exactly representable as a float).
+bool float_exact(const ir::RopeAttrs& r) {
+  auto exact = [](double v) { return static_cast<double>(static_cast<float>(v)) == v; };
+  return exact(r.theta) && exact(r.factor) && exact(r.low_freq_factor) && exact(r.high_freq_factor);
+}
+
+// f32 in/out with i32 positions: the kernels library rope, one call per
+// slice of S rows (positions repeat every S rows).
+Status rope_f32_fn(const Step& s, const StepCtx& ctx) {
+  const RopeParams& p = s.p<RopeParams>();
+  const int64_t rows = ctx.rows(p.rows, s.scalable);
+  const cpu::KernelContext kc{ctx.pool, isa_cap()};
+  const auto* pos = reinterpret_cast<const int32_t*>(s.in_ptr[1]);
+  for (int64_t r0 = 0; r0 < rows; r0 += p.seq) {
+    cpu::RopeParams k = p.kernel;
+    k.seq = std::min(p.seq, rows - r0);
+    rope_f32(kc, k, s.inf(0) + r0 * p.in_width + p.offset, pos, s.outf() + r0 * p.width);
+  }
+  return {};
+}
+
+// Any dtype: one cos/sin table per row, shared by the row's heads.
 Status rope_fn(const Step& s, const StepCtx& ctx) {
   const RopeParams& p = s.p<RopeParams>();
   const int64_t rows = ctx.rows(p.rows, s.scalable);
   const int64_t n_heads = p.width / p.head_dim;
   const int64_t half = p.n_rot / 2;
   parallel_for(ctx, rows, 4, [&](int64_t b, int64_t e) {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
     for (int64_t r = b; r < e; ++r) {
       const double pos = static_cast<double>(load_i(p.pos_dt, s.in_ptr[1], r % p.seq));
-      const int64_t base = r * p.width;
+      for (int64_t i = 0; i < half; ++i) {
+        const double ang = pos * p.inv_freq[static_cast<size_t>(i)];
+        cs[static_cast<size_t>(i)] = static_cast<float>(std::cos(ang));
+        sn[static_cast<size_t>(i)] = static_cast<float>(std::sin(ang));
+      }
+      const int64_t in_base = r * p.in_width + p.offset, out_base = r * p.width;
       for (int64_t h = 0; h < n_heads; ++h) {
-        const int64_t hb = base + h * p.head_dim;
+        const int64_t ib = in_base + h * p.head_dim, ob = out_base + h * p.head_dim;
         for (int64_t i = 0; i < half; ++i) {
-          const double ang = pos * p.inv_freq[static_cast<size_t>(i)];
-          const float c = static_cast<float>(std::cos(ang)), sn = static_cast<float>(std::sin(ang));
+          const float c = cs[static_cast<size_t>(i)], sv = sn[static_cast<size_t>(i)];
           const int64_t i0 = p.neox ? i : 2 * i;
           const int64_t i1 = p.neox ? i + half : 2 * i + 1;
-          const float x0 = load_f(p.x_dt, s.in_ptr[0], hb + i0);
-          const float x1 = load_f(p.x_dt, s.in_ptr[0], hb + i1);
-          store_f(p.out_dt, s.out_ptr, hb + i0, x0 * c - x1 * sn);
-          store_f(p.out_dt, s.out_ptr, hb + i1, x0 * sn + x1 * c);
+          const float x0 = load_f(p.x_dt, s.in_ptr[0], ib + i0);
+          const float x1 = load_f(p.x_dt, s.in_ptr[0], ib + i1);
+          store_f(p.out_dt, s.out_ptr, ob + i0, x0 * c - x1 * sv);
+          store_f(p.out_dt, s.out_ptr, ob + i1, x0 * sv + x1 * c);
         }
         for (int64_t i = p.n_rot; i < p.head_dim; ++i)
-          store_f(p.out_dt, s.out_ptr, hb + i, load_f(p.x_dt, s.in_ptr[0], hb + i));
+          store_f(p.out_dt, s.out_ptr, ob + i, load_f(p.x_dt, s.in_ptr[0], ib + i));
       }
     }
   });
@@ -194,6 +218,8 @@ Status build_rope(BuildCtx& ctx, Step& step) {
   const auto d = n.shape.static_dims();
   auto p = std::make_shared<RopeParams>();
   p->width = d.back();
+  p->in_width = ctx.dims(ctx.input(0)).back();
+  p->offset = r.offset;
   p->seq = d[d.size() - 2];
   p->rows = prod(d, 0, d.size() - 1);
   p->head_dim = r.head_dim;
@@ -202,8 +228,13 @@ Status build_rope(BuildCtx& ctx, Step& step) {
   p->x_dt = ctx.input(0).dtype;
   p->out_dt = n.dtype;
   p->pos_dt = ctx.input(1).dtype;
-  p->inv_freq = rope_inv_freq(r);
-  step.fn = &rope_fn;
+  p->inv_freq = ir::rope_inv_freq(r);
+  p->kernel = kernel_rope_params(r);
+  p->kernel.n_heads = p->width / r.head_dim;
+  p->kernel.x_stride = p->in_width;
+  p->kernel.y_stride = p->width;
+  const bool fast = p->x_dt == DType::F32 && p->out_dt == DType::F32 && p->pos_dt == DType::I32 && float_exact(r);
+  step.fn = fast ? &rope_f32_fn : &rope_fn;
   step.params = p;
   step.scalable = ctx.outer_is_bucket(ctx.id, n.shape.rank() - 1);
   return {};

@@ -113,6 +113,7 @@ struct RopeParams {
   const double* inv_freq = nullptr;
   DT x_dt = DT::F32, out_dt = DT::F32, pos_dt = DT::I32;
   int64_t rows = 0, seq = 0, width = 0, head_dim = 0, n_rot = 0;
+  int64_t in_width = 0, in_offset = 0;  ///< input row length and first column read
   bool neox = false;
 };
 void launch_rope(const RopeParams& p, cudaStream_t s);

@@ -492,31 +492,6 @@ Status build_norm(BuildCtx& ctx, Step& step) {
   return {};
 }
 
-constexpr double kPi = 3.14159265358979323846;
-
-std::vector<double> rope_inv_freq(const ir::RopeAttrs& r) {
-  std::vector<double> f(static_cast<size_t>(r.n_rot / 2));
-  for (size_t i = 0; i < f.size(); ++i) {
-    double inv = std::pow(r.theta, -2.0 * static_cast<double>(i) / static_cast<double>(r.n_rot));
-    if (r.scaling == ir::RopeScaling::Linear) {
-      inv /= r.factor;
-    } else if (r.scaling == ir::RopeScaling::Llama3) {
-      const double wavelen = 2 * kPi / inv;
-      const double low_wl = static_cast<double>(r.original_context) / r.low_freq_factor;
-      const double high_wl = static_cast<double>(r.original_context) / r.high_freq_factor;
-      if (wavelen > low_wl) {
-        inv /= r.factor;
-      } else if (wavelen >= high_wl) {
-        const double smooth = (static_cast<double>(r.original_context) / wavelen - r.low_freq_factor) /
-                              (r.high_freq_factor - r.low_freq_factor);
-        inv = (1 - smooth) * inv / r.factor + smooth * inv;
-      }
-    }
-    f[i] = inv;
-  }
-  return f;
-}
-
 struct RopeStepParams {
   RopeParams k;
   std::shared_ptr<DeviceBuffer> table;  // inv_freq, uploaded at compile
@@ -541,6 +516,8 @@ Status build_rope(BuildCtx& ctx, Step& step) {
     return step_error(ctx, "rope layout");
   auto p = std::make_shared<RopeStepParams>();
   p->k.width = d.back();
+  p->k.in_width = ctx.input(0).shape.static_dims().back();
+  p->k.in_offset = r.offset;
   p->k.seq = d[d.size() - 2];
   p->k.rows = *n.shape.num_elements() / p->k.width;
   p->k.head_dim = r.head_dim;
@@ -549,7 +526,7 @@ Status build_rope(BuildCtx& ctx, Step& step) {
   p->k.x_dt = to_dt(ctx.input(0).dtype);
   p->k.out_dt = to_dt(n.dtype);
   p->k.pos_dt = to_dt(ctx.input(1).dtype);
-  const std::vector<double> f = rope_inv_freq(r);
+  const std::vector<double> f = ir::rope_inv_freq(r);
   const int64_t bytes = static_cast<int64_t>(std::max<size_t>(f.size(), 1) * sizeof(double));
   ASSIGN_OR_RETURN(DeviceBuffer table, DeviceBuffer::create(bytes, ctx.graph->describe(ctx.id)));
   if (!f.empty())

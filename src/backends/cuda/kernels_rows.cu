@@ -56,10 +56,11 @@ __global__ void rope_kernel(const RopeParams p) {
     const int64_t i = e % per_head;
     const int64_t h = (e / per_head) % n_heads;
     const int64_t r = e / (per_head * n_heads);
-    const int64_t hb = r * p.width + h * p.head_dim;
+    const int64_t hb = r * p.width + h * p.head_dim;  // output element base
+    const int64_t xb = r * p.in_width + p.in_offset + h * p.head_dim;
     if (i >= half) {  // dims past n_rot pass through
       const int64_t c = p.n_rot + (i - half);
-      st_f(p.out_dt, p.out, hb + c, ld_f(p.x_dt, p.x, hb + c));
+      st_f(p.out_dt, p.out, hb + c, ld_f(p.x_dt, p.x, xb + c));
       continue;
     }
     const double pos = static_cast<double>(ld_i(p.pos_dt, p.pos, r % p.seq));
@@ -68,7 +69,7 @@ __global__ void rope_kernel(const RopeParams p) {
     const float c = static_cast<float>(cs), s = static_cast<float>(sn);
     const int64_t i0 = p.neox ? i : 2 * i;
     const int64_t i1 = p.neox ? i + half : 2 * i + 1;
-    const float x0 = ld_f(p.x_dt, p.x, hb + i0), x1 = ld_f(p.x_dt, p.x, hb + i1);
+    const float x0 = ld_f(p.x_dt, p.x, xb + i0), x1 = ld_f(p.x_dt, p.x, xb + i1);
     st_f(p.out_dt, p.out, hb + i0, x0 * c - x1 * s);
     st_f(p.out_dt, p.out, hb + i1, x0 * s + x1 * c);
   }
