@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "rlx/formats/gguf_writer.h"
+#include "rlx/ir/binary.h"
+#include "rlx/ir/builder.h"
 
 namespace {
 
@@ -85,6 +87,42 @@ bool make_safetensors_seeds(const fs::path& dir) {
                            15));
 }
 
+// LIR blobs: a small graph with a plan and manifest, and one with constants, a region
+// and a symbolic dim.
+bool make_lir_seeds(const fs::path& dir) {
+  using namespace rlx::ir;
+  auto save = [&](const char* name, LirModule m) {
+    const std::string blob = encode_lir_binary(m);
+    std::ofstream f(dir / name, std::ios::binary);
+    f.write(blob.data(), static_cast<std::streamsize>(blob.size()));
+    return static_cast<bool>(f);
+  };
+  GraphBuilder b;
+  const ValueId x = b.input("x", DType::F32, Shape{Dim(4), Dim(8)});
+  const ValueId g = b.param("g", DType::F32, Shape{Dim(8)});
+  const ValueId y = b.rms_norm(b.add(x, b.scalar(1.0f)), g, 1e-5);
+  b.output(b.reshape(y, Shape{Dim(32)}), "y");
+  LirModule small;
+  small.graph = std::move(b.build()).value();
+  small.plan.arena_size = 256;
+  for (ValueId v = 0; v < small.graph.size(); ++v) {
+    small.plan.slots.push_back({SlotKind::kArena, 0, 128, kNoValue});
+    small.plan.schedule.push_back(v);
+  }
+  small.manifest.inputs.push_back({"x", x, small.graph.node(x).type(), 128, small.plan.slots[0]});
+  GraphBuilder s;
+  const ValueId q = s.input("q", DType::F16, Shape{Dim::symbol("SEQ"), Dim(16)});
+  const ValueId pos = s.input("pos", DType::I32, Shape{Dim::symbol("SEQ")});
+  RopeAttrs r;
+  r.head_dim = 8;
+  r.n_rot = 8;
+  s.output(s.activation(ActKind::Silu, s.rope(q, pos, r)), "o");
+  LirModule sym;
+  sym.graph = std::move(s.build()).value();
+  sym.dynamic_symbols.push_back(intern_symbol("SEQ"));
+  return save("small.lir", std::move(small)) && save("symbolic.lir", std::move(sym));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,7 +133,9 @@ int main(int argc, char** argv) {
   const fs::path root = argv[1];
   fs::create_directories(root / "rlx_fuzz_gguf");
   fs::create_directories(root / "rlx_fuzz_safetensors");
-  if (!make_gguf_seeds(root / "rlx_fuzz_gguf") || !make_safetensors_seeds(root / "rlx_fuzz_safetensors")) {
+  fs::create_directories(root / "rlx_fuzz_lir_binary");
+  if (!make_gguf_seeds(root / "rlx_fuzz_gguf") || !make_safetensors_seeds(root / "rlx_fuzz_safetensors") ||
+      !make_lir_seeds(root / "rlx_fuzz_lir_binary")) {
     std::fprintf(stderr, "failed to write the seed corpus under %s\n", argv[1]);
     return 1;
   }

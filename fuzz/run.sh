@@ -6,7 +6,7 @@
 #   BUILD_DIR  build folder configured with -DRLX_BUILD_FUZZ=ON (default: build-fuzz)
 #
 # For each target found in BUILD_DIR/fuzz (rlx_fuzz_gguf, rlx_fuzz_safetensors,
-# rlx_fuzz_tokenizer), the
+# rlx_fuzz_tokenizer, rlx_fuzz_lir_binary), the
 # committed seeds in fuzz/corpus/<target>/ are copied into a working corpus
 # BUILD_DIR/fuzz/work/<target>/ (new inputs land there, the committed seeds stay
 # untouched); crash inputs go to BUILD_DIR/fuzz/artifacts/<target>/.
@@ -30,7 +30,7 @@ extra_flags=("$@")
 script_dir=$(cd "$(dirname "$0")" && pwd)
 status=0
 ran=0
-for target in rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer; do
+for target in rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary; do
   binary="$build_dir/fuzz/$target"
   if [[ ! -x "$binary" ]]; then
     echo "skip $target: $binary not built" >&2

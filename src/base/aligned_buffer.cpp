@@ -1,5 +1,8 @@
-// AlignedBuffer: aligned, zero-initialised heap storage.
+// AlignedBuffer: aligned, zero-initialised storage (heap, or an anonymous mapping for
+// large buffers).
 #include "rlx/base/aligned_buffer.h"
+
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -12,6 +15,18 @@ namespace rlx {
 AlignedBuffer::AlignedBuffer(size_t size, size_t alignment) : size_(size), alignment_(alignment) {
   RLX_ASSERT(alignment >= alignof(std::max_align_t) && (alignment & (alignment - 1)) == 0);
   if (size == 0) return;
+  constexpr size_t kPage = 4096;
+  if (size >= kMapThreshold && alignment <= kPage) {
+    void* p = ::mmap(nullptr, align_up(size, kPage), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+#ifdef MADV_HUGEPAGE
+      (void)::madvise(p, align_up(size, kPage), MADV_HUGEPAGE);  // a hint; failure is harmless
+#endif
+      data_ = static_cast<uint8_t*>(p);
+      mapped_ = true;
+      return;
+    }
+  }
   data_ = static_cast<uint8_t*>(::operator new(align_up(size, alignment), std::align_val_t(alignment)));
   std::memset(data_, 0, size);
 }
@@ -27,7 +42,9 @@ AlignedBuffer AlignedBuffer::view(const void* data, size_t size, std::shared_ptr
 }
 
 AlignedBuffer::~AlignedBuffer() {
-  if (data_ && !owner_) ::operator delete(data_, std::align_val_t(alignment_));
+  if (!data_ || owner_) return;
+  if (mapped_) ::munmap(data_, align_up(size_, 4096));
+  else ::operator delete(data_, std::align_val_t(alignment_));
 }
 
 }  // namespace rlx

@@ -13,7 +13,7 @@
 #include "rlx/base/hash.h"
 #include "rlx/base/log.h"
 #include "rlx/compile/memory_plan.h"
-#include "rlx/ir/text.h"
+#include "rlx/ir/binary.h"
 
 namespace rlx {
 namespace {
@@ -130,7 +130,7 @@ std::string encode_aot_entry(uint64_t key, std::string_view device, const Specia
   if (!model.extent.empty())
     for (int a : model.extent.axis) payload += fmt::format(" {}", a);
   payload += '\n';
-  payload += ir::print(model.lir);
+  payload += ir::encode_lir_binary(model.lir);
   std::string out = fmt::format("{}\nformat={}\nrlx={}\ndevice={}\nkey={}\npayload={}\nchecksum={}\n\n", kAotMagic,
                                 kAotFormatVersion, kRlxVersion, device, hex16(key), payload.size(),
                                 hex16(payload_checksum(payload)));
@@ -176,7 +176,7 @@ Expected<SpecializedModel> decode_aot_entry(std::string_view bytes, uint64_t key
   if (!binding) return Error::invalid_file("AOT payload: {}", binding.error().message());
   m.binding = std::move(binding).value();
   TRY(parse_extent(extent_line, axes_line, &m.extent));
-  auto lir = ir::parse_lir(payload);
+  auto lir = ir::decode_lir_binary(payload);
   if (!lir) return Error::invalid_file("AOT payload: {}", lir.error().message());
   m.lir = std::move(lir).value();
   if (!m.lir.dynamic_symbols.empty()) return Error::invalid_file("AOT payload: LIR has unbound symbols");

@@ -16,6 +16,9 @@ namespace {
 using testing::all_ops_graph;
 using testing::expect_golden;
 using testing::expect_graphs_equal;
+using testing::expect_entries_equal;
+using testing::expect_slots_equal;
+using testing::small_lir;
 
 TEST(TextRoundTrip, EveryOpKind) {
   const Graph g = all_ops_graph();
@@ -62,62 +65,6 @@ TEST(TextRoundTrip, HirKeepsItsPolicy) {
   auto bare = parse_hir("hir {\n %x = input \"x\" : f32[4]\n output %x\n}");
   ASSERT_TRUE(bare.has_value()) << bare.error().message();
   EXPECT_EQ(bare->policy, FusionPolicy::Direct);
-}
-
-LirModule small_lir() {
-  GraphBuilder b;
-  auto x = b.input("x", DType::F32, {Dim::symbol(SEQ), 64});
-  auto w = b.param("w", DType::Q4_0, {128, 64});
-  auto h = b.handle("kv", DType::F32, {16, 64});
-  auto c = b.scalar(0.5f);
-  auto y = b.dequant_matmul(x, w);
-  auto r = b.label("flat").reshape(y, {Dim::symbol(SEQ, 128)});
-  auto s = b.mul(r, c);
-  b.output(s, "y");
-  b.output(h, "kv_out");
-  LirModule m;
-  m.graph = std::move(b.build()).value();
-  BufferPlan& p = m.plan;
-  p.alignment = 64;
-  p.arena_size = 1024;
-  p.unshared_bytes = 2048;
-  p.slots = {
-      {SlotKind::kArena, 0, 256, kNoValue},   // x
-      {SlotKind::kParam, 0, 2304, kNoValue},  // w
-      {SlotKind::kHandle, 0, 4096, kNoValue}, // kv
-      {SlotKind::kConstant, 0, 4, kNoValue},  // c
-      {SlotKind::kArena, 256, 512, kNoValue}, // y
-      {SlotKind::kView, 0, 512, y},           // r aliases y
-      {SlotKind::kArena, 0, 512, kNoValue},   // s reuses x's bytes
-  };
-  p.schedule = {x, w, h, c, y, r, s};
-  auto entry = [&](const std::string& name, ValueId v, int64_t bytes) {
-    return ManifestEntry{name, v, m.graph.node(v).type(), bytes, p.slots[static_cast<size_t>(v)]};
-  };
-  m.manifest.inputs = {entry("x", x, 256)};
-  m.manifest.params = {entry("w", w, 2304)};
-  m.manifest.handles = {entry("kv", h, 4096)};
-  m.manifest.outputs = {entry("y", s, 512), entry("kv_out", h, 4096)};
-  m.dynamic_symbols = {SEQ, intern_symbol("LIR_TEST_SYM")};
-  return m;
-}
-
-void expect_slots_equal(const BufferSlot& a, const BufferSlot& b) {
-  EXPECT_EQ(a.kind, b.kind);
-  EXPECT_EQ(a.offset, b.offset);
-  EXPECT_EQ(a.size, b.size);
-  EXPECT_EQ(a.root, b.root);
-}
-
-void expect_entries_equal(const std::vector<ManifestEntry>& a, const std::vector<ManifestEntry>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].name, b[i].name);
-    EXPECT_EQ(a[i].value, b[i].value);
-    EXPECT_EQ(a[i].type, b[i].type);
-    EXPECT_EQ(a[i].bytes, b[i].bytes);
-    expect_slots_equal(a[i].slot, b[i].slot);
-  }
 }
 
 TEST(TextRoundTrip, LirWithPlanAndManifest) {

@@ -5,6 +5,8 @@
 #include "rlx/runtime/aot_cache.h"
 
 #include <gtest/gtest.h>
+
+#include <functional>
 #include <unistd.h>
 
 #include <atomic>
@@ -199,6 +201,24 @@ TEST_F(AotDir, EntryKeysSeparateBindingsAndOptions) {
 // valid entry behind for the next process.
 class AotCorruption : public AotDir {
  protected:
+  // `edit` changes the payload; the header is re-encoded with a matching length and checksum.
+  static void rewrite_payload(const std::filesystem::path& p, const std::function<void(std::string&)>& edit) {
+    const std::string b = read(p);
+    const size_t start = b.find("\n\n") + 2;
+    std::string payload = b.substr(start);
+    edit(payload);
+    std::string header = b.substr(0, start);
+    const size_t pl = header.find("payload=");
+    const size_t pe = header.find('\n', pl);
+    header.replace(pl, pe - pl, fmt::format("payload={}", payload.size()));
+    StableHasher h;
+    h.str("rlx.aot.payload");
+    h.bytes(payload.data(), payload.size());
+    const size_t cl = header.find("checksum=");
+    header.replace(cl + 9, 16, fmt::format("{:016x}", h.digest()));
+    write(p, header + payload);
+  }
+
   void expect_rebuilt(const std::string& what, const std::function<void(const std::filesystem::path&)>& corrupt,
                       const std::string& reason) {
     SCOPED_TRACE(what);
@@ -270,7 +290,7 @@ TEST_F(AotCorruption, WrongFormatVersion) {
   expect_rebuilt("format", [](const std::filesystem::path& p) {
     std::string b = read(p);
     const size_t at = b.find("format=");
-    b.replace(at, std::string("format=1").size(), "format=99");
+    b.replace(at, std::string("format=2").size(), "format=99");
     write(p, b);
   }, "stale format");
 }
@@ -298,26 +318,20 @@ TEST_F(AotCorruption, GarbageAndEmpty) {
   expect_rebuilt("empty", [](const std::filesystem::path& p) { write(p, ""); }, "magic");
 }
 
+// A writer bug (or a hand edit) that keeps the checksum right: the LIR is still checked.
 TEST_F(AotCorruption, ValidChecksumOverBrokenLir) {
-  // A writer bug (or a hand edit) that keeps the checksum right: the LIR is still checked.
-  expect_rebuilt("broken lir", [](const std::filesystem::path& p) {
-    const std::string b = read(p);
-    const size_t start = b.find("\n\n") + 2;
-    std::string payload = b.substr(start);
-    const size_t at = payload.find("lir {");
-    payload.replace(at, 5, "lir {\n  %0 = bogus_op");
-    // Re-encode the header by hand with a correct checksum for the broken payload.
-    std::string header = b.substr(0, start);
-    const size_t pl = header.find("payload=");
-    const size_t pe = header.find('\n', pl);
-    header.replace(pl, pe - pl, fmt::format("payload={}", payload.size()));
-    StableHasher h;
-    h.str("rlx.aot.payload");
-    h.bytes(payload.data(), payload.size());
-    const size_t cl = header.find("checksum=");
-    header.replace(cl + 9, 16, fmt::format("{:016x}", h.digest()));
-    write(p, header + payload);
+  expect_rebuilt("truncated lir", [](const std::filesystem::path& p) {
+    rewrite_payload(p, [](std::string& payload) { payload.resize(payload.find("RLXLIR") + 40); });
   }, "AOT payload");
+  expect_rebuilt("bad op kind", [](const std::filesystem::path& p) {
+    // The first node's op byte follows "RLXLIR", the version byte and the node count.
+    rewrite_payload(p, [](std::string& payload) {
+      const size_t at = payload.find("RLXLIR") + 7;
+      size_t op = at;
+      while (static_cast<uint8_t>(payload[op]) & 0x80) ++op;  // skip the count varint
+      payload[op + 1] = static_cast<char>(0xfe);
+    });
+  }, "op value 254 out of range");
 }
 
 TEST_F(AotDir, ConcurrentWritersNeverLeaveAPartialEntry) {

@@ -16,6 +16,9 @@ class AlignedBuffer {
  public:
   AlignedBuffer() = default;
   /// Allocates `size` bytes aligned to `alignment` (a power of two), zero-filled.
+  /// Buffers of kMapThreshold bytes or more are anonymous memory mappings (transparent
+  /// huge pages requested): allocation is O(1) and pages are zeroed on first touch, so
+  /// compiling an executable with a large arena costs no time until it runs.
   explicit AlignedBuffer(size_t size, size_t alignment = kDefaultAlignment);
   /// A read-only view of `size` bytes owned elsewhere (e.g. a memory-mapped model
   /// file), kept alive by `owner`; never freed or written through by RLX. Its
@@ -48,13 +51,18 @@ class AlignedBuffer {
     std::swap(size_, o.size_);
     std::swap(alignment_, o.alignment_);
     std::swap(owner_, o.owner_);
+    std::swap(mapped_, o.mapped_);
   }
+
+  /// Size from which the constructor maps memory instead of using the heap.
+  static constexpr size_t kMapThreshold = size_t{1} << 20;
 
  private:
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t alignment_ = kDefaultAlignment;
   std::shared_ptr<const void> owner_;  // set for views: the storage's owner
+  bool mapped_ = false;                // storage is an anonymous mapping (munmap on destruction)
 };
 
 /// Rounds `n` up to a multiple of `alignment` (a power of two).

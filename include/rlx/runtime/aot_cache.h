@@ -6,16 +6,17 @@
 // Entry file `<dir>/<base>__<key as 16 hex digits>.rlxaot`: a text header, then the payload.
 //
 //   RLX-AOT-LIR                 magic
-//   format=1                    kAotFormatVersion
+//   format=2                    kAotFormatVersion
 //   rlx=0.1.0                   kRlxVersion of the writer
 //   device=cpu                  Device::to_string() of the writer
 //   key=0123456789abcdef        the entry key (also in the file name)
 //   payload=12345               payload bytes that follow the blank line
 //   checksum=0123456789abcdef   StableHasher digest of the payload
 //   <blank line>
-//   payload: `binding SEQ=128`, `extent SEQ 128`, `axes -1 0 0 ...`, then `lir { ... }`
+//   payload: text lines `binding SEQ=128`, `extent SEQ 128`, `axes -1 0 0 ...`, then the
+//   LIR in its binary form (rlx/ir/binary.h; the text form parsed 8x slower)
 //
-// Nothing read is trusted: a missing, truncated, corrupt (checksum, parse, plan check),
+// Nothing read is trusted: a missing, truncated, corrupt (checksum, decode, plan check),
 // stale (format or RLX version) or foreign (device or key) entry is logged at debug
 // level and treated as absent, and the caller rebuilds and overwrites it. Writes go to
 // a unique temporary file in the same directory, then an atomic rename, so concurrent
@@ -37,7 +38,7 @@ namespace rlx {
 /// The RLX release this library belongs to; stamped into every cache entry and key.
 inline constexpr std::string_view kRlxVersion = "0.1.0";
 /// Version of the AOT entry layout above; bumped whenever the layout changes.
-inline constexpr uint32_t kAotFormatVersion = 1;
+inline constexpr uint32_t kAotFormatVersion = 2;
 /// First line of every AOT entry file.
 inline constexpr std::string_view kAotMagic = "RLX-AOT-LIR";
 
