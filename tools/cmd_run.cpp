@@ -23,7 +23,8 @@ namespace rlx::cli {
 namespace {
 
 struct RunArgs {
-  std::string device = "cpu", model, prompt = "Once upon a time";
+  std::string device = "cpu", model;
+  std::vector<std::string> prompts{"Once upon a time"};  // several: one batched run
   int64_t seq = 16, ctx = 512;
   int threads = 0;
   int32_t n = 32;
@@ -137,7 +138,7 @@ int run_chat(const RunArgs& a, const std::string& path, models::LanguageModel& m
     return 0;
   };
   const bool single = a.prompt_given;
-  if (single) return turn(a.prompt);
+  if (single) return turn(a.prompts[0]);
   std::string line;
   std::fprintf(stderr, "rlx chat: one message per line, end with Ctrl-D\n> ");
   while (std::getline(std::cin, line)) {
@@ -162,6 +163,8 @@ int run_model(const RunArgs& a) {
   lo.device = *device;
   lo.ctx = a.ctx;
   lo.threads = a.threads;
+  lo.batch = static_cast<int64_t>(a.prompts.size());
+  if (a.chat && lo.batch > 1) return report(Error::invalid_argument("--chat takes one -p prompt, got {}", lo.batch));
   int last_pct = -1;
   lo.on_weight_progress = [&last_pct](int64_t done, int64_t total) {
     if (total < 100'000'000) return;  // progress only for large models
@@ -182,8 +185,31 @@ int run_model(const RunArgs& a) {
   go.max_tokens = a.n;
   go.sampling = a.sampling;
   if (a.chat) return run_chat(a, path, **model, **tok, go);
-  const std::vector<int32_t> prompt = (*tok)->encode(a.prompt, /*add_special=*/true, /*parse_special=*/false);
-  std::fputs(a.prompt.c_str(), stdout);
+  if (a.prompts.size() > 1) {
+    // Several prompts: one batched generation, printed when all are done.
+    std::vector<std::vector<int32_t>> prompts;
+    for (const std::string& p : a.prompts) prompts.push_back((*tok)->encode(p, /*add_special=*/true, false));
+    auto rs = models::generate_batch(**model, **tok, prompts, go);
+    if (!rs) return report(rs.error());
+    size_t generated = 0, prompt_tokens = 0;
+    for (size_t b = 0; b < rs->size(); ++b) {
+      std::printf("[%zu] %s%s\n", b, a.prompts[b].c_str(), (*rs)[b].text.c_str());
+      generated += (*rs)[b].tokens.size();
+      prompt_tokens += (*rs)[b].prompt_tokens.size();
+    }
+    std::fflush(stdout);
+    const models::GenerateResult& r0 = rs->front();
+    std::fprintf(stderr,
+                 "rlx: load %.1f ms | batch %zu | prefill %zu tokens %.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms "
+                 "(%.1f tok/s over all sequences)\n",
+                 load_ms, rs->size(), prompt_tokens, r0.prefill_ms,
+                 r0.prefill_ms > 0 ? prompt_tokens * 1000.0 / r0.prefill_ms : 0.0, generated, r0.decode_ms,
+                 r0.decode_ms > 0 ? (generated - rs->size()) * 1000.0 / r0.decode_ms : 0.0);
+    return 0;
+  }
+  const std::string& text = a.prompts[0];
+  const std::vector<int32_t> prompt = (*tok)->encode(text, /*add_special=*/true, /*parse_special=*/false);
+  std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
   auto r = models::generate(**model, **tok, prompt, go, [](const std::string& piece) {
     std::fputs(piece.c_str(), stdout);
@@ -205,7 +231,7 @@ void add_run_command(CLI::App& app, Runner* run) {
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("--model", a->model, "GGUF model file (default: built-in tiny synthetic model)")
       ->check(CLI::ExistingFile);
-  auto* prompt = cmd->add_option("-p,--prompt", a->prompt, "prompt text");
+  auto* prompt = cmd->add_option("-p,--prompt", a->prompts, "prompt text (repeat for a batched run of several)");
   cmd->add_flag("--chat", a->chat, "chat with the model's template (-p: one turn; else read turns from stdin)");
   cmd->add_option("--template", a->chat_template, "chat template when the model has none")
       ->check(CLI::IsMember({"llama3", "chatml", "gemma"}));

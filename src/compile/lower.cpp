@@ -70,6 +70,17 @@ struct Lowerer {
     return b().reshape(b().rms_norm(b().reshape(x, Shape(dims)), gamma, eps), s);
   }
 
+  // Attention of q over k/v: the fused op (Direct policy, or mixed q/kv dtypes, which
+  // have no primitive form), else its primitive form for the fusion pass to recover.
+  ValueId attend(ValueId q, ValueId k, ValueId v, const AttentionAttrs& attn, std::optional<ValueId> q_pos,
+                 const std::string& l) {
+    if (direct() || b().type(k).dtype != b().type(q).dtype) {
+      b().label(l + ".attn");
+      return b().attention(q, k, v, attn, q_pos);
+    }
+    return detail::emit_attention_primitives(b(), q, k, v, attn, q_pos);
+  }
+
   Expected<ValueId> attention_block(ValueId id, const Node& n) {
     const auto& blk = n.attr<AttentionBlockAttrs>();
     const AttentionAttrs& a = blk.attn;
@@ -78,10 +89,15 @@ struct Lowerer {
     const ValueId x = in[0], pos = in[5];
     const std::string& l = n.label.empty() ? rw.src().describe(id) : n.label;
     size_t i = 6;
-    std::optional<ValueId> bq, bk, bv, qn, kn, kc, vc;
+    std::optional<ValueId> bq, bk, bv, qn, kn;
+    std::vector<ValueId> kc, vc;  // one pair per sequence
     if (blk.qkv_bias) { bq = in[i]; bk = in[i + 1]; bv = in[i + 2]; i += 3; }
     if (blk.qk_norm) { qn = in[i]; kn = in[i + 1]; i += 2; }
-    if (blk.kv_cache) { kc = in[i]; vc = in[i + 1]; }
+    if (blk.kv_cache)
+      for (int64_t s = 0; s < blk.batch; ++s, i += 2) {
+        kc.push_back(in[i]);
+        vc.push_back(in[i + 1]);
+      }
     ASSIGN_OR_RETURN(ValueId q, linear(x, in[1], bq, ActKind::Identity, true, l + ".q"));
     ASSIGN_OR_RETURN(ValueId k, linear(x, in[2], bk, ActKind::Identity, true, l + ".k"));
     ASSIGN_OR_RETURN(ValueId v, linear(x, in[3], bv, ActKind::Identity, true, l + ".v"));
@@ -102,32 +118,53 @@ struct Lowerer {
       q = b().mul(q, b().scalar(static_cast<float>(scale)));
       attn.scale = 1.0;
     }
-    std::optional<ValueId> q_pos;
-    if (blk.kv_cache) {
-      if (b().type(x).shape.rank() != 2)
-        return Error::unsupported("{}: a kv cache needs a [S, D] input, got {}", rw.src().describe(id),
-                                  b().type(x).to_string());
-      // Write this step's k/v at rows [pos[0], pos[0]+S) of the caches; attention reads
-      // the updated caches (keys at 0..ctx-1, masked by the absolute query positions).
-      // A half-precision cache stores k/v rounded to its dtype (as llama.cpp's f16 cache).
-      const ValueId start = b().narrow(pos, 0, 0, Dim(1));
-      const DType cache_dt = b().type(*kc).dtype;
-      if (cache_dt != b().type(k).dtype) {
-        k = b().cast(k, cache_dt);
-        v = b().cast(v, cache_dt);
+    if (!blk.kv_cache) return linear(attend(q, k, v, attn, std::nullopt, l), in[4], std::nullopt, ActKind::Identity,
+                                     true, l + ".o");
+    if (b().type(x).shape.rank() != 2)
+      return Error::unsupported("{}: a kv cache needs a [S, D] input, got {}", rw.src().describe(id),
+                                b().type(x).to_string());
+    // Per sequence: write this step's k/v at rows [pos[0], pos[0]+S) of its caches, then
+    // attend over the updated caches (keys at 0..ctx-1, masked by the absolute query
+    // positions). A half-precision cache stores k/v rounded to its dtype (as llama.cpp's
+    // f16 cache). With batch > 1 the rows [B*S] are viewed as [B, S] and sequence b is
+    // the axis-0 slice b (a view), its outputs concatenated back.
+    const int64_t batch = blk.batch;
+    const Dim rows = b().type(x).shape[0];
+    const Dim seq = batch > 1 ? *rows.div(batch) : rows;
+    auto part = [&](ValueId t, int64_t s) {
+      if (batch == 1) return t;
+      const Shape ts = b().type(t).shape;
+      std::vector<Dim> split{Dim(batch), seq}, one{seq};
+      for (int64_t d = 1; d < ts.rank(); ++d) {
+        split.push_back(ts[d]);
+        one.push_back(ts[d]);
       }
-      k = b().update_slice(*kc, k, start, 0);
-      v = b().update_slice(*vc, v, start, 0);
-      q_pos = pos;
+      return b().reshape(b().narrow(b().reshape(t, Shape(split)), 0, s, Dim(1)), Shape(one));
+    };
+    const DType cache_dt = b().type(kc[0]).dtype;
+    std::vector<ValueId> outs;
+    for (int64_t s = 0; s < batch; ++s) {
+      const ValueId pos_s = part(pos, s);
+      const ValueId start = b().narrow(pos_s, 0, 0, Dim(1));
+      ValueId ks = part(k, s), vs = part(v, s);
+      if (cache_dt != b().type(ks).dtype) {
+        ks = b().cast(ks, cache_dt);
+        vs = b().cast(vs, cache_dt);
+      }
+      ks = b().update_slice(kc[static_cast<size_t>(s)], ks, start, 0);
+      vs = b().update_slice(vc[static_cast<size_t>(s)], vs, start, 0);
+      ValueId o = attend(part(q, s), ks, vs, attn, pos_s, l);
+      if (batch > 1) {
+        std::vector<Dim> one_row{Dim(1)};
+        for (const Dim& d : b().type(o).shape) one_row.push_back(d);
+        o = b().reshape(o, Shape(one_row));
+      }
+      outs.push_back(o);
     }
-    const bool mixed_kv = b().type(k).dtype != b().type(q).dtype;
-    ValueId o;
-    // Mixed q/kv dtypes have no primitive form: such attention is always the fused op.
-    if (direct() || mixed_kv) {
-      b().label(l + ".attn");
-      o = b().attention(q, k, v, attn, q_pos);
-    } else {
-      o = detail::emit_attention_primitives(b(), q, k, v, attn, q_pos);
+    ValueId o = outs[0];
+    if (batch > 1) {
+      o = b().concat(outs, 0);
+      o = b().reshape(o, Shape{rows, b().type(o).shape.back()});
     }
     return linear(o, in[4], std::nullopt, ActKind::Identity, true, l + ".o");
   }

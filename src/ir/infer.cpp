@@ -482,10 +482,19 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
     }
     case OpKind::HirAttentionBlock: {
       const auto& b = std::get<AttentionBlockAttrs>(attrs);
-      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) + (b.kv_cache ? 2 : 0);
+      if (b.batch < 1 || b.batch > 4096 || (b.batch > 1 && !b.kv_cache))
+        return bad(fmt::format("attention_block batch {} needs 1..4096 sequences (and a kv cache when > 1)", b.batch));
+      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) + (b.kv_cache ? 2 * static_cast<size_t>(b.batch) : 0);
       if (in.size() != want) return bad(fmt::format("attention_block needs {} inputs for its flags, got {}", want, in.size()));
       const TensorType& x = in[0];
       if (x.shape.rank() < 2) return bad("attention_block input must be [.., S, D]");
+      if (b.batch > 1) {
+        if (x.shape.rank() != 2 || !x.shape[0].div(b.batch))
+          return bad(fmt::format("attention_block with batch {} needs [batch*S, D] rows, got {}", b.batch, str(x)));
+        if (in[5].shape != Shape{x.shape[0]})
+          return bad(fmt::format("attention_block positions must be [{}] (one per row), got {}", x.shape[0].to_string(),
+                                 str(in[5])));
+      }
       ASSIGN_OR_RETURN(TensorType q, infer_linear(x, in[1], true, true));
       ASSIGN_OR_RETURN(TensorType k, infer_linear(x, in[2], true, true));
       ASSIGN_OR_RETURN(TensorType v, infer_linear(x, in[3], true, true));
@@ -508,7 +517,7 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
         i += 2;
       }
       if (b.kv_cache) {
-        for (int j = 0; j < 2; ++j) {
+        for (size_t j = 0; j < 2 * static_cast<size_t>(b.batch); ++j) {
           const TensorType& c = in[i + j];
           const bool dtype_ok = c.dtype == x.dtype || (x.dtype == DType::F32 && (c.dtype == DType::F16 || c.dtype == DType::BF16));
           if (c.shape.rank() != 2 || c.shape[1] != k.shape.back() || !dtype_ok || c.dtype != in[i].dtype)

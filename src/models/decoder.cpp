@@ -19,7 +19,11 @@ class DecoderBuilder {
 
   Expected<BuiltModel> build() {
     TRY(c_.validate());
-    const ir::Dim seq = o_.seq;
+    if (o_.batch < 1 || (o_.batch > 1 && o_.ctx <= 0))
+      return Error::invalid_argument("decoder: batch {} needs >= 1 sequences (and a KV cache when > 1)", o_.batch);
+    const std::optional<ir::Dim> rows = ir::Dim::mul(ir::Dim(o_.batch), o_.seq);
+    if (!rows) return Error::invalid_argument("decoder: batch {} x rows {} is not a dim", o_.batch, o_.seq.to_string());
+    const ir::Dim seq = *rows;
     ValueId tokens = b_.input("tokens", DType::I32, {seq});
     ValueId pos = b_.input("pos", DType::I32, {seq});
     ASSIGN_OR_RETURN(ValueId embd, param("token_embd.weight", {c_.n_vocab, c_.n_embd}));
@@ -32,7 +36,7 @@ class DecoderBuilder {
     ASSIGN_OR_RETURN(ValueId out_norm, param("output_norm.weight", {c_.n_embd}));
     x = b_.label("output_norm").op(ir::OpKind::HirRmsNorm, {x, out_norm}, ir::NormAttrs{c_.norm_eps});
     if (o_.last_row_logits) {
-      ValueId last = b_.input("last", DType::I32, {1});
+      ValueId last = b_.input("last", DType::I32, {o_.batch});
       x = b_.gather(x, last, 0);
     }
     const std::string head = c_.tied_embeddings ? "token_embd.weight" : "output.weight";
@@ -100,6 +104,7 @@ class DecoderBuilder {
     a.qk_norm_eps = c_.norm_eps;
     a.prescale_q = c_.prescale_q;
     a.kv_cache = o_.ctx > 0;
+    a.batch = o_.batch;
 
     std::vector<ValueId> in{h};
     for (auto [t, rows] : {std::pair{"attn_q.weight", q_width}, {"attn_k.weight", kv_width},
@@ -123,11 +128,12 @@ class DecoderBuilder {
       }
     }
     if (o_.ctx > 0) {
-      for (char kv : {'k', 'v'}) {
-        const std::string hn = kv_handle_name(kv, il);
-        in.push_back(b_.handle(hn, o_.kv_dtype, {o_.ctx, kv_width}));
-        handles_.push_back(hn);
-      }
+      for (int64_t s = 0; s < o_.batch; ++s)
+        for (char kv : {'k', 'v'}) {
+          const std::string hn = kv_handle_name(kv, il, o_.batch > 1 ? s : -1);
+          in.push_back(b_.handle(hn, o_.kv_dtype, {o_.ctx, kv_width}));
+          handles_.push_back(hn);
+        }
     }
     ValueId attn = b_.label(name("attn")).op(ir::OpKind::HirAttentionBlock, in, a);
     if (c_.post_norms) {
@@ -172,7 +178,9 @@ class DecoderBuilder {
 
 }  // namespace
 
-std::string kv_handle_name(char kv, int64_t il) { return fmt::format("cache.{}.{}", kv, il); }
+std::string kv_handle_name(char kv, int64_t il, int64_t seq) {
+  return seq < 0 ? fmt::format("cache.{}.{}", kv, il) : fmt::format("cache.{}.{}.{}", kv, il, seq);
+}
 
 Expected<BuiltModel> build_decoder(const ModelConfig& config, const WeightSource& weights,
                                    const DecoderOptions& options) {

@@ -10,19 +10,69 @@ double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Turns sampled tokens into text as it becomes final: pieces from the streaming
+// decoder, held back while they may still turn into a stop string.
+class TextStream {
+ public:
+  TextStream(const Tokenizer& tokenizer, const std::vector<std::string>& stop) : stream_(tokenizer), stop_(stop) {}
+
+  /// Text made final by `token`; sets *stopped when a stop string appeared (the text
+  /// before it is returned, the stop string never).
+  Expected<std::string> push(int32_t token, bool* stopped) {
+    ASSIGN_OR_RETURN(std::string piece, stream_.push(token));
+    pending_ += piece;
+    *stopped = false;
+    for (const std::string& s : stop_) {
+      const size_t at = pending_.find(s);
+      if (!s.empty() && at != std::string::npos) {
+        pending_.resize(at);
+        *stopped = true;
+      }
+    }
+    // Emit what can no longer start a stop string.
+    size_t keep = 0;
+    for (const std::string& s : stop_)
+      for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), pending_.size()); k > keep; --k)
+        if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
+          keep = k;
+          break;
+        }
+    if (*stopped) keep = 0;
+    std::string out = pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, out.size());
+    return out;
+  }
+  /// What is left once generation ends.
+  std::string finish() {
+    std::string tail = pending_ + stream_.flush();
+    pending_.clear();
+    return tail;
+  }
+
+ private:
+  StreamDecoder stream_;
+  const std::vector<std::string>& stop_;
+  std::string pending_;
+};
+
+Status check_options(const GenerateOptions& options) {
+  TRY(options.sampling.validate());
+  if (options.max_tokens < 0) return Error::invalid_argument("generate: max_tokens must be >= 0");
+  return {};
+}
+
 }  // namespace
 
 Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokenizer,
                                   const std::vector<int32_t>& prompt_tokens, const GenerateOptions& options,
                                   const std::function<void(const std::string&)>& on_text) {
-  TRY(options.sampling.validate());
+  TRY(check_options(options));
   if (prompt_tokens.empty()) return Error::invalid_argument("generate: the prompt has no tokens");
-  if (options.max_tokens < 0) return Error::invalid_argument("generate: max_tokens must be >= 0");
   GenerateResult r;
   r.prompt_tokens = prompt_tokens;
   model.reset();
   Sampler sampler(options.sampling);
-  StreamDecoder stream(tokenizer);
+  TextStream text(tokenizer, options.stop);
   std::vector<int32_t> history = prompt_tokens;
 
   auto t0 = std::chrono::steady_clock::now();
@@ -30,33 +80,13 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
   r.prefill_ms = ms_since(t0);
 
   auto t1 = std::chrono::steady_clock::now();
-  std::string pending;  // text held back while it may still become a stop string
   for (int32_t step = 0; step < options.max_tokens; ++step) {
     const int32_t next = sampler.sample(logits, history);
     r.tokens.push_back(next);
     history.push_back(next);
     if (options.stop_at_eos && tokenizer.is_end_of_generation(next)) break;
-    ASSIGN_OR_RETURN(std::string piece, stream.push(next));
-    pending += piece;
     bool stopped = false;
-    for (const std::string& s : options.stop) {
-      const size_t at = pending.find(s);
-      if (!s.empty() && at != std::string::npos) {
-        pending.resize(at);
-        stopped = true;
-      }
-    }
-    // Emit what can no longer start a stop string.
-    size_t keep = 0;
-    for (const std::string& s : options.stop)
-      for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), pending.size()); k > keep; --k)
-        if (pending.compare(pending.size() - k, k, s, 0, k) == 0) {
-          keep = k;
-          break;
-        }
-    if (stopped) keep = 0;
-    const std::string out = pending.substr(0, pending.size() - keep);
-    pending.erase(0, out.size());
+    ASSIGN_OR_RETURN(std::string out, text.push(next, &stopped));
     r.text += out;
     if (on_text && !out.empty()) on_text(out);
     if (stopped) break;
@@ -64,11 +94,68 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
     if (model.n_past() >= model.context_length()) break;
     ASSIGN_OR_RETURN(logits, model.forward(std::span<const int32_t>(&next, 1), false));
   }
-  std::string tail = pending + stream.flush();
+  std::string tail = text.finish();
   r.text += tail;
   if (on_text && !tail.empty()) on_text(tail);
   r.decode_ms = ms_since(t1);
   return r;
+}
+
+Expected<std::vector<GenerateResult>> generate_batch(LanguageModel& model, const Tokenizer& tokenizer,
+                                                     const std::vector<std::vector<int32_t>>& prompts,
+                                                     const GenerateOptions& options) {
+  TRY(check_options(options));
+  const size_t n = prompts.size();
+  if (static_cast<int64_t>(n) != model.batch())
+    return Error::invalid_argument("generate_batch: {} prompts for a model loaded with batch {}", n, model.batch());
+  for (size_t b = 0; b < n; ++b)
+    if (prompts[b].empty()) return Error::invalid_argument("generate_batch: prompt {} has no tokens", b);
+  model.reset();
+  std::vector<GenerateResult> rs(n);
+  std::vector<Sampler> samplers(n, Sampler(options.sampling));
+  std::vector<TextStream> texts;
+  std::vector<std::vector<int32_t>> history = prompts;
+  std::vector<bool> done(n, options.max_tokens == 0);
+  for (size_t b = 0; b < n; ++b) {
+    rs[b].prompt_tokens = prompts[b];
+    texts.emplace_back(tokenizer, options.stop);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(std::vector<std::vector<float>> logits, model.forward_batch(prompts, /*all_rows=*/false));
+  const double prefill_ms = ms_since(t0);
+  auto t1 = std::chrono::steady_clock::now();
+  std::vector<std::vector<int32_t>> feed(n);
+  while (true) {
+    bool any = false;
+    for (size_t b = 0; b < n; ++b) {
+      feed[b].clear();
+      if (done[b]) continue;
+      const int32_t next = samplers[b].sample(logits[b], history[b]);
+      rs[b].tokens.push_back(next);
+      history[b].push_back(next);
+      bool stopped = options.stop_at_eos && tokenizer.is_end_of_generation(next);
+      if (!stopped) {
+        ASSIGN_OR_RETURN(std::string out, texts[b].push(next, &stopped));
+        rs[b].text += out;
+      }
+      if (stopped || static_cast<int32_t>(rs[b].tokens.size()) >= options.max_tokens ||
+          model.n_past(static_cast<int64_t>(b)) >= model.context_length()) {
+        done[b] = true;
+        continue;
+      }
+      feed[b].push_back(next);
+      any = true;
+    }
+    if (!any) break;
+    ASSIGN_OR_RETURN(logits, model.forward_batch(feed, false));
+  }
+  const double decode_ms = ms_since(t1);
+  for (size_t b = 0; b < n; ++b) {
+    rs[b].text += texts[b].finish();
+    rs[b].prefill_ms = prefill_ms;
+    rs[b].decode_ms = decode_ms;
+  }
+  return rs;
 }
 
 }  // namespace rlx::models

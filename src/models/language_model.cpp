@@ -20,11 +20,14 @@ LanguageModel::~LanguageModel() = default;
 
 Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& path, const LoadOptions& options) {
   if (options.ctx <= 0) return Error::invalid_argument("context length must be positive, got {}", options.ctx);
+  if (options.batch < 1 || options.batch > 256)
+    return Error::invalid_argument("batch must be 1..256 sequences, got {}", options.batch);
   if (options.kv_dtype != ir::DType::F32 && options.kv_dtype != ir::DType::F16)
     return Error::invalid_argument("KV cache dtype must be f32 or f16, got {}", ir::dtype_name(options.kv_dtype));
   std::unique_ptr<LanguageModel> m(new LanguageModel());
   m->options_ = options;
   m->source_ = path;
+  m->n_past_.assign(static_cast<size_t>(options.batch), 0);
   namespace fs = std::filesystem;
   if (fs::is_directory(path)) {
     ASSIGN_OR_RETURN(m->config_, config_from_hf((fs::path(path) / "config.json").string()));
@@ -42,7 +45,7 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   return m;
 }
 
-void LanguageModel::reset() { n_past_ = 0; }
+void LanguageModel::reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
 
 Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_rows) {
   auto key = std::make_pair(rows, all_rows);
@@ -54,6 +57,7 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   d.ctx = options_.ctx;
   d.kv_dtype = options_.kv_dtype;
   d.last_row_logits = !all_rows;
+  d.batch = options_.batch;
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
   if (profile_name.empty()) {
@@ -92,6 +96,15 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
     params_ = std::move(store);
   }
   if (auto bound = params_->bind(graph); !bound) return bound.error().with_context(source_);
+  // One KV cache for all variants: a new executable adopts the first one's handles, so
+  // moving from prefill to decode copies nothing (backends without host handles copy).
+  if (!variants_.empty() && shared_cache_) {
+    auto shared = graph.share_handles_with(*variants_.begin()->second->graph);
+    if (!shared) {
+      if (shared.error().code() != ErrorCode::kUnsupported) return shared.error().with_context(source_);
+      shared_cache_ = false;
+    }
+  }
   auto v = std::make_unique<Variant>();
   v->rows = rows;
   v->all_rows = all_rows;
@@ -103,7 +116,8 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
 
 Status LanguageModel::move_cache_to(Variant* next) {
   if (cache_owner_ == next) return {};
-  if (cache_owner_ != nullptr && n_past_ > 0) {
+  const bool any_cached = std::any_of(n_past_.begin(), n_past_.end(), [](int64_t n) { return n > 0; });
+  if (cache_owner_ != nullptr && any_cached && !shared_cache_) {
     for (const auto& h : cache_owner_->graph->manifest().handles) {
       ASSIGN_OR_RETURN(Tensor t, cache_owner_->graph->read_handle(h.name));
       TRY(next->graph->bind_handle(h.name, t.view()));
@@ -125,7 +139,7 @@ Expected<std::vector<float>> LanguageModel::run_chunk(std::span<const int32_t> t
 
   std::vector<int32_t> tok(static_cast<size_t>(rows), 0), pos(static_cast<size_t>(rows));
   std::copy(tokens.begin(), tokens.end(), tok.begin());
-  for (int64_t i = 0; i < rows; ++i) pos[i] = static_cast<int32_t>(n_past_ + std::min(i, n - 1));
+  for (int64_t i = 0; i < rows; ++i) pos[i] = static_cast<int32_t>(n_past_[0] + std::min(i, n - 1));
   const int32_t last = static_cast<int32_t>(n - 1);
   const std::vector<int64_t> shape{rows}, one{1};
   std::vector<NamedTensorView> inputs{
@@ -135,17 +149,19 @@ Expected<std::vector<float>> LanguageModel::run_chunk(std::span<const int32_t> t
   if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, one, &last}});
   if (rows > 1) TRY(v->graph->set_active_extent(n, rows));
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
-  n_past_ += n;
+  n_past_[0] += n;
   std::span<const float> logits = out[0].as<float>();
   const size_t keep = static_cast<size_t>((all_rows ? n : 1) * config_.n_vocab);
   return std::vector<float>(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(keep));
 }
 
 Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tokens, bool all_rows) {
+  if (options_.batch != 1)
+    return Error::invalid_argument("forward: this model serves {} sequences; use forward_batch", options_.batch);
   if (tokens.empty()) return Error::invalid_argument("forward: no tokens");
-  if (n_past_ + static_cast<int64_t>(tokens.size()) > options_.ctx)
+  if (n_past_[0] + static_cast<int64_t>(tokens.size()) > options_.ctx)
     return Error::invalid_argument("context overflow: {} cached + {} new tokens exceed the context length {}",
-                                   n_past_, tokens.size(), options_.ctx);
+                                   n_past_[0], tokens.size(), options_.ctx);
   for (int32_t t : tokens)
     if (t < 0 || t >= config_.n_vocab)
       return Error::invalid_argument("token id {} is outside the vocabulary [0, {})", t, config_.n_vocab);
@@ -160,6 +176,86 @@ Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tok
       result.insert(result.end(), part.begin(), part.end());
     }
     done += len;
+  }
+  return result;
+}
+
+Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span<const std::vector<int32_t>> tokens,
+                                                                      bool all_rows) {
+  const int64_t batch = options_.batch, ctx = options_.ctx;
+  if (static_cast<int64_t>(tokens.size()) != batch)
+    return Error::invalid_argument("forward_batch: {} token lists for a model of {} sequences", tokens.size(), batch);
+  int64_t longest = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto& t = tokens[static_cast<size_t>(b)];
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(t.size()));
+    if (n_past_[static_cast<size_t>(b)] + static_cast<int64_t>(t.size()) > ctx)
+      return Error::invalid_argument("context overflow in sequence {}: {} cached + {} new tokens exceed the context length {}",
+                                     b, n_past_[static_cast<size_t>(b)], t.size(), ctx);
+    for (int32_t id : t)
+      if (id < 0 || id >= config_.n_vocab)
+        return Error::invalid_argument("sequence {}: token id {} is outside the vocabulary [0, {})", b, id, config_.n_vocab);
+  }
+  if (longest == 0) return Error::invalid_argument("forward_batch: no tokens in any sequence");
+  // Every sequence writes S cache rows from its position; a sequence given fewer tokens
+  // pads (rows past its own are never attended to by its real rows and are overwritten
+  // by its next tokens). Pick S so that all writes stay inside the caches.
+  auto fits = [&](int64_t s) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t np = n_past_[static_cast<size_t>(b)];
+      const bool idle_full = tokens[static_cast<size_t>(b)].empty() && np >= ctx;  // clamped below
+      if (!idle_full && np + s > ctx) return false;
+    }
+    return true;
+  };
+  int64_t rows = 1;
+  if (longest > 1) {
+    rows = std::max<int64_t>(options_.min_bucket, 1);
+    while (rows < longest) rows *= 2;
+    if (!fits(rows)) rows = longest;
+  }
+  if (!fits(rows)) {
+    for (int64_t b = 0; b < batch; ++b)
+      if (n_past_[static_cast<size_t>(b)] + rows > ctx)
+        return Error::invalid_argument(
+            "forward_batch: sequence {} has {} cached tokens, so a run of {} rows would pass the context length {}; "
+            "run the longer inputs in a separate call",
+            b, n_past_[static_cast<size_t>(b)], rows, ctx);
+  }
+  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows));
+  TRY(move_cache_to(v));
+  const size_t total = static_cast<size_t>(batch * rows);
+  std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto& t = tokens[static_cast<size_t>(b)];
+    // A full sequence given no tokens can never take another one: its padding rows
+    // overwrite its last cache rows, which nothing will read again.
+    const int64_t start = std::min(n_past_[static_cast<size_t>(b)], ctx - rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      const size_t r = static_cast<size_t>(b * rows + i);
+      if (i < static_cast<int64_t>(t.size())) tok[r] = t[static_cast<size_t>(i)];
+      pos[r] = static_cast<int32_t>(start + i);
+    }
+    last[static_cast<size_t>(b)] = static_cast<int32_t>(b * rows + std::max<int64_t>(static_cast<int64_t>(t.size()), 1) - 1);
+  }
+  const std::vector<int64_t> shape{batch * rows}, lshape{batch};
+  std::vector<NamedTensorView> inputs{
+      {"tokens", TensorView{ir::DType::I32, shape, tok.data()}},
+      {"pos", TensorView{ir::DType::I32, shape, pos.data()}},
+  };
+  if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, lshape, last.data()}});
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
+  std::span<const float> logits = out[0].as<float>();
+  const auto V = static_cast<size_t>(config_.n_vocab);
+  std::vector<std::vector<float>> result(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b) {
+    const size_t len = tokens[static_cast<size_t>(b)].size();
+    n_past_[static_cast<size_t>(b)] += static_cast<int64_t>(len);
+    if (len == 0) continue;
+    const size_t first = all_rows ? static_cast<size_t>(b * rows) * V : static_cast<size_t>(b) * V;
+    const size_t count = (all_rows ? len : 1) * V;
+    result[static_cast<size_t>(b)].assign(logits.begin() + static_cast<std::ptrdiff_t>(first),
+                                          logits.begin() + static_cast<std::ptrdiff_t>(first + count));
   }
   return result;
 }

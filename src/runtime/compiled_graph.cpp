@@ -231,6 +231,25 @@ Expected<Tensor> CompiledGraph::read_handle(std::string_view name) const {
   return Tensor(e.type.dtype, e.type.shape.static_dims(), std::vector<uint8_t>(p, p + e.bytes));
 }
 
+Expected<size_t> CompiledGraph::share_handles_with(CompiledGraph& owner) {
+  size_t shared = 0;
+  const auto& mine = manifest().handles;
+  const auto& theirs = owner.manifest().handles;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    size_t j = 0;
+    while (j < theirs.size() && theirs[j].name != mine[i].name) ++j;
+    if (j == theirs.size()) continue;
+    if (theirs[j].type != mine[i].type)
+      return Error::invalid_argument("handle '{}': {} here but {} in the owner", mine[i].name, mine[i].type.to_string(),
+                                     theirs[j].type.to_string());
+    std::shared_ptr<AlignedBuffer> buf = owner.exe_->handle_buffer(j);
+    if (!buf) return Error::unsupported("handle '{}': backend keeps handles off the host", mine[i].name);
+    TRY(exe_->share_handle(i, std::move(buf)));
+    ++shared;
+  }
+  return shared;
+}
+
 Status CompiledGraph::set_active_extent(int64_t actual, int64_t upper) { return exe_->set_active_extent(actual, upper); }
 
 Status CompiledGraph::commit_no_wait(std::span<const NamedTensorView> inputs) {

@@ -69,6 +69,60 @@ TEST_P(FamilyTest, BatchAndIncrementalLogitsAgree) {
   EXPECT_LT(max_abs_diff(*last, tail), 1e-5);
 }
 
+// Three sequences of different lengths prefilled in one batched run, then decode steps
+// where one sequence sits idle, equal each sequence run alone in an unbatched model.
+TEST_P(FamilyTest, BatchedSequencesEqualSeparateRuns) {
+  LoadOptions one;
+  one.ctx = 64;
+  one.threads = 2;
+  one.min_bucket = 4;
+  LoadOptions three = one;
+  three.batch = 3;
+  auto solo = LanguageModel::load(synth_model(GetParam(), "f32"), one);
+  auto many = LanguageModel::load(synth_model(GetParam(), "f32"), three);
+  ASSERT_TRUE(solo && many) << (solo ? many.error().to_string() : solo.error().to_string());
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 40, 300, 77, 12}, {9, 8}, {1, 40, 300, 77, 12, 499, 260, 8, 100, 33, 5}};
+  // Steps after the prompt: sequence 1 is idle in step 1 (no token).
+  const std::vector<std::vector<std::vector<int32_t>>> steps = {{{7}, {3}, {11}}, {{15}, {}, {2}}, {{4}, {6}, {9}}};
+  std::vector<std::vector<std::vector<float>>> want(3);  // [seq][call] logits, all rows
+  for (size_t b = 0; b < 3; ++b) {
+    (*solo)->reset();
+    auto r = (*solo)->forward(prompts[b], true);
+    ASSERT_TRUE(r) << r.error().to_string();
+    want[b].push_back(*r);
+    for (const auto& step : steps) {
+      if (step[b].empty()) {
+        want[b].emplace_back();
+        continue;
+      }
+      auto d = (*solo)->forward(step[b], true);
+      ASSERT_TRUE(d) << d.error().to_string();
+      want[b].push_back(*d);
+    }
+  }
+  auto got = (*many)->forward_batch(prompts, true);
+  ASSERT_TRUE(got) << got.error().to_string();
+  for (size_t b = 0; b < 3; ++b) EXPECT_LT(max_abs_diff((*got)[b], want[b][0]), 1e-4) << "prefill, sequence " << b;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    auto d = (*many)->forward_batch(steps[k], true);
+    ASSERT_TRUE(d) << d.error().to_string();
+    for (size_t b = 0; b < 3; ++b) EXPECT_LT(max_abs_diff((*d)[b], want[b][k + 1]), 1e-4) << "step " << k << " seq " << b;
+  }
+  EXPECT_EQ((*many)->n_past(0), 8);
+  EXPECT_EQ((*many)->n_past(1), 4);
+  EXPECT_EQ((*many)->n_past(2), 14);
+  // Last-row logits of a batched run are each sequence's last row.
+  (*many)->reset();
+  auto last = (*many)->forward_batch(prompts, false);
+  ASSERT_TRUE(last) << last.error().to_string();
+  for (size_t b = 0; b < 3; ++b) {
+    const auto& full = want[b][0];
+    const std::vector<float> tail(full.end() - static_cast<std::ptrdiff_t>((*last)[b].size()), full.end());
+    EXPECT_LT(max_abs_diff((*last)[b], tail), 1e-4) << "sequence " << b;
+  }
+}
+
 TEST_P(FamilyTest, PaddedPrefillEqualsUnpadded) {
   const std::string path = synth_model(GetParam(), "f32");
   const std::vector<int32_t> eight(kTokens.begin(), kTokens.begin() + 8);
@@ -151,6 +205,62 @@ TEST(LanguageModel, MissingFileAndBadOptionsAreErrors) {
   LoadOptions lo;
   lo.ctx = 0;
   EXPECT_FALSE(LanguageModel::load(synth_model("llama", "f32"), lo));
+}
+
+TEST(LanguageModel, BatchedCallsCheckTheirInputs) {
+  LoadOptions lo;
+  lo.ctx = 8;
+  lo.batch = 2;
+  lo.min_bucket = 4;
+  auto m = LanguageModel::load(synth_model("llama", "f32"), lo);
+  ASSERT_TRUE(m) << m.error().to_string();
+  const std::vector<int32_t> one{1};
+  EXPECT_NE((*m)->forward(one, false).error().message().find("forward_batch"), std::string::npos);
+  const std::vector<std::vector<int32_t>> wrong_count{{1}};
+  EXPECT_NE((*m)->forward_batch(wrong_count, false).error().message().find("1 token lists"), std::string::npos);
+  const std::vector<std::vector<int32_t>> none{{}, {}};
+  EXPECT_NE((*m)->forward_batch(none, false).error().message().find("no tokens"), std::string::npos);
+  const std::vector<std::vector<int32_t>> too_long{{1, 2, 3, 4, 5, 6, 7, 8, 9}, {1}};
+  EXPECT_NE((*m)->forward_batch(too_long, false).error().message().find("sequence 0"), std::string::npos);
+  // Sequence 0 holds 7 tokens; a 3-row run for sequence 1 would write past the cache
+  // of sequence 0 (which gets no tokens but still pads): a clear error, nothing run.
+  const std::vector<std::vector<int32_t>> seven{{1, 2, 3, 4, 5, 6, 7}, {1}};
+  ASSERT_TRUE((*m)->forward_batch(seven, false));
+  const std::vector<std::vector<int32_t>> three{{}, {1, 2, 3}};
+  auto r = (*m)->forward_batch(three, false);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("sequence 0 has 7 cached tokens"), std::string::npos) << r.error().message();
+  EXPECT_EQ((*m)->n_past(1), 1);
+  LoadOptions bad = lo;
+  bad.batch = 0;
+  EXPECT_FALSE(LanguageModel::load(synth_model("llama", "f32"), bad));
+}
+
+TEST(Generate, BatchedGenerationEqualsSeparateRuns) {
+  const std::string path = synth_model("llama", "f32");
+  auto tok = load_tokenizer_from_gguf(path);
+  ASSERT_TRUE(tok) << tok.error().to_string();
+  LoadOptions lo;
+  lo.ctx = 96;
+  auto solo = LanguageModel::load(path, lo);
+  lo.batch = 2;
+  auto pair = LanguageModel::load(path, lo);
+  ASSERT_TRUE(solo && pair);
+  GenerateOptions go;
+  go.max_tokens = 10;
+  go.stop_at_eos = false;
+  go.sampling.temperature = 0.8f;
+  go.sampling.seed = 42;
+  const std::vector<std::vector<int32_t>> prompts = {(*tok)->encode("Once upon a time", true, false),
+                                                     (*tok)->encode("The cat", true, false)};
+  auto both = generate_batch(**pair, **tok, prompts, go);
+  ASSERT_TRUE(both) << both.error().to_string();
+  for (size_t b = 0; b < 2; ++b) {
+    auto alone = generate(**solo, **tok, prompts[b], go, nullptr);
+    ASSERT_TRUE(alone) << alone.error().to_string();
+    EXPECT_EQ((*both)[b].tokens, alone->tokens) << "sequence " << b;
+    EXPECT_EQ((*both)[b].text, alone->text) << "sequence " << b;
+  }
 }
 
 TEST(Generate, SameSeedSameText) {

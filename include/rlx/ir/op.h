@@ -272,6 +272,10 @@ struct AttentionBlockAttrs {
   /// Multiply q by the attention scale before q.k (and attend with scale 1), as
   /// llama.cpp's Gemma 2 graph does; only rounding (e.g. an f16 KV cache) can tell.
   bool prescale_q = false;
+  /// Sequences in one run (kv_cache only): x holds batch*S rows, sequence b at rows
+  /// [b*S, (b+1)*S) with its own positions in pos and its own pair of caches (inputs
+  /// k_0, v_0, k_1, v_1, ... after the other inputs). Projections run over all rows.
+  int64_t batch = 1;
   template <class V> void fields(V&& v) {
     attn.fields(v);
     v("rope_n_rot", rope.n_rot); v("rope_layout", rope.layout); v("rope_theta", rope.theta);
@@ -280,6 +284,7 @@ struct AttentionBlockAttrs {
     v("rope_original_context", rope.original_context);
     v("use_rope", use_rope); v("qkv_bias", qkv_bias); v("qk_norm", qk_norm);
     v("qk_norm_eps", qk_norm_eps); v("kv_cache", kv_cache); v("prescale_q", prescale_q);
+    v("batch", batch);
   }
 };
 

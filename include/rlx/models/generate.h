@@ -37,4 +37,11 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
                                   const std::vector<int32_t>& prompt_tokens, const GenerateOptions& options,
                                   const std::function<void(const std::string&)>& on_text);
 
+/// Batched generation: model.batch() prompts prefilled in one run, then one run per step
+/// for all unfinished sequences. Each sequence samples with its own Sampler made from
+/// `options`, so it produces exactly what generate() produces for it alone.
+Expected<std::vector<GenerateResult>> generate_batch(LanguageModel& model, const Tokenizer& tokenizer,
+                                                     const std::vector<std::vector<int32_t>>& prompts,
+                                                     const GenerateOptions& options);
+
 }  // namespace rlx::models

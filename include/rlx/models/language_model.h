@@ -24,6 +24,9 @@ struct LoadOptions {
   ir::DType kv_dtype = ir::DType::F32;  ///< KV-cache storage: f32 or f16
   int threads = 0;               ///< CPU threads (0 = RLX_THREADS or all cores)
   int64_t min_bucket = 16;       ///< prefill buckets: powers of two from here up to ctx
+  /// Sequences served at once (forward_batch): each has its own KV cache and position;
+  /// one run projects all their rows together (weights read once per step for all).
+  int64_t batch = 1;
   /// Compile profiles of the two phases (preset names or *.rlx.toml files); empty =
   /// the family's presets (llama32_*, qwen3_*, gemma_* with _prefill / _decode).
   /// A profile's [fusion] policy becomes the HIR's FusionPolicy.
@@ -41,14 +44,24 @@ class LanguageModel {
   ~LanguageModel();
 
   const ModelConfig& config() const { return config_; }
-  int64_t n_past() const { return n_past_; }
+  /// Tokens cached for sequence `seq` (0 for an unbatched model).
+  int64_t n_past(int64_t seq = 0) const { return n_past_[static_cast<size_t>(seq)]; }
+  int64_t batch() const { return options_.batch; }
   int64_t context_length() const { return options_.ctx; }
 
   /// Feeds `tokens` at positions n_past .. n_past+len-1, appending them to the KV
   /// cache, and returns logits [len, n_vocab] (all_rows) or [1, n_vocab] of the
   /// last token. One token uses the decode executable; more use prefill buckets.
+  /// Needs batch == 1.
   Expected<std::vector<float>> forward(std::span<const int32_t> tokens, bool all_rows);
-  /// Forgets the cached context (next forward starts at position 0).
+  /// Batched form (batch() sequences): appends tokens[b] (possibly none) to sequence b,
+  /// all in one run, and returns per sequence its logits [len_b, n_vocab] (all_rows) or
+  /// [n_vocab] of its last token (empty for a sequence given no tokens). Rows are padded
+  /// to a common length S (a power-of-two bucket, or the longest input when a bucket
+  /// would run past a cache); every sequence needs n_past + S <= ctx, else a clear error.
+  /// A sequence's result equals running it alone.
+  Expected<std::vector<std::vector<float>>> forward_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows);
+  /// Forgets the cached context of every sequence (next forward starts at position 0).
   void reset();
 
  private:
@@ -66,7 +79,8 @@ class LanguageModel {
   std::unique_ptr<ParamStore> params_;  // views of the weights (file mapping), shared by every variant
   std::map<std::pair<int64_t, bool>, std::unique_ptr<Variant>> variants_;  // (rows, all_rows)
   Variant* cache_owner_ = nullptr;  // the executable whose handles hold the live KV cache
-  int64_t n_past_ = 0;
+  bool shared_cache_ = true;        // variants share one set of handles (no copies when switching)
+  std::vector<int64_t> n_past_;     // per sequence
 };
 
 }  // namespace rlx::models

@@ -90,6 +90,11 @@ class CompiledGraph {
   Status bind_handle(std::string_view name, std::span<const float> values);
   /// A copy of the handle's current contents.
   Expected<Tensor> read_handle(std::string_view name) const;
+  /// Makes every handle of this graph that `owner` also declares (same name and type)
+  /// use owner's storage: both then read and write one buffer (e.g. the KV cache shared
+  /// by a model's prefill and decode executables, so switching copies nothing). Returns
+  /// how many were shared; kUnsupported when the backend keeps handles off the host.
+  Expected<size_t> share_handles_with(CompiledGraph& owner);
 
   // ---- bucketed shapes ------------------------------------------------------------------
   /// The bucket axis is the first symbolic dim of the graph's inputs (in input order),

@@ -53,6 +53,21 @@ class Executable {
   virtual Status write_handle(size_t index, const void* data, int64_t bytes) = 0;
   /// The handle's current contents (declared dtype and shape).
   virtual const void* handle_data(size_t index) const = 0;
+  /// The host storage of handle `index`, so that another executable of the same model
+  /// can use it (share_handle); null when the backend keeps handles elsewhere.
+  virtual std::shared_ptr<AlignedBuffer> handle_buffer(size_t index) {
+    (void)index;
+    return nullptr;
+  }
+  /// Makes handle `index` read and write `buffer` (another executable's handle_buffer,
+  /// exactly the handle's bytes): the executables then hold one KV cache, and moving
+  /// between them copies nothing. Backends without host handles keep the default
+  /// (kUnsupported) and callers copy through write_handle instead.
+  virtual Status share_handle(size_t index, std::shared_ptr<AlignedBuffer> buffer) {
+    (void)index;
+    (void)buffer;
+    return Error::unsupported("shared handles are not supported by this backend");
+  }
 
   /// Runs once. `inputs[i]` points at manifest().inputs[i]'s bytes (dtype and shape
   /// already checked). Errors: a param never set, an index out of range at run time.
