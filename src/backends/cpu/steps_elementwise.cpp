@@ -1,11 +1,14 @@
 // CPU steps for the elementwise ops: Activation, Binary, Compare, Where, Cast and
 // ElementwiseRegion. Every one of them is compiled into a small region program (one
 // step per op) run by a chunked interpreter over broadcast strides; single f32 ops
-// on contiguous data take a direct loop.
+// on contiguous data take a direct loop. f32 activations run through the kernels
+// library's SIMD implementations (runtime ISA dispatch), in regions and alone, so a
+// fused chain and its unfused ops compute the same values.
 #include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_step.h"
+#include "backends/cpu/kernels/elementwise.h"
 #include "backends/cpu/kernels/kernel_context.h"
 
 namespace rlx::cpu_backend {
@@ -79,6 +82,20 @@ double act_d(ir::ActKind k, double x) {
     case ActKind::Cos: return std::cos(x);
   }
   return x;
+}
+
+// y[0..n) = act(x[0..n)) in f32 with the dispatched SIMD kernel, on this thread (the
+// caller is already one task of a parallel_for). UnaryOp lists the ActKinds in order.
+// GELU keeps the exact libm formula: llama.cpp evaluates it that way (through an f16
+// table for Gemma) and a 1e-6 approximation error flips enough f16 roundings there to
+// move quantized Gemma logits past the conformance tolerance.
+void act_f32_simd(ir::ActKind k, const float* x, float* y, int64_t n) {
+  static_assert(static_cast<int>(cpu::UnaryOp::kCos) == static_cast<int>(ir::ActKind::Cos));
+  if (k == ir::ActKind::Gelu || k == ir::ActKind::GeluTanh) {
+    for (int64_t i = 0; i < n; ++i) y[i] = act_f(k, x[i]);
+    return;
+  }
+  cpu::unary_f32(cpu::KernelContext{nullptr, isa_cap()}, static_cast<cpu::UnaryOp>(k), x, y, n);
 }
 
 template <typename T>
@@ -177,9 +194,10 @@ void run_region(const RegionParams& rp, const Step& s, int64_t b, int64_t e) {
         case OpKind::Activation: {
           const T* x = arg(st.args[0]);
           const auto ak = static_cast<ir::ActKind>(st.kind);
-          for (int64_t j = 0; j < len; ++j) {
-            if constexpr (std::is_same_v<T, float>) o[j] = act_f(ak, x[j]);
-            else o[j] = act_d(ak, x[j]);
+          if constexpr (std::is_same_v<T, float>) {
+            act_f32_simd(ak, x, o, len);
+          } else {
+            for (int64_t j = 0; j < len; ++j) o[j] = act_d(ak, x[j]);
           }
           break;
         }
@@ -250,12 +268,38 @@ void run_fast_f32(const RegionParams& rp, const Step& s, int64_t b, int64_t e) {
     float* o = out + pos;
     if (st.op == OpKind::Activation) {
       const auto k = static_cast<ir::ActKind>(st.kind);
-      for (int64_t j = 0; j < len; ++j) o[j] = act_f(k, a[0][j * sa[0]]);
+      if (sa[0] == 1) {
+        act_f32_simd(k, a[0], o, len);
+      } else {
+        for (int64_t j = 0; j < len; ++j) o[j] = act_f(k, a[0][j * sa[0]]);
+      }
     } else {
       const auto k = static_cast<ir::BinaryKind>(st.kind);
       const float* x = a[0];
       const float* y = a[1];
       const int64_t sx = sa[0], sy = sa[1];
+      // Contiguous and scalar-broadcast operands get loops the compiler vectorizes.
+      if (sx == 1 && (sy == 1 || sy == 0) && (k == ir::BinaryKind::Add || k == ir::BinaryKind::Mul ||
+                                              k == ir::BinaryKind::Sub || k == ir::BinaryKind::Div)) {
+        if (sy == 1) {
+          switch (k) {
+            case ir::BinaryKind::Add: for (int64_t j = 0; j < len; ++j) o[j] = x[j] + y[j]; break;
+            case ir::BinaryKind::Sub: for (int64_t j = 0; j < len; ++j) o[j] = x[j] - y[j]; break;
+            case ir::BinaryKind::Mul: for (int64_t j = 0; j < len; ++j) o[j] = x[j] * y[j]; break;
+            default: for (int64_t j = 0; j < len; ++j) o[j] = x[j] / y[j]; break;
+          }
+        } else {
+          const float c = y[0];
+          switch (k) {
+            case ir::BinaryKind::Add: for (int64_t j = 0; j < len; ++j) o[j] = x[j] + c; break;
+            case ir::BinaryKind::Sub: for (int64_t j = 0; j < len; ++j) o[j] = x[j] - c; break;
+            case ir::BinaryKind::Mul: for (int64_t j = 0; j < len; ++j) o[j] = x[j] * c; break;
+            default: for (int64_t j = 0; j < len; ++j) o[j] = x[j] / c; break;
+          }
+        }
+        pos += len;
+        continue;
+      }
       switch (k) {
         case ir::BinaryKind::Add: for (int64_t j = 0; j < len; ++j) o[j] = x[j * sx] + y[j * sy]; break;
         case ir::BinaryKind::Sub: for (int64_t j = 0; j < len; ++j) o[j] = x[j * sx] - y[j * sy]; break;

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/cpu_step.h"
 #include "backends/cpu/kernels/kernel_context.h"
+#include "backends/cpu/kernels/norm.h"
 
 namespace rlx::cpu_backend {
 namespace {
@@ -200,26 +201,37 @@ Status norm_fn(const Step& s, const StepCtx& ctx) {
   const size_t gi = p.residual ? 2 : 1;
   const bool fast = p.x_dt == DType::F32 && p.out_dt == DType::F32 && p.g_dt == DType::F32 &&
                     (!p.has_beta || p.b_dt == DType::F32);
+  if (fast) {  // all f32: the kernels library's SIMD norms, split over the pool
+    const cpu::KernelContext kc{ctx.pool, isa_cap()};
+    const float* g = s.inf(gi);
+    const float* bt = p.has_beta ? s.inf(gi + 1) : nullptr;
+    if (p.residual) {
+      float* sum = s.outf();
+      float* y = sum + p.rows * p.d;
+      if (p.rms) cpu::add_rms_norm_f32(kc, s.inf(0), s.inf(1), sum, g, y, rows, p.d, p.eps);
+      else cpu::add_layer_norm_f32(kc, s.inf(0), s.inf(1), sum, g, bt, y, rows, p.d, p.eps);
+    } else {
+      if (p.rms) cpu::rms_norm_f32(kc, s.inf(0), g, s.outf(), rows, p.d, p.eps);
+      else cpu::layer_norm_f32(kc, s.inf(0), g, bt, s.outf(), rows, p.d, p.eps);
+    }
+    return {};
+  }
+  // Other dtypes: widen each row to f32, statistics in double.
   parallel_for(ctx, rows, 8, [&](int64_t b, int64_t e) {
     float* buf = row_scratch(p.d);
     for (int64_t r = b; r < e; ++r) {
-      const float* x;
-      if (fast && !p.residual) {
-        x = s.inf(0) + r * p.d;
-      } else {
-        for (int64_t j = 0; j < p.d; ++j) {
-          float v = load_f(p.x_dt, s.in_ptr[0], r * p.d + j);
-          if (p.residual) v += load_f(p.x_dt, s.in_ptr[1], r * p.d + j);
-          buf[j] = v;
-        }
-        if (p.residual) {  // out[0] = x + res, rounded to the storage dtype
-          for (int64_t j = 0; j < p.d; ++j) {
-            store_f(p.out_dt, s.out_ptr, r * p.d + j, buf[j]);
-            buf[j] = load_f(p.out_dt, s.out_ptr, r * p.d + j);
-          }
-        }
-        x = buf;
+      for (int64_t j = 0; j < p.d; ++j) {
+        float v = load_f(p.x_dt, s.in_ptr[0], r * p.d + j);
+        if (p.residual) v += load_f(p.x_dt, s.in_ptr[1], r * p.d + j);
+        buf[j] = v;
       }
+      if (p.residual) {  // out[0] = x + res, rounded to the storage dtype
+        for (int64_t j = 0; j < p.d; ++j) {
+          store_f(p.out_dt, s.out_ptr, r * p.d + j, buf[j]);
+          buf[j] = load_f(p.out_dt, s.out_ptr, r * p.d + j);
+        }
+      }
+      const float* x = buf;
       double mean = 0, ss = 0;
       if (!p.rms) {
         for (int64_t j = 0; j < p.d; ++j) mean += x[j];
@@ -232,17 +244,10 @@ Status norm_fn(const Step& s, const StepCtx& ctx) {
       const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(p.d) + p.eps));
       const float m = static_cast<float>(mean);
       const int64_t obase = (p.residual ? p.rows * p.d : 0) + r * p.d;
-      if (fast) {
-        const float* g = s.inf(gi);
-        const float* bt = p.has_beta ? s.inf(gi + 1) : nullptr;
-        float* y = s.outf() + obase;
-        for (int64_t j = 0; j < p.d; ++j) y[j] = (x[j] - m) * scale * g[j] + (bt ? bt[j] : 0.0f);
-      } else {
-        for (int64_t j = 0; j < p.d; ++j) {
-          float v = (x[j] - m) * scale * load_f(p.g_dt, s.in_ptr[gi], j);
-          if (p.has_beta) v += load_f(p.b_dt, s.in_ptr[gi + 1], j);
-          store_f(p.out_dt, s.out_ptr, obase + j, v);
-        }
+      for (int64_t j = 0; j < p.d; ++j) {
+        float v = (x[j] - m) * scale * load_f(p.g_dt, s.in_ptr[gi], j);
+        if (p.has_beta) v += load_f(p.b_dt, s.in_ptr[gi + 1], j);
+        store_f(p.out_dt, s.out_ptr, obase + j, v);
       }
     }
   });
