@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# One call on the GPU machine (see bench/CUDA_NOTES.md): the CUDA tests, the same
-# under compute-sanitizer memcheck, the card's copy bandwidth, and decode speed of a
-# synthetic llama-3.2-1b (f16, q8_0) on CUDA. Expects the binaries and their shared
-# libraries in .devrun/ (built on the workstation, carried with the call).
+# One call on the GPU machine (see bench/CUDA_NOTES.md): the CUDA tests, the same under
+# compute-sanitizer memcheck, the card's copy bandwidth, and decode speed of a synthetic
+# llama-3.2-1b (f16, q8_0, q4_k_m) on CUDA, then conformance logits cuda vs cpu.
+# Expects the binaries and their shared libraries in .devrun/ (built on the workstation,
+# stripped, carried with the call), or packed as .devpack/devrun.tar.xz (unpacked here:
+# the carry limit is 64 MiB). Optional: .devrun/rlx_old, an earlier build, for a baseline.
+# Knobs: SANITIZE=0 skips memcheck, TYPES="f16 q8_0 q4_k_m", CTX="128,2048", STEPS=64,
+# CONFORMANCE=0 skips the conformance models.
 set -u -o pipefail
+if [ -f .devpack/devrun.tar.xz ]; then tar -xJf .devpack/devrun.tar.xz; fi
 D=.devrun
 export LD_LIBRARY_PATH=$PWD/$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$OUT/card.txt"
 echo "== tests"
-timeout 240 $D/rlx_cuda_tests 2>&1 | tee "$OUT/tests.log" | grep -E '^\[( +OK|  FAILED|  PASSED|  SKIPPED| +RUN)|Failure|error|Expected|Which is|relative' | grep -v ' RUN ' | head -80
+timeout 300 $D/rlx_cuda_tests 2>&1 | tee "$OUT/tests.log" | grep -E '^\[( +OK|  FAILED|  PASSED|  SKIPPED| +RUN)|Failure|error|Expected|Which is|relative|differs' | grep -v ' RUN ' | head -80
 if [ "${SANITIZE:-1}" = 1 ]; then
-  echo "== compute-sanitizer memcheck (op tests)"
-  timeout 150 compute-sanitizer --tool memcheck --print-limit 10 $D/rlx_cuda_tests \
-    --gtest_filter='CudaOps.*:CudaModel.*' > "$OUT/memcheck.log" 2>&1
+  echo "== compute-sanitizer memcheck (op, decode and graph tests)"
+  timeout 240 compute-sanitizer --tool memcheck --print-limit 10 $D/rlx_cuda_tests \
+    --gtest_filter='CudaOps.*:CudaModel.*:CudaDecode.*:CudaGraphs.*' > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|PASSED|FAILED' "$OUT/memcheck.log" | head -20
 fi
 echo "== copy bandwidth (device-to-device, bytes read + written)"
@@ -30,15 +35,30 @@ for _ in range(20):
 ts.sort(); t = ts[len(ts)//2] / 1e3
 print(f"copy 1 GiB: median {t*1e3:.3f} ms -> {2*(1<<30)/t/1e9:.0f} GB/s (read+write)")
 PY
-echo "== decode"
-for ty in f16 q8_0; do
-  timeout 120 $D/rlx synth --preset llama-3.2-1b --type $ty -o /tmp/m_$ty.gguf > /dev/null 2>&1 || echo "synth $ty failed"
+echo "== decode (LanguageModel::forward per token, logits to the host each step)"
+for ty in ${TYPES:-f16 q8_0 q4_k_m}; do
+  timeout 180 $D/rlx synth --preset llama-3.2-1b --type $ty -o /tmp/m_$ty.gguf > /dev/null 2>&1 || echo "synth $ty failed"
   ls -l /tmp/m_$ty.gguf 2>/dev/null | awk '{print "model bytes", $5}'
-  echo "-- $ty on cuda"
-  timeout 120 $D/rlx run --model /tmp/m_$ty.gguf --device cuda -n 64 --temp 0 -p "Once upon a time" 2>&1 | tail -4
-  echo "-- $ty on cpu (16 tokens)"
-  timeout 60 $D/rlx run --model /tmp/m_$ty.gguf --device cpu -n 16 --temp 0 -p "Once upon a time" 2>&1 | tail -3
+  echo "-- $ty, graphs on"
+  RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
+    timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+  if [ "${PROFILE:-0}" = 1 ]; then
+    echo "-- $ty, per-step GPU profile (RLX_CUDA_PROFILE=1, step by step, ctx 128)"
+    RLX_CUDA_PROFILE=1 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=128 RLX_CUDA_BENCH_STEPS=32 \
+      timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | sed -n '/profile: .* 35 runs/,$p' | grep -vE '^\[|^$'
+  fi
+  echo "-- $ty, graphs off"
+  RLX_CUDA_GRAPHS=0 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=128 RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
+    timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+  echo "-- $ty, rlx run -n 64"
+  timeout 120 $D/rlx run --model /tmp/m_$ty.gguf --device cuda -n 64 --temp 0 -p "Once upon a time" 2>&1 | grep -E 'tok/s|rror' 
+  if [ -x $D/rlx_old ]; then
+    echo "-- $ty, rlx run -n 64 (earlier build)"
+    timeout 120 $D/rlx_old run --model /tmp/m_$ty.gguf --device cuda -n 64 --temp 0 -p "Once upon a time" 2>&1 | grep -E 'tok/s|rror' 
+  fi
+  rm -f /tmp/m_$ty.gguf
 done
+[ "${CONFORMANCE:-1}" = 1 ] || exit 0
 echo "== conformance models: rlx logits, cuda vs cpu"
 for m in $D/models/*.gguf; do
   for mode in batch incremental; do

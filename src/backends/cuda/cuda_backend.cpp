@@ -2,10 +2,18 @@
 // a single device arena allocated at compile time. Weights are uploaded once at
 // set_param (packed blocks stay packed) and shared by clones until set again; handles
 // (KV caches) stay on the device; inputs and outputs pass through pinned staging, so
-// commit_no_wait returns as soon as the work is queued.
+// commit_no_wait returns as soon as the work is queued. From the second run with a
+// given active extent on, the steps' whole launch sequence is captured once as a CUDA
+// graph and replayed between the input and output copies:
+// every per-run value (token ids, positions, KV write offsets) is an input the kernels
+// read from the arena, so a replay needs no re-capture.
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "backends/cuda/cuda_step.h"
@@ -20,6 +28,7 @@ using ir::SlotKind;
 using ir::ValueId;
 
 constexpr size_t kWorkspaceBytes = 32u << 20;
+constexpr size_t kMaxGraphs = 4;  // captured graphs kept per executable (one per active extent)
 
 struct StagedOutput {
   ValueRef src;
@@ -35,12 +44,41 @@ struct Shared {
   std::vector<OutputSlot> out_slots;  // offsets into the host output buffer
   std::vector<StagedOutput> outputs;
   int64_t arena_bytes = 0, scratch_bytes = 0, staging_bytes = 0, host_out_bytes = 0;
+  std::vector<bool> param_split;  // stored in the split device layout (see packed_split)
   int ordinal = 0;
   ExtentInfo extent;
 };
 
+/// Packed params of a split-layout type are stored split when every step that reads
+/// them can (Step::split_inputs) and reads the whole param; those steps get `split`.
+void decide_split(Shared& sh) {
+  const auto& params = sh.manifest.params;
+  sh.param_split.assign(params.size(), false);
+  std::vector<bool> blocked(params.size(), false);
+  for (const Step& s : sh.steps)
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      const ValueRef& r = s.in[i];
+      if (r.kind != StorageKind::kParam) continue;
+      const auto pi = static_cast<size_t>(r.index);
+      const bool can = i < 8 && (s.split_inputs >> i & 1) != 0 && r.offset == 0 && r.bytes == params[pi].bytes;
+      (can ? sh.param_split[pi] : blocked[pi]) = true;
+    }
+  for (const StagedOutput& o : sh.outputs)
+    if (o.src.kind == StorageKind::kParam) blocked[static_cast<size_t>(o.src.index)] = true;
+  for (size_t pi = 0; pi < params.size(); ++pi)
+    sh.param_split[pi] = sh.param_split[pi] && !blocked[pi] && packed_split(static_cast<DT>(params[pi].type.dtype));
+  for (Step& s : sh.steps) {
+    s.split = false;
+    for (size_t i = 0; i < s.in.size(); ++i)
+      if (s.in[i].kind == StorageKind::kParam && (s.split_inputs >> i & 1) != 0 &&
+          sh.param_split[static_cast<size_t>(s.in[i].index)])
+        s.split = true;
+  }
+}
+
 class CudaExecutable final : public Executable {
  public:
+  ~CudaExecutable() override { report_profile(); }
   Status init(const ir::LirModule& lir, const ExtentInfo& extent, int ordinal, const CudaOptions& opt, int sms);
 
   const ir::IoManifest& manifest() const override { return shared_->manifest; }
@@ -56,12 +94,17 @@ class CudaExecutable final : public Executable {
   Status set_active_extent(int64_t actual, int64_t upper) override;
   Expected<std::unique_ptr<Executable>> clone() const override;
   std::string describe() const override {
-    return fmt::format("cuda executable on cuda:{}: {} steps, arena {} bytes, scratch {} bytes", shared_->ordinal,
-                       steps_.size(), shared_->arena_bytes, shared_->scratch_bytes);
+    return fmt::format("cuda executable on cuda:{}: {} steps, arena {} bytes, scratch {} bytes, graphs {}",
+                       shared_->ordinal, steps_.size(), shared_->arena_bytes, shared_->scratch_bytes,
+                       !graphs_ ? "off" : graph_failed_ ? "off (capture failed)" : "on");
   }
 
  private:
   Status allocate();  // per-executable device state (arena, handles, stream, plans)
+  Status copy_inputs(cudaStream_t st);   // pinned staging -> arena
+  Status enqueue(cudaStream_t st);       // every step
+  Status copy_outputs(cudaStream_t st);  // arena -> pinned output buffer, error word
+  Status launch_graph(int64_t key);  // replays (capturing first) the graph of `key`
   uint8_t* base(StorageKind k, int32_t index) const;
   void resolve();
   std::string where(const char* what) const { return fmt::format("{} (cuda:{})", what, shared_->ordinal); }
@@ -80,6 +123,26 @@ class CudaExecutable final : public Executable {
   bool extent_on_ = false;
   int64_t actual_ = 0, upper_ = 0;
   bool allow_tf32_ = false;
+  // CUDA graphs, keyed by the active extent (0: none). A key is captured on its second
+  // run; graphs are dropped whenever a device pointer they baked in may change.
+  struct CapturedGraph {
+    int64_t key = 0;
+    GraphExecPtr exec;
+  };
+  bool graphs_ = true;
+  bool graph_failed_ = false;  // a capture failed: run step by step from now on
+  std::vector<CapturedGraph> graphs_cache_;
+  std::vector<int64_t> seen_keys_;
+  // Profiling (CudaOptions::profile): an event before every step and after the last.
+  struct Profile {
+    std::vector<EventPtr> events;
+    std::vector<double> step_ms;  // summed over runs
+    int runs = 0;
+    double host_ms = 0;
+    std::chrono::steady_clock::time_point t0;
+  };
+  std::unique_ptr<Profile> prof_;
+  void report_profile() const;  // to stderr, when the executable goes away
 };
 
 uint8_t* CudaExecutable::base(StorageKind k, int32_t index) const {
@@ -97,6 +160,7 @@ uint8_t* CudaExecutable::base(StorageKind k, int32_t index) const {
 }
 
 void CudaExecutable::resolve() {
+  graphs_cache_.clear();  // pointers may have changed
   for (Step& s : steps_) {
     s.in_ptr.resize(s.in.size());
     for (size_t i = 0; i < s.in.size(); ++i) {
@@ -106,6 +170,38 @@ void CudaExecutable::resolve() {
     uint8_t* b = base(s.out.kind, s.out.index);
     s.out_ptr = b ? b + s.out.offset : nullptr;
   }
+}
+
+void CudaExecutable::report_profile() const {
+  if (!prof_ || prof_->runs == 0) return;
+  std::vector<std::pair<std::string, std::pair<double, int>>> by_op;  // op name -> (ms, steps)
+  double total = 0;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    // "%3 (rms_norm 'blk.0.attn_norm')" -> "rms_norm attn_norm" (layers summed)
+    const std::string& w = *steps_[i].what;
+    const size_t a = w.find('(');
+    std::string op = a == std::string::npos ? w : w.substr(a + 1);
+    if (!op.empty() && op.back() == ')') op.pop_back();
+    for (size_t at = op.find("blk."); at != std::string::npos; at = op.find("blk.")) {
+      size_t e = at + 4;
+      while (e < op.size() && std::isdigit(static_cast<unsigned char>(op[e]))) ++e;
+      op.erase(at, e < op.size() && op[e] == '.' ? e + 1 - at : e - at);
+    }
+    std::erase(op, '\'');
+    auto it = std::find_if(by_op.begin(), by_op.end(), [&](const auto& e) { return e.first == op; });
+    if (it == by_op.end()) it = by_op.insert(by_op.end(), {op, {0.0, 0}});
+    it->second.first += prof_->step_ms[i];
+    it->second.second += 1;
+    total += prof_->step_ms[i];
+  }
+  std::sort(by_op.begin(), by_op.end(), [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+  const double runs = prof_->runs;
+  std::string out = fmt::format("rlx cuda profile: {} steps, {} runs: GPU {:.3f} ms/run (kernels back to back), host {:.3f} ms/run\n",
+                                steps_.size(), prof_->runs, total / runs, prof_->host_ms / runs);
+  for (const auto& [op, v] : by_op)
+    out += fmt::format("  {:<40} {:4} steps {:9.3f} ms/run {:8.2f} us/step\n", op, v.second, v.first / runs,
+                       1000.0 * v.first / runs / v.second);
+  std::fputs(out.c_str(), stderr);
 }
 
 Status CudaExecutable::allocate() {
@@ -149,6 +245,8 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   if (lir.plan.slots.size() != static_cast<size_t>(g.size()))
     return Error::internal("cuda backend: buffer plan has {} slots for {} values", lir.plan.slots.size(), g.size());
   allow_tf32_ = opt.allow_tf32;
+  graphs_ = opt.graphs && !opt.profile;
+  if (opt.profile) prof_ = std::make_unique<Profile>();
   auto sh = std::make_shared<Shared>();
   sh->manifest = lir.manifest;
   sh->ordinal = ordinal;
@@ -244,6 +342,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     sh->out_slots.emplace_back(sh->host_out_bytes, e.bytes);
     sh->host_out_bytes += (e.bytes + 63) / 64 * 64;
   }
+  decide_split(*sh);
   shared_ = sh;
   params_.assign(m.params.size(), nullptr);
   TRY(allocate());
@@ -268,7 +367,16 @@ Status CudaExecutable::set_param(size_t index, const void* data, int64_t bytes, 
     buf = std::make_shared<DeviceBuffer>(std::move(b));
   }
   const DType want = e.type.dtype;
-  if (dtype == want) {
+  if (dtype == want && shared_->param_split[index]) {
+    // Upload as stored, then move the block scales out (the split device layout).
+    if (bytes != e.bytes) return Error::internal("{}: {} bytes for {}", what, bytes, e.bytes);
+    ASSIGN_OR_RETURN(DeviceBuffer raw, DeviceBuffer::create(bytes, what));
+    RLX_CUDA_TRY(cudaMemcpy(raw.data(), data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), what);
+    const int64_t blocks = bytes / ir::dtype_info(want).bytes_per_block;
+    launch_repack_split(static_cast<DT>(want), raw.data(), buf->data(), blocks, stream_.get());
+    RLX_CUDA_TRY(cudaGetLastError(), what);
+    RLX_CUDA_TRY(cudaStreamSynchronize(stream_.get()), what);
+  } else if (dtype == want) {
     if (bytes != e.bytes) return Error::internal("{}: {} bytes for {}", what, bytes, e.bytes);
     RLX_CUDA_TRY(cudaMemcpy(buf->data(), data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice), what);
   } else {
@@ -306,22 +414,26 @@ const void* CudaExecutable::handle_data(size_t index) const {
   return host.data();
 }
 
-Status CudaExecutable::commit_no_wait(std::span<const void* const> inputs) {
+Status CudaExecutable::copy_inputs(cudaStream_t st) {
   const Shared& sh = *shared_;
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (!params_[i]) return Error::invalid_argument("param '{}' was never set", sh.manifest.params[i].name);
-  if (inputs.size() != sh.input_offsets.size())
-    return Error::internal("cuda executable: {} inputs for {}", inputs.size(), sh.input_offsets.size());
-  RLX_CUDA_TRY(cudaSetDevice(sh.ordinal), where("run"));
-  TRY(sync_pending());  // staging buffers are reused
-  cudaStream_t st = stream_.get();
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    uint8_t* stage = staging_.data() + sh.input_staging[i];
-    std::memcpy(stage, inputs[i], static_cast<size_t>(sh.input_bytes[i]));
-    RLX_CUDA_TRY(cudaMemcpyAsync(arena_.data() + sh.input_offsets[i], stage, static_cast<size_t>(sh.input_bytes[i]),
-                                 cudaMemcpyHostToDevice, st),
+  for (size_t i = 0; i < sh.input_offsets.size(); ++i)
+    RLX_CUDA_TRY(cudaMemcpyAsync(arena_.data() + sh.input_offsets[i], staging_.data() + sh.input_staging[i],
+                                 static_cast<size_t>(sh.input_bytes[i]), cudaMemcpyHostToDevice, st),
                  "input '" + sh.manifest.inputs[i].name + "'");
-  }
+  return {};
+}
+
+Status CudaExecutable::copy_outputs(cudaStream_t st) {
+  const Shared& sh = *shared_;
+  for (const StagedOutput& o : sh.outputs)
+    RLX_CUDA_TRY(cudaMemcpyAsync(host_out_.data() + o.host_offset, base(o.src.kind, o.src.index) + o.src.offset,
+                                 static_cast<size_t>(o.src.bytes), cudaMemcpyDeviceToHost, st),
+                 where("output copy"));
+  RLX_CUDA_TRY(cudaMemcpyAsync(err_host_.data(), err_.data(), sizeof(int), cudaMemcpyDeviceToHost, st), where("run"));
+  return {};
+}
+
+Status CudaExecutable::enqueue(cudaStream_t st) {
   RunCtx ctx;
   ctx.stream = st;
   ctx.lt = lt_.get();
@@ -333,16 +445,76 @@ Status CudaExecutable::commit_no_wait(std::span<const void* const> inputs) {
   ctx.actual = actual_;
   ctx.upper = upper_;
   ctx.plans = &plans_;
-  for (const Step& s : steps_) {
+  if (prof_ && prof_->events.size() != steps_.size() + 1) {
+    prof_->events.clear();
+    for (size_t i = 0; i <= steps_.size(); ++i) {
+      cudaEvent_t ev = nullptr;
+      RLX_CUDA_TRY(cudaEventCreate(&ev), where("profile"));
+      prof_->events.emplace_back(ev);
+    }
+    prof_->step_ms.assign(steps_.size(), 0.0);
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    if (prof_) RLX_CUDA_TRY(cudaEventRecord(prof_->events[i].get(), st), where("profile"));
     TRY(s.fn(s, ctx));
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_error(e, "kernel launch", *s.what);
   }
-  for (const StagedOutput& o : sh.outputs)
-    RLX_CUDA_TRY(cudaMemcpyAsync(host_out_.data() + o.host_offset, base(o.src.kind, o.src.index) + o.src.offset,
-                                 static_cast<size_t>(o.src.bytes), cudaMemcpyDeviceToHost, st),
-                 where("output copy"));
-  RLX_CUDA_TRY(cudaMemcpyAsync(err_host_.data(), err_.data(), sizeof(int), cudaMemcpyDeviceToHost, st), where("run"));
+  if (prof_) RLX_CUDA_TRY(cudaEventRecord(prof_->events.back().get(), st), where("profile"));
+  return {};
+}
+
+Status CudaExecutable::launch_graph(int64_t key) {
+  cudaStream_t st = stream_.get();
+  for (const CapturedGraph& g : graphs_cache_)
+    if (g.key == key) {
+      RLX_CUDA_TRY(cudaGraphLaunch(g.exec.get(), st), where("graph launch"));
+      return {};
+    }
+  // Capture. Work that fails to enqueue or capture leaves the stream usable and the
+  // executable running step by step (the same error, if any, then comes from there).
+  RLX_CUDA_TRY(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal), where("graph capture"));
+  const Status queued = enqueue(st);
+  cudaGraph_t raw = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(st, &raw);
+  GraphPtr graph(raw);
+  cudaGraphExec_t exec = nullptr;
+  if (!queued.ok() || ended != cudaSuccess || graph == nullptr ||
+      cudaGraphInstantiate(&exec, graph.get(), 0) != cudaSuccess) {
+    cudaGetLastError();  // clear a capture error so later calls do not report it
+    graph_failed_ = true;
+    return enqueue(st);
+  }
+  if (graphs_cache_.size() >= kMaxGraphs) graphs_cache_.erase(graphs_cache_.begin());
+  graphs_cache_.push_back({key, GraphExecPtr(exec)});
+  RLX_CUDA_TRY(cudaGraphLaunch(exec, st), where("graph launch"));
+  return {};
+}
+
+Status CudaExecutable::commit_no_wait(std::span<const void* const> inputs) {
+  const Shared& sh = *shared_;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!params_[i]) return Error::invalid_argument("param '{}' was never set", sh.manifest.params[i].name);
+  if (inputs.size() != sh.input_offsets.size())
+    return Error::internal("cuda executable: {} inputs for {}", inputs.size(), sh.input_offsets.size());
+  RLX_CUDA_TRY(cudaSetDevice(sh.ordinal), where("run"));
+  TRY(sync_pending());  // staging buffers are reused
+  if (prof_) prof_->t0 = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    std::memcpy(staging_.data() + sh.input_staging[i], inputs[i], static_cast<size_t>(sh.input_bytes[i]));
+  const int64_t key = extent_on_ ? actual_ : 0;
+  bool replay = false;
+  if (graphs_ && !graph_failed_) {
+    replay = std::find(seen_keys_.begin(), seen_keys_.end(), key) != seen_keys_.end();
+    if (!replay) {
+      if (seen_keys_.size() >= 64) seen_keys_.erase(seen_keys_.begin());
+      seen_keys_.push_back(key);
+    }
+  }
+  TRY(copy_inputs(stream_.get()));
+  TRY(replay ? launch_graph(key) : enqueue(stream_.get()));
+  TRY(copy_outputs(stream_.get()));
   pending_ = true;
   return {};
 }
@@ -352,6 +524,15 @@ Status CudaExecutable::sync_pending() {
   pending_ = false;
   RLX_CUDA_TRY(cudaSetDevice(shared_->ordinal), where("sync"));
   RLX_CUDA_TRY(cudaStreamSynchronize(stream_.get()), where("run (kernel execution)"));
+  if (prof_ && prof_->events.size() == steps_.size() + 1) {
+    prof_->host_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - prof_->t0).count();
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, prof_->events[i].get(), prof_->events[i + 1].get()) == cudaSuccess)
+        prof_->step_ms[i] += ms;
+    }
+    ++prof_->runs;
+  }
   int code = 0;
   std::memcpy(&code, err_host_.data(), sizeof(int));
   if (code != 0) {
@@ -395,6 +576,7 @@ Expected<std::unique_ptr<Executable>> CudaExecutable::clone() const {
   auto c = std::make_unique<CudaExecutable>();
   c->shared_ = shared_;
   c->allow_tf32_ = allow_tf32_;
+  c->graphs_ = graphs_;
   c->params_ = params_;  // shared until either side sets them again
   c->extent_on_ = extent_on_;
   c->actual_ = actual_;
@@ -430,6 +612,18 @@ compile::OpSet cuda_supported_ops() {
     if (cuda_builder(kind) != nullptr) ops.add(kind);
   }
   return ops;
+}
+
+CudaOptions default_cuda_options() {
+  static const CudaOptions defaults = [] {
+    CudaOptions o;
+    const char* g = std::getenv("RLX_CUDA_GRAPHS");
+    if (g != nullptr && (std::strcmp(g, "0") == 0 || std::strcmp(g, "off") == 0)) o.graphs = false;
+    const char* prof = std::getenv("RLX_CUDA_PROFILE");
+    if (prof != nullptr && std::strcmp(prof, "1") == 0) o.profile = true;
+    return o;
+  }();
+  return defaults;
 }
 
 CudaBackend::CudaBackend(int ordinal, CudaOptions options, int sms)

@@ -13,7 +13,20 @@ namespace rlx::cuda_backend {
 /// Knobs of the CUDA backend that the generic BackendOptions does not carry.
 struct CudaOptions {
   bool allow_tf32 = false;  ///< f32 GEMMs may use TF32 tensor cores (~1e-3 relative error)
+  /// Replay runs as CUDA graphs: the second run with a given active extent captures the
+  /// executable's whole launch sequence (input copies, kernels, output copies) and later
+  /// runs replay it with one cudaGraphLaunch. Off: every run launches step by step
+  /// (debugging, profilers that dislike graphs). A failed capture falls back to that.
+  bool graphs = true;
+  /// Times every step with CUDA events (runs step by step, no graphs) and prints, when
+  /// the executable is destroyed, GPU time per op kind and host time per run to stderr.
+  bool profile = false;
 };
+
+/// The options `create(ordinal)` uses: the defaults, with RLX_CUDA_GRAPHS=0 turning
+/// graphs off and RLX_CUDA_PROFILE=1 turning profiling on (read once, when the first
+/// backend is created).
+CudaOptions default_cuda_options();
 
 /// Number of CUDA devices visible to this process (0 when there is no driver or GPU).
 int cuda_device_count();
@@ -21,7 +34,8 @@ int cuda_device_count();
 class CudaBackend final : public Backend {
  public:
   /// Fails (error value) when device `ordinal` does not exist.
-  static Expected<std::shared_ptr<CudaBackend>> create(int ordinal, CudaOptions options = {});
+  static Expected<std::shared_ptr<CudaBackend>> create(int ordinal, CudaOptions options);
+  static Expected<std::shared_ptr<CudaBackend>> create(int ordinal) { return create(ordinal, default_cuda_options()); }
 
   std::string name() const override { return "cuda"; }
   const compile::OpSet& supported_ops() const override { return ops_; }

@@ -257,4 +257,56 @@ __device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, float
   }
 }
 
+/// Packed types stored in the split device layout (see packed_split in cuda_kernels.h).
+__host__ __device__ constexpr bool split_layout(DT t) { return t == DT::Q4_0 || t == DT::Q8_0 || t == DT::Q6_K; }
+
+/// decode_unit for the split layout: `rest` is the row's blocks without their scales,
+/// `d` the row's scales (one per block).
+template <DT T>
+__device__ __forceinline__ void decode_unit_split(const uint8_t* rest, const __half* d, int64_t u, float* y) {
+  if constexpr (T == DT::Q8_0) {
+    const float dd = __half2float(d[u]);
+    const int8_t* q = reinterpret_cast<const int8_t*>(rest + u * 32);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) y[i] = dd * static_cast<float>(q[i]);
+  } else if constexpr (T == DT::Q4_0) {
+    const float dd = __half2float(d[u]);
+    const uint8_t* q = rest + u * 16;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      y[i] = dd * static_cast<float>((q[i] & 15) - 8);
+      y[i + 16] = dd * static_cast<float>((q[i] >> 4) - 8);
+    }
+  } else if constexpr (T == DT::Q6_K) {
+    const uint8_t* b = rest + (u >> 3) * 208;
+    const int s = static_cast<int>(u & 7);
+    const int half = s >> 2, quarter = s & 3;
+    const uint8_t* ql = b + 64 * half + (quarter & 1) * 32;
+    const uint8_t* qh = b + 128 + 32 * half;
+    const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192) + 8 * half + 2 * quarter;
+    const float dd = __half2float(d[u >> 3]);
+    const int lshift = (quarter >> 1) * 4, hshift = quarter * 2;
+    const float s0 = dd * static_cast<float>(scales[0]), s1 = dd * static_cast<float>(scales[1]);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const int q = ((ql[i] >> lshift) & 15) | (((qh[i] >> hshift) & 3) << 4);
+      y[i] = (i < 16 ? s0 : s1) * static_cast<float>(q - 32);
+    }
+  }
+}
+
+/// Unit u of row r of a packed matrix in either layout (d_offset > 0: split).
+template <DT T>
+__device__ __forceinline__ void decode_row_unit(const uint8_t* w, int64_t row_bytes, int64_t d_offset, int64_t r,
+                                                int64_t u, float* y) {
+  if constexpr (split_layout(T)) {
+    if (d_offset > 0) {
+      const int64_t nb = row_bytes / (packed_block_bytes(T) - 2);
+      decode_unit_split<T>(w + r * row_bytes, reinterpret_cast<const __half*>(w + d_offset) + r * nb, u, y);
+      return;
+    }
+  }
+  decode_unit<T>(w + r * row_bytes, u, y);
+}
+
 }  // namespace rlx::cuda_backend

@@ -82,7 +82,8 @@ struct GatherParams {
   int64_t outer = 1, axis_len = 0, n_idx = 0;
   int64_t inner_bytes = 0;   ///< plain tables
   int64_t row_elems = 0;     ///< packed tables: elements per row
-  int64_t row_bytes = 0;     ///< packed tables: bytes per row
+  int64_t row_bytes = 0;     ///< packed tables: bytes per row (scales excluded when split)
+  int64_t d_offset = 0;      ///< packed tables in the split layout (see packed_split)
   int* err = nullptr;
   int err_code = 0;
 };
@@ -162,25 +163,68 @@ struct AttentionParams {
   int64_t window = 0;
   float scale = 1.0f, softcap = 0.0f;
   int splits = 1;
+  /// One query row per (batch, head) (S == 1): the decode kernel, one block per KV head
+  /// and split of the keys the row sees (split on the device, by its position).
+  bool decode = false;
 };
 void launch_attention(const AttentionParams& p, cudaStream_t s);
 /// Head dims the attention kernel handles (1..256).
 bool attention_head_dim_supported(int64_t hd);
-/// Split count for the decode kernel: enough blocks for `sms` multiprocessors.
+/// Split count for the general kernel: enough blocks for `sms` multiprocessors.
 int attention_splits(int64_t batch, int64_t S, int64_t T, int n_heads, int sms);
+/// True when the decode kernel covers this shape (S == 1, n_heads / n_kv <= 8).
+bool attention_decode_supported(int64_t S, int n_heads, int n_kv, int hd);
+/// Split count for the decode kernel.
+int attention_decode_splits(int64_t batch, int64_t T, int n_kv, int sms);
+
+/// Packed types whose blocks are not a multiple of 16 bytes (Q4_0, Q8_0, Q6_K) are stored
+/// on the device in a split layout (launch_repack_split, at set_param): every block
+/// without its 2-byte f16 scale, row-major, then all the scales ([rows, blocks per row]),
+/// `d_offset` bytes after the start. Kernels that read packed weights take `row_bytes`
+/// (bytes of one row's blocks, scales excluded when split) and `d_offset` (0: as stored).
+bool packed_split(DT t);
+/// Rewrites `n_blocks` blocks of type `t` from the GGUF layout `raw` into the split layout.
+void launch_repack_split(DT t, const uint8_t* raw, uint8_t* out, int64_t n_blocks, cudaStream_t s);
 
 /// y[m, n] = sum_k x[m, k] * W[n, k] for packed W [N, K] (row-major blocks), f32 x/y.
-/// Reads every weight byte once for up to 8 rows of x (decode GEMV).
+/// Reads every weight byte once for up to 8 rows of x (decode GEMV, any packed type;
+/// launch_gemv is the fast path for the types it covers).
 struct QGemvParams {
   const float* x = nullptr;
   const uint8_t* w = nullptr;
   float* y = nullptr;
   DT w_dt = DT::Q8_0;
-  int64_t M = 1, N = 0, K = 0, row_bytes = 0;
+  int64_t M = 1, N = 0, K = 0, row_bytes = 0, d_offset = 0;
 };
 void launch_qgemv(const QGemvParams& p, cudaStream_t s);
 /// Dequantizes packed W [N, K] into f16 (row-major) for the cuBLAS prefill path.
 void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int64_t K, int64_t row_bytes,
-                        cudaStream_t s);
+                        int64_t d_offset, cudaStream_t s);
+
+inline constexpr int kMaxGemvM = 8;
+inline constexpr int64_t kGemvSmemLimit = 48 * 1024;
+
+/// Decode GEMV (M <= kMaxGemvM rows of x): y[m, n] = epilogue(sum_k x[m, k] * W[n, k]),
+/// W [N, K] of f32/f16/bf16 (x rounded to W's precision first) or packed Q8_0 / Q4_0 /
+/// Q4_K / Q6_K (x in f32). Epilogue: act(v + bias[n]) (act: ir::ActKind), or with
+/// `swiglu` silu(x . W[n]) * (x . W2[n]).
+struct GemvParams {
+  const void* x = nullptr;
+  const uint8_t* w = nullptr;
+  const uint8_t* w2 = nullptr;  ///< up weights (swiglu), same type and layout as w
+  const void* bias = nullptr;
+  void* y = nullptr;
+  DT x_dt = DT::F32, w_dt = DT::F16, bias_dt = DT::F32, y_dt = DT::F32;
+  int64_t M = 1, N = 0, K = 0;
+  int64_t row_bytes = 0, d_offset = 0;  ///< as for QGemvParams
+  uint8_t act = 0;
+  bool swiglu = false;
+  bool x_vec4 = false;  ///< x is f32 and 16-byte aligned: staged with float4 loads
+};
+/// Shared memory the GEMV stages x in (M * K floats plus padding).
+int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K);
+/// True when launch_gemv covers weights of `w_dt` at this M and K.
+bool gemv_supported(DT w_dt, int64_t M, int64_t K);
+void launch_gemv(const GemvParams& p, cudaStream_t s);
 
 }  // namespace rlx::cuda_backend

@@ -87,6 +87,10 @@ struct Step {
   std::vector<const GemmDesc*> gemms;      ///< descs needing a plan (in params)
   int plan = -1;                            ///< first of gemms.size() plans in RunCtx::plans
   bool extent_ok = true;                    ///< false: cannot run with a restricted extent
+  /// Bit i: input i is a packed weight this step can also read in the split device
+  /// layout (see packed_split); `split` (set by the executable): it is stored split.
+  uint8_t split_inputs = 0;
+  bool split = false;
 
   template <typename P>
   const P& p() const { return *static_cast<const P*>(params.get()); }
@@ -116,6 +120,9 @@ using StepBuilder = Status (*)(BuildCtx& ctx, Step& step);
 
 /// Builder for `kind`, or null when the CUDA backend does not run it.
 StepBuilder cuda_builder(ir::OpKind kind);
+
+/// Bytes of one row of K elements of packed type `t` in the split device layout.
+int64_t split_row_bytes(ir::DType t, int64_t K);
 
 /// "cuda backend: %3 (matmul 'x'): <what>" as an unsupported-op error.
 template <typename... Args>

@@ -58,6 +58,12 @@ bool float_dt(DType t) { return t == DType::F32 || t == DType::F16 || t == DType
 
 }  // namespace
 
+int64_t split_row_bytes(DType t, int64_t K) {
+  const ir::DTypeInfo& info = ir::dtype_info(t);
+  const int64_t blocks = K / info.block_size;
+  return blocks * (info.bytes_per_block - 2);
+}
+
 // Row-major C[M,N] = op(A) op(B) is column-major C^T[N,M] = op(B)^T op(A)^T: cuBLAS's
 // first operand is our B, its second our A.
 Expected<LtPlan> make_lt_plan(cublasLtHandle_t lt, const GemmDesc& g, size_t ws_bytes, const std::string& what) {
@@ -360,10 +366,16 @@ Status build_concat(BuildCtx& ctx, Step& step) {
 
 struct GatherStepParams {
   GatherParams k;
+  int64_t split_row_bytes = 0;
 };
 
 Status gather_fn(const Step& s, const RunCtx& ctx) {
-  GatherParams k = s.p<GatherStepParams>().k;
+  const GatherStepParams& p = s.p<GatherStepParams>();
+  GatherParams k = p.k;
+  if (s.split) {
+    k.row_bytes = p.split_row_bytes;
+    k.d_offset = k.axis_len * p.split_row_bytes;
+  }
   k.table = s.in_ptr[0];
   k.idx = s.in_ptr[1];
   k.out = s.out_ptr;
@@ -394,6 +406,10 @@ Status build_gather(BuildCtx& ctx, Step& step) {
       return step_error(ctx, "gather from a {} table", ir::dtype_name(t.dtype));
     k.row_elems = inner;
     k.row_bytes = *ir::dtype_bytes(t.dtype, inner);
+    if (packed_split(k.table_dt) && k.outer == 1) {
+      p->split_row_bytes = split_row_bytes(t.dtype, inner);
+      step.split_inputs = 1;
+    }
   } else {
     if (t.dtype != n.dtype) return step_error(ctx, "gather changes dtype");
     k.inner_bytes = inner * dt_size(k.table_dt);
@@ -718,7 +734,9 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   if (n.inputs.size() == 4) k.pos_dt = to_dt(ctx.input(3).dtype);
   k.dt = to_dt(dt);
   k.out_dt = to_dt(n.dtype);
-  k.splits = attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);
+  k.decode = attention_decode_supported(k.S, k.n_heads, k.n_kv, k.hd);
+  k.splits = k.decode ? attention_decode_splits(k.batch, k.T, k.n_kv, ctx.sms)
+                      : attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);
   if (k.splits > 1)
     p->partial_off = ctx.scratch(static_cast<int64_t>(k.splits) * k.batch * k.n_heads * k.S * (k.hd + 2) * 4);
   const int qb = ctx.bucket(n.inputs[0]), kb = ctx.bucket(n.inputs[1]);
@@ -748,7 +766,38 @@ struct LinearParams {
   bool packed = false;
   QGemvParams q;
   int64_t wdq_off = 0;  // f16 dequantized weights (M > 8)
+  int64_t split_row = 0;  // bytes per row in the split layout (packed_split types)
+  // decode GEMV (M <= kMaxGemvM): the whole step in one kernel
+  bool gemv = false;
+  GemvParams gv;
 };
+
+/// The GEMV path; packed weights of a split-layout type that are stored as in the file
+/// (the executable could not split them) take the generic packed GEMV instead.
+Status gemv_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  if (p.packed && packed_split(p.q.w_dt) && !s.split) {
+    if (p.swiglu) return Error::internal("cuda backend: {}: packed swiglu weights were not split", *s.what);
+    QGemvParams q = p.q;
+    q.x = static_cast<const float*>(static_cast<const void*>(s.in_ptr[0]));
+    q.w = s.in_ptr[1];
+    q.y = reinterpret_cast<float*>(s.out_ptr);
+    launch_qgemv(q, ctx.stream);
+    return {};
+  }
+  GemvParams v = p.gv;
+  v.x = s.in_ptr[0];
+  v.w = s.in_ptr[1];
+  if (p.swiglu) v.w2 = s.in_ptr[2];
+  else if (p.has_bias) v.bias = s.in_ptr[2];
+  v.y = s.out_ptr;
+  if (s.split) {
+    v.row_bytes = p.split_row;
+    v.d_offset = p.gv.N * p.split_row;
+  }
+  launch_gemv(v, ctx.stream);
+  return {};
+}
 
 Status linear_fn(const Step& s, const RunCtx& ctx) {
   const LinearParams& p = s.p<LinearParams>();
@@ -760,17 +809,21 @@ Status linear_fn(const Step& s, const RunCtx& ctx) {
     TRY(launch_checked(s, k, ctx, "input cast"));
     x = ctx.scratch + p.x_off;
   }
+  const int64_t row_bytes = s.split ? p.split_row : p.q.row_bytes;
+  const int64_t d_offset = s.split ? p.q.N * p.split_row : 0;
   if (p.packed && !p.cast_x) {
     QGemvParams q = p.q;
     q.x = static_cast<const float*>(x);
     q.w = s.in_ptr[1];
     q.y = reinterpret_cast<float*>(s.out_ptr);
+    q.row_bytes = row_bytes;
+    q.d_offset = d_offset;
     launch_qgemv(q, ctx.stream);
     return {};
   }
   const void* w = s.in_ptr[1];
   if (p.packed) {
-    launch_dequant_f16(p.q.w_dt, s.in_ptr[1], ctx.scratch + p.wdq_off, p.q.N, p.q.K, p.q.row_bytes, ctx.stream);
+    launch_dequant_f16(p.q.w_dt, s.in_ptr[1], ctx.scratch + p.wdq_off, p.q.N, p.q.K, row_bytes, d_offset, ctx.stream);
     w = ctx.scratch + p.wdq_off;
   }
   void* c = p.c_in_scratch ? static_cast<void*>(ctx.scratch + p.c_off) : static_cast<void*>(s.out_ptr);
@@ -839,12 +892,19 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     // DequantMatMul over packed blocks.
     if (!packed_supported(to_dt(w.dtype)) || x.dtype != DType::F32 || n.dtype != DType::F32 || !tb || g.K % 32 != 0)
       return step_error(ctx, "dequant_matmul for {}", ir::dtype_name(w.dtype));
+    if (swiglu && (ctx.input(2).dtype != w.dtype || !gemv_supported(to_dt(w.dtype), g.M, g.K)))
+      return step_error(ctx, "fused swiglu over {} weights at M = {} (only the decode GEMV fuses packed pairs)",
+                        ir::dtype_name(w.dtype), g.M);
     p->packed = true;
     p->q.w_dt = to_dt(w.dtype);
     p->q.M = g.M;
     p->q.N = g.N;
     p->q.K = g.K;
     p->q.row_bytes = *ir::dtype_bytes(w.dtype, g.K);
+    if (packed_split(p->q.w_dt)) {
+      p->split_row = split_row_bytes(w.dtype, g.K);
+      step.split_inputs = swiglu ? 6 : 2;
+    }
     if (g.M > 8) {  // prefill: dequantize to f16 and use cuBLAS (f16 x f16 -> f32)
       p->wdq_off = ctx.scratch(g.N * g.K * 2);
       g.ab_dt = DT::F16;
@@ -870,6 +930,32 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     k.out_dt = g.ab_dt;
     k.steps[0] = {RegionOp::kCast, 0, g.ab_dt, {-1, 0, 0}};
     k.n_steps = 1;
+  }
+  // Decode sizes: one GEMV kernel (epilogue included) when it covers the weights.
+  const DT wdt = to_dt(w.dtype);
+  const bool w_aligned = step.in[1].offset % 16 == 0 && (!swiglu || step.in[2].offset % 16 == 0);
+  if (tb && g.M <= kMaxGemvM && w_aligned && gemv_supported(wdt, g.M, g.K)) {
+    GemvParams& v = p->gv;
+    v.x_dt = to_dt(x.dtype);
+    v.w_dt = wdt;
+    v.y_dt = to_dt(n.dtype);
+    v.M = g.M;
+    v.N = g.N;
+    v.K = g.K;
+    v.row_bytes = *ir::dtype_bytes(w.dtype, g.K);
+    v.swiglu = swiglu;
+    v.x_vec4 = x.dtype == DType::F32 && step.in[0].offset % 16 == 0 && step.in[0].kind == StorageKind::kArena;
+    if (bias_act) {
+      const auto& f = n.attr<ir::FusedMatMulAttrs>();
+      v.act = static_cast<uint8_t>(f.act);
+      p->has_bias = f.has_bias;
+      if (f.has_bias) v.bias_dt = to_dt(ctx.input(2).dtype);
+    }
+    p->gemv = true;
+    p->cast_x = false;
+    step.fn = &gemv_fn;
+    step.params = p;
+    return {};
   }
   if (p->packed && g.M <= 8) {
     step.fn = &linear_fn;

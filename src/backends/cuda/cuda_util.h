@@ -1,5 +1,5 @@
 // RAII owners and checked-call helpers for the CUDA backend's host code: device and
-// pinned buffers, streams, events and the cuBLASLt handle, plus RLX_CUDA_TRY /
+// pinned buffers, streams, events, CUDA graphs and the cuBLASLt handle, plus RLX_CUDA_TRY /
 // RLX_CUBLAS_TRY, which turn a failed call into an rlx::Error naming the call and
 // where it happened (op and node for kernel work).
 #pragma once
@@ -94,11 +94,19 @@ struct StreamDestroy {
 struct EventDestroy {
   void operator()(CUevent_st* e) const { cudaEventDestroy(e); }
 };
+struct GraphExecDestroy {
+  void operator()(CUgraphExec_st* g) const { cudaGraphExecDestroy(g); }
+};
+struct GraphDestroy {
+  void operator()(CUgraph_st* g) const { cudaGraphDestroy(g); }
+};
 struct LtDestroy {
   void operator()(cublasLtContext* h) const { cublasLtDestroy(h); }
 };
 using StreamPtr = std::unique_ptr<CUstream_st, StreamDestroy>;
 using EventPtr = std::unique_ptr<CUevent_st, EventDestroy>;
 using LtHandlePtr = std::unique_ptr<cublasLtContext, LtDestroy>;
+using GraphExecPtr = std::unique_ptr<CUgraphExec_st, GraphExecDestroy>;
+using GraphPtr = std::unique_ptr<CUgraph_st, GraphDestroy>;
 
 }  // namespace rlx::cuda_backend

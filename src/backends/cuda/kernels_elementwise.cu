@@ -113,19 +113,20 @@ __global__ void gather_packed_kernel(const GatherParams p) {
       r = 0;
     }
     float y[32];
-    decode_unit<T>(p.table + r * p.row_bytes, u, y);
+    decode_row_unit<T>(p.table, p.row_bytes, p.d_offset, r, u, y);
     for (int i = 0; i < 32; ++i) st_f(p.out_dt, p.out, j * p.row_elems + u * 32 + i, y[i]);
   }
 }
 
 template <DT T>
-__global__ void dequant_f16_kernel(const uint8_t* w, __half* out, int64_t N, int64_t K, int64_t row_bytes) {
+__global__ void dequant_f16_kernel(const uint8_t* w, __half* out, int64_t N, int64_t K, int64_t row_bytes,
+                                   int64_t d_offset) {
   const int64_t units = K / 32, total = N * units;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t u = e % units, n = e / units;
     float y[32];
-    decode_unit<T>(w + n * row_bytes, u, y);
+    decode_row_unit<T>(w, row_bytes, d_offset, n, u, y);
     __half2* o = reinterpret_cast<__half2*>(out + n * K + u * 32);
 #pragma unroll
     for (int i = 0; i < 16; ++i) o[i] = __floats2half2_rn(y[2 * i], y[2 * i + 1]);
@@ -181,15 +182,15 @@ void launch_gather(const GatherParams& p, cudaStream_t s) {
 }
 
 void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int64_t K, int64_t row_bytes,
-                        cudaStream_t s) {
+                        int64_t d_offset, cudaStream_t s) {
   auto* o = static_cast<__half*>(out_f16);
   const int g = grid_for(N * (K / 32), kThreads);
   switch (w_dt) {
-    case DT::Q4_0: dequant_f16_kernel<DT::Q4_0><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
-    case DT::Q8_0: dequant_f16_kernel<DT::Q8_0><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
-    case DT::Q4_K: dequant_f16_kernel<DT::Q4_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
-    case DT::Q5_K: dequant_f16_kernel<DT::Q5_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
-    case DT::Q6_K: dequant_f16_kernel<DT::Q6_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes); break;
+    case DT::Q4_0: dequant_f16_kernel<DT::Q4_0><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q8_0: dequant_f16_kernel<DT::Q8_0><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q4_K: dequant_f16_kernel<DT::Q4_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q5_K: dequant_f16_kernel<DT::Q5_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q6_K: dequant_f16_kernel<DT::Q6_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
     default: break;
   }
 }

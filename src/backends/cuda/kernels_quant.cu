@@ -1,8 +1,8 @@
-// CUDA GEMV over packed GGUF weights for DequantMatMul at decode sizes: one warp per
-// output column n, each lane decoding 32-element units of W's row n straight from the
-// packed blocks and dotting them with up to 8 rows of x, so every weight byte is read
-// once per call (memory-bandwidth bound). Larger M goes through launch_dequant_f16 +
-// cuBLAS (see cuda_steps.cpp).
+// Generic CUDA GEMV over packed GGUF weights for DequantMatMul at decode sizes (the
+// types and sizes launch_gemv, kernels_gemv.cu, does not cover): one warp per output
+// column n, each lane decoding 32-element units of W's row n straight from the packed
+// blocks (either layout) and dotting them with up to 8 rows of x. Larger M goes through
+// launch_dequant_f16 + cuBLAS (see cuda_steps.cpp).
 #include "backends/cuda/cuda_common.cuh"
 
 namespace rlx::cuda_backend {
@@ -16,14 +16,13 @@ __global__ void __launch_bounds__(kWarps * 32) qgemv_kernel(const QGemvParams p)
   const int lane = threadIdx.x & 31;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (n >= p.N) return;
-  const uint8_t* row = p.w + n * p.row_bytes;
   const int64_t units = p.K / 32;
   float acc[kMaxM];
 #pragma unroll
   for (int m = 0; m < kMaxM; ++m) acc[m] = 0.0f;
   for (int64_t u = lane; u < units; u += 32) {
     float y[32];
-    decode_unit<T>(row, u, y);
+    decode_row_unit<T>(p.w, p.row_bytes, p.d_offset, n, u, y);
 #pragma unroll
     for (int m = 0; m < kMaxM; ++m) {
       if (m >= p.M) break;

@@ -231,7 +231,11 @@ int row_threads(int64_t len) {
 
 void launch_norm(const NormParams& p, cudaStream_t s) {
   if (p.rows == 0) return;
-  norm_kernel<<<static_cast<unsigned>(p.rows), row_threads(p.d), 0, s>>>(p);
+  // Few rows (decode): a wide block per row, so that each pass is a short chain of loads.
+  int threads = row_threads(p.d);
+  if (p.rows < 64)
+    while (threads < 1024 && threads < p.d / 2) threads *= 2;
+  norm_kernel<<<static_cast<unsigned>(p.rows), threads, 0, s>>>(p);
 }
 
 void launch_rope(const RopeParams& p, cudaStream_t s) {

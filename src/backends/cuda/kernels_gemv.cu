@@ -1,0 +1,428 @@
+// CUDA decode GEMV for linear layers at M <= 8 (launch_gemv): y[m, n] = epilogue(x[m] . W[n])
+// for W [N, K] in f32/f16/bf16 or packed GGUF blocks (Q8_0, Q4_0, Q6_K in the split device
+// layout, Q4_K as stored). Each block first stages x in shared memory (rounded to the
+// weights' precision for float weights, as the CPU backend and cuBLAS see it; f32 for
+// packed weights), padded by one float4 every 2^P floats so that the lanes of a warp read
+// it without bank conflicts; then every warp streams one (float) or two (packed) rows of
+// W with 16-byte loads, several in flight per lane, and reduces with warp shuffles.
+// Epilogues: + bias and an activation, or silu(x . Wg) * (x . Wu) over a second weight.
+// Also the repack kernel that moves the 2-byte block scale of Q8_0 / Q4_0 / Q6_K out of
+// every block (launch_repack_split), run once at set_param.
+#include "backends/cuda/cuda_common.cuh"
+
+namespace rlx::cuda_backend {
+namespace {
+
+constexpr int kWarps = 8;  // warps per block
+
+__device__ __forceinline__ int64_t xpad(int64_t i, int shift) { return i + ((i >> shift) << 2); }
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int w) {
+  return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
+}
+// Exact float of u - kBias for a small non-negative integer u (< 2^23) without an I2F:
+// the float 2^23 + u, minus 2^23 + kBias.
+template <int kBias = 0>
+__device__ __forceinline__ float small_uint_to_float(uint32_t u) {
+  return __uint_as_float(0x4B000000u | u) - (8388608.0f + static_cast<float>(kBias));
+}
+
+__device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
+
+// ---- per-type chunk decoders: a chunk is what one lane loads (16 bytes of quants plus
+// whatever scales it needs) and dots with x --------------------------------------------
+
+template <typename W>
+struct FloatChunk {
+  static constexpr int kPad = 5;
+  static constexpr int kUnroll = 8;  // chunks per lane and row loaded before use
+  static constexpr int kElems = 16 / static_cast<int>(sizeof(W));
+  struct Regs {
+    uint4 q;
+  };
+  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / kElems; }
+  static __device__ __forceinline__ void load(Regs& r, const uint8_t* row, const uint8_t*, int64_t c) {
+    r.q = __ldcs(reinterpret_cast<const uint4*>(row) + c);
+  }
+  // Dot of the chunk with x (padded, f32).
+  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
+    const float* x = xs + xpad(c * kElems, kPad);
+    float s = 0.0f;
+    if constexpr (sizeof(W) == 4) {
+      const float4 xv = *reinterpret_cast<const float4*>(x);
+      s = fmaf(__uint_as_float(r.q.x), xv.x, s);
+      s = fmaf(__uint_as_float(r.q.y), xv.y, s);
+      s = fmaf(__uint_as_float(r.q.z), xv.z, s);
+      s = fmaf(__uint_as_float(r.q.w), xv.w, s);
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float4 xv = *reinterpret_cast<const float4*>(x + 4 * h);
+        float2 a, b;
+        const uint32_t w0 = word_of(r.q, 2 * h), w1 = word_of(r.q, 2 * h + 1);
+        if constexpr (std::is_same_v<W, __half>) {
+          a = __half22float2(*reinterpret_cast<const __half2*>(&w0));
+          b = __half22float2(*reinterpret_cast<const __half2*>(&w1));
+        } else {
+          a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w0));
+          b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w1));
+        }
+        s = fmaf(a.x, xv.x, s);
+        s = fmaf(a.y, xv.y, s);
+        s = fmaf(b.x, xv.z, s);
+        s = fmaf(b.y, xv.w, s);
+      }
+    }
+    return s;
+  }
+};
+
+// Q8_0, split: a row is K int8 quants, then (for all rows) one f16 scale per 32.
+struct Q8Chunk {
+  static constexpr int kPad = 5;
+  static constexpr int kUnroll = 4;
+  struct Regs {
+    uint4 q;
+    float d;
+  };
+  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 16; }
+  static __device__ __forceinline__ void load(Regs& r, const uint8_t* row, const uint8_t* drow, int64_t c) {
+    r.q = __ldcs(reinterpret_cast<const uint4*>(row) + c);
+    r.d = __half2float(__ldg(reinterpret_cast<const __half*>(drow) + (c >> 1)));
+  }
+  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
+    const float* x = xs + xpad(c * 16, kPad);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 xv = *reinterpret_cast<const float4*>(x + 4 * k);
+      const uint32_t w = word_of(r.q, k) ^ 0x80808080u;  // int8 + 128, as unsigned bytes
+      s = fmaf(small_uint_to_float<128>(w & 0xFFu), xv.x, s);
+      s = fmaf(small_uint_to_float<128>((w >> 8) & 0xFFu), xv.y, s);
+      s = fmaf(small_uint_to_float<128>((w >> 16) & 0xFFu), xv.z, s);
+      s = fmaf(small_uint_to_float<128>(w >> 24), xv.w, s);
+    }
+    return r.d * s;
+  }
+};
+
+// Q4_0, split: a row is K/2 bytes (byte i of a block: element i low nibble, i + 16 high).
+struct Q40Chunk {
+  static constexpr int kPad = 5;
+  static constexpr int kUnroll = 4;
+  struct Regs {
+    uint4 q;
+    float d;
+  };
+  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 32; }
+  static __device__ __forceinline__ void load(Regs& r, const uint8_t* row, const uint8_t* drow, int64_t c) {
+    r.q = __ldcs(reinterpret_cast<const uint4*>(row) + c);
+    r.d = __half2float(__ldg(reinterpret_cast<const __half*>(drow) + c));
+  }
+  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
+    const float* x = xs + xpad(c * 32, kPad);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 lo = *reinterpret_cast<const float4*>(x + 4 * k);
+      const float4 hi = *reinterpret_cast<const float4*>(x + 16 + 4 * k);
+      const uint32_t w = word_of(r.q, k);
+      s = fmaf(small_uint_to_float<8>(w & 0xFu), lo.x, s);
+      s = fmaf(small_uint_to_float<8>((w >> 8) & 0xFu), lo.y, s);
+      s = fmaf(small_uint_to_float<8>((w >> 16) & 0xFu), lo.z, s);
+      s = fmaf(small_uint_to_float<8>((w >> 24) & 0xFu), lo.w, s);
+      s = fmaf(small_uint_to_float<8>((w >> 4) & 0xFu), hi.x, s);
+      s = fmaf(small_uint_to_float<8>((w >> 12) & 0xFu), hi.y, s);
+      s = fmaf(small_uint_to_float<8>((w >> 20) & 0xFu), hi.z, s);
+      s = fmaf(small_uint_to_float<8>(w >> 28), hi.w, s);
+    }
+    return r.d * s;
+  }
+};
+
+// Q4_K as stored (144-byte blocks: d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of
+// nibbles). Chunk j of a block: qs bytes [16j, 16j + 16): low nibbles are elements
+// 64g + 16h + i of sub-block 2g, high nibbles 64g + 32 + 16h + i of sub-block 2g + 1
+// (g = j / 2, h = j % 2).
+struct Q4KChunk {
+  static constexpr int kPad = 6;
+  static constexpr int kUnroll = 4;
+  struct Regs {
+    uint4 hdr, q;
+  };
+  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 32; }
+  static __device__ __forceinline__ void load(Regs& r, const uint8_t* row, const uint8_t*, int64_t c) {
+    const uint4* b = reinterpret_cast<const uint4*>(row + (c >> 3) * 144);
+    r.hdr = __ldg(b);
+    r.q = __ldcs(b + 1 + (c & 7));
+  }
+  // Scale and min of sub-block s (0..7) from the header (bytes 4..15 hold them).
+  static __device__ __forceinline__ void scale_min(const uint4& h, int s, float& sc, float& m) {
+    auto sb = [&](int i) { return (word_of(h, 1 + (i >> 2)) >> (8 * (i & 3))) & 0xFFu; };  // scales byte i
+    if (s < 4) {
+      sc = static_cast<float>(sb(s) & 63);
+      m = static_cast<float>(sb(s + 4) & 63);
+    } else {
+      sc = static_cast<float>((sb(s + 4) & 0xF) | ((sb(s - 4) >> 6) << 4));
+      m = static_cast<float>((sb(s + 4) >> 4) | ((sb(s) >> 6) << 4));
+    }
+  }
+  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
+    const int j = static_cast<int>(c & 7), g = j >> 1, h = j & 1;
+    const float* x = xs + xpad((c >> 3) * 256 + 64 * g + 16 * h, kPad);
+    float sq_lo = 0.0f, sq_hi = 0.0f, sx_lo = 0.0f, sx_hi = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 lo = *reinterpret_cast<const float4*>(x + 4 * k);
+      const float4 hi = *reinterpret_cast<const float4*>(x + 32 + 4 * k);
+      const uint32_t w = word_of(r.q, k);
+      sq_lo = fmaf(small_uint_to_float(w & 0xFu), lo.x, sq_lo);
+      sq_lo = fmaf(small_uint_to_float((w >> 8) & 0xFu), lo.y, sq_lo);
+      sq_lo = fmaf(small_uint_to_float((w >> 16) & 0xFu), lo.z, sq_lo);
+      sq_lo = fmaf(small_uint_to_float((w >> 24) & 0xFu), lo.w, sq_lo);
+      sq_hi = fmaf(small_uint_to_float((w >> 4) & 0xFu), hi.x, sq_hi);
+      sq_hi = fmaf(small_uint_to_float((w >> 12) & 0xFu), hi.y, sq_hi);
+      sq_hi = fmaf(small_uint_to_float((w >> 20) & 0xFu), hi.z, sq_hi);
+      sq_hi = fmaf(small_uint_to_float(w >> 28), hi.w, sq_hi);
+      sx_lo += (lo.x + lo.y) + (lo.z + lo.w);
+      sx_hi += (hi.x + hi.y) + (hi.z + hi.w);
+    }
+    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(r.hdr.x & 0xFFFFu)));
+    const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(r.hdr.x >> 16)));
+    float sc0, m0, sc1, m1;
+    scale_min(r.hdr, 2 * g, sc0, m0);
+    scale_min(r.hdr, 2 * g + 1, sc1, m1);
+    return d * (sc0 * sq_lo + sc1 * sq_hi) - dmin * (m0 * sx_lo + m1 * sx_hi);
+  }
+};
+
+// Q6_K, split: 208-byte blocks (ql[128], qh[64], int8 scales[16]) and one f16 d per
+// block after all rows. Chunk t of a block: half n = t / 2, l0 = 16 (t % 2); it covers
+// elements 128n + l0 + 32r + i (r = 0..3, i < 16) with scale 8n + t % 2 + 2r.
+struct Q6KChunk {
+  static constexpr int kPad = 7;
+  static constexpr int kUnroll = 2;
+  struct Regs {
+    uint4 qa, qb, qh, sc;
+    float d;
+  };
+  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 64; }
+  static __device__ __forceinline__ void load(Regs& r, const uint8_t* row, const uint8_t* drow, int64_t c) {
+    const int t = static_cast<int>(c & 3), n = t >> 1, l0 = (t & 1) * 16;
+    const uint8_t* b = row + (c >> 2) * 208;
+    r.qa = __ldcs(reinterpret_cast<const uint4*>(b + 64 * n + l0));
+    r.qb = __ldcs(reinterpret_cast<const uint4*>(b + 64 * n + 32 + l0));
+    r.qh = __ldcs(reinterpret_cast<const uint4*>(b + 128 + 32 * n + l0));
+    r.sc = __ldg(reinterpret_cast<const uint4*>(b + 192));
+    r.d = __half2float(__ldg(reinterpret_cast<const __half*>(drow) + (c >> 2)));
+  }
+  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
+    const int t = static_cast<int>(c & 3), n = t >> 1, is = t & 1;
+    const float* x = xs + xpad((c >> 2) * 256 + 128 * n + 16 * is, kPad);
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t a = word_of(r.qa, k), b = word_of(r.qb, k), h = word_of(r.qh, k);
+#pragma unroll
+      for (int rr = 0; rr < 4; ++rr) {
+        const float4 xv = *reinterpret_cast<const float4*>(x + 32 * rr + 4 * k);
+        const uint32_t src = (rr & 1) ? b : a;
+        const int lshift = (rr >> 1) * 4, hshift = rr * 2;
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const uint32_t q = ((src >> (8 * e + lshift)) & 0xFu) | (((h >> (8 * e + hshift)) & 3u) << 4);
+          v[e] = small_uint_to_float<32>(q);
+        }
+        s[rr] = fmaf(v[0], xv.x, fmaf(v[1], xv.y, fmaf(v[2], xv.z, fmaf(v[3], xv.w, s[rr]))));
+      }
+    }
+    // scales 8n + is + 2r: r = 0, 1 in word 2n, r = 2, 3 in word 2n + 1
+    const uint32_t w0 = n ? r.sc.z : r.sc.x, w1 = n ? r.sc.w : r.sc.y;
+    auto sc = [](uint32_t w, int i) { return static_cast<float>(static_cast<int8_t>((w >> (8 * i)) & 0xFFu)); };
+    return r.d * (sc(w0, is) * s[0] + sc(w0, is + 2) * s[1] + sc(w1, is) * s[2] + sc(w1, is + 2) * s[3]);
+  }
+};
+
+template <typename W>
+__device__ __forceinline__ float round_x(float v) {
+  if constexpr (std::is_same_v<W, __half>) return __half2float(__float2half(v));
+  else if constexpr (std::is_same_v<W, __nv_bfloat16>) return __bfloat162float(__float2bfloat16(v));
+  else return v;
+}
+
+// One warp per group of R rows; MT: 1 or kMaxGemvM (rows of x, run-time M <= MT).
+// X: the type x is rounded to (float weights) or float.
+template <typename C, typename X, int R, int MT, bool kSwiglu>
+__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
+  extern __shared__ float xs[];  // [M][xpad(K)]
+  const int M = MT == 1 ? 1 : static_cast<int>(p.M);
+  const int64_t K = p.K, ks = xpad(K, C::kPad);
+  const int lane = threadIdx.x & 31;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
+  const bool active = n0 < p.N;
+  const int64_t chunks = C::chunks(K);
+  const int64_t nb = K / packed_block_elems(p.w_dt);  // scales per row (split layouts)
+  const uint8_t* rows[R][2];
+  const uint8_t* drows[R][2];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    int64_t n = n0 + r < p.N ? n0 + r : p.N - 1;  // clamp: computed, not stored
+    if (n < 0) n = 0;
+    rows[r][0] = p.w + n * p.row_bytes;
+    drows[r][0] = p.w + p.d_offset + n * nb * 2;
+    rows[r][1] = kSwiglu ? p.w2 + n * p.row_bytes : nullptr;
+    drows[r][1] = kSwiglu ? p.w2 + p.d_offset + n * nb * 2 : nullptr;
+  }
+  constexpr int S = kSwiglu ? 2 : 1;
+  constexpr int U = kSwiglu && C::kUnroll > 1 ? C::kUnroll / 2 : C::kUnroll;
+  typename C::Regs regs[U][S][R];
+  auto load_all = [&](int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + 32 * u;
+      if (c < chunks)
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+#pragma unroll
+          for (int r = 0; r < R; ++r) C::load(regs[u][s][r], rows[r][s], drows[r][s], c);
+    }
+  };
+  // The first weight loads go out before x is staged, so that their latency overlaps it.
+  if (active) load_all(lane);
+  if (p.x_vec4) {
+    for (int m = 0; m < M; ++m) {
+      const float4* x4 = static_cast<const float4*>(p.x) + m * (K / 4);
+#pragma unroll 4
+      for (int64_t k4 = threadIdx.x; k4 < K / 4; k4 += blockDim.x) {
+        const float4 v = __ldg(x4 + k4);
+        *reinterpret_cast<float4*>(xs + m * ks + xpad(4 * k4, C::kPad)) =
+            make_float4(round_x<X>(v.x), round_x<X>(v.y), round_x<X>(v.z), round_x<X>(v.w));
+      }
+    }
+  } else {
+    for (int m = 0; m < M; ++m)
+      for (int64_t k = threadIdx.x; k < K; k += blockDim.x)
+        xs[m * ks + xpad(k, C::kPad)] = round_x<X>(ld_f(p.x_dt, p.x, m * K + k));
+  }
+  __syncthreads();
+  if (!active) return;
+  float acc[S][R][MT];
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int m = 0; m < MT; ++m) acc[s][r][m] = 0.0f;
+  for (int64_t c0 = lane;;) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + 32 * u;
+      if (c < chunks)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          if (m >= M) break;
+#pragma unroll
+          for (int s = 0; s < S; ++s)
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[s][r][m] += C::dot(regs[u][s][r], c, xs + m * ks);
+        }
+    }
+    c0 += 32 * U;
+    if (c0 >= chunks) break;
+    load_all(c0);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t n = n0 + r;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= M) break;
+      float v = warp_sum(acc[0][r][m]);
+      if constexpr (kSwiglu) {
+        const float u = warp_sum(acc[S - 1][r][m]);
+        v = silu(round_to<float>(p.y_dt, v)) * round_to<float>(p.y_dt, u);
+      } else {
+        if (p.bias) v += ld_f(p.bias_dt, p.bias, n < p.N ? n : 0);
+        v = act_fn<float>(p.act, v);
+      }
+      if (lane == 0 && n < p.N) st_f(p.y_dt, p.y, m * p.N + n, v);
+    }
+  }
+}
+
+template <typename C, typename X, int R>
+void launch_typed(const GemvParams& p, cudaStream_t s) {
+  const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
+  const unsigned grid = static_cast<unsigned>((p.N + rows_per_block - 1) / rows_per_block);
+  const size_t smem = gemv_smem_bytes(p.w_dt, p.M, p.K);
+  if (p.M == 1) {
+    if (p.swiglu) gemv_kernel<C, X, R, 1, true><<<grid, kWarps * 32, smem, s>>>(p);
+    else gemv_kernel<C, X, R, 1, false><<<grid, kWarps * 32, smem, s>>>(p);
+  } else {
+    if (p.swiglu) gemv_kernel<C, X, R, kMaxGemvM, true><<<grid, kWarps * 32, smem, s>>>(p);
+    else gemv_kernel<C, X, R, kMaxGemvM, false><<<grid, kWarps * 32, smem, s>>>(p);
+  }
+}
+
+int pad_shift(DT t) { return t == DT::Q4_K ? 6 : t == DT::Q6_K ? 7 : 5; }
+
+// Moves each block's 2-byte scale (at `d_at`) into an array after all blocks.
+__global__ void repack_split_kernel(const uint8_t* raw, uint8_t* out, int64_t n_blocks, int block_bytes, int d_at) {
+  const int rest = block_bytes - 2;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  uint8_t* dst_d = out + n_blocks * rest;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < n_blocks; b += stride) {
+    const uint8_t* src = raw + b * block_bytes;
+    uint8_t* dst = out + b * rest;
+    int o = 0;
+    for (int i = 0; i < block_bytes; ++i) {
+      if (i == d_at || i == d_at + 1) continue;
+      dst[o++] = src[i];
+    }
+    dst_d[2 * b] = src[d_at];
+    dst_d[2 * b + 1] = src[d_at + 1];
+  }
+}
+
+}  // namespace
+
+bool packed_split(DT t) { return split_layout(t); }
+
+int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K) {
+  const int sh = pad_shift(w_dt);
+  return M * (K + ((K >> sh) << 2)) * static_cast<int64_t>(sizeof(float));
+}
+
+bool gemv_supported(DT w_dt, int64_t M, int64_t K) {
+  if (M < 1 || M > kMaxGemvM || gemv_smem_bytes(w_dt, M, K) > kGemvSmemLimit) return false;
+  switch (w_dt) {
+    case DT::F32: return K % 4 == 0;
+    case DT::F16: case DT::BF16: return K % 8 == 0;
+    case DT::Q8_0: case DT::Q4_0: return K % 32 == 0;
+    case DT::Q4_K: case DT::Q6_K: return K % 256 == 0;
+    default: return false;
+  }
+}
+
+void launch_gemv(const GemvParams& p, cudaStream_t s) {
+  if (p.N == 0 || p.M == 0) return;
+  switch (p.w_dt) {
+    case DT::F32: launch_typed<FloatChunk<float>, float, 1>(p, s); break;
+    case DT::F16: launch_typed<FloatChunk<__half>, __half, 1>(p, s); break;
+    case DT::BF16: launch_typed<FloatChunk<__nv_bfloat16>, __nv_bfloat16, 1>(p, s); break;
+    case DT::Q8_0: launch_typed<Q8Chunk, float, 2>(p, s); break;
+    case DT::Q4_0: launch_typed<Q40Chunk, float, 2>(p, s); break;
+    case DT::Q4_K: launch_typed<Q4KChunk, float, 2>(p, s); break;
+    case DT::Q6_K: launch_typed<Q6KChunk, float, 2>(p, s); break;
+    default: break;
+  }
+}
+
+void launch_repack_split(DT t, const uint8_t* raw, uint8_t* out, int64_t n_blocks, cudaStream_t s) {
+  const int bb = packed_block_bytes(t);
+  const int d_at = t == DT::Q6_K ? 208 : 0;
+  repack_split_kernel<<<grid_for(n_blocks, 256), 256, 0, s>>>(raw, out, n_blocks, bb, d_at);
+}
+
+}  // namespace rlx::cuda_backend

@@ -1,0 +1,304 @@
+// The CUDA decode path: the GEMV kernels that run linear layers at M <= 8 (float
+// weights with bias/activation and SwiGLU epilogues against the CPU backend; packed
+// weights at a long K against a float64 reference), and CUDA graph replay (a synthetic
+// llama run with graphs on gives exactly the logits of the step-by-step path across
+// prefills of changing extent and decode steps at changing positions). Plus a decode
+// benchmark that runs only when RLX_CUDA_BENCH_MODEL names a GGUF file. Every test skips,
+// saying so, when the build has no CUDA backend or the machine has no GPU.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <sstream>
+#include <unistd.h>
+
+#include "rlx/formats/quant.h"
+#include "rlx/models/language_model.h"
+#include "rlx/models/synth.h"
+#include "rlx/rlx.h"
+#ifdef RLX_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
+
+namespace rlx {
+namespace {
+
+using ir::ActKind;
+using ir::DType;
+using ir::GraphBuilder;
+using ir::OpKind;
+
+#define REQUIRE_CUDA()                                                            \
+  do {                                                                            \
+    if (!is_available(Device::cuda())) GTEST_SKIP() << "no CUDA device: skipped"; \
+  } while (0)
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+Tensor f32(std::vector<int64_t> shape, uint32_t seed) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return Tensor::from_f32(random_vec(static_cast<size_t>(n), seed), std::move(shape));
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = double(a[i]) - double(b[i]);
+    if (std::isnan(d)) return INFINITY;
+    num += d * d;
+    den += double(b[i]) * b[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+/// Makes the registry create CUDA backends with graphs on or off (the default options
+/// again when the scope ends).
+class CudaGraphsMode {
+ public:
+  explicit CudaGraphsMode(bool on) { set(on); }
+  ~CudaGraphsMode() {
+#ifdef RLX_HAVE_CUDA
+    set(cuda_backend::default_cuda_options().graphs);
+#endif
+  }
+
+ private:
+  static void set(bool on) {
+#ifdef RLX_HAVE_CUDA
+    BackendRegistry::global().register_backend(
+        DeviceKind::kCuda, [on](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
+          cuda_backend::CudaOptions o = cuda_backend::default_cuda_options();
+          o.graphs = on;
+          ASSIGN_OR_RETURN(std::shared_ptr<cuda_backend::CudaBackend> b, cuda_backend::CudaBackend::create(device.ordinal, o));
+          return std::shared_ptr<Backend>(std::move(b));
+        });
+#else
+    (void)on;
+#endif
+  }
+};
+
+Expected<std::vector<Tensor>> run_graph(const Device& dev, const ir::Graph& g, const std::map<std::string, Tensor>& params,
+                                        const std::map<std::string, Tensor>& inputs) {
+  compile::CompileOptions opt;
+  opt.fusion.skip = true;
+  opt.constant_folding = false;
+  ASSIGN_OR_RETURN(Session s, Session::create(dev));
+  ASSIGN_OR_RETURN(CompiledGraph cg, s.compile_with(g, opt));
+  for (const auto& [name, t] : params) TRY(cg.set_param_typed(name, t.bytes(), t.dtype()));
+  std::vector<NamedTensorView> views;
+  for (const auto& [name, t] : inputs) views.push_back({name, t.view()});
+  return cg.run_typed(views);
+}
+
+// f32 / f16 / bf16 weights at decode sizes: plain, + bias + SiLU, and SwiGLU, vs the CPU
+// backend.
+TEST(CudaDecode, GemvFloatWeightsMatchCpu) {
+  REQUIRE_CUDA();
+  const int64_t N = 37, K = 520;
+  for (DType wt : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t M : {1, 3}) {
+      GraphBuilder b;
+      auto x = b.input("x", DType::F32, {M, K});
+      auto w = b.param("w", wt, {N, K});
+      auto g = b.param("g", wt, {N, K});
+      auto u = b.param("u", wt, {N, K});
+      auto bias = b.param("bias", DType::F32, {N});
+      b.output(wt == DType::F32 ? b.op(OpKind::FusedMatMulBiasAct, {x, w}, ir::FusedMatMulAttrs{}) : b.dequant_matmul(x, w),
+               "plain");
+      ir::FusedMatMulAttrs fa;
+      fa.act = ActKind::Silu;
+      fa.has_bias = true;
+      b.output(b.op(OpKind::FusedMatMulBiasAct, {x, w, bias}, fa), "bias_silu");
+      b.output(b.op(OpKind::FusedSwiGLU, {x, g, u}, ir::FusedSwiGLUAttrs{}), "swiglu");
+      auto graph = b.build();
+      ASSERT_TRUE(graph.has_value()) << graph.error().to_string();
+      std::map<std::string, Tensor> params{{"w", f32({N, K}, 1)}, {"g", f32({N, K}, 2)}, {"u", f32({N, K}, 3)},
+                                           {"bias", f32({N}, 4)}};
+      std::map<std::string, Tensor> inputs{{"x", f32({M, K}, 5)}};
+      auto cpu = run_graph(Device::cpu(), *graph, params, inputs);
+      ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
+      auto gpu = run_graph(Device::cuda(), *graph, params, inputs);
+      ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
+      // The GEMV rounds x to the weights' precision for every form (as cuBLAS sees f16 x);
+      // the CPU does so for the plain product only, its fused forms keep x in f32: those
+      // differ by that rounding (f16: 2^-11, bf16: 2^-8 relative per element).
+      const double fused_tol = wt == DType::F32 ? 1e-5 : wt == DType::F16 ? 2e-3 : 1e-2;
+      for (size_t i = 0; i < cpu->size(); ++i) {
+        const double e = rel_l2(*(*gpu)[i].to_f32(), *(*cpu)[i].to_f32());
+        EXPECT_LE(e, i == 0 ? 1e-5 : fused_tol)
+            << ir::dtype_name(wt) << " M=" << M << " output " << i << ": relative L2 error " << e;
+      }
+    }
+  }
+}
+
+// Packed weights at a long K and an odd N (several loads in flight per lane, a partial
+// row pair at the end), against float64 math on the dequantized weights.
+TEST(CudaDecode, GemvPackedLongRowsMatchReference) {
+  REQUIRE_CUDA();
+  const int64_t N = 75, K = 4096;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q5_K}) {
+    const auto gt = formats::ggml_type_from_name(ir::dtype_name(t));
+    ASSERT_TRUE(gt.has_value());
+    const std::vector<float> wf = random_vec(static_cast<size_t>(N * K), 80);
+    const int64_t row_bytes = *ir::dtype_bytes(t, K);
+    std::vector<uint8_t> packed(static_cast<size_t>(N * row_bytes));
+    std::vector<float> deq(static_cast<size_t>(N * K));
+    for (int64_t n = 0; n < N; ++n) {
+      ASSERT_TRUE(formats::quantize_row(*gt, wf.data() + n * K, packed.data() + n * row_bytes, K).ok());
+      ASSERT_TRUE(formats::dequantize_row(*gt, packed.data() + n * row_bytes, deq.data() + n * K, K).ok());
+    }
+    for (int64_t M : {1, 2}) {
+      GraphBuilder b;
+      auto x = b.input("x", DType::F32, {M, K});
+      auto w = b.param("w", t, {N, K});
+      b.output(b.dequant_matmul(x, w), "y");
+      auto graph = b.build();
+      ASSERT_TRUE(graph.has_value()) << graph.error().to_string();
+      const Tensor xt = f32({M, K}, 81);
+      auto out = run_graph(Device::cuda(), *graph, {{"w", Tensor(t, {N, K}, packed)}}, {{"x", xt}});
+      ASSERT_TRUE(out.has_value()) << out.error().to_string();
+      const auto xv = *xt.to_f32();
+      std::vector<float> ref(static_cast<size_t>(M * N));
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k) s += double(xv[static_cast<size_t>(m * K + k)]) * deq[static_cast<size_t>(n * K + k)];
+          ref[static_cast<size_t>(m * N + n)] = static_cast<float>(s);
+        }
+      const double e = rel_l2(*(*out)[0].to_f32(), ref);
+      EXPECT_LE(e, 1e-5) << ir::dtype_name(t) << " M=" << M << ": relative L2 error " << e;
+    }
+  }
+}
+
+struct DecodeTrace {
+  std::vector<std::vector<float>> logits;  // one entry per forward call
+};
+
+// Prefills of changing length (so extents repeat and get captured) and decode steps at
+// changing positions, with different tokens each step.
+Expected<DecodeTrace> run_trace(const std::string& path, const Device& dev) {
+  models::LoadOptions lo;
+  lo.device = dev;
+  lo.ctx = 64;
+  ASSIGN_OR_RETURN(std::unique_ptr<models::LanguageModel> m, models::LanguageModel::load(path, lo));
+  DecodeTrace t;
+  const int64_t vocab = m->config().n_vocab;
+  for (int pass = 0; pass < 3; ++pass) {
+    m->reset();
+    const int n_prompt = pass == 1 ? 3 : 5;
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < n_prompt; ++i) prompt.push_back(static_cast<int32_t>((7 * i + 3 + pass) % vocab));
+    ASSIGN_OR_RETURN(std::vector<float> l, m->forward(prompt, false));
+    t.logits.push_back(std::move(l));
+    for (int s = 0; s < 8; ++s) {
+      const int32_t tok = static_cast<int32_t>((11 * s + 5 * pass + 1) % vocab);
+      ASSIGN_OR_RETURN(std::vector<float> d, m->forward(std::span<const int32_t>(&tok, 1), false));
+      t.logits.push_back(std::move(d));
+    }
+  }
+  return t;
+}
+
+TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
+  REQUIRE_CUDA();
+  const auto dir = std::filesystem::temp_directory_path();
+  for (const char* type : {"f32", "f16", "q8_0", "q4_k_m"}) {
+    SCOPED_TRACE(type);
+    const std::string path = (dir / fmt::format("rlx_cuda_graph_{}_{}.gguf", type, ::getpid())).string();
+    models::SynthOptions so;
+    so.type = type;
+    ASSERT_TRUE(models::write_synthetic_gguf(so, path).ok());
+    Expected<DecodeTrace> direct = Error::internal("not run"), graphs = Error::internal("not run");
+    {
+      CudaGraphsMode off(false);
+      direct = run_trace(path, Device::cuda());
+    }
+    graphs = run_trace(path, Device::cuda());
+    ASSERT_TRUE(direct.has_value()) << direct.error().to_string();
+    ASSERT_TRUE(graphs.has_value()) << graphs.error().to_string();
+    ASSERT_EQ(direct->logits.size(), graphs->logits.size());
+    for (size_t i = 0; i < direct->logits.size(); ++i) {
+      ASSERT_EQ(direct->logits[i].size(), graphs->logits[i].size());
+      EXPECT_EQ(0, std::memcmp(direct->logits[i].data(), graphs->logits[i].data(), direct->logits[i].size() * 4))
+          << "call " << i << ": graph replay differs from the step-by-step run (rel L2 "
+          << rel_l2(graphs->logits[i], direct->logits[i]) << ")";
+    }
+    if (std::string(type) == "f32") {  // and both match the CPU backend
+      auto cpu = run_trace(path, Device::cpu());
+      ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
+      for (size_t i = 0; i < cpu->logits.size(); ++i) {
+        const double e = rel_l2(graphs->logits[i], cpu->logits[i]);
+        EXPECT_LE(e, 1e-4) << "call " << i << ": CUDA vs CPU relative L2 error " << e;
+      }
+    }
+    std::filesystem::remove(path);
+  }
+}
+
+// Decode speed of a real-sized model (not a test: it runs only when RLX_CUDA_BENCH_MODEL
+// names a GGUF file). For each context in RLX_CUDA_BENCH_CTX (default "128,2048"):
+// prefill that many tokens, warm the decode executable, time RLX_CUDA_BENCH_STEPS
+// (default 64) decode steps through LanguageModel::forward (logits copied to the host
+// every step, as a generation loop sees them). Prints one line per context.
+TEST(CudaBench, Decode) {
+  const char* model = std::getenv("RLX_CUDA_BENCH_MODEL");
+  if (model == nullptr) GTEST_SKIP() << "RLX_CUDA_BENCH_MODEL is not set: benchmark skipped";
+  REQUIRE_CUDA();
+  std::vector<int64_t> contexts;
+  {
+    const char* c = std::getenv("RLX_CUDA_BENCH_CTX");
+    std::stringstream ss(c ? c : "128,2048");
+    for (std::string item; std::getline(ss, item, ',');) contexts.push_back(std::stoll(item));
+  }
+  const char* st = std::getenv("RLX_CUDA_BENCH_STEPS");
+  const int steps = st ? std::atoi(st) : 64;
+  int64_t max_ctx = 0;
+  for (int64_t c : contexts) max_ctx = std::max(max_ctx, c);
+  models::LoadOptions lo;
+  lo.device = Device::cuda();
+  lo.ctx = max_ctx + steps + 8;
+  auto m = models::LanguageModel::load(model, lo);
+  ASSERT_TRUE(m.has_value()) << m.error().to_string();
+  const int64_t vocab = (*m)->config().n_vocab;
+  for (int64_t ctx : contexts) {
+    (*m)->reset();
+    std::vector<int32_t> prompt(static_cast<size_t>(ctx));
+    for (int64_t i = 0; i < ctx; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+    auto r = (*m)->forward(prompt, false);
+    ASSERT_TRUE(r.has_value()) << r.error().to_string();
+    int32_t next = 1;
+    for (int w = 0; w < 3; ++w) {  // the first run is step by step, the second captures
+      r = (*m)->forward(std::span<const int32_t>(&next, 1), false);
+      ASSERT_TRUE(r.has_value()) << r.error().to_string();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) {
+      r = (*m)->forward(std::span<const int32_t>(&next, 1), false);
+      ASSERT_TRUE(r.has_value()) << r.error().to_string();
+      next = static_cast<int32_t>((next * 31 + 7) % vocab);
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("decode ctx %lld: %.1f tok/s (%.3f ms/token, %d steps, graphs %s)\n", static_cast<long long>(ctx),
+                steps * 1000.0 / ms, ms / steps, steps,
+                std::getenv("RLX_CUDA_GRAPHS") && std::string(std::getenv("RLX_CUDA_GRAPHS")) == "0" ? "off" : "on");
+  }
+}
+
+}  // namespace
+}  // namespace rlx
