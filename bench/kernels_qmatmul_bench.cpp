@@ -92,32 +92,37 @@ BENCHMARK(BM_QGemv)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
-// ---- prefill: M x K x N with quantized weights (panel path), effective 2*M*N*K flops.
+// ---- prefill: M x K x N with quantized weights, effective 2*M*N*K flops. path 0 = what
+// kAuto picks, 1 = integer GEMV tiles (4 rows per weight decode), 2 = f32 panels.
 void BM_QPrefill(benchmark::State& st) {
   const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
   const auto type = static_cast<GgmlType>(st.range(3));
+  const auto path = static_cast<QMatmulPath>(st.range(4));
   const AlignedBuffer w = quantized_weights(type, N, K);
   const std::vector<float> x = random_floats(M * K, 13);
   std::vector<float> y(static_cast<size_t>(M * N));
-  std::vector<uint8_t> scratch(qmatmul_scratch_bytes(type, M, K));
+  std::vector<uint8_t> scratch(qmatmul_scratch_bytes(type, M, K, path));
   QMatmulParams p;
   p.m = M;
   p.n = N;
   p.k = K;
+  p.path = path;
   for (auto _ : st) {
     const Status s =
         dequant_matmul(ctx(), p, type, x.data(), w.data(), y.data(), QMatmulScratch{scratch.data(), scratch.size()});
     if (!s.ok()) st.SkipWithError(s.error().message().c_str());
     benchmark::ClobberMemory();
   }
-  st.SetLabel(std::string(formats::ggml_type_name(type)));
+  static const char* kPathNames[] = {"auto", "int8 gemv tiles", "f32 panels"};
+  st.SetLabel(std::string(formats::ggml_type_name(type)) + " " + kPathNames[st.range(4)]);
   bench::set_flops(st, 2.0 * M * N * K);
 }
 BENCHMARK(BM_QPrefill)
-    ->ArgNames({"M", "K", "N", "type"})
-    ->Args({512, 2048, 8192, static_cast<int64_t>(GgmlType::Q4_K)})
-    ->Args({512, 2048, 8192, static_cast<int64_t>(GgmlType::Q6_K)})
-    ->Args({512, 2048, 8192, static_cast<int64_t>(GgmlType::Q8_0)})
+    ->ArgNames({"M", "K", "N", "type", "path"})
+    ->ArgsProduct({{512}, {2048}, {8192},
+                   {static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K),
+                    static_cast<int64_t>(GgmlType::Q8_0)},
+                   {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -20,6 +20,7 @@ LanguageModel::~LanguageModel() = default;
 
 Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& path, const LoadOptions& options) {
   if (options.ctx <= 0) return Error::invalid_argument("context length must be positive, got {}", options.ctx);
+  if (options.max_chunk < 1) return Error::invalid_argument("max_chunk must be positive, got {}", options.max_chunk);
   if (options.batch < 1 || options.batch > 256)
     return Error::invalid_argument("batch must be 1..256 sequences, got {}", options.batch);
   if (options.kv_dtype != ir::DType::F32 && options.kv_dtype != ir::DType::F16)
@@ -166,10 +167,12 @@ Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tok
     if (t < 0 || t >= config_.n_vocab)
       return Error::invalid_argument("token id {} is outside the vocabulary [0, {})", t, config_.n_vocab);
   std::vector<float> result;
-  // Chunks of at most ctx rows so that one prefill never needs a bucket above ctx.
+  // Chunks of at most max_chunk (and ctx) rows: one prefill never needs a bucket above
+  // either, and the activation arena stays bounded.
   size_t done = 0;
+  const auto chunk = static_cast<size_t>(std::min(options_.ctx, options_.max_chunk));
   while (done < tokens.size()) {
-    const size_t len = std::min(tokens.size() - done, static_cast<size_t>(options_.ctx));
+    const size_t len = std::min(tokens.size() - done, chunk);
     ASSIGN_OR_RETURN(std::vector<float> part, run_chunk(tokens.subspan(done, len), all_rows));
     if (all_rows || done + len == tokens.size()) {
       if (!all_rows) result.clear();

@@ -23,7 +23,11 @@ struct LoadOptions {
   int64_t ctx = 512;             ///< KV-cache length (tokens); overflow is an error
   ir::DType kv_dtype = ir::DType::F32;  ///< KV-cache storage: f32 or f16
   int threads = 0;               ///< CPU threads (0 = RLX_THREADS or all cores)
-  int64_t min_bucket = 16;       ///< prefill buckets: powers of two from here up to ctx
+  int64_t min_bucket = 16;       ///< prefill buckets: powers of two from here up to max_chunk
+  /// Rows per prefill run: a longer prompt runs in chunks of this many tokens. Prefill
+  /// speed is flat in the chunk size past a few dozen rows, while the activation arena
+  /// grows with it (about 60 KB per row for a 1B Llama), so this bounds peak memory.
+  int64_t max_chunk = 256;
   /// Sequences served at once (forward_batch): each has its own KV cache and position;
   /// one run projects all their rows together (weights read once per step for all).
   int64_t batch = 1;

@@ -178,8 +178,8 @@ void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* 
   const int64_t tasks = ceil_div(c.n, chunk);
   parallel_for(ctx, tasks, [&](int64_t t) {
     const int64_t n0 = t * chunk, n1 = std::min(c.n, n0 + chunk);
-    for (int64_t r0 = 0; r0 < c.m; r0 += 4) {
-      const int rows = static_cast<int>(std::min<int64_t>(4, c.m - r0));
+    for (int64_t r0 = 0; r0 < c.m; r0 += qk.max_rows) {
+      const int rows = static_cast<int>(std::min<int64_t>(qk.max_rows, c.m - r0));
       float* out = y + r0 * c.ldc + n0;
       fn(rows, nb, w, c.w_row_bytes, c.act + static_cast<size_t>(r0) * c.a_row_bytes, c.a_row_bytes, n0, n1, out,
          c.ldc);
@@ -293,10 +293,20 @@ GgmlType qmatmul_vec_dot_type(GgmlType type) {
   }
 }
 
-size_t qmatmul_scratch_bytes(GgmlType type, int64_t m, int64_t k) {
+QMatmulPath qmatmul_auto_path(GgmlType type, int64_t m) {
+  switch (type) {
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return QMatmulPath::kGemv;
+    default: return m <= kQGemvMaxM ? QMatmulPath::kGemv : QMatmulPath::kPanel;
+  }
+}
+
+size_t qmatmul_scratch_bytes(GgmlType type, int64_t m, int64_t k, QMatmulPath path) {
   if (!qkind(type) || m <= 0 || k <= 0 || k % formats::ggml_block_size(type) != 0) return 0;
-  return kAlign + align_up(static_cast<size_t>(m) * act_row_bytes(type, k)) +
-         static_cast<size_t>(m + kMaxMr) * static_cast<size_t>(k_ext(type, k)) * sizeof(float);
+  if (path == QMatmulPath::kAuto) path = qmatmul_auto_path(type, m);
+  const size_t rows = kAlign + align_up(static_cast<size_t>(m) * act_row_bytes(type, k));
+  if (path == QMatmulPath::kGemv) return rows;
+  return rows + static_cast<size_t>(m + kMaxMr) * static_cast<size_t>(k_ext(type, k)) * sizeof(float);
 }
 
 Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType type, const float* x,
@@ -332,7 +342,8 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
     gemm(ctx, g, x, w_packed, *wt, y);
     return Status::ok_status();
   }
-  const size_t need = qmatmul_scratch_bytes(type, p.m, p.k);
+  const QMatmulPath path = p.path == QMatmulPath::kAuto ? qmatmul_auto_path(type, p.m) : p.path;
+  const size_t need = qmatmul_scratch_bytes(type, p.m, p.k, path);
   if (scratch.data == nullptr || scratch.bytes < need)
     return Error::invalid_argument("dequant_matmul: scratch of {} bytes, {} needs {} (qmatmul_scratch_bytes)",
                                    scratch.bytes, formats::ggml_type_name(type), need);
@@ -350,7 +361,9 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
   c.bias = p.bias;
   auto* base = reinterpret_cast<uint8_t*>(align_up(reinterpret_cast<uintptr_t>(scratch.data)));
   c.act = base;
-  c.packed_a = reinterpret_cast<float*>(base + align_up(static_cast<size_t>(p.m) * c.a_row_bytes));
+  c.packed_a = path == QMatmulPath::kPanel
+                   ? reinterpret_cast<float*>(base + align_up(static_cast<size_t>(p.m) * c.a_row_bytes))
+                   : nullptr;
 
   // Quantize the activation rows (several rows per task when the rows are short).
   const int64_t rows_per_task = std::max<int64_t>(1, 4096 / p.k);
@@ -359,8 +372,7 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
       qmatmul_quantize_activation(type, x + r * lda, c.act + static_cast<size_t>(r) * c.a_row_bytes, p.k);
   });
 
-  const bool gemv = p.path == QMatmulPath::kGemv || (p.path == QMatmulPath::kAuto && p.m <= kQGemvMaxM);
-  if (gemv) {
+  if (path == QMatmulPath::kGemv) {
     run_gemv(ctx, c, static_cast<const uint8_t*>(w_packed), y);
   } else {
     run_panels(ctx, c, static_cast<const uint8_t*>(w_packed), y);

@@ -21,6 +21,7 @@ namespace {
 inline __m256i dot_us(__m256i acc, __m256i u, __m256i s) {
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
 }
+constexpr int kMaxRows = 4;
 #include "backends/cpu/kernels/qmatmul_simd.inc"
 }  // namespace
 const QKernels kQAvx2Kernels = make_qtable(IsaLevel::kAvx2);

@@ -21,6 +21,7 @@ namespace {
 inline __m256i dot_us(__m256i acc, __m256i u, __m256i s) {
   return _mm256_dpbusd_epi32(acc, u, s);
 }
+constexpr int kMaxRows = 8;
 #include "backends/cpu/kernels/qmatmul_simd.inc"
 }  // namespace
 const QKernels kQAvx512Kernels = make_qtable(IsaLevel::kAvx512);

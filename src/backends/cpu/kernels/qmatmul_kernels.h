@@ -14,7 +14,8 @@ namespace rlx::cpu::detail {
 enum class QKind : uint8_t { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kCount };
 inline constexpr int kQKindCount = static_cast<int>(QKind::kCount);
 
-/// out[r * ldo + (j - n0)] = Σ_k W[j][k] · X_r[k] for r < m (1 <= m <= 4), j in [n0, n1).
+/// out[r * ldo + (j - n0)] = Σ_k W[j][k] · X_r[k] for r < m (1 <= m <= QKernels::max_rows),
+/// j in [n0, n1).
 /// Row j of W is `n_blocks` blocks at w + j * w_row_bytes; activation row r is the
 /// quantized row (Q8_0, Q8_1 or Q8_K blocks, see qmatmul_vec_dot_type) at
 /// act + r * act_row_bytes. Per block: an exact integer dot, then f32 scaling by the
@@ -25,6 +26,9 @@ using QGemvFn = void (*)(int m, int64_t n_blocks, const uint8_t* w, size_t w_row
 struct QKernels {
   IsaLevel isa;
   QGemvFn gemv[kQKindCount];
+  /// Activation rows one call serves per weight decode (more amortise the unpacking;
+  /// bounded by the vector registers of the ISA).
+  int max_rows = 4;
 };
 
 extern const QKernels kQScalarKernels;
