@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "rlx/ir/module.h"
+#include "rlx/models/flow.h"
 #include "rlx/models/model_config.h"
 #include "rlx/models/weight_source.h"
 
@@ -30,16 +31,7 @@ struct DecoderOptions {
   ir::FusionPolicy policy = ir::FusionPolicy::Direct;
 };
 
-struct BuiltModel {
-  ir::HirModule hir;
-  ModelConfig config;
-  std::vector<std::string> param_names;   ///< every Param of the graph, in order
-  std::vector<std::string> handle_names;  ///< KV-cache handles, in order (k0, v0, k1, v1, ...)
-};
 
-/// Names of the KV-cache handles of layer `il` (of sequence `seq` in a batched graph;
-/// -1 = the unbatched name).
-std::string kv_handle_name(char kv, int64_t il, int64_t seq = -1);
 
 Expected<BuiltModel> build_decoder(const ModelConfig& config, const WeightSource& weights,
                                    const DecoderOptions& options);

@@ -1,0 +1,132 @@
+// Flow: the blocks transformers are assembled from — token embedding, attention (GQA,
+// RoPE, causal / sliding masks, q-k norms, q-k-v biases, softcap, a KV cache per
+// sequence), feed-forward (SwiGLU, GeGLU, GELU), RMSNorm / LayerNorm, residual adds and
+// the LM head (tied or not, with an optional final softcap). Each block declares its
+// parameters with the dtype and shape the WeightSource stores (packed quantized weights
+// stay packed and lower to DequantMatMul; a shape that differs from what the block
+// needs is an error naming the tensor) and appends HIR. finish() yields a BuiltModel:
+// the HIR module plus its parameter and handle tables.
+//
+// A family builder is a short composition of blocks (see decoder.cpp):
+//
+//   Flow f(weights);
+//   ValueId ids = f.input_ids("tokens", rows), pos = f.input_ids("pos", rows);
+//   ASSIGN_OR_RETURN(ValueId x, f.embedding(ids, "token_embd.weight", vocab, dim));
+//   for (int il = 0; il < n_layer; ++il) {
+//     ASSIGN_OR_RETURN(ValueId h, f.rms_norm(x, fmt::format("blk.{}.attn_norm.weight", il), eps));
+//     ASSIGN_OR_RETURN(h, f.attention(h, pos, attention_spec(il)));
+//     x = f.residual(x, h);
+//     ...
+//   }
+//   ASSIGN_OR_RETURN(ValueId logits, f.lm_head(x, "output.weight", vocab, dim));
+//   return f.finish({{logits, "logits"}}, policy);
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlx/ir/builder.h"
+#include "rlx/ir/module.h"
+#include "rlx/models/model_config.h"
+#include "rlx/models/weight_source.h"
+
+namespace rlx::models {
+
+/// A HIR module and the tables generation needs to feed it.
+struct BuiltModel {
+  ir::HirModule hir;
+  ModelConfig config;                     ///< set by family builders (default for others)
+  std::vector<std::string> param_names;   ///< every Param of the graph, in order
+  std::vector<std::string> handle_names;  ///< KV-cache handles, in order (k0, v0, k1, v1, ...)
+};
+
+/// Names of the KV-cache handles of layer `il` (of sequence `seq` in a batched graph;
+/// -1 = the unbatched name): cache.k.<il>[.<seq>].
+std::string kv_handle_name(char kv, int64_t il, int64_t seq = -1);
+
+/// Parameter names of one attention block, relative to its prefix ("blk.3" ->
+/// "blk.3.attn_q.weight"); the GGUF convention by default.
+struct AttentionNames {
+  std::string q = "attn_q.weight", k = "attn_k.weight", v = "attn_v.weight", o = "attn_output.weight";
+  std::string q_bias = "attn_q.bias", k_bias = "attn_k.bias", v_bias = "attn_v.bias";
+  std::string q_norm = "attn_q_norm.weight", k_norm = "attn_k_norm.weight";
+};
+
+struct AttentionSpec {
+  std::string prefix;              ///< e.g. "blk.3"; also the block's label
+  int64_t layer = 0;               ///< names the KV-cache handles
+  ir::AttentionBlockAttrs attrs;   ///< heads, head_dim, mask, rope, biases, q-k norm, softcap ...
+  int64_t ctx = 0;                 ///< KV-cache rows per sequence (0: attend within the run)
+  ir::DType kv_dtype = ir::DType::F32;
+  int64_t batch = 1;               ///< sequences per run (each with its own cache)
+  AttentionNames names;
+};
+
+enum class FfnBlock : uint8_t {
+  SwiGLU,  ///< down(silu(gate(x)) * up(x))
+  GeGLU,   ///< down(gelu(gate(x)) * up(x))
+  Gelu,    ///< down(gelu(up(x))), no gate
+};
+
+struct FfnSpec {
+  std::string prefix;  ///< e.g. "blk.3"; weights <prefix>.ffn_gate/ffn_up/ffn_down.weight
+  FfnBlock kind = FfnBlock::SwiGLU;
+  int64_t dim = 0, hidden = 0;
+  /// GeGLU: evaluate GELU on f16-rounded input and round its output to f16, as
+  /// llama.cpp's CPU backend does through its f16 table.
+  bool gelu_f16_rounding = false;
+  /// GELU by its tanh approximation (GPT-2, Gemma) or exactly through erf (BERT).
+  bool tanh_approx = true;
+};
+
+class Flow {
+ public:
+  explicit Flow(const WeightSource& weights) : weights_(weights) {}
+
+  /// The underlying builder, for ops between blocks (sticky errors surface in finish).
+  ir::GraphBuilder& builder() { return b_; }
+
+  /// An i32[rows] input (token ids, positions, row indices).
+  ir::ValueId input_ids(const std::string& name, ir::Dim rows);
+  /// Declares parameter `name` with the dtype the source stores; its shape must equal
+  /// `shape`. Declaring a name twice returns the same value (tied weights).
+  Expected<ir::ValueId> param(const std::string& name, std::vector<int64_t> shape);
+
+  /// table[vocab, dim][ids] as f32, times `scale` when it is not 1 (Gemma's sqrt(dim)).
+  Expected<ir::ValueId> embedding(ir::ValueId ids, const std::string& table, int64_t vocab, int64_t dim,
+                                  float scale = 1.0f);
+  /// RMSNorm over the last axis with weight[dim] `weight`.
+  Expected<ir::ValueId> rms_norm(ir::ValueId x, const std::string& weight, double eps);
+  /// LayerNorm over the last axis with weight[dim] and, when `bias` is not empty, bias[dim].
+  Expected<ir::ValueId> layer_norm(ir::ValueId x, const std::string& weight, const std::string& bias, double eps);
+  /// Self-attention of the rows of x ([B*S, dim] with pos i32[B*S]), including the q/k/v
+  /// and output projections; with spec.ctx > 0 it declares its KV-cache handles
+  /// (kv_handle_name) and writes the rows' keys and values at their positions.
+  Expected<ir::ValueId> attention(ir::ValueId x, ir::ValueId pos, const AttentionSpec& spec);
+  /// The feed-forward block.
+  Expected<ir::ValueId> ffn(ir::ValueId x, const FfnSpec& spec);
+  /// x + y.
+  ir::ValueId residual(ir::ValueId x, ir::ValueId y) { return b_.add(x, y); }
+  /// x . weight[vocab, dim]^T (the embedding table when tied), then
+  /// cap * tanh(logits / cap) when final_softcap > 0.
+  Expected<ir::ValueId> lm_head(ir::ValueId x, const std::string& weight, int64_t vocab, int64_t dim,
+                                double final_softcap = 0);
+
+  /// Marks the outputs and builds the module (the first builder error, if any).
+  Expected<BuiltModel> finish(const std::vector<std::pair<ir::ValueId, std::string>>& outputs,
+                              ir::FusionPolicy policy);
+
+ private:
+  Expected<ir::ValueId> linear(ir::ValueId x, const std::string& weight, int64_t out, int64_t in,
+                               const std::string& label);
+
+  const WeightSource& weights_;
+  ir::GraphBuilder b_;
+  std::map<std::string, ir::ValueId> param_ids_;
+  std::vector<std::string> params_;
+  std::vector<std::string> handles_;
+};
+
+}  // namespace rlx::models

@@ -1,0 +1,162 @@
+// Flow blocks (see rlx/models/flow.h): each declares its parameters from the weight
+// source (checking shapes) and appends the HIR ops of one transformer component.
+#include "rlx/models/flow.h"
+
+namespace rlx::models {
+
+using ir::DType;
+using ir::ValueId;
+
+std::string kv_handle_name(char kv, int64_t il, int64_t seq) {
+  return seq < 0 ? fmt::format("cache.{}.{}", kv, il) : fmt::format("cache.{}.{}.{}", kv, il, seq);
+}
+
+namespace {
+
+// "blk.3.attn_norm.weight" -> "blk.3.attn_norm": the label of the op a weight belongs to.
+std::string label_of(const std::string& weight) {
+  const std::string suffix = ".weight";
+  if (weight.size() > suffix.size() && weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0)
+    return weight.substr(0, weight.size() - suffix.size());
+  return weight;
+}
+
+}  // namespace
+
+ValueId Flow::input_ids(const std::string& name, ir::Dim rows) { return b_.input(name, DType::I32, {rows}); }
+
+Expected<ValueId> Flow::param(const std::string& name, std::vector<int64_t> shape) {
+  auto it = param_ids_.find(name);
+  if (it != param_ids_.end()) return it->second;
+  ASSIGN_OR_RETURN(WeightView view, weights_.take(name));
+  if (view.shape != shape) {
+    return Error::invalid_file("{}: tensor '{}' has shape {} but the model needs {}", weights_.describe(), name,
+                               ir::Shape::of(view.shape).to_string(), ir::Shape::of(shape).to_string());
+  }
+  const ValueId v = b_.param(name, view.dtype, ir::Shape::of(view.shape));
+  params_.push_back(name);
+  param_ids_[name] = v;
+  return v;
+}
+
+Expected<ValueId> Flow::embedding(ValueId ids, const std::string& table, int64_t vocab, int64_t dim, float scale) {
+  ASSIGN_OR_RETURN(ValueId t, param(table, {vocab, dim}));
+  ValueId x = b_.label(label_of(table)).op(ir::OpKind::HirEmbedding, {t, ids}, ir::NoAttrs{});
+  if (b_.ok() && b_.type(x).dtype != DType::F32) x = b_.cast(x, DType::F32);
+  if (scale != 1.0f) x = b_.mul(x, b_.scalar(scale));
+  return x;
+}
+
+Expected<ValueId> Flow::rms_norm(ValueId x, const std::string& weight, double eps) {
+  if (!b_.ok()) return b_.error()->with_context("flow");
+  ASSIGN_OR_RETURN(ValueId w, param(weight, {b_.type(x).shape.back().value()}));
+  return b_.label(label_of(weight)).op(ir::OpKind::HirRmsNorm, {x, w}, ir::NormAttrs{eps});
+}
+
+Expected<ValueId> Flow::layer_norm(ValueId x, const std::string& weight, const std::string& bias, double eps) {
+  if (!b_.ok()) return b_.error()->with_context("flow");
+  const int64_t dim = b_.type(x).shape.back().value();
+  ASSIGN_OR_RETURN(ValueId w, param(weight, {dim}));
+  std::vector<ValueId> in{x, w};
+  if (!bias.empty()) {
+    ASSIGN_OR_RETURN(ValueId bv, param(bias, {dim}));
+    in.push_back(bv);
+  }
+  return b_.label(label_of(weight)).op(ir::OpKind::HirLayerNorm, in, ir::NormAttrs{eps});
+}
+
+Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& spec) {
+  if (!b_.ok()) return b_.error()->with_context("flow");
+  const ir::AttentionBlockAttrs& a = spec.attrs;
+  const int64_t dim = b_.type(x).shape.back().value();
+  const int64_t q_width = a.attn.n_heads * a.attn.head_dim, kv_width = a.attn.n_kv_heads * a.attn.head_dim;
+  auto name = [&](const std::string& t) { return spec.prefix + "." + t; };
+  ir::AttentionBlockAttrs attrs = a;
+  attrs.kv_cache = spec.ctx > 0;
+  attrs.batch = spec.batch;
+  attrs.rope.head_dim = a.attn.head_dim;
+
+  std::vector<ValueId> in{x};
+  for (auto [t, rows] : {std::pair{&spec.names.q, q_width}, {&spec.names.k, kv_width}, {&spec.names.v, kv_width}}) {
+    ASSIGN_OR_RETURN(ValueId w, param(name(*t), {rows, dim}));
+    in.push_back(w);
+  }
+  ASSIGN_OR_RETURN(ValueId wo, param(name(spec.names.o), {dim, q_width}));
+  in.push_back(wo);
+  in.push_back(pos);
+  if (a.qkv_bias) {
+    for (auto [t, rows] : {std::pair{&spec.names.q_bias, q_width}, {&spec.names.k_bias, kv_width},
+                           {&spec.names.v_bias, kv_width}}) {
+      ASSIGN_OR_RETURN(ValueId bias, param(name(*t), {rows}));
+      in.push_back(bias);
+    }
+  }
+  if (a.qk_norm) {
+    for (const std::string* t : {&spec.names.q_norm, &spec.names.k_norm}) {
+      ASSIGN_OR_RETURN(ValueId nw, param(name(*t), {a.attn.head_dim}));
+      in.push_back(nw);
+    }
+  }
+  if (spec.ctx > 0) {
+    for (int64_t s = 0; s < spec.batch; ++s)
+      for (char kv : {'k', 'v'}) {
+        const std::string hn = kv_handle_name(kv, spec.layer, spec.batch > 1 ? s : -1);
+        in.push_back(b_.handle(hn, spec.kv_dtype, {spec.ctx, kv_width}));
+        handles_.push_back(hn);
+      }
+  }
+  return b_.label(spec.prefix + ".attn").op(ir::OpKind::HirAttentionBlock, in, attrs);
+}
+
+Expected<ValueId> Flow::linear(ValueId x, const std::string& weight, int64_t out, int64_t in,
+                               const std::string& label) {
+  ASSIGN_OR_RETURN(ValueId w, param(weight, {out, in}));
+  return b_.label(label).op(ir::OpKind::HirLinear, {x, w}, ir::FusedMatMulAttrs{});
+}
+
+Expected<ValueId> Flow::ffn(ValueId x, const FfnSpec& spec) {
+  auto name = [&](const char* t) { return spec.prefix + "." + t; };
+  ValueId gate = ir::kNoValue;
+  if (spec.kind != FfnBlock::Gelu) {
+    ASSIGN_OR_RETURN(gate, param(name("ffn_gate.weight"), {spec.hidden, spec.dim}));
+  }
+  ASSIGN_OR_RETURN(ValueId up, param(name("ffn_up.weight"), {spec.hidden, spec.dim}));
+  ASSIGN_OR_RETURN(ValueId down, param(name("ffn_down.weight"), {spec.dim, spec.hidden}));
+  if (spec.kind == FfnBlock::Gelu)
+    return b_.label(name("ffn")).op(ir::OpKind::HirGeluFfn, {x, up, down}, ir::GeluFfnAttrs{false, spec.tanh_approx});
+  if (spec.kind == FfnBlock::SwiGLU)
+    return b_.label(name("ffn")).op(ir::OpKind::HirSwiGLUFfn, {x, gate, up, down}, ir::NoAttrs{});
+  if (!spec.gelu_f16_rounding)
+    return b_.label(name("ffn")).op(ir::OpKind::HirGeluFfn, {x, gate, up, down}, ir::GeluFfnAttrs{true, spec.tanh_approx});
+  // gelu(x) evaluated on f16-rounded x and rounded to f16 again (see FfnSpec).
+  auto round_f16 = [this](ValueId v) { return b_.cast(b_.cast(v, DType::F16), DType::F32); };
+  ASSIGN_OR_RETURN(ValueId g, linear(x, name("ffn_gate.weight"), spec.hidden, spec.dim, name("ffn_gate")));
+  ASSIGN_OR_RETURN(ValueId u, linear(x, name("ffn_up.weight"), spec.hidden, spec.dim, name("ffn_up")));
+  const ir::ActKind gelu = spec.tanh_approx ? ir::ActKind::GeluTanh : ir::ActKind::Gelu;
+  const ValueId act = round_f16(b_.activation(gelu, round_f16(g)));
+  return linear(b_.mul(act, u), name("ffn_down.weight"), spec.dim, spec.hidden, name("ffn_down"));
+}
+
+Expected<ValueId> Flow::lm_head(ValueId x, const std::string& weight, int64_t vocab, int64_t dim, double final_softcap) {
+  ASSIGN_OR_RETURN(ValueId w, param(weight, {vocab, dim}));
+  ValueId logits = b_.label("output").op(ir::OpKind::HirLinear, {x, w}, ir::FusedMatMulAttrs{});
+  if (final_softcap > 0) {
+    const auto cap = static_cast<float>(final_softcap);
+    logits = b_.mul(b_.activation(ir::ActKind::Tanh, b_.mul(logits, b_.scalar(1.0f / cap))), b_.scalar(cap));
+  }
+  return logits;
+}
+
+Expected<BuiltModel> Flow::finish(const std::vector<std::pair<ValueId, std::string>>& outputs,
+                                  ir::FusionPolicy policy) {
+  for (const auto& [v, name] : outputs) b_.output(v, name);
+  ASSIGN_OR_RETURN(ir::Graph g, b_.build());
+  BuiltModel m;
+  m.hir.graph = std::move(g);
+  m.hir.policy = policy;
+  m.param_names = std::move(params_);
+  m.handle_names = std::move(handles_);
+  return m;
+}
+
+}  // namespace rlx::models
