@@ -18,6 +18,10 @@
 #include "rlx/base/half.h"
 #include "bench_limits.h"
 
+#ifdef RLX_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
 namespace {
 
 using namespace rlx;
@@ -64,6 +68,50 @@ BENCHMARK(BM_Gemm)
     ->Args({512, 2048, 8192, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+#ifdef RLX_HAVE_OPENBLAS
+// ---- the same GEMM and f32 GEMV through OpenBLAS (Debian's libopenblas, pthreads build,
+// as many threads as the pool): the library a user could pick instead.
+void BM_OpenBlasGemm(benchmark::State& st) {
+  const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
+  openblas_set_num_threads(n_threads());
+  std::vector<float> a(M * K, 0.01f), b(N * K, 0.02f), c(M * N);
+  for (auto _ : st) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K),
+                1.0f, a.data(), static_cast<int>(K), b.data(), static_cast<int>(K), 0.0f, c.data(), static_cast<int>(N));
+    benchmark::ClobberMemory();
+  }
+  set_flops(st, 2.0 * M * N * K);
+}
+BENCHMARK(BM_OpenBlasGemm)
+    ->ArgNames({"M", "K", "N"})
+    ->Args({512, 2048, 2048})
+    ->Args({512, 2048, 8192})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_OpenBlasGemv(benchmark::State& st) {
+  const int64_t K = st.range(0), N = st.range(1);
+  openblas_set_num_threads(n_threads());
+  const size_t bytes = static_cast<size_t>(N * K) * sizeof(float);
+  const size_t copies = std::max<size_t>(2, ((size_t{1} << 30) + bytes - 1) / bytes);
+  std::vector<AlignedBuffer> weights;
+  for (size_t i = 0; i < copies; ++i) {
+    weights.emplace_back(bytes, 64);
+    std::fill_n(weights.back().as<float>(), N * K, 0.02f);
+  }
+  std::vector<float> a(K, 0.01f), c(N);
+  size_t i = 0;
+  for (auto _ : st) {
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(N), static_cast<int>(K), 1.0f, weights[i].as<float>(),
+                static_cast<int>(K), a.data(), 1, 0.0f, c.data(), 1);
+    i = (i + 1) % copies;
+    benchmark::ClobberMemory();
+  }
+  set_bytes(st, static_cast<double>(bytes));
+}
+BENCHMARK(BM_OpenBlasGemv)->ArgNames({"K", "N"})->Args({2048, 8192})->Unit(benchmark::kMicrosecond)->UseRealTime();
+#endif
 
 // ---- GEMV: 1 x K x N, weights [N, K] in f32 / f16 / bf16 (arg 2), unpacked. The
 // weights rotate through enough copies (>= 1 GiB) that each call streams from DRAM,
