@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds RLX from scratch with AddressSanitizer +
 # UndefinedBehaviorSanitizer and warnings as errors, runs every test with ctest,
-# then runs each libFuzzer target for a bounded time. This is what CI runs.
+# runs the CPU kernel tests (thread pool and every parallel kernel) under
+# ThreadSanitizer, then runs each libFuzzer target for a bounded time. This is what
+# CI runs.
 #
 #   scripts/test.sh                 # full run (fuzz 60 s per target)
 #   RLX_FUZZ_SECONDS=10 scripts/test.sh
@@ -26,6 +28,13 @@ echo "== test"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 ctest --test-dir "${build_dir}" --output-on-failure -j1
+
+tsan_dir="${build_dir}-tsan"
+echo "== ThreadSanitizer: CPU kernel tests in ${tsan_dir}"
+cmake -S . -B "${tsan_dir}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="-fsanitize=thread" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DRLX_CUDA=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
+cmake --build "${tsan_dir}" -j"${jobs}" --target rlx_cpu_kernels_tests
+TSAN_OPTIONS="halt_on_error=1" "${tsan_dir}/tests/rlx_cpu_kernels_tests" --gtest_brief=1
 
 if [ -f fuzz/CMakeLists.txt ] && [ "${fuzz_seconds}" != "0" ]; then
   echo "== fuzz (${fuzz_seconds} s per target, clang libFuzzer) in ${fuzz_dir}"
