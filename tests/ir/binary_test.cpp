@@ -14,9 +14,7 @@ namespace rlx::ir {
 namespace {
 
 using testing::all_ops_graph;
-using testing::expect_entries_equal;
 using testing::expect_graphs_equal;
-using testing::expect_slots_equal;
 using testing::small_lir;
 
 // all_ops_graph without its HIR nodes: every MIR op kind, as an LIR module.
@@ -46,18 +44,7 @@ TEST(LirBinary, PlanManifestAndSymbolsRoundTrip) {
   const LirModule m = small_lir();
   auto back = decode_lir_binary(encode_lir_binary(m));
   ASSERT_TRUE(back.has_value()) << back.error().message();
-  expect_graphs_equal(m.graph, back->graph);
-  EXPECT_EQ(back->plan.alignment, m.plan.alignment);
-  EXPECT_EQ(back->plan.arena_size, m.plan.arena_size);
-  EXPECT_EQ(back->plan.unshared_bytes, m.plan.unshared_bytes);
-  ASSERT_EQ(back->plan.slots.size(), m.plan.slots.size());
-  for (size_t i = 0; i < m.plan.slots.size(); ++i) expect_slots_equal(m.plan.slots[i], back->plan.slots[i]);
-  EXPECT_EQ(back->plan.schedule, m.plan.schedule);
-  expect_entries_equal(m.manifest.inputs, back->manifest.inputs);
-  expect_entries_equal(m.manifest.params, back->manifest.params);
-  expect_entries_equal(m.manifest.handles, back->manifest.handles);
-  expect_entries_equal(m.manifest.outputs, back->manifest.outputs);
-  EXPECT_EQ(back->dynamic_symbols, m.dynamic_symbols);
+  testing::expect_lirs_equal(m, *back);
   EXPECT_EQ(print(*back), print(m));
 }
 

@@ -247,4 +247,21 @@ inline void expect_entries_equal(const std::vector<ManifestEntry>& a, const std:
   }
 }
 
+/// Every part of two LIR modules equal: graph, plan (alignment, sizes, slots, schedule),
+/// manifest and unbound symbols.
+inline void expect_lirs_equal(const LirModule& a, const LirModule& b) {
+  expect_graphs_equal(a.graph, b.graph);
+  EXPECT_EQ(b.plan.alignment, a.plan.alignment);
+  EXPECT_EQ(b.plan.arena_size, a.plan.arena_size);
+  EXPECT_EQ(b.plan.unshared_bytes, a.plan.unshared_bytes);
+  ASSERT_EQ(b.plan.slots.size(), a.plan.slots.size());
+  for (size_t i = 0; i < a.plan.slots.size(); ++i) expect_slots_equal(a.plan.slots[i], b.plan.slots[i]);
+  EXPECT_EQ(b.plan.schedule, a.plan.schedule);
+  expect_entries_equal(a.manifest.inputs, b.manifest.inputs);
+  expect_entries_equal(a.manifest.params, b.manifest.params);
+  expect_entries_equal(a.manifest.handles, b.manifest.handles);
+  expect_entries_equal(a.manifest.outputs, b.manifest.outputs);
+  EXPECT_EQ(b.dynamic_symbols, a.dynamic_symbols);
+}
+
 }  // namespace rlx::ir::testing
