@@ -4,9 +4,14 @@
 # llama-3.2-1b (f16, q8_0, q4_k_m) on CUDA, then conformance logits cuda vs cpu.
 # Expects the binaries and their shared libraries in .devrun/ (built on the workstation,
 # stripped, carried with the call), or packed as .devpack/devrun.tar.xz (unpacked here:
-# the carry limit is 64 MiB). Optional: .devrun/rlx_old, an earlier build, for a baseline.
+# the carry limit is 64 MiB). Optional: .devrun/rlx_old and .devrun/rlx_cuda_tests_old, an
+# earlier build, for a baseline in the same call.
 # Knobs: SANITIZE=0 skips memcheck, TYPES="f16 q8_0 q4_k_m", CTX="128,2048", STEPS=64,
-# CONFORMANCE=0 skips the conformance models.
+# CONFORMANCE=0 skips the conformance models, PDL_AB=1 also times with RLX_CUDA_PDL=0,
+# GRAPHS_OFF=0 skips the graphs-off and `rlx run` timings, TESTS=0 skips the tests,
+# NCU=1 times every kernel of one decode step with Nsight Compute (ncu_<type>.csv),
+# NCU_TYPES limits it to some types, NCU_CLOCK=base locks the clocks for it (default none:
+# idle gaps between its replays let the clock drop), RACECHECK=1 runs racecheck.
 set -u -o pipefail
 if [ -f .devpack/devrun.tar.xz ]; then tar -xJf .devpack/devrun.tar.xz; fi
 D=.devrun
@@ -14,13 +19,21 @@ export LD_LIBRARY_PATH=$PWD/$D/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv | tee "$OUT/card.txt"
+if [ "${TESTS:-1}" = 1 ]; then
 echo "== tests"
 timeout 300 $D/rlx_cuda_tests 2>&1 | tee "$OUT/tests.log" | grep -E '^\[( +OK|  FAILED|  PASSED|  SKIPPED| +RUN)|Failure|error|Expected|Which is|relative|differs' | grep -v ' RUN ' | head -80
+fi
 if [ "${SANITIZE:-1}" = 1 ]; then
   echo "== compute-sanitizer memcheck (op, decode and graph tests)"
   timeout 240 compute-sanitizer --tool memcheck --print-limit 10 $D/rlx_cuda_tests \
     --gtest_filter='CudaOps.*:CudaModel.*:CudaDecode.*:CudaGraphs.*' > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|PASSED|FAILED' "$OUT/memcheck.log" | head -20
+fi
+if [ "${RACECHECK:-0}" = 1 ]; then
+  echo "== compute-sanitizer racecheck (attention, norms, decode GEMV)"
+  timeout 240 compute-sanitizer --tool racecheck --print-limit 10 $D/rlx_cuda_tests \
+    --gtest_filter='CudaOps.Attention*:CudaOps.NormsRopeSoftmaxReduce:CudaDecode.*' > "$OUT/racecheck.log" 2>&1
+  echo "racecheck rc=$?"; grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard|PASSED|FAILED' "$OUT/racecheck.log" | head -20
 fi
 echo "== copy bandwidth (device-to-device, bytes read + written)"
 python3 - <<'PY' 2>&1 | tee "$OUT/bandwidth.txt"
@@ -42,11 +55,45 @@ for ty in ${TYPES:-f16 q8_0 q4_k_m}; do
   echo "-- $ty, graphs on"
   RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
     timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+  if [ "${PDL_AB:-0}" = 1 ]; then
+    echo "-- $ty, graphs on, programmatic launch off (RLX_CUDA_PDL=0)"
+    RLX_CUDA_PDL=0 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
+      timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+  fi
+  if [ -x $D/rlx_cuda_tests_old ]; then
+    echo "-- $ty, graphs on, earlier build (rlx_cuda_tests_old)"
+    RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
+      timeout 180 $D/rlx_cuda_tests_old --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+  fi
+  if [ "${NCU:-0}" = 1 ] && [[ " ${NCU_TYPES:-$ty} " == *" $ty "* ]]; then
+    echo "-- $ty, ncu: GPU time of each kernel of one decode step (ctx 128, graphs off, caches and clocks untouched)"
+    RLX_CUDA_GRAPHS=0 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=128 RLX_CUDA_BENCH_STEPS=4 \
+      timeout 300 ncu --clock-control ${NCU_CLOCK:-none} --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+      --launch-skip ${NCU_SKIP:-1200} --launch-count ${NCU_COUNT:-245} --csv --print-units base --log-file "$OUT/ncu_$ty.csv" \
+      $D/rlx_cuda_tests --gtest_filter='CudaBench.*' > /dev/null 2>&1; echo "ncu rc=$?"
+    python3 - "$OUT/ncu_$ty.csv" <<'PY'
+import csv, re, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+h = rows[0]; ki, mi, vi, gi = h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value"), h.index("Grid Size")
+t = collections.defaultdict(float); b = collections.defaultdict(float); n = collections.Counter()
+for r in rows[1:]:
+    k = re.sub(r"^(void )?rlx::cuda_backend::(\(anonymous namespace\)::)?", "", r[ki])
+    k = re.sub(r"\(.*", "", k.replace("rlx::cuda_backend::", "").replace("(anonymous namespace)::", "")) + " " + r[gi]
+    v = float(r[vi].replace(",", ""))
+    if r[mi] == "gpu__time_duration.sum": t[k] += v; n[k] += 1
+    else: b[k] += v
+tot = sum(t.values())
+print(f"{sum(n.values())} kernels, GPU time {tot/1e3:.1f} us (sum of kernel durations)")
+for k in sorted(t, key=lambda k: -t[k]):
+    print(f"  {k[-78:]:<78} {n[k]:4d} x {t[k]/n[k]/1e3:7.2f} us = {t[k]/1e3:8.1f} us, {b[k]/max(t[k],1):6.0f} GB/s")
+PY
+  fi
   if [ "${PROFILE:-0}" = 1 ]; then
     echo "-- $ty, per-step GPU profile (RLX_CUDA_PROFILE=1, step by step, ctx 128)"
     RLX_CUDA_PROFILE=1 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=128 RLX_CUDA_BENCH_STEPS=32 \
       timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | sed -n '/profile: .* 35 runs/,$p' | grep -vE '^\[|^$'
   fi
+  [ "${GRAPHS_OFF:-1}" = 1 ] || { rm -f /tmp/m_$ty.gguf; continue; }
   echo "-- $ty, graphs off"
   RLX_CUDA_GRAPHS=0 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=128 RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
     timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'

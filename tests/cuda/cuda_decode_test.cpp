@@ -1,8 +1,9 @@
 // The CUDA decode path: the GEMV kernels that run linear layers at M <= 8 (float
 // weights with bias/activation and SwiGLU epilogues against the CPU backend; packed
 // weights at a long K against a float64 reference), and CUDA graph replay (a synthetic
-// llama run with graphs on gives exactly the logits of the step-by-step path across
-// prefills of changing extent and decode steps at changing positions). Plus a decode
+// llama run with graphs and programmatic launch on gives exactly the logits of the
+// step-by-step path with both off, across prefills of changing extent and decode steps
+// at changing positions). Plus a decode
 // benchmark that runs only when RLX_CUDA_BENCH_MODEL names a GGUF file. Every test skips,
 // saying so, when the build has no CUDA backend or the machine has no GPU.
 #include <gtest/gtest.h>
@@ -64,29 +65,33 @@ double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
 }
 
-/// Makes the registry create CUDA backends with graphs on or off (the default options
-/// again when the scope ends).
+/// Makes the registry create CUDA backends with graphs and programmatic launch on or off
+/// (the default options again when the scope ends).
 class CudaGraphsMode {
  public:
-  explicit CudaGraphsMode(bool on) { set(on); }
+  explicit CudaGraphsMode(bool graphs, bool pdl = true) { set(graphs, pdl); }
   ~CudaGraphsMode() {
 #ifdef RLX_HAVE_CUDA
-    set(cuda_backend::default_cuda_options().graphs);
+    const cuda_backend::CudaOptions d = cuda_backend::default_cuda_options();
+    set(d.graphs, d.programmatic_launch);
 #endif
   }
 
  private:
-  static void set(bool on) {
+  static void set(bool graphs, bool pdl) {
 #ifdef RLX_HAVE_CUDA
     BackendRegistry::global().register_backend(
-        DeviceKind::kCuda, [on](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
+        DeviceKind::kCuda,
+        [graphs, pdl](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
           cuda_backend::CudaOptions o = cuda_backend::default_cuda_options();
-          o.graphs = on;
+          o.graphs = graphs;
+          o.programmatic_launch = pdl;
           ASSIGN_OR_RETURN(std::shared_ptr<cuda_backend::CudaBackend> b, cuda_backend::CudaBackend::create(device.ordinal, o));
           return std::shared_ptr<Backend>(std::move(b));
         });
 #else
-    (void)on;
+    (void)graphs;
+    (void)pdl;
 #endif
   }
 };
@@ -226,10 +231,10 @@ TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
     ASSERT_TRUE(models::write_synthetic_gguf(so, path).ok());
     Expected<DecodeTrace> direct = Error::internal("not run"), graphs = Error::internal("not run");
     {
-      CudaGraphsMode off(false);
+      CudaGraphsMode off(false, false);  // step by step, each kernel after the last has finished
       direct = run_trace(path, Device::cuda());
     }
-    graphs = run_trace(path, Device::cuda());
+    graphs = run_trace(path, Device::cuda());  // defaults: graphs and programmatic launch
     ASSERT_TRUE(direct.has_value()) << direct.error().to_string();
     ASSERT_TRUE(graphs.has_value()) << graphs.error().to_string();
     ASSERT_EQ(direct->logits.size(), graphs->logits.size());

@@ -312,6 +312,73 @@ TEST(CudaOps, Attention) {
   }
 }
 
+// The decode attention kernel (one query row over a long key cache): head dims from 16 to
+// 256, groups of 1 to 8 query heads per KV head, f32/f16/bf16, masks and softcap, and
+// positions that give one, a few and many key splits. One compiled graph runs every
+// position in turn (the split counters must be back at zero after each run).
+TEST(CudaOps, AttentionDecode) {
+  REQUIRE_CUDA();
+  struct Cfg {
+    int64_t T, H, KV, hd;
+    DType dt;
+    ir::MaskKind mask;
+    int64_t window;
+    double softcap;
+  };
+  const Cfg cfgs[] = {
+      {2100, 32, 8, 64, DType::F32, ir::MaskKind::Causal, 0, 0},  // llama-3.2-1b decode
+      {700, 8, 1, 128, DType::F32, ir::MaskKind::Causal, 0, 0},
+      {600, 4, 4, 256, DType::F32, ir::MaskKind::SlidingWindow, 200, 30.0},
+      {500, 6, 2, 80, DType::F32, ir::MaskKind::Causal, 0, 0},
+      {333, 4, 2, 16, DType::F32, ir::MaskKind::None, 0, 0},
+      {300, 2, 1, 20, DType::F32, ir::MaskKind::Causal, 0, 0},  // rows not 16-byte aligned
+      {900, 16, 4, 64, DType::F16, ir::MaskKind::Causal, 0, 0},
+      {400, 8, 2, 128, DType::BF16, ir::MaskKind::Causal, 0, 0},
+  };
+  uint32_t seed = 300;
+  for (const Cfg& f : cfgs) {
+    SCOPED_TRACE(testing::Message() << "T=" << f.T << " H=" << f.H << " KV=" << f.KV << " hd=" << f.hd << " dt="
+                                    << ir::dtype_name(f.dt));
+    GraphBuilder b;
+    auto q = b.input("q", DType::F32, {1, f.H * f.hd});
+    auto k = b.input("k", DType::F32, {f.T, f.KV * f.hd});
+    auto v = b.input("v", DType::F32, {f.T, f.KV * f.hd});
+    auto qp = b.input("qp", DType::I32, {1});
+    ir::AttentionAttrs a;
+    a.n_heads = f.H;
+    a.n_kv_heads = f.KV;
+    a.head_dim = f.hd;
+    a.mask = f.mask;
+    a.window = f.window;
+    a.softcap = f.softcap;
+    auto cvt = [&](ValueId x) { return f.dt == DType::F32 ? x : b.cast(x, f.dt); };
+    b.output(b.cast(b.attention(cvt(q), cvt(k), cvt(v), a, qp), DType::F32), "o");
+    auto g = b.build();
+    ASSERT_TRUE(g.has_value()) << g.error().to_string();
+    Case c;
+    auto s = Session::create(Device::cuda());
+    ASSERT_TRUE(s.has_value());
+    auto cg = s->compile_with(*g, c.opt);
+    ASSERT_TRUE(cg.has_value()) << cg.error().to_string();
+    const Tensor tq = f32({1, f.H * f.hd}, seed++, -2, 2), tk = f32({f.T, f.KV * f.hd}, seed++, -2, 2),
+                 tv = f32({f.T, f.KV * f.hd}, seed++);
+    for (int32_t pos : {0, 5, 127, 128, 129, 300, static_cast<int32_t>(f.T) - 1}) {
+      if (pos >= f.T) continue;
+      SCOPED_TRACE(testing::Message() << "pos=" << pos);
+      c.inputs["q"] = tq;
+      c.inputs["k"] = tk;
+      c.inputs["v"] = tv;
+      c.inputs["qp"] = i32({1}, {pos});
+      auto cpu = run_on(Device::cpu(), *g, c);
+      ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
+      auto gpu = runv(*cg, {{"q", tq.view()}, {"k", tk.view()}, {"v", tv.view()}, {"qp", c.inputs["qp"].view()}});
+      ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
+      const double e = rel_l2(*(*gpu)[0].to_f32(), *(*cpu)[0].to_f32());
+      EXPECT_LE(e, f.dt == DType::F32 ? 1e-5 : f.dt == DType::F16 ? 2e-3 : 1e-2) << "relative L2 error " << e;
+    }
+  }
+}
+
 TEST(CudaOps, Movement) {
   REQUIRE_CUDA();
   GraphBuilder b;

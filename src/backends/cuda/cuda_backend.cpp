@@ -43,7 +43,7 @@ struct Shared {
   std::vector<int64_t> input_offsets, input_bytes, input_staging;
   std::vector<OutputSlot> out_slots;  // offsets into the host output buffer
   std::vector<StagedOutput> outputs;
-  int64_t arena_bytes = 0, scratch_bytes = 0, staging_bytes = 0, host_out_bytes = 0;
+  int64_t arena_bytes = 0, scratch_bytes = 0, zeroed_bytes = 0, staging_bytes = 0, host_out_bytes = 0;
   std::vector<bool> param_split;  // stored in the split device layout (see packed_split)
   int ordinal = 0;
   ExtentInfo extent;
@@ -114,7 +114,7 @@ class CudaExecutable final : public Executable {
   std::vector<std::shared_ptr<DeviceBuffer>> params_;
   std::vector<DeviceBuffer> handles_;
   mutable std::vector<std::vector<uint8_t>> handle_host_;
-  DeviceBuffer arena_, scratch_, workspace_, err_;
+  DeviceBuffer arena_, scratch_, zeroed_, workspace_, err_;
   PinnedBuffer staging_, host_out_, err_host_;
   StreamPtr stream_;
   LtHandlePtr lt_;
@@ -215,6 +215,8 @@ Status CudaExecutable::allocate() {
   lt_.reset(lt);
   ASSIGN_OR_RETURN(arena_, DeviceBuffer::create(std::max<int64_t>(sh.arena_bytes, 256), where("arena")));
   ASSIGN_OR_RETURN(scratch_, DeviceBuffer::create(std::max<int64_t>(sh.scratch_bytes, 256), where("scratch")));
+  ASSIGN_OR_RETURN(zeroed_, DeviceBuffer::create(std::max<int64_t>(sh.zeroed_bytes, 256), where("counters")));
+  RLX_CUDA_TRY(cudaMemset(zeroed_.data(), 0, static_cast<size_t>(zeroed_.size())), where("counters"));
   ASSIGN_OR_RETURN(workspace_, DeviceBuffer::create(static_cast<int64_t>(kWorkspaceBytes), where("cuBLASLt workspace")));
   ASSIGN_OR_RETURN(err_, DeviceBuffer::create(sizeof(int), where("error word")));
   RLX_CUDA_TRY(cudaMemset(err_.data(), 0, sizeof(int)), where("error word"));
@@ -301,6 +303,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   bctx.graph = &g;
   bctx.bucket_axis = extent.empty() ? nullptr : &sh->extent.axis;
   bctx.scratch_bytes = &sh->scratch_bytes;
+  bctx.zeroed_bytes = &sh->zeroed_bytes;
   bctx.allow_tf32 = opt.allow_tf32;
   bctx.sms = sms;
   std::vector<ValueId> schedule = lir.plan.schedule;
@@ -440,6 +443,7 @@ Status CudaExecutable::enqueue(cudaStream_t st) {
   ctx.workspace = workspace_.data();
   ctx.workspace_bytes = kWorkspaceBytes;
   ctx.scratch = scratch_.data();
+  ctx.zeroed = zeroed_.data();
   ctx.err = reinterpret_cast<int*>(err_.data());
   ctx.extent_on = extent_on_;
   ctx.actual = actual_;
@@ -621,6 +625,8 @@ CudaOptions default_cuda_options() {
     if (g != nullptr && (std::strcmp(g, "0") == 0 || std::strcmp(g, "off") == 0)) o.graphs = false;
     const char* prof = std::getenv("RLX_CUDA_PROFILE");
     if (prof != nullptr && std::strcmp(prof, "1") == 0) o.profile = true;
+    const char* pdl = std::getenv("RLX_CUDA_PDL");
+    if (pdl != nullptr && (std::strcmp(pdl, "0") == 0 || std::strcmp(pdl, "off") == 0)) o.programmatic_launch = false;
     return o;
   }();
   return defaults;
@@ -637,6 +643,7 @@ Expected<std::shared_ptr<CudaBackend>> CudaBackend::create(int ordinal, CudaOpti
                             n == 1 ? "" : "s");
   cudaDeviceProp prop{};
   RLX_CUDA_TRY(cudaGetDeviceProperties(&prop, ordinal), fmt::format("cuda:{}", ordinal));
+  set_programmatic_launch(options.programmatic_launch && prop.major >= 9);
   return std::shared_ptr<CudaBackend>(new CudaBackend(ordinal, options, prop.multiProcessorCount));
 }
 

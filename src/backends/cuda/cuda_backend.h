@@ -21,11 +21,16 @@ struct CudaOptions {
   /// Times every step with CUDA events (runs step by step, no graphs) and prints, when
   /// the executable is destroyed, GPU time per op kind and host time per run to stderr.
   bool profile = false;
+  /// Programmatic dependent launch on sm_90 and newer: each kernel may be scheduled while
+  /// the one before it finishes (it waits on the device before touching that kernel's
+  /// data; GEMVs prefetch their weights first). Process-wide: the last backend created
+  /// sets it. RLX_CUDA_PDL=0 turns it off.
+  bool programmatic_launch = true;
 };
 
 /// The options `create(ordinal)` uses: the defaults, with RLX_CUDA_GRAPHS=0 turning
-/// graphs off and RLX_CUDA_PROFILE=1 turning profiling on (read once, when the first
-/// backend is created).
+/// graphs off, RLX_CUDA_PROFILE=1 turning profiling on and RLX_CUDA_PDL=0 turning
+/// programmatic launch off (read once, when the first backend is created).
 CudaOptions default_cuda_options();
 
 /// Number of CUDA devices visible to this process (0 when there is no driver or GPU).

@@ -7,10 +7,46 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "backends/cuda/cuda_kernels.h"
 
 namespace rlx::cuda_backend {
+
+// ---- programmatic dependent launch (Hopper) -------------------------------------------
+// Kernels launched with launch_k may start while the kernel before them in the stream
+// is still running (when programmatic_launch() is on: sm_90 and RLX_CUDA_PDL is not 0).
+// Every kernel therefore calls pdl_wait() before it touches memory that an earlier
+// kernel writes or reads (only immutable data, such as weights, may be read before it),
+// and pdl_trigger() once it no longer needs to hold back its successor. Both are no-ops
+// for a kernel launched without the attribute and on older GPUs.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// kernel<<<grid, block, smem, s>>>(args...), with the programmatic-serialization
+/// attribute when programmatic_launch() is on.
+template <typename... Params, typename... Args>
+void launch_k(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);  // errors surface through cudaGetLastError
+}
 
 inline int grid_for(int64_t n, int threads, int64_t cap = 65535LL * 16) {
   int64_t b = (n + threads - 1) / threads;

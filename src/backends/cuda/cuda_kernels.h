@@ -10,6 +10,12 @@
 
 namespace rlx::cuda_backend {
 
+/// Programmatic dependent launch for the kernels of this backend (process-wide; set
+/// by CudaBackend::create: on for sm_90 devices unless RLX_CUDA_PDL=0). See launch_k in
+/// cuda_common.cuh.
+void set_programmatic_launch(bool on);
+bool programmatic_launch();
+
 /// Element types, numbered exactly as rlx::ir::DType (checked by static_assert in
 /// cuda_steps.cpp).
 enum class DT : uint8_t { F32, F16, BF16, F64, I8, U8, I32, I64, Bool, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K };
@@ -103,6 +109,7 @@ struct NormParams {
   int64_t rows = 0, d = 0;
   float eps = 1e-5f;
   bool rms = true;
+  bool affine_const = false;  ///< no kernel writes gamma / beta (params): read before pdl_wait
 };
 void launch_norm(const NormParams& p, cudaStream_t s);
 
@@ -148,7 +155,7 @@ struct ReduceParams {
 void launch_reduce(const ReduceParams& p, cudaStream_t s);
 
 /// Attention over q[B, S, H*hd], k/v[B, T, KVH*hd] -> out[B, S, H*hd]. `partial`
-/// (split-key decode) holds splits * B*H*S * (hd + 2) floats when splits > 1.
+/// (split keys) holds splits * B*H*S * (hd + 2) floats when splits > 1.
 struct AttentionParams {
   const void* q = nullptr;
   const void* k = nullptr;
@@ -166,6 +173,13 @@ struct AttentionParams {
   /// One query row per (batch, head) (S == 1): the decode kernel, one block per KV head
   /// and split of the keys the row sees (split on the device, by its position).
   bool decode = false;
+  /// Decode: blocks that fit one wave (the multiprocessor count): while the blocks
+  /// with keys fit it, each serves one query head, else one KV head's group.
+  int64_t decode_wave = 1;
+  /// Decode with splits > 1: one counter per (batch, head), zero before the launch and
+  /// left at zero after it (the last block of a head (group) merges the splits).
+  unsigned* counters = nullptr;
+  bool kv_vec = false;  ///< set by launch_attention: K rows are 16-byte aligned
 };
 void launch_attention(const AttentionParams& p, cudaStream_t s);
 /// Head dims the attention kernel handles (1..256).
@@ -174,8 +188,8 @@ bool attention_head_dim_supported(int64_t hd);
 int attention_splits(int64_t batch, int64_t S, int64_t T, int n_heads, int sms);
 /// True when the decode kernel covers this shape (S == 1, n_heads / n_kv <= 8).
 bool attention_decode_supported(int64_t S, int n_heads, int n_kv, int hd);
-/// Split count for the decode kernel.
-int attention_decode_splits(int64_t batch, int64_t T, int n_kv, int sms);
+/// Split count for the decode kernel with `groups` blocks per batch row.
+int attention_decode_splits(int64_t batch, int64_t T, int groups, int sms);
 
 /// Packed types whose blocks are not a multiple of 16 bytes (Q4_0, Q8_0, Q6_K) are stored
 /// on the device in a split layout (launch_repack_split, at set_param): every block
@@ -220,6 +234,7 @@ struct GemvParams {
   uint8_t act = 0;
   bool swiglu = false;
   bool x_vec4 = false;  ///< x is f32 and 16-byte aligned: staged with float4 loads
+  bool w_const = false;  ///< no kernel writes w / w2 (params): read before pdl_wait
 };
 /// Shared memory the GEMV stages x in (M * K floats plus padding).
 int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K);

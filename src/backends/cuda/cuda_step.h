@@ -65,6 +65,7 @@ struct RunCtx {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   uint8_t* scratch = nullptr;
+  uint8_t* zeroed = nullptr;  ///< per-executable words that are zero between runs (counters)
   int* err = nullptr;  ///< device word kernels set to (step index + 1) on bad indices
   bool extent_on = false;
   int64_t actual = 0, upper = 0;
@@ -103,6 +104,7 @@ struct BuildCtx {
   ir::ValueId id = ir::kNoValue;
   const std::vector<int>* bucket_axis = nullptr;
   int64_t* scratch_bytes = nullptr;
+  int64_t* zeroed_bytes = nullptr;
   bool allow_tf32 = false;
   int sms = 1;
 
@@ -112,6 +114,13 @@ struct BuildCtx {
   int64_t scratch(int64_t bytes) {
     const int64_t off = *scratch_bytes;
     *scratch_bytes += (bytes + 255) / 256 * 256;
+    return off;
+  }
+  /// Device memory zeroed once when the executable is allocated; kernels that use it
+  /// leave it at zero when they finish (e.g. split counters).
+  int64_t zeroed(int64_t bytes) {
+    const int64_t off = *zeroed_bytes;
+    *zeroed_bytes += (bytes + 255) / 256 * 256;
     return off;
   }
 };

@@ -503,6 +503,10 @@ Status build_norm(BuildCtx& ctx, Step& step) {
   p->k.g_dt = to_dt(ctx.input(gi).dtype);
   p->beta = n.inputs.size() > gi + 1;
   if (p->beta) p->k.b_dt = to_dt(ctx.input(gi + 1).dtype);
+  auto immutable = [&](size_t i) {
+    return step.in[i].kind == StorageKind::kParam || step.in[i].kind == StorageKind::kConstant;
+  };
+  p->k.affine_const = immutable(gi) && (!p->beta || immutable(gi + 1));
   step.fn = &norm_fn;
   step.params = p;
   return {};
@@ -688,6 +692,7 @@ struct AttnStepParams {
   AttentionParams k;
   bool q_bucket = false, k_bucket = false;
   int64_t partial_off = 0;
+  int64_t counters_off = 0;  // in RunCtx::zeroed (decode with splits)
 };
 
 Status attention_fn(const Step& s, const RunCtx& ctx) {
@@ -703,6 +708,7 @@ Status attention_fn(const Step& s, const RunCtx& ctx) {
   k.q_pos = s.in_ptr.size() > 3 ? s.in_ptr[3] : nullptr;
   k.out = s.out_ptr;
   k.partial = reinterpret_cast<float*>(ctx.scratch + p.partial_off);
+  k.counters = reinterpret_cast<unsigned*>(ctx.zeroed + p.counters_off);
   launch_attention(k, ctx.stream);
   return {};
 }
@@ -735,10 +741,13 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   k.dt = to_dt(dt);
   k.out_dt = to_dt(n.dtype);
   k.decode = attention_decode_supported(k.S, k.n_heads, k.n_kv, k.hd);
+  k.decode_wave = ctx.sms;
   k.splits = k.decode ? attention_decode_splits(k.batch, k.T, k.n_kv, ctx.sms)
                       : attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);
   if (k.splits > 1)
     p->partial_off = ctx.scratch(static_cast<int64_t>(k.splits) * k.batch * k.n_heads * k.S * (k.hd + 2) * 4);
+  if (k.decode && k.splits > 1)
+    p->counters_off = ctx.zeroed(k.batch * k.n_heads * static_cast<int64_t>(sizeof(unsigned)));
   const int qb = ctx.bucket(n.inputs[0]), kb = ctx.bucket(n.inputs[1]);
   p->q_bucket = qb == static_cast<int>(r - 2) && k.batch == 1;
   p->k_bucket = kb == static_cast<int>(r - 2) && k.batch == 1;
@@ -945,6 +954,8 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     v.row_bytes = *ir::dtype_bytes(w.dtype, g.K);
     v.swiglu = swiglu;
     v.x_vec4 = x.dtype == DType::F32 && step.in[0].offset % 16 == 0 && step.in[0].kind == StorageKind::kArena;
+    auto immutable = [](const ValueRef& r) { return r.kind == StorageKind::kParam || r.kind == StorageKind::kConstant; };
+    v.w_const = immutable(step.in[1]) && (!swiglu || immutable(step.in[2]));
     if (bias_act) {
       const auto& f = n.attr<ir::FusedMatMulAttrs>();
       v.act = static_cast<uint8_t>(f.act);

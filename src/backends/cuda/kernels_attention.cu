@@ -3,9 +3,10 @@
 // and explicit query positions. Each warp owns one query row, a block four rows of
 // one head; for few query rows and many keys the keys are split across blocks and a
 // second kernel merges the partial (max, sum, accumulator) triples. Decode (one query
-// row) has its own kernel: one block per KV head serves all the query heads of its
-// group (K/V read once), and splits the keys the row actually sees (by its position,
-// read on the device) evenly across blocks.
+// row) has its own kernel: one block per query head (short contexts) or per KV head's
+// group (long ones), the keys the row actually sees (by its position, read on the
+// device) split evenly across blocks, and the split partials merged by the last block
+// to finish (no second launch).
 #include <atomic>
 #include <cfloat>
 
@@ -24,6 +25,8 @@ size_t attention_smem(int hd) {
 }
 
 __global__ void attention_kernel(const AttentionParams p) {
+  pdl_wait();
+  pdl_trigger();
   extern __shared__ float smem[];
   const int hd = p.hd, nc = (hd + 31) / 32;
   float* k_s = smem;                           // [kTile][hd + 1]
@@ -140,6 +143,8 @@ __global__ void attention_kernel(const AttentionParams p) {
 
 // One warp per (b, h, i) row: merges the split partials.
 __global__ void attention_combine_kernel(const AttentionParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t rows_total = p.batch * p.n_heads * p.S;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
@@ -168,77 +173,203 @@ __global__ void attention_combine_kernel(const AttentionParams p) {
   }
 }
 
-constexpr int kDecodeWarps = 4;
-constexpr int kMaxGroup = 8;  // query heads per KV head
+constexpr int kMaxGroup = 8;     // query heads per KV head
+constexpr int kDecodeTile = 32;  // keys a warp scores at once (one per lane)
+constexpr int kMaxDecodeSplits = 32;
+// Warps per decode block for NC head-dim chunks; a split takes at least one tile per warp.
+__host__ __device__ constexpr int decode_warps(int nc) { return nc <= 2 ? 8 : 4; }
 
-// Decode: one query row per (b, h). Block (kv head, split, b): its warps take the keys of
-// the split in turn; per key, each warp dots it with the group's query heads (lane owns
-// head dims lane + 32c) and folds it into an online softmax per head. The warps merge in
-// shared memory; the block writes the output (one split) or a partial for the combine.
-template <int NC>
-__global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(const AttentionParams p) {
+template <typename T>
+__device__ __forceinline__ float to_float(T v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else return __bfloat162float(v);
+}
+
+// The V elements of a 16-byte vector of T, as floats.
+template <typename T>
+__device__ __forceinline__ void unpack16(const uint4& u, float* f) {
+  if constexpr (std::is_same_v<T, float>) {
+    f[0] = __uint_as_float(u.x);
+    f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z);
+    f[3] = __uint_as_float(u.w);
+  } else {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 v;
+      if constexpr (std::is_same_v<T, __half>) v = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      else v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+      f[2 * i] = v.x;
+      f[2 * i + 1] = v.y;
+    }
+  }
+}
+
+// Decode: one query row per (b, h). Block (h, split, b) serves query head h alone while
+// the blocks that have keys fit one wave (`decode_wave`; short contexts, where the chain
+// of dependent instructions per warp bounds this kernel), else the block of each KV
+// head's first query head serves the whole group (K/V read once). The keys the row sees
+// ([jb, je), from its position on the device) go to min(splits, ceil(n / (32 W))) splits
+// (W warps a block); the warps take tiles of 32 keys in turn. Per tile, lane j scores
+// key j against the block's queries (its K row read with 16-byte loads when rows are
+// aligned, the queries from shared memory), the warp folds the tile into an online
+// softmax per head, and P.V runs with lane owning head dims lane + 32c; the tile's K rows
+// and (for head_dim <= 64) all its V elements are loaded before the first is used, so a
+// tile costs one trip to memory. The warps merge in shared memory. With one split the
+// block writes the output; otherwise it writes a partial (max, sum, accumulator) and the
+// last block of its head (group) to finish (a counter per block column in `p.counters`,
+// left at zero again) merges the partials.
+template <typename T, int NC>
+__global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel(const AttentionParams p) {
+  constexpr int kDecodeWarps = decode_warps(NC);
+  constexpr int kSplitKeys = kDecodeWarps * kDecodeTile;  // fewest keys a split takes
+  __shared__ __align__(16) float q_s[kMaxGroup * 32 * NC];  // [G][hd], scaled
+  __shared__ __align__(16) float p_s[kDecodeWarps][kMaxGroup][kDecodeTile];
   __shared__ float m_s[kDecodeWarps][kMaxGroup], l_s[kDecodeWarps][kMaxGroup];
   __shared__ float acc_s[kDecodeWarps][kMaxGroup][32 * NC];
+  __shared__ float w_s[kMaxGroup][kMaxDecodeSplits], ls_s[kMaxGroup][kMaxDecodeSplits];
+  __shared__ bool last_s;
+  pdl_wait();
+  pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int kvh = blockIdx.x, split = blockIdx.y;
+  const int split = blockIdx.y;
   const int64_t b = blockIdx.z;
-  const int G = p.n_heads / p.n_kv, hd = p.hd;
-  const int64_t qw = static_cast<int64_t>(p.n_heads) * hd, kw = static_cast<int64_t>(p.n_kv) * hd;
-  // Keys this row sees, then this split's share of them.
+  const int hd = p.hd, G_kv = p.n_heads / p.n_kv;  // query heads per KV head
+  const int kvh = static_cast<int>(blockIdx.x) / G_kv;
+  const int64_t qw = static_cast<int64_t>(p.n_heads) * hd;
+  const int kw = p.n_kv * hd;
+  // The queries of the KV head's group (read while the position is on its way).
+  for (int e = threadIdx.x; e < G_kv * hd; e += blockDim.x)
+    q_s[e] = ld_f(p.dt, p.q, b * p.S_full * qw + static_cast<int64_t>(kvh) * G_kv * hd + e) * p.scale;
+  // Keys this row sees, the splits that share them, and this split's part.
   const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, 0) : p.T - 1;
   int64_t jb = 0, je = p.T;
   if (p.mask != 0) je = pos + 1 < p.T ? pos + 1 : p.T;
   if (p.mask == 2) jb = pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
   if (je < jb) je = jb;
-  const int64_t per = (je - jb + p.splits - 1) / p.splits;
-  const int64_t k0 = jb + split * per, k1 = k0 + per < je ? k0 + per : je;
+  const int64_t n = je - jb;
+  int64_t active = (n + kSplitKeys - 1) / kSplitKeys;
+  if (active > p.splits) active = p.splits;
+  if (active < 1) active = 1;
+  if (split >= active) return;
+  // One query head per block while those blocks fit one wave (short contexts: the
+  // shortest chain of work per warp); else the block of the group's first head takes
+  // the whole group (K/V read once) and the others stand by.
+  const bool per_head = active * p.n_heads * p.batch <= p.decode_wave;
+  if (!per_head && blockIdx.x % G_kv != 0) return;
+  const int G = per_head ? 1 : G_kv;                  // query heads of this block
+  const int hq0 = static_cast<int>(blockIdx.x);       // the first of them
+  const float* qs0 = q_s + (hq0 - kvh * G_kv) * hd;   // their queries
+  const int64_t per = (n + active - 1) / active;
+  const int64_t k0 = jb + split * per < je ? jb + split * per : je;
+  const int64_t k1 = k0 + per < je ? k0 + per : je;
+  __syncthreads();  // q_s
 
-  float q[kMaxGroup][NC], acc[kMaxGroup][NC], m[kMaxGroup], l[kMaxGroup];
+  float acc[kMaxGroup][NC], m[kMaxGroup], l[kMaxGroup];
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) {
     m[g] = -FLT_MAX;
     l[g] = 0.0f;
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      acc[g][c] = 0.0f;
-      const int d = lane + 32 * c;
-      q[g][c] = g < G && d < hd ? ld_f(p.dt, p.q, b * p.S_full * qw + static_cast<int64_t>(kvh * G + g) * hd + d) * p.scale
-                                : 0.0f;
-    }
+    for (int c = 0; c < NC; ++c) acc[g][c] = 0.0f;
   }
-  constexpr int kKeys = 4;  // keys per warp whose K/V rows are loaded before use
-  for (int64_t j0 = k0 + warp * kKeys; j0 < k1; j0 += kDecodeWarps * kKeys) {
-    float kv[kKeys][NC], vv[kKeys][NC];
+  const T* kbase = static_cast<const T*>(p.k) + b * p.T_full * kw + static_cast<int64_t>(kvh) * hd;
+  const T* vbase = static_cast<const T*>(p.v) + b * p.T_full * kw + static_cast<int64_t>(kvh) * hd;
+  const int lk = static_cast<int>(k1 - k0);  // keys of this split, counted from k0 (32-bit offsets below)
+  const T* kb0 = kbase + k0 * kw;
+  const T* vb0 = vbase + k0 * kw;
+  constexpr int V = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte load
+  constexpr int kPiece = 16;                            // 16-byte K loads in flight per lane
+  constexpr int kU = NC <= 2 ? kDecodeTile : NC <= 4 ? 16 : 8;  // keys whose V elements are loaded at once
+  for (int t0 = warp * kDecodeTile; t0 < lk; t0 += kDecodeWarps * kDecodeTile) {
+    const int nk = lk - t0 < kDecodeTile ? lk - t0 : kDecodeTile;
+    const T* vt = vb0 + static_cast<int64_t>(t0) * kw;
+    float vv[kU][NC];
+    auto load_v = [&](int jj) {
 #pragma unroll
-    for (int t = 0; t < kKeys; ++t) {
-      const int64_t off = (b * p.T_full + j0 + t) * kw + static_cast<int64_t>(kvh) * hd;
+      for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        const int d = lane + 32 * c;
-        const bool ok = d < hd && j0 + t < k1;
-        kv[t][c] = ok ? ld_f(p.dt, p.k, off + d) : 0.0f;
-        vv[t][c] = ok ? ld_f(p.dt, p.v, off + d) : 0.0f;
+        for (int c = 0; c < NC; ++c) {
+          const int d = lane + 32 * c;
+          vv[u][c] = jj + u < nk && d < hd ? to_float(__ldcs(vt + (jj + u) * kw + d)) : 0.0f;
+        }
+    };
+    load_v(0);  // in flight with the K loads below
+    // Scores: lane j takes key t0 + j.
+    const int j = t0 + lane;
+    const bool valid = j < lk;
+    float s[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) s[g] = 0.0f;
+    if (valid) {
+      const T* kr = kb0 + static_cast<int64_t>(j) * kw;
+      if (p.kv_vec) {
+        const uint4* k4 = reinterpret_cast<const uint4*>(kr);
+        for (int d0 = 0; d0 < hd; d0 += kPiece * V) {
+          uint4 kv[kPiece];
+#pragma unroll
+          for (int i = 0; i < kPiece; ++i)
+            if (d0 + i * V < hd) kv[i] = __ldcs(k4 + d0 / V + i);
+#pragma unroll
+          for (int i = 0; i < kPiece; ++i) {
+            if (d0 + i * V >= hd) break;
+            float f[V];
+            unpack16<T>(kv[i], f);
+#pragma unroll
+            for (int g = 0; g < kMaxGroup; ++g) {
+              if (g >= G) break;
+              const float* qq = qs0 + g * hd + d0 + i * V;
+#pragma unroll
+              for (int e = 0; e < V; e += 4) {
+                const float4 q4 = *reinterpret_cast<const float4*>(qq + e);
+                s[g] = fmaf(f[e], q4.x, fmaf(f[e + 1], q4.y, fmaf(f[e + 2], q4.z, fmaf(f[e + 3], q4.w, s[g]))));
+              }
+            }
+          }
+        }
+      } else {
+        for (int d = 0; d < hd; ++d) {
+          const float kd = to_float(kr[d]);
+#pragma unroll
+          for (int g = 0; g < kMaxGroup; ++g)
+            if (g < G) s[g] = fmaf(qs0[g * hd + d], kd, s[g]);
+        }
       }
     }
+    // Online softmax per head over the tile.
 #pragma unroll
-    for (int t = 0; t < kKeys; ++t) {
-      if (j0 + t >= k1) break;
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= G) break;
+      float sg = -FLT_MAX;
+      if (valid) sg = p.softcap > 0.0f ? p.softcap * tanhf(s[g] / p.softcap) : s[g];
+      const float m_new = fmaxf(m[g], warp_max(sg));  // lane 0's key is always valid
+      const float corr = __expf(m[g] - m_new);
+      const float pj = valid ? __expf(sg - m_new) : 0.0f;
+      l[g] = l[g] * corr + warp_sum(pj);
+      m[g] = m_new;
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        if (g >= G) break;
-        float s = 0.0f;
+      for (int c = 0; c < NC; ++c) acc[g][c] *= corr;
+      p_s[warp][g][lane] = pj;
+    }
+    __syncwarp();
+    // P.V: lane owns head dims lane + 32c; the tile's V rows are read coalesced.
+    for (int jj = 0; jj < nk; jj += kU) {
+      if (jj > 0) load_v(jj);
 #pragma unroll
-        for (int c = 0; c < NC; ++c) s = fmaf(q[g][c], kv[t][c], s);
-        s = warp_sum(s);
-        if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-        const float m_new = fmaxf(m[g], s);
-        const float corr = __expf(m[g] - m_new), pj = __expf(s - m_new);
-        l[g] = l[g] * corr + pj;
-        m[g] = m_new;
+      for (int u = 0; u < kU; ++u) {
+        if (jj + u >= nk) break;
 #pragma unroll
-        for (int c = 0; c < NC; ++c) acc[g][c] = fmaf(acc[g][c], corr, pj * vv[t][c]);
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g >= G) break;
+          const float w = p_s[warp][g][jj + u];
+#pragma unroll
+          for (int c = 0; c < NC; ++c) acc[g][c] = fmaf(w, vv[u][c], acc[g][c]);
+        }
       }
     }
+    __syncwarp();
   }
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) {
@@ -252,6 +383,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
   }
   __syncthreads();
   // Merge the warps: thread t handles (g, d) pairs.
+  const int64_t rows_total = p.batch * p.n_heads;  // S == 1
   for (int e = threadIdx.x; e < G * hd; e += blockDim.x) {
     const int g = e / hd, d = e % hd;
     float M = -FLT_MAX;
@@ -264,11 +396,10 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
         L += l_s[w][g] * f;
         A += acc_s[w][g][d] * f;
       }
-    const int h = kvh * G + g;
-    if (p.splits == 1) {
+    const int h = hq0 + g;
+    if (active == 1) {
       st_f(p.out_dt, p.out, b * p.S_full * qw + static_cast<int64_t>(h) * hd + d, L > 0.0f ? A / L : 0.0f);
     } else {
-      const int64_t rows_total = p.batch * p.n_heads;  // S == 1
       float* dst = p.partial + (static_cast<int64_t>(split) * rows_total + b * p.n_heads + h) * (hd + 2);
       dst[2 + d] = A;
       if (d == 0) {
@@ -277,6 +408,44 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) attention_decode_kernel(con
       }
     }
   }
+  if (active == 1) return;
+  // The last block of this (b, kv head) to finish merges the splits' partials.
+  __threadfence();
+  __syncthreads();
+  unsigned* counter = p.counters + b * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0) last_s = atomicAdd(counter, 1u) == static_cast<unsigned>(active - 1);
+  __syncthreads();
+  if (!last_s) return;
+  __threadfence();
+  const int na = static_cast<int>(active);
+  for (int e = threadIdx.x; e < G * na; e += blockDim.x) {  // (max, sum) of every split
+    const int g = e / na, sp = e % na;
+    const float* src = p.partial + (static_cast<int64_t>(sp) * rows_total + b * p.n_heads + hq0 + g) * (hd + 2);
+    ls_s[g][sp] = __ldcg(src + 1);
+    w_s[g][sp] = ls_s[g][sp] > 0.0f ? __ldcg(src) : -FLT_MAX;
+  }
+  __syncthreads();
+  if (threadIdx.x < G) {  // weights exp(m_s - M) / L per split
+    const int g = threadIdx.x;
+    float M = -FLT_MAX;
+    for (int sp = 0; sp < na; ++sp) M = fmaxf(M, w_s[g][sp]);
+    float L = 0.0f;
+    for (int sp = 0; sp < na; ++sp)
+      if (ls_s[g][sp] > 0.0f) L += ls_s[g][sp] * __expf(w_s[g][sp] - M);
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int sp = 0; sp < na; ++sp) w_s[g][sp] = ls_s[g][sp] > 0.0f ? __expf(w_s[g][sp] - M) * inv : 0.0f;
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < G * hd; e += blockDim.x) {
+    const int g = e / hd, d = e % hd;
+    const int h = hq0 + g;
+    const float* src = p.partial + (b * p.n_heads + h) * (hd + 2) + 2 + d;
+    float a = 0.0f;
+#pragma unroll 4
+    for (int sp = 0; sp < na; ++sp) a = fmaf(w_s[g][sp], __ldcg(src + static_cast<int64_t>(sp) * rows_total * (hd + 2)), a);
+    st_f(p.out_dt, p.out, b * p.S_full * qw + static_cast<int64_t>(h) * hd + d, a);
+  }
+  if (threadIdx.x == 0) *counter = 0u;  // ready for the next run
 }
 
 }  // namespace
@@ -285,12 +454,12 @@ bool attention_decode_supported(int64_t S, int n_heads, int n_kv, int hd) {
   return S == 1 && n_kv > 0 && n_heads % n_kv == 0 && n_heads / n_kv <= kMaxGroup && hd >= 1 && hd <= 32 * kMaxChunks;
 }
 
-int attention_decode_splits(int64_t batch, int64_t T, int n_kv, int sms) {
-  const int64_t blocks = batch * n_kv;
+int attention_decode_splits(int64_t batch, int64_t T, int groups, int sms) {
+  const int64_t blocks = batch * groups;
   int64_t splits = (2 * sms + blocks - 1) / blocks;
   const int64_t max_by_keys = T / 16 > 1 ? T / 16 : 1;  // keys are split by what the row sees, on the device
   if (splits > max_by_keys) splits = max_by_keys;
-  if (splits > 64) splits = 64;
+  if (splits > kMaxDecodeSplits) splits = kMaxDecodeSplits;
   return splits < 1 ? 1 : static_cast<int>(splits);
 }
 
@@ -309,18 +478,24 @@ int attention_splits(int64_t batch, int64_t S, int64_t T, int n_heads, int sms) 
 void launch_attention(const AttentionParams& p, cudaStream_t s) {
   if (p.S == 0) return;
   if (p.decode) {
-    const dim3 grid(static_cast<unsigned>(p.n_kv), static_cast<unsigned>(p.splits), static_cast<unsigned>(p.batch));
-    switch ((p.hd + 31) / 32) {
-      case 1: attention_decode_kernel<1><<<grid, kDecodeWarps * 32, 0, s>>>(p); break;
-      case 2: attention_decode_kernel<2><<<grid, kDecodeWarps * 32, 0, s>>>(p); break;
-      case 3: attention_decode_kernel<3><<<grid, kDecodeWarps * 32, 0, s>>>(p); break;
-      case 4: attention_decode_kernel<4><<<grid, kDecodeWarps * 32, 0, s>>>(p); break;
-      case 5: attention_decode_kernel<5><<<grid, kDecodeWarps * 32, 0, s>>>(p); break;
-      case 6: attention_decode_kernel<6><<<grid, kDecodeWarps * 32, 0, s>>>(p); break;
-      case 7: attention_decode_kernel<7><<<grid, kDecodeWarps * 32, 0, s>>>(p); break;
-      default: attention_decode_kernel<8><<<grid, kDecodeWarps * 32, 0, s>>>(p); break;
-    }
-    if (p.splits > 1) attention_combine_kernel<<<grid_for(p.batch * p.n_heads, 4), 128, 0, s>>>(p);
+    const dim3 grid(static_cast<unsigned>(p.n_heads), static_cast<unsigned>(p.splits), static_cast<unsigned>(p.batch));
+    AttentionParams q = p;
+    const int64_t esz = p.dt == DT::F32 ? 4 : 2;
+    q.kv_vec = reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && (p.n_kv * p.hd * esz) % 16 == 0 && (p.hd * esz) % 16 == 0;
+    const int nc = p.hd <= 32 ? 1 : p.hd <= 64 ? 2 : p.hd <= 128 ? 4 : 8;
+    const unsigned threads = static_cast<unsigned>(decode_warps(nc) * 32);
+    auto go = [&](auto tag) {
+      using T = decltype(tag);
+      switch (nc) {
+        case 1: launch_k(attention_decode_kernel<T, 1>, grid, threads, 0, s, q); break;
+        case 2: launch_k(attention_decode_kernel<T, 2>, grid, threads, 0, s, q); break;
+        case 4: launch_k(attention_decode_kernel<T, 4>, grid, threads, 0, s, q); break;
+        default: launch_k(attention_decode_kernel<T, 8>, grid, threads, 0, s, q); break;
+      }
+    };
+    if (p.dt == DT::F16) go(__half{});
+    else if (p.dt == DT::BF16) go(__nv_bfloat16{});
+    else go(float{});
     return;
   }
   const size_t smem = attention_smem(p.hd);
@@ -338,10 +513,10 @@ void launch_attention(const AttentionParams& p, cudaStream_t s) {
   }
   const dim3 grid(static_cast<unsigned>((p.S + kRows - 1) / kRows), static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.batch * p.splits));
-  attention_kernel<<<grid, 32 * kRows, smem, s>>>(p);
+  launch_k(attention_kernel, grid, 32 * kRows, smem, s, p);
   if (p.splits > 1) {
     const int64_t rows = p.batch * p.n_heads * p.S;
-    attention_combine_kernel<<<grid_for(rows, 4), 128, 0, s>>>(p);
+    launch_k(attention_combine_kernel, grid_for(rows, 4), 128, 0, s, p);
   }
 }
 

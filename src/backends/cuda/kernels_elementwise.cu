@@ -2,6 +2,8 @@
 // Activation/Binary/Compare/Where/Cast and ElementwiseRegion), strided copies
 // (Transpose/Narrow/Expand), UpdateSlice into a handle and Gather (plain tables and
 // packed GGUF tables dequantized per row).
+#include <atomic>
+
 #include "backends/cuda/cuda_common.cuh"
 
 namespace rlx::cuda_backend {
@@ -15,6 +17,8 @@ __device__ T load_t(DT t, const void* p, int64_t i) {
 
 template <typename T>
 __global__ void region_kernel(const RegionParams p) {
+  pdl_wait();
+  pdl_trigger();
   T vals[kMaxRegionSteps];
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total; e += stride) {
@@ -50,6 +54,8 @@ __global__ void region_kernel(const RegionParams p) {
 
 template <typename E>
 __global__ void strided_copy_kernel(const StridedCopyParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const E* in = static_cast<const E*>(p.in);
   E* out = static_cast<E*>(p.out);
@@ -65,6 +71,8 @@ __global__ void strided_copy_kernel(const StridedCopyParams p) {
 
 template <typename E>
 __global__ void update_slice_kernel(const UpdateSliceParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t start = ld_i(p.start_dt, p.start, 0);
   if (start < 0 || start + p.rows > p.dst_len) {
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicExch(p.err, p.err_code);
@@ -83,6 +91,8 @@ __global__ void update_slice_kernel(const UpdateSliceParams p) {
 
 template <typename E>
 __global__ void gather_kernel(const GatherParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t inner = p.inner_bytes / static_cast<int64_t>(sizeof(E));
   const int64_t total = p.outer * p.n_idx * inner;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -102,6 +112,8 @@ __global__ void gather_kernel(const GatherParams p) {
 // One thread per 32-element unit of a gathered packed row.
 template <DT T>
 __global__ void gather_packed_kernel(const GatherParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t units = p.row_elems / 32;
   const int64_t total = p.n_idx * units;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -121,6 +133,8 @@ __global__ void gather_packed_kernel(const GatherParams p) {
 template <DT T>
 __global__ void dequant_f16_kernel(const uint8_t* w, __half* out, int64_t N, int64_t K, int64_t row_bytes,
                                    int64_t d_offset) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t units = K / 32, total = N * units;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
@@ -135,29 +149,34 @@ __global__ void dequant_f16_kernel(const uint8_t* w, __half* out, int64_t N, int
 
 constexpr int kThreads = 256;
 
+std::atomic<bool> g_programmatic_launch{false};
+
 }  // namespace
+
+void set_programmatic_launch(bool on) { g_programmatic_launch.store(on, std::memory_order_relaxed); }
+bool programmatic_launch() { return g_programmatic_launch.load(std::memory_order_relaxed); }
 
 void launch_region(const RegionParams& p, cudaStream_t s) {
   if (p.total == 0) return;
-  if (p.use_double) region_kernel<double><<<grid_for(p.total, kThreads), kThreads, 0, s>>>(p);
-  else region_kernel<float><<<grid_for(p.total, kThreads), kThreads, 0, s>>>(p);
+  if (p.use_double) launch_k(region_kernel<double>, grid_for(p.total, kThreads), kThreads, 0, s, p);
+  else launch_k(region_kernel<float>, grid_for(p.total, kThreads), kThreads, 0, s, p);
 }
 
 void launch_strided_copy(const StridedCopyParams& p, cudaStream_t s) {
   if (p.total == 0) return;
   const int g = grid_for(p.total, kThreads);
   switch (p.elem_bytes) {
-    case 1: strided_copy_kernel<uint8_t><<<g, kThreads, 0, s>>>(p); break;
-    case 2: strided_copy_kernel<uint16_t><<<g, kThreads, 0, s>>>(p); break;
-    case 4: strided_copy_kernel<uint32_t><<<g, kThreads, 0, s>>>(p); break;
-    default: strided_copy_kernel<uint64_t><<<g, kThreads, 0, s>>>(p); break;
+    case 1: launch_k(strided_copy_kernel<uint8_t>, g, kThreads, 0, s, p); break;
+    case 2: launch_k(strided_copy_kernel<uint16_t>, g, kThreads, 0, s, p); break;
+    case 4: launch_k(strided_copy_kernel<uint32_t>, g, kThreads, 0, s, p); break;
+    default: launch_k(strided_copy_kernel<uint64_t>, g, kThreads, 0, s, p); break;
   }
 }
 
 void launch_update_slice(const UpdateSliceParams& p, cudaStream_t s) {
   const int64_t n = p.outer * p.rows * p.inner_bytes;
-  if (p.inner_bytes % 4 == 0) update_slice_kernel<uint32_t><<<grid_for(n / 4, kThreads), kThreads, 0, s>>>(p);
-  else update_slice_kernel<uint8_t><<<grid_for(n, kThreads), kThreads, 0, s>>>(p);
+  if (p.inner_bytes % 4 == 0) launch_k(update_slice_kernel<uint32_t>, grid_for(n / 4, kThreads), kThreads, 0, s, p);
+  else launch_k(update_slice_kernel<uint8_t>, grid_for(n, kThreads), kThreads, 0, s, p);
 }
 
 bool packed_supported(DT t) { return packed_block_bytes(t) != 0; }
@@ -166,19 +185,19 @@ void launch_gather(const GatherParams& p, cudaStream_t s) {
   if (p.row_elems > 0) {
     const int g = grid_for(p.n_idx * (p.row_elems / 32), kThreads);
     switch (p.table_dt) {
-      case DT::Q4_0: gather_packed_kernel<DT::Q4_0><<<g, kThreads, 0, s>>>(p); break;
-      case DT::Q8_0: gather_packed_kernel<DT::Q8_0><<<g, kThreads, 0, s>>>(p); break;
-      case DT::Q4_K: gather_packed_kernel<DT::Q4_K><<<g, kThreads, 0, s>>>(p); break;
-      case DT::Q5_K: gather_packed_kernel<DT::Q5_K><<<g, kThreads, 0, s>>>(p); break;
-      case DT::Q6_K: gather_packed_kernel<DT::Q6_K><<<g, kThreads, 0, s>>>(p); break;
+      case DT::Q4_0: launch_k(gather_packed_kernel<DT::Q4_0>, g, kThreads, 0, s, p); break;
+      case DT::Q8_0: launch_k(gather_packed_kernel<DT::Q8_0>, g, kThreads, 0, s, p); break;
+      case DT::Q4_K: launch_k(gather_packed_kernel<DT::Q4_K>, g, kThreads, 0, s, p); break;
+      case DT::Q5_K: launch_k(gather_packed_kernel<DT::Q5_K>, g, kThreads, 0, s, p); break;
+      case DT::Q6_K: launch_k(gather_packed_kernel<DT::Q6_K>, g, kThreads, 0, s, p); break;
       default: break;
     }
     return;
   }
   const int64_t n = p.outer * p.n_idx * p.inner_bytes;
   if (n == 0) return;
-  if (p.inner_bytes % 4 == 0) gather_kernel<uint32_t><<<grid_for(n / 4, kThreads), kThreads, 0, s>>>(p);
-  else gather_kernel<uint8_t><<<grid_for(n, kThreads), kThreads, 0, s>>>(p);
+  if (p.inner_bytes % 4 == 0) launch_k(gather_kernel<uint32_t>, grid_for(n / 4, kThreads), kThreads, 0, s, p);
+  else launch_k(gather_kernel<uint8_t>, grid_for(n, kThreads), kThreads, 0, s, p);
 }
 
 void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int64_t K, int64_t row_bytes,
@@ -186,11 +205,11 @@ void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int
   auto* o = static_cast<__half*>(out_f16);
   const int g = grid_for(N * (K / 32), kThreads);
   switch (w_dt) {
-    case DT::Q4_0: dequant_f16_kernel<DT::Q4_0><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
-    case DT::Q8_0: dequant_f16_kernel<DT::Q8_0><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
-    case DT::Q4_K: dequant_f16_kernel<DT::Q4_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
-    case DT::Q5_K: dequant_f16_kernel<DT::Q5_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
-    case DT::Q6_K: dequant_f16_kernel<DT::Q6_K><<<g, kThreads, 0, s>>>(w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q4_0: launch_k(dequant_f16_kernel<DT::Q4_0>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q8_0: launch_k(dequant_f16_kernel<DT::Q8_0>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q4_K: launch_k(dequant_f16_kernel<DT::Q4_K>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q5_K: launch_k(dequant_f16_kernel<DT::Q5_K>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q6_K: launch_k(dequant_f16_kernel<DT::Q6_K>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
     default: break;
   }
 }

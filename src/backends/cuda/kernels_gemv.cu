@@ -288,8 +288,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
           for (int r = 0; r < R; ++r) C::load(regs[u][s][r], rows[r][s], drows[r][s], c);
     }
   };
-  // The first weight loads go out before x is staged, so that their latency overlaps it.
-  if (active) load_all(lane);
+  // The first weight loads go out before x is staged (and, for weights no kernel writes,
+  // before the kernel before this one has finished), so that their latency overlaps it.
+  if (p.w_const) {
+    if (active) load_all(lane);
+    pdl_wait();
+  } else {
+    pdl_wait();
+    if (active) load_all(lane);
+  }
+  pdl_trigger();
   if (p.x_vec4) {
     for (int m = 0; m < M; ++m) {
       const float4* x4 = static_cast<const float4*>(p.x) + m * (K / 4);
@@ -357,11 +365,11 @@ void launch_typed(const GemvParams& p, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>((p.N + rows_per_block - 1) / rows_per_block);
   const size_t smem = gemv_smem_bytes(p.w_dt, p.M, p.K);
   if (p.M == 1) {
-    if (p.swiglu) gemv_kernel<C, X, R, 1, true><<<grid, kWarps * 32, smem, s>>>(p);
-    else gemv_kernel<C, X, R, 1, false><<<grid, kWarps * 32, smem, s>>>(p);
+    if (p.swiglu) launch_k(gemv_kernel<C, X, R, 1, true>, grid, kWarps * 32, smem, s, p);
+    else launch_k(gemv_kernel<C, X, R, 1, false>, grid, kWarps * 32, smem, s, p);
   } else {
-    if (p.swiglu) gemv_kernel<C, X, R, kMaxGemvM, true><<<grid, kWarps * 32, smem, s>>>(p);
-    else gemv_kernel<C, X, R, kMaxGemvM, false><<<grid, kWarps * 32, smem, s>>>(p);
+    if (p.swiglu) launch_k(gemv_kernel<C, X, R, kMaxGemvM, true>, grid, kWarps * 32, smem, s, p);
+    else launch_k(gemv_kernel<C, X, R, kMaxGemvM, false>, grid, kWarps * 32, smem, s, p);
   }
 }
 

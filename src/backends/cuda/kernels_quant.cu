@@ -13,6 +13,8 @@ constexpr int kMaxM = 8;
 
 template <DT T>
 __global__ void __launch_bounds__(kWarps * 32) qgemv_kernel(const QGemvParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int lane = threadIdx.x & 31;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (n >= p.N) return;
@@ -57,11 +59,11 @@ void launch_qgemv(const QGemvParams& p, cudaStream_t s) {
     q.y = p.y + m0 * p.N;
     q.M = p.M - m0 < kMaxM ? p.M - m0 : kMaxM;
     switch (p.w_dt) {
-      case DT::Q4_0: qgemv_kernel<DT::Q4_0><<<g, kWarps * 32, 0, s>>>(q); break;
-      case DT::Q8_0: qgemv_kernel<DT::Q8_0><<<g, kWarps * 32, 0, s>>>(q); break;
-      case DT::Q4_K: qgemv_kernel<DT::Q4_K><<<g, kWarps * 32, 0, s>>>(q); break;
-      case DT::Q5_K: qgemv_kernel<DT::Q5_K><<<g, kWarps * 32, 0, s>>>(q); break;
-      case DT::Q6_K: qgemv_kernel<DT::Q6_K><<<g, kWarps * 32, 0, s>>>(q); break;
+      case DT::Q4_0: launch_k(qgemv_kernel<DT::Q4_0>, g, kWarps * 32, 0, s, q); break;
+      case DT::Q8_0: launch_k(qgemv_kernel<DT::Q8_0>, g, kWarps * 32, 0, s, q); break;
+      case DT::Q4_K: launch_k(qgemv_kernel<DT::Q4_K>, g, kWarps * 32, 0, s, q); break;
+      case DT::Q5_K: launch_k(qgemv_kernel<DT::Q5_K>, g, kWarps * 32, 0, s, q); break;
+      case DT::Q6_K: launch_k(qgemv_kernel<DT::Q6_K>, g, kWarps * 32, 0, s, q); break;
       default: break;
     }
   }

@@ -10,12 +10,71 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
-// x: [rows, d] (+ res) -> out (residual: [2, rows, d], the sum first).
+// x: [rows, d] (+ res) -> out (residual: [2, rows, d], the sum first). PER > 0: the
+// row fits the block PER elements a thread, held in registers (one pass over memory);
+// PER == 0: any d, re-read from memory each pass. Both sum in the same order.
+template <int PER>
 __global__ void norm_kernel(const NormParams p) {
   __shared__ double red[32];
   const int64_t r = blockIdx.x;
   const int64_t base = r * p.d;
   const int64_t obase = (p.res ? p.rows * p.d : 0) + base;
+  const int64_t nt = blockDim.x;
+  float gv[PER > 0 ? PER : 1], bv[PER > 0 ? PER : 1];
+  auto load_affine = [&] {
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int64_t j = threadIdx.x + i * nt;
+      gv[i] = j < p.d ? ld_f(p.g_dt, p.gamma, j) : 0.0f;
+      bv[i] = j < p.d && p.beta ? ld_f(p.b_dt, p.beta, j) : 0.0f;
+    }
+  };
+  if (PER > 0 && p.affine_const) load_affine();  // no kernel writes them: before the wait
+  pdl_wait();
+  pdl_trigger();
+  if constexpr (PER > 0) {
+    if (!p.affine_const) load_affine();
+    float v[PER];
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int64_t j = threadIdx.x + i * nt;
+      v[i] = 0.0f;
+      if (j < p.d) {
+        v[i] = ld_f(p.x_dt, p.x, base + j);
+        if (p.res) {  // the residual sum, rounded to the output dtype (as the unfused Add stores it)
+          v[i] = round_to<float>(p.out_dt, v[i] + ld_f(p.x_dt, p.res, base + j));
+          st_f(p.out_dt, p.out, base + j, v[i]);
+        }
+      }
+    }
+    double mean = 0;
+    if (!p.rms) {
+      double s = 0;
+#pragma unroll
+      for (int i = 0; i < PER; ++i)
+        if (threadIdx.x + i * nt < p.d) s += v[i];
+      mean = block_sum_d(s, red) / static_cast<double>(p.d);
+    }
+    double ss = 0;
+#pragma unroll
+    for (int i = 0; i < PER; ++i)
+      if (threadIdx.x + i * nt < p.d) {
+        const double c = v[i] - mean;
+        ss += c * c;
+      }
+    ss = block_sum_d(ss, red);
+    const float scale = static_cast<float>(1.0 / sqrt(ss / static_cast<double>(p.d) + p.eps));
+    const float m = static_cast<float>(mean);
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int64_t j = threadIdx.x + i * nt;
+      if (j >= p.d) break;
+      float o = (v[i] - m) * scale * gv[i];
+      if (p.beta) o += bv[i];
+      st_f(p.out_dt, p.out, obase + j, o);
+    }
+    return;
+  }
   // Residual sum, rounded to the output dtype (as the unfused Add would store it).
   if (p.res) {
     for (int64_t j = threadIdx.x; j < p.d; j += blockDim.x)
@@ -47,6 +106,8 @@ __global__ void norm_kernel(const NormParams p) {
 
 // One thread per rotated pair (or passed-through element).
 __global__ void rope_kernel(const RopeParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t half = p.n_rot / 2;
   const int64_t n_heads = p.width / p.head_dim;
   const int64_t per_head = half + (p.head_dim - p.n_rot);
@@ -77,6 +138,8 @@ __global__ void rope_kernel(const RopeParams p) {
 
 // One block per (outer, inner) row of the axis.
 __global__ void softmax_kernel(const AxisParams p) {
+  pdl_wait();
+  pdl_trigger();
   __shared__ double red[32];
   __shared__ float mx_s[32];
   const int64_t row = blockIdx.x;
@@ -103,6 +166,8 @@ __global__ void softmax_kernel(const AxisParams p) {
 
 // One thread per (outer, inner) row, sequential along the axis.
 __global__ void cumsum_kernel(const AxisParams p) {
+  pdl_wait();
+  pdl_trigger();
   const int64_t rows = p.outer * p.inner;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; row < rows; row += stride) {
@@ -131,6 +196,8 @@ __device__ __forceinline__ bool topk_before(float va, int64_t ia, float vb, int6
 
 // One block per row: k passes, each picks the best element ranked after the last pick.
 __global__ void topk_kernel(const AxisParams p) {
+  pdl_wait();
+  pdl_trigger();
   __shared__ float sv[32];
   __shared__ long long si[32];
   __shared__ float last_v;
@@ -183,6 +250,8 @@ __global__ void topk_kernel(const AxisParams p) {
 
 // One block per output element.
 __global__ void reduce_kernel(const ReduceParams p) {
+  pdl_wait();
+  pdl_trigger();
   __shared__ double red[32];
   __shared__ float mm[32];
   const int64_t o = blockIdx.x;
@@ -235,14 +304,20 @@ void launch_norm(const NormParams& p, cudaStream_t s) {
   int threads = row_threads(p.d);
   if (p.rows < 64)
     while (threads < 1024 && threads < p.d / 2) threads *= 2;
-  norm_kernel<<<static_cast<unsigned>(p.rows), threads, 0, s>>>(p);
+  const int64_t per = (p.d + threads - 1) / threads;
+  const unsigned grid = static_cast<unsigned>(p.rows);
+  if (per <= 1) launch_k(norm_kernel<1>, grid, threads, 0, s, p);
+  else if (per <= 2) launch_k(norm_kernel<2>, grid, threads, 0, s, p);
+  else if (per <= 4) launch_k(norm_kernel<4>, grid, threads, 0, s, p);
+  else if (per <= 8) launch_k(norm_kernel<8>, grid, threads, 0, s, p);
+  else launch_k(norm_kernel<0>, grid, threads, 0, s, p);
 }
 
 void launch_rope(const RopeParams& p, cudaStream_t s) {
   const int64_t per_head = p.n_rot / 2 + (p.head_dim - p.n_rot);
   const int64_t total = p.rows * (p.width / p.head_dim) * per_head;
   if (total == 0) return;
-  rope_kernel<<<grid_for(total, 256), 256, 0, s>>>(p);
+  launch_k(rope_kernel, grid_for(total, 256), 256, 0, s, p);
 }
 
 void launch_softmax(const AxisParams& p, cudaStream_t s) {
@@ -252,7 +327,7 @@ void launch_softmax(const AxisParams& p, cudaStream_t s) {
 
 void launch_cumsum(const AxisParams& p, cudaStream_t s) {
   if (p.outer * p.inner == 0) return;
-  cumsum_kernel<<<grid_for(p.outer * p.inner, 128), 128, 0, s>>>(p);
+  launch_k(cumsum_kernel, grid_for(p.outer * p.inner, 128), 128, 0, s, p);
 }
 
 void launch_topk(const AxisParams& p, cudaStream_t s) {
