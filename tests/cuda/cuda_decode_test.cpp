@@ -23,6 +23,7 @@
 #include "rlx/models/language_model.h"
 #include "rlx/models/synth.h"
 #include "rlx/rlx.h"
+#include "cuda_test_util.h"
 #ifdef RLX_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
 #endif
@@ -30,40 +31,12 @@
 namespace rlx {
 namespace {
 
+using namespace cuda_test;
+
 using ir::ActKind;
 using ir::DType;
 using ir::GraphBuilder;
 using ir::OpKind;
-
-#define REQUIRE_CUDA()                                                            \
-  do {                                                                            \
-    if (!is_available(Device::cuda())) GTEST_SKIP() << "no CUDA device: skipped"; \
-  } while (0)
-
-std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-Tensor f32(std::vector<int64_t> shape, uint32_t seed) {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return Tensor::from_f32(random_vec(static_cast<size_t>(n), seed), std::move(shape));
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = double(a[i]) - double(b[i]);
-    if (std::isnan(d)) return INFINITY;
-    num += d * d;
-    den += double(b[i]) * b[i];
-  }
-  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
-}
 
 /// Makes the registry create CUDA backends with graphs and programmatic launch on or off
 /// (the default options again when the scope ends).

@@ -12,9 +12,12 @@
 
 #include "rlx/formats/quant.h"
 #include "rlx/rlx.h"
+#include "cuda_test_util.h"
 
 namespace rlx {
 namespace {
+
+using namespace cuda_test;
 
 using ir::ActKind;
 using ir::BinaryKind;
@@ -22,25 +25,6 @@ using ir::DType;
 using ir::GraphBuilder;
 using ir::OpKind;
 using ir::ValueId;
-
-#define REQUIRE_CUDA()                                                     \
-  do {                                                                     \
-    if (!is_available(Device::cuda())) GTEST_SKIP() << "no CUDA device: skipped"; \
-  } while (0)
-
-std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-Tensor f32(std::vector<int64_t> shape, uint32_t seed, float lo = -1, float hi = 1) {
-  int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return Tensor::from_f32(random_vec(static_cast<size_t>(n), seed, lo, hi), std::move(shape));
-}
 
 Tensor i32(std::vector<int64_t> shape, std::vector<int32_t> vals) {
   std::vector<uint8_t> bytes(vals.size() * 4);
@@ -67,18 +51,6 @@ Expected<std::vector<Tensor>> run_on(const Device& dev, const ir::Graph& g, cons
 }
 
 Expected<std::vector<Tensor>> runv(CompiledGraph& g, const std::vector<NamedTensorView>& v) { return g.run_typed(v); }
-
-/// ||a - b|| / ||b|| over f32 views (NaN counts as a mismatch).
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = double(a[i]) - double(b[i]);
-    if (std::isnan(d)) return INFINITY;
-    num += d * d;
-    den += double(b[i]) * b[i];
-  }
-  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
-}
 
 /// Builds `b`, runs it on the CPU and on CUDA, and compares every output.
 void expect_match(GraphBuilder& b, const Case& c, double tol = 1e-5) {
