@@ -211,20 +211,13 @@ MirModule fuse_attention(const MirModule& m, FusionReport* report) {
     any = true;
   }
   if (!any) return m;
-  detail::Rewriter rw(g);
-  for (ValueId v = 0; v < g.size(); ++v) {
-    if (!at[static_cast<size_t>(v)]) {
-      rw.copy(v);
-      continue;
-    }
-    const Match& a = *at[static_cast<size_t>(v)];
+  return detail::rebuild_with_matches(g, at, [&](detail::Rewriter& rw, ValueId v, const Match& a) {
     std::optional<ValueId> pos;
     if (a.q_pos != kNoValue) pos = rw.map(a.q_pos);
     rw.b().label(g.node(v).label);
     rw.set(v, rw.b().attention(rw.map(a.q), rw.map(a.k), rw.map(a.v), a.attrs, pos));
     if (report) report->record("attention");
-  }
-  return eliminate_dead_code(MirModule{rw.finish_ok()});
+  });
 }
 
 }  // namespace rlx::compile

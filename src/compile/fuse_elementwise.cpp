@@ -90,13 +90,7 @@ MirModule fuse_elementwise(const MirModule& m, const FusionLimits& limits, Fusio
   }
   if (!any) return m;
 
-  detail::Rewriter rw(g);
-  for (ValueId v = 0; v < n; ++v) {
-    if (!at[static_cast<size_t>(v)]) {
-      rw.copy(v);
-      continue;
-    }
-    const Region& reg = *at[static_cast<size_t>(v)];
+  return detail::rebuild_with_matches(g, at, [&](detail::Rewriter& rw, ValueId v, const Region& reg) {
     RegionAttrs ra;
     std::vector<ValueId> step_of(static_cast<size_t>(n), kNoValue);
     for (ValueId mv : reg.members) {
@@ -127,13 +121,12 @@ MirModule fuse_elementwise(const MirModule& m, const FusionLimits& limits, Fusio
     auto t = infer_type(OpKind::ElementwiseRegion, ra, types, {});
     if (!t || *t != g.node(v).type()) {
       rw.copy(v);
-      continue;
+      return;
     }
     rw.b().label(g.node(v).label);
     rw.set(v, rw.b().op(OpKind::ElementwiseRegion, std::move(in), std::move(ra)));
     if (report) report->record("elementwise_region");
-  }
-  return eliminate_dead_code(MirModule{rw.finish_ok()});
+  });
 }
 
 }  // namespace rlx::compile

@@ -33,19 +33,13 @@ MirModule fuse_narrow_rope(const MirModule& m, FusionReport* report) {
     any = true;
   }
   if (!any) return m;
-  detail::Rewriter rw(g);
-  for (ValueId v = 0; v < g.size(); ++v) {
-    if (!at[static_cast<size_t>(v)]) {
-      rw.copy(v);
-      continue;
-    }
+  return detail::rebuild_with_matches(g, at, [&](detail::Rewriter& rw, ValueId v, const RopeAttrs& r) {
     const Node& n = g.node(v);
     rw.b().label(n.label);
     const ValueId src = g.node(n.inputs[0]).inputs[0];
-    rw.set(v, rw.b().op(OpKind::Rope, {rw.map(src), rw.map(n.inputs[1])}, *at[static_cast<size_t>(v)]));
+    rw.set(v, rw.b().op(OpKind::Rope, {rw.map(src), rw.map(n.inputs[1])}, r));
     if (report) report->record("narrow_rope");
-  }
-  return eliminate_dead_code(MirModule{rw.finish_ok()});
+  });
 }
 
 }  // namespace rlx::compile

@@ -49,18 +49,11 @@ MirModule fuse_swiglu(const MirModule& m, FusionReport* report) {
     }
   }
   if (!any) return m;
-  detail::Rewriter rw(g);
-  for (ValueId v = 0; v < g.size(); ++v) {
-    if (!at[static_cast<size_t>(v)]) {
-      rw.copy(v);
-      continue;
-    }
-    const Match& mt = *at[static_cast<size_t>(v)];
+  return detail::rebuild_with_matches(g, at, [&](detail::Rewriter& rw, ValueId v, const Match& mt) {
     rw.b().label(g.node(v).label.empty() ? g.node(g.node(v).inputs[0]).label : g.node(v).label);
     rw.set(v, rw.b().op(OpKind::FusedSwiGLU, {rw.map(mt.x), rw.map(mt.wg), rw.map(mt.wu)}, FusedSwiGLUAttrs{mt.tb}));
     if (report) report->record("swiglu");
-  }
-  return eliminate_dead_code(MirModule{rw.finish_ok()});
+  });
 }
 
 }  // namespace rlx::compile

@@ -3,8 +3,10 @@
 // types; new nodes go through inference (GraphBuilder), so a bad rewrite names the node.
 #pragma once
 
+#include <optional>
 #include <vector>
 
+#include "rlx/compile/passes.h"
 #include "rlx/ir/builder.h"
 
 namespace rlx::compile::detail {
@@ -63,6 +65,20 @@ inline std::vector<std::vector<ir::ValueId>> users_of(const ir::Graph& g) {
   for (ir::ValueId v = 0; v < g.size(); ++v)
     for (ir::ValueId in : g.node(v).inputs) users[static_cast<size_t>(in)].push_back(v);
   return users;
+}
+
+/// The rebuild step of a matching pass: nodes whose slot in `at` is empty are copied;
+/// for the others `replace(rw, v, match)` maps v (rw.set with the fused node, or
+/// rw.copy to keep it after all); then what became dead is dropped.
+template <class Match, class Replace>
+ir::MirModule rebuild_with_matches(const ir::Graph& g, const std::vector<std::optional<Match>>& at,
+                                   Replace&& replace) {
+  Rewriter rw(g);
+  for (ir::ValueId v = 0; v < g.size(); ++v) {
+    if (at[static_cast<size_t>(v)]) replace(rw, v, *at[static_cast<size_t>(v)]);
+    else rw.copy(v);
+  }
+  return eliminate_dead_code(ir::MirModule{rw.finish_ok()});
 }
 
 }  // namespace rlx::compile::detail
