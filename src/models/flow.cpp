@@ -23,6 +23,14 @@ std::string label_of(const std::string& weight) {
 
 }  // namespace
 
+Expected<int64_t> Flow::feature_dim(ValueId x, const std::string& block) {
+  if (!b_.ok()) return b_.error()->with_context("flow");
+  const ir::TensorType t = b_.type(x);
+  if (t.shape.rank() == 0 || !t.shape.back().is_static())
+    return Error::invalid_argument("flow: {} needs a static feature (last) dim, got {}", block, t.to_string());
+  return t.shape.back().value();
+}
+
 ValueId Flow::input_ids(const std::string& name, ir::Dim rows) { return b_.input(name, DType::I32, {rows}); }
 
 Expected<ValueId> Flow::param(const std::string& name, std::vector<int64_t> shape) {
@@ -48,14 +56,13 @@ Expected<ValueId> Flow::embedding(ValueId ids, const std::string& table, int64_t
 }
 
 Expected<ValueId> Flow::rms_norm(ValueId x, const std::string& weight, double eps) {
-  if (!b_.ok()) return b_.error()->with_context("flow");
-  ASSIGN_OR_RETURN(ValueId w, param(weight, {b_.type(x).shape.back().value()}));
+  ASSIGN_OR_RETURN(const int64_t dim, feature_dim(x, "rms_norm " + weight));
+  ASSIGN_OR_RETURN(ValueId w, param(weight, {dim}));
   return b_.label(label_of(weight)).op(ir::OpKind::HirRmsNorm, {x, w}, ir::NormAttrs{eps});
 }
 
 Expected<ValueId> Flow::layer_norm(ValueId x, const std::string& weight, const std::string& bias, double eps) {
-  if (!b_.ok()) return b_.error()->with_context("flow");
-  const int64_t dim = b_.type(x).shape.back().value();
+  ASSIGN_OR_RETURN(const int64_t dim, feature_dim(x, "layer_norm " + weight));
   ASSIGN_OR_RETURN(ValueId w, param(weight, {dim}));
   std::vector<ValueId> in{x, w};
   if (!bias.empty()) {
@@ -66,9 +73,8 @@ Expected<ValueId> Flow::layer_norm(ValueId x, const std::string& weight, const s
 }
 
 Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& spec) {
-  if (!b_.ok()) return b_.error()->with_context("flow");
+  ASSIGN_OR_RETURN(const int64_t dim, feature_dim(x, "attention " + spec.prefix));
   const ir::AttentionBlockAttrs& a = spec.attrs;
-  const int64_t dim = b_.type(x).shape.back().value();
   const int64_t q_width = a.attn.n_heads * a.attn.head_dim, kv_width = a.attn.n_kv_heads * a.attn.head_dim;
   auto name = [&](const std::string& t) { return spec.prefix + "." + t; };
   ir::AttentionBlockAttrs attrs = a;

@@ -135,6 +135,12 @@ TEST(Flow, ShapeMismatchNamesTheTensor) {
       << x.error().message();
   auto missing = f.rms_norm(f.input_ids("ids", ir::Dim(3)), "nope.weight", 1e-5);
   EXPECT_FALSE(missing);
+  // A symbolic feature dim is an error naming the block, not an abort.
+  const ValueId sym = f.builder().input("x", ir::DType::F32, {ir::Dim(2), ir::Dim::symbol(ir::SEQ)});
+  auto norm = f.rms_norm(sym, "blk.0.attn_norm.weight", 1e-5);
+  ASSERT_FALSE(norm);
+  EXPECT_NE(norm.error().message().find("rms_norm blk.0.attn_norm.weight"), std::string::npos)
+      << norm.error().message();
 }
 
 // ---- a GPT-2-style block against a float64 reference ---------------------------------

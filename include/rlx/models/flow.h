@@ -119,6 +119,8 @@ class Flow {
                               ir::FusionPolicy policy);
 
  private:
+  /// The static last dim of x, or an error naming `block` (also the builder's first error).
+  Expected<int64_t> feature_dim(ir::ValueId x, const std::string& block);
   Expected<ir::ValueId> linear(ir::ValueId x, const std::string& weight, int64_t out, int64_t in,
                                const std::string& label);
 
