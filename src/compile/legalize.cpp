@@ -17,9 +17,11 @@ constexpr int kMaxRounds = 16;
 
 bool is_boundary(OpKind k) { return op_info(k).category == OpCategory::Boundary; }
 
-// Can this particular node be rewritten? (DequantMatMul only with a half weight.)
+// Can this particular node be rewritten? (DequantMatMul only with a half weight; Rope
+// only with a static row width, which its primitive form splits into heads.)
 bool rewritable(const Graph& g, const Node& n) {
   if (n.op == OpKind::DequantMatMul) return !is_packed(g.node(n.inputs[1]).dtype);
+  if (n.op == OpKind::Rope) return n.shape.back().is_static();
   return has_common_rewrite(n.op);
 }
 

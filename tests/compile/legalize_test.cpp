@@ -153,6 +153,20 @@ TEST(Legalize, PackedDequantWithoutKernelIsANamedError) {
   EXPECT_NE(rep.to_string().find("MISSING"), std::string::npos);
 }
 
+TEST(Legalize, RopeOfSymbolicWidthIsANamedErrorNotACrash) {
+  GraphBuilder b;
+  const ValueId x = b.input("x", DType::F32, Shape{Dim(4), Dim::symbol(ir::intern_symbol("HEADS"), 8)});
+  RopeAttrs r;
+  r.head_dim = 8;
+  r.n_rot = 8;
+  b.output(b.rope(x, b.input("pos", DType::I32, Shape{Dim(4)}), r), "y");
+  OpSet ops = OpSet::primitives();
+  ops.remove(OpKind::Rope);
+  auto out = legalize(MirModule{*b.build()}, ops, "tiny");
+  ASSERT_FALSE(out.has_value());
+  EXPECT_NE(out.error().message().find("rope"), std::string::npos) << out.error().message();
+}
+
 TEST(Legalize, PrimitiveWithoutRewriteIsAnError) {
   GraphBuilder b;
   b.output(b.softmax(b.input("x", DType::F32, Shape{Dim(4)})), "y");
