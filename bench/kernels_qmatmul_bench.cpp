@@ -68,7 +68,7 @@ void BM_QGemv(benchmark::State& st) {
   }
   const std::vector<float> x = random_floats(K, 11);
   std::vector<float> y(static_cast<size_t>(N));
-  std::vector<uint8_t> scratch(qmatmul_scratch_bytes(type, 1, K));
+  std::vector<uint8_t> scratch(qmatmul_scratch_bytes(type, 1, K, QMatmulPath::kAuto, ctx().isa));
   QMatmulParams p;
   p.m = 1;
   p.n = N;
@@ -89,6 +89,7 @@ BENCHMARK(BM_QGemv)
     ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q4_K)})
     ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q6_K)})
     ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q8_0)})
+    ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q4_0)})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
@@ -101,7 +102,7 @@ void BM_QPrefill(benchmark::State& st) {
   const AlignedBuffer w = quantized_weights(type, N, K);
   const std::vector<float> x = random_floats(M * K, 13);
   std::vector<float> y(static_cast<size_t>(M * N));
-  std::vector<uint8_t> scratch(qmatmul_scratch_bytes(type, M, K, path));
+  std::vector<uint8_t> scratch(qmatmul_scratch_bytes(type, M, K, path, ctx().isa));
   QMatmulParams p;
   p.m = M;
   p.n = N;
@@ -121,7 +122,7 @@ BENCHMARK(BM_QPrefill)
     ->ArgNames({"M", "K", "N", "type", "path"})
     ->ArgsProduct({{512}, {2048}, {8192},
                    {static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K),
-                    static_cast<int64_t>(GgmlType::Q8_0)},
+                    static_cast<int64_t>(GgmlType::Q8_0), static_cast<int64_t>(GgmlType::Q4_0)},
                    {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -176,8 +176,8 @@ void check_type(GgmlType t, const std::vector<Shape>& shapes, const std::vector<
     const std::vector<float> bias = rng.vec(s.n);
     const Expected e = reference(t, x, lda, w, bias.data(), s.m, s.n, k);
     // The panel path needs the most scratch; the GEMV path gets exactly its own size.
-    std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, s.m, k, QMatmulPath::kPanel));
-    EXPECT_LE(qmatmul_scratch_bytes(t, s.m, k, QMatmulPath::kGemv), scratch.size());
+    std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, s.m, k, QMatmulPath::kPanel, IsaLevel::kAvx512));
+    EXPECT_LE(qmatmul_scratch_bytes(t, s.m, k, QMatmulPath::kGemv, IsaLevel::kAvx512), scratch.size());
     for (const KernelContext& ctx : test::contexts()) {
       for (QMatmulPath path : paths) {
         SCOPED_TRACE(test::describe(ctx) + (path == QMatmulPath::kGemv ? " gemv" : " panel"));
@@ -221,18 +221,31 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QMatmulTypes, ::testing::ValuesIn(kQuantTypes
 TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
   Rng rng;
   RLX_TRACE_SEED(rng);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_1}) {
-    const int64_t k = formats::ggml_block_size(t) == 256 ? 768 : 256, n = 70;
+  // Q4_0/Q5_0/Q8_0 at 1, 3 and 8 blocks per row: the AVX-512 loops take blocks in pairs
+  // and the last one alone when the count is odd.
+  struct Case {
+    GgmlType type;
+    int64_t k;
+  };
+  const Case cases[] = {{GgmlType::Q4_K, 768}, {GgmlType::Q6_K, 768}, {GgmlType::Q5_1, 256},
+                        {GgmlType::Q8_0, 32},  {GgmlType::Q8_0, 96},  {GgmlType::Q8_0, 256},
+                        {GgmlType::Q4_0, 96},  {GgmlType::Q4_0, 256}, {GgmlType::Q5_0, 96},
+                        {GgmlType::Q5_0, 256}};
+  for (const Case& c : cases) {
+    const GgmlType t = c.type;
+    const int64_t k = c.k, n = 70;
     const QWeights w = make_weights(rng, t, n, k);
-    for (int64_t m : {1, 4, 5, 16, 20}) {
+    for (int64_t m : {1, 4, 5, 9, 16, 20}) {
       const std::vector<float> x = rng.vec(m * k);
-      std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, m, k));
       QMatmulParams p;
       p.m = m;
       p.n = n;
       p.k = k;
       std::vector<float> first;
       for (IsaLevel l : test::isa_levels()) {
+        SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(t) << " k=" << k << " m=" << m
+                                          << " isa=" << isa_name(l));
+        std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, m, k, QMatmulPath::kAuto, l));
         std::vector<float> y(static_cast<size_t>(m * n));
         ASSERT_TRUE(dequant_matmul(KernelContext{&test::test_pool(), l}, p, t, x.data(), w.packed.data(), y.data(),
                                    QMatmulScratch{scratch.data(), scratch.size()})
@@ -243,7 +256,7 @@ TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
         }
         for (size_t i = 0; i < y.size(); ++i)
           ASSERT_NEAR(y[i], first[i], 1e-5 * (std::fabs(first[i]) + 1.0))
-              << formats::ggml_type_name(t) << " m=" << m << " isa=" << isa_name(l) << " i=" << i;
+              << " i=" << i;
       }
     }
   }
@@ -297,7 +310,7 @@ TEST(QMatmul, FloatWeightsRouteToGemm) {
   const std::vector<float> x = rng.vec(m * k), wf = rng.vec(n * k), bias = rng.vec(n);
   std::vector<uint16_t> wh(wf.size());
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
-    EXPECT_EQ(qmatmul_scratch_bytes(t, m, k), 0u);
+    EXPECT_EQ(qmatmul_scratch_bytes(t, m, k, QMatmulPath::kAuto, IsaLevel::kAvx512), 0u);
     std::vector<float> seen = wf;
     for (size_t i = 0; i < wf.size(); ++i) {
       wh[i] = t == GgmlType::F16 ? f32_to_f16_bits(wf[i]) : f32_to_bf16_bits(wf[i]);
@@ -338,7 +351,7 @@ TEST(QMatmul, ZeroKGivesBias) {
 
 TEST(QMatmul, BadCallsReturnErrors) {
   std::vector<float> x(512, 0.5f), y(4);
-  std::vector<uint8_t> w(4096), scratch(qmatmul_scratch_bytes(GgmlType::Q4_K, 1, 512));
+  std::vector<uint8_t> w(4096), scratch(qmatmul_scratch_bytes(GgmlType::Q4_K, 1, 512, QMatmulPath::kAuto, IsaLevel::kAvx512));
   const QMatmulScratch s{scratch.data(), scratch.size()};
   QMatmulParams p;
   p.m = 1;

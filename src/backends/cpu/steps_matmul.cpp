@@ -312,7 +312,8 @@ Status build_packed(BuildCtx& ctx, Step& step) {
   q->M = prod(xd, 0, xd.size() - 1);
   q->N = w.shape.static_dims()[0];
   q->type = *type;
-  q->scratch_bytes = static_cast<int64_t>(cpu::qmatmul_scratch_bytes(*type, q->M, q->K));
+  q->scratch_bytes =
+      static_cast<int64_t>(cpu::qmatmul_scratch_bytes(*type, q->M, q->K, cpu::QMatmulPath::kAuto, isa_cap()));
   q->scratch_off = ctx.scratch(q->scratch_bytes);
   step.fn = &qmatmul_fn;
   step.params = q;

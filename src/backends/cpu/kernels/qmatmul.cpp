@@ -293,17 +293,15 @@ GgmlType qmatmul_vec_dot_type(GgmlType type) {
   }
 }
 
-QMatmulPath qmatmul_auto_path(GgmlType type, int64_t m) {
-  switch (type) {
-    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
-      return QMatmulPath::kGemv;
-    default: return m <= kQGemvMaxM ? QMatmulPath::kGemv : QMatmulPath::kPanel;
-  }
+QMatmulPath qmatmul_auto_path(GgmlType type, int64_t m, IsaLevel isa) {
+  const std::optional<QKind> kind = qkind(type);
+  if (kind && (detail::qkernels(isa).int_prefill & detail::kind_bit(*kind)) != 0) return QMatmulPath::kGemv;
+  return m <= kQGemvMaxM ? QMatmulPath::kGemv : QMatmulPath::kPanel;
 }
 
-size_t qmatmul_scratch_bytes(GgmlType type, int64_t m, int64_t k, QMatmulPath path) {
+size_t qmatmul_scratch_bytes(GgmlType type, int64_t m, int64_t k, QMatmulPath path, IsaLevel isa) {
   if (!qkind(type) || m <= 0 || k <= 0 || k % formats::ggml_block_size(type) != 0) return 0;
-  if (path == QMatmulPath::kAuto) path = qmatmul_auto_path(type, m);
+  if (path == QMatmulPath::kAuto) path = qmatmul_auto_path(type, m, isa);
   const size_t rows = kAlign + align_up(static_cast<size_t>(m) * act_row_bytes(type, k));
   if (path == QMatmulPath::kGemv) return rows;
   return rows + static_cast<size_t>(m + kMaxMr) * static_cast<size_t>(k_ext(type, k)) * sizeof(float);
@@ -342,8 +340,8 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
     gemm(ctx, g, x, w_packed, *wt, y);
     return Status::ok_status();
   }
-  const QMatmulPath path = p.path == QMatmulPath::kAuto ? qmatmul_auto_path(type, p.m) : p.path;
-  const size_t need = qmatmul_scratch_bytes(type, p.m, p.k, path);
+  const QMatmulPath path = p.path == QMatmulPath::kAuto ? qmatmul_auto_path(type, p.m, ctx.isa) : p.path;
+  const size_t need = qmatmul_scratch_bytes(type, p.m, p.k, path, ctx.isa);
   if (scratch.data == nullptr || scratch.bytes < need)
     return Error::invalid_argument("dequant_matmul: scratch of {} bytes, {} needs {} (qmatmul_scratch_bytes)",
                                    scratch.bytes, formats::ggml_type_name(type), need);

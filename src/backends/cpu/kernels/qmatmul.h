@@ -12,9 +12,10 @@
 
 namespace rlx::cpu {
 
-/// Which loop nest serves the call. kAuto picks kGemv for the K-quants at every m (their
-/// integer dots beat the f32 panels: 1.2x for Q4_K, 1.5x for Q6_K at 512x2048x8192 on
-/// AVX-512 VNNI), and for the other types when m <= kQGemvMaxM; else kPanel.
+/// Which loop nest serves the call. kAuto picks kGemv at every m for the types whose
+/// integer loops beat the f32 panels with the ISA in use (the K-quants everywhere: 1.2x
+/// for Q4_K, 1.5x for Q6_K at 512x2048x8192 on AVX-512 VNNI; Q4_0/Q5_0/Q8_0 with the
+/// AVX-512 VNNI loops), for the other types when m <= kQGemvMaxM; else kPanel.
 enum class QMatmulPath : uint8_t {
   kAuto,
   kGemv,   ///< fused dequant GEMV: integer dots per block, weights decoded once per group of
@@ -22,11 +23,12 @@ enum class QMatmulPath : uint8_t {
   kPanel,  ///< prefill: weight panels decoded to f32 once per call, f32 GEMM micro-tiles
 };
 
-/// Largest m that kAuto serves with the GEMV path for the 32-element block types.
+/// Largest m that kAuto serves with the GEMV path for the types without integer prefill.
 inline constexpr int64_t kQGemvMaxM = 16;
 
-/// The path kAuto takes for `type` at `m` rows (kGemv or kPanel).
-QMatmulPath qmatmul_auto_path(formats::GgmlType type, int64_t m);
+/// The path kAuto takes for `type` at `m` rows with the kernels of resolve_isa(isa)
+/// (kGemv or kPanel).
+QMatmulPath qmatmul_auto_path(formats::GgmlType type, int64_t m, IsaLevel isa);
 
 /// Shapes of one call. Strides in elements; 0 means dense (lda = k, ldc = n).
 struct QMatmulParams {
@@ -57,10 +59,11 @@ formats::GgmlType qmatmul_vec_dot_type(formats::GgmlType type);
 /// its dot products. `type` must be a quantized weight type and k a multiple of its block.
 void qmatmul_quantize_activation(formats::GgmlType type, const float* x, void* dst, int64_t k);
 
-/// Scratch bytes a call with these m and k needs on `path` (kAuto: the path it picks;
-/// the GEMV path needs only the quantized rows); 0 for F32/F16/BF16. Returns 0 as well
-/// for unsupported types or invalid k (dequant_matmul reports those).
-size_t qmatmul_scratch_bytes(formats::GgmlType type, int64_t m, int64_t k, QMatmulPath path = QMatmulPath::kAuto);
+/// Scratch bytes a call with these m and k needs on `path` (kAuto: the path it picks
+/// with resolve_isa(isa); the GEMV path needs only the quantized rows); 0 for
+/// F32/F16/BF16. Returns 0 as well for unsupported types or invalid k (dequant_matmul
+/// reports those). A call with ctx.isa == isa and the same path fits in it.
+size_t qmatmul_scratch_bytes(formats::GgmlType type, int64_t m, int64_t k, QMatmulPath path, IsaLevel isa);
 
 /// y = x · Wᵀ + bias. `w_packed` holds n rows of k/block_size consecutive blocks
 /// (ggml_bytes_for(type, k) bytes per row, 4-byte aligned). Uses ctx.pool and

@@ -23,12 +23,24 @@ inline constexpr int kQKindCount = static_cast<int>(QKind::kCount);
 using QGemvFn = void (*)(int m, int64_t n_blocks, const uint8_t* w, size_t w_row_bytes, const uint8_t* act,
                          size_t act_row_bytes, int64_t n0, int64_t n1, float* out, int64_t ldo);
 
+/// Bit of `kind` in QKernels::int_prefill.
+constexpr uint32_t kind_bit(QKind kind) { return uint32_t{1} << static_cast<int>(kind); }
+
+/// The K-quants: their GEMV loops beat the f32 panels at every row count on every ISA.
+inline constexpr uint32_t kKQuantBits =
+    kind_bit(QKind::kQ2_K) | kind_bit(QKind::kQ3_K) | kind_bit(QKind::kQ4_K) | kind_bit(QKind::kQ5_K) |
+    kind_bit(QKind::kQ6_K);
+
 struct QKernels {
   IsaLevel isa;
   QGemvFn gemv[kQKindCount];
   /// Activation rows one call serves per weight decode (more amortise the unpacking;
   /// bounded by the vector registers of the ISA).
   int max_rows = 4;
+  /// Kinds (kind_bit) whose GEMV loops also serve prefill: faster than decoding the
+  /// weights to f32 panels at every row count with this ISA (measured by
+  /// rlx_kernels_qmatmul_bench's BM_QPrefill).
+  uint32_t int_prefill = kKQuantBits;
 };
 
 extern const QKernels kQScalarKernels;
