@@ -11,7 +11,10 @@
 # GRAPHS_OFF=0 skips the graphs-off and `rlx run` timings, TESTS=0 skips the tests,
 # NCU=1 times every kernel of one decode step with Nsight Compute (ncu_<type>.csv),
 # NCU_TYPES limits it to some types, NCU_CLOCK=base locks the clocks for it (default none:
-# idle gaps between its replays let the clock drop), RACECHECK=1 runs racecheck.
+# idle gaps between its replays let the clock drop), RACECHECK=1 runs racecheck,
+# PREFILL="512,2048" the prefill lengths (PREFILL=0 skips prefill; each next to cuBLASLt
+# GEMM times at the model's shapes), PREFILL_PROFILE=1 per-step GPU times of a prefill of
+# the first length, DECODE=0 skips decode, MEMCHECK_FILTER the tests memcheck runs.
 set -u -o pipefail
 if [ -f .devpack/devrun.tar.xz ]; then tar -xJf .devpack/devrun.tar.xz; fi
 D=.devrun
@@ -26,7 +29,7 @@ fi
 if [ "${SANITIZE:-1}" = 1 ]; then
   echo "== compute-sanitizer memcheck (op, decode and graph tests)"
   timeout 240 compute-sanitizer --tool memcheck --print-limit 10 $D/rlx_cuda_tests \
-    --gtest_filter='CudaOps.*:CudaModel.*:CudaDecode.*:CudaGraphs.*' > "$OUT/memcheck.log" 2>&1
+    --gtest_filter="${MEMCHECK_FILTER:-CudaOps.*:CudaModel.*:CudaDecode.*:CudaGraphs.*}" > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|PASSED|FAILED' "$OUT/memcheck.log" | head -20
 fi
 if [ "${RACECHECK:-0}" = 1 ]; then
@@ -52,25 +55,36 @@ echo "== decode (LanguageModel::forward per token, logits to the host each step)
 for ty in ${TYPES:-f16 q8_0 q4_k_m}; do
   timeout 180 $D/rlx synth --preset llama-3.2-1b --type $ty -o /tmp/m_$ty.gguf > /dev/null 2>&1 || echo "synth $ty failed"
   ls -l /tmp/m_$ty.gguf 2>/dev/null | awk '{print "model bytes", $5}'
+  if [ "${PREFILL:-512,2048}" != 0 ]; then
+    echo "-- $ty, prefill (LanguageModel::forward of N tokens, one chunk, last row's logits to the host)"
+    RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_PREFILL=${PREFILL:-512,2048} \
+      timeout 240 $D/rlx_cuda_tests --gtest_filter='CudaBench.Prefill' 2>&1 | grep -E '^cublaslt|^prefill|FAILED|Failure|error'
+    if [ "${PREFILL_PROFILE:-0}" = 1 ]; then
+      echo "-- $ty, prefill per-step GPU profile (RLX_CUDA_PROFILE=1, step by step)"
+      RLX_CUDA_PROFILE=1 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_PREFILL=$(echo "${PREFILL:-512,2048}" | cut -d, -f1) RLX_CUDA_BENCH_PREFILL_RUNS=3 \
+        timeout 240 $D/rlx_cuda_tests --gtest_filter='CudaBench.Prefill' 2>&1 | sed -n '/rlx cuda profile/,$p' | grep -vE '^\[|^$|^cublaslt' | head -40
+    fi
+  fi
+  if [ "${DECODE:-1}" = 0 ]; then rm -f /tmp/m_$ty.gguf; continue; fi
   echo "-- $ty, graphs on"
   RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
-    timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+    timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.Decode' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
   if [ "${PDL_AB:-0}" = 1 ]; then
     echo "-- $ty, graphs on, programmatic launch off (RLX_CUDA_PDL=0)"
     RLX_CUDA_PDL=0 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
-      timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+      timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.Decode' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
   fi
   if [ -x $D/rlx_cuda_tests_old ]; then
     echo "-- $ty, graphs on, earlier build (rlx_cuda_tests_old)"
     RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
-      timeout 180 $D/rlx_cuda_tests_old --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+      timeout 180 $D/rlx_cuda_tests_old --gtest_filter='CudaBench.Decode' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
   fi
   if [ "${NCU:-0}" = 1 ] && [[ " ${NCU_TYPES:-$ty} " == *" $ty "* ]]; then
     echo "-- $ty, ncu: GPU time of each kernel of one decode step (ctx 128, graphs off, caches and clocks untouched)"
     RLX_CUDA_GRAPHS=0 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=128 RLX_CUDA_BENCH_STEPS=4 \
       timeout 300 ncu --clock-control ${NCU_CLOCK:-none} --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum \
       --launch-skip ${NCU_SKIP:-1200} --launch-count ${NCU_COUNT:-245} --csv --print-units base --log-file "$OUT/ncu_$ty.csv" \
-      $D/rlx_cuda_tests --gtest_filter='CudaBench.*' > /dev/null 2>&1; echo "ncu rc=$?"
+      $D/rlx_cuda_tests --gtest_filter='CudaBench.Decode' > /dev/null 2>&1; echo "ncu rc=$?"
     python3 - "$OUT/ncu_$ty.csv" <<'PY'
 import csv, re, sys, collections
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
@@ -91,12 +105,12 @@ PY
   if [ "${PROFILE:-0}" = 1 ]; then
     echo "-- $ty, per-step GPU profile (RLX_CUDA_PROFILE=1, step by step, ctx 128)"
     RLX_CUDA_PROFILE=1 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=128 RLX_CUDA_BENCH_STEPS=32 \
-      timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | sed -n '/profile: .* 35 runs/,$p' | grep -vE '^\[|^$'
+      timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.Decode' 2>&1 | sed -n '/profile: .* 35 runs/,$p' | grep -vE '^\[|^$'
   fi
   [ "${GRAPHS_OFF:-1}" = 1 ] || { rm -f /tmp/m_$ty.gguf; continue; }
   echo "-- $ty, graphs off"
   RLX_CUDA_GRAPHS=0 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=128 RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
-    timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.*' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+    timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.Decode' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
   echo "-- $ty, rlx run -n 64"
   timeout 120 $D/rlx run --model /tmp/m_$ty.gguf --device cuda -n 64 --temp 0 -p "Once upon a time" 2>&1 | grep -E 'tok/s|rror' 
   if [ -x $D/rlx_old ]; then

@@ -3,9 +3,10 @@
 // weights at a long K against a float64 reference), and CUDA graph replay (a synthetic
 // llama run with graphs and programmatic launch on gives exactly the logits of the
 // step-by-step path with both off, across prefills of changing extent and decode steps
-// at changing positions). Plus a decode
-// benchmark that runs only when RLX_CUDA_BENCH_MODEL names a GGUF file. Every test skips,
-// saying so, when the build has no CUDA backend or the machine has no GPU.
+// at changing positions). Plus decode and prefill benchmarks (the prefill one next to a
+// cuBLASLt GEMM probe at the model's shapes) that run only when RLX_CUDA_BENCH_MODEL
+// names a GGUF file. Every test skips, saying so, when the build has no CUDA backend or
+// the machine has no GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -19,13 +20,19 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
 #include "rlx/models/language_model.h"
 #include "rlx/models/synth.h"
 #include "rlx/rlx.h"
 #include "cuda_test_util.h"
 #ifdef RLX_HAVE_CUDA
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_step.h"
+#include "backends/cuda/cuda_util.h"
 #endif
 
 namespace rlx {
@@ -229,6 +236,15 @@ TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
   }
 }
 
+/// Comma-separated integers from the environment variable `name` (else `def`).
+std::vector<int64_t> env_list(const char* name, const char* def) {
+  const char* c = std::getenv(name);
+  std::stringstream ss(c ? c : def);
+  std::vector<int64_t> v;
+  for (std::string item; std::getline(ss, item, ',');) v.push_back(std::stoll(item));
+  return v;
+}
+
 // Decode speed of a real-sized model (not a test: it runs only when RLX_CUDA_BENCH_MODEL
 // names a GGUF file). For each context in RLX_CUDA_BENCH_CTX (default "128,2048"):
 // prefill that many tokens, warm the decode executable, time RLX_CUDA_BENCH_STEPS
@@ -238,12 +254,7 @@ TEST(CudaBench, Decode) {
   const char* model = std::getenv("RLX_CUDA_BENCH_MODEL");
   if (model == nullptr) GTEST_SKIP() << "RLX_CUDA_BENCH_MODEL is not set: benchmark skipped";
   REQUIRE_CUDA();
-  std::vector<int64_t> contexts;
-  {
-    const char* c = std::getenv("RLX_CUDA_BENCH_CTX");
-    std::stringstream ss(c ? c : "128,2048");
-    for (std::string item; std::getline(ss, item, ',');) contexts.push_back(std::stoll(item));
-  }
+  const std::vector<int64_t> contexts = env_list("RLX_CUDA_BENCH_CTX", "128,2048");
   const char* st = std::getenv("RLX_CUDA_BENCH_STEPS");
   const int steps = st ? std::atoi(st) : 64;
   int64_t max_ctx = 0;
@@ -276,6 +287,147 @@ TEST(CudaBench, Decode) {
                 steps * 1000.0 / ms, ms / steps, steps,
                 std::getenv("RLX_CUDA_GRAPHS") && std::string(std::getenv("RLX_CUDA_GRAPHS")) == "0" ? "off" : "on");
   }
+}
+
+#ifdef RLX_HAVE_CUDA
+/// The limit the prefill GEMMs are measured against: cuBLASLt's own time for
+/// C[M,N] = X[M,K] . W[N,K]^T with f16 operands and f32 accumulation, `c_dt` output (f32
+/// is what the backend's prefill GEMMs write), through the backend's plan builder (the
+/// heuristic's first algorithm, 32 MiB workspace). Random data; the weights rotate over
+/// enough copies that they do not stay in L2. Median of 30 timed calls, in ms.
+Expected<double> lt_gemm_ms(int64_t M, int64_t N, int64_t K, cuda_backend::DT c_dt) {
+  using namespace cuda_backend;
+  const std::string what = fmt::format("gemm probe {}x{}x{}", M, N, K);
+  const int64_t w_bytes = N * K * 2;
+  const int copies = static_cast<int>(std::clamp<int64_t>((int64_t{128} << 20) / w_bytes + 1, 2, 16));
+  std::vector<uint16_t> host(static_cast<size_t>(std::max(M * K, N * K)));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (uint16_t& h : host) h = f32_to_f16_bits(d(rng));
+  ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::create(M * K * 2, what));
+  RLX_CUDA_TRY(cudaMemcpy(x.data(), host.data(), static_cast<size_t>(M * K * 2), cudaMemcpyHostToDevice), what);
+  std::vector<DeviceBuffer> w;
+  for (int i = 0; i < copies; ++i) {
+    ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::create(w_bytes, what));
+    RLX_CUDA_TRY(cudaMemcpy(b.data(), host.data(), static_cast<size_t>(w_bytes), cudaMemcpyHostToDevice), what);
+    w.push_back(std::move(b));
+  }
+  ASSIGN_OR_RETURN(DeviceBuffer c, DeviceBuffer::create(M * N * (c_dt == DT::F32 ? 4 : 2), what));
+  const size_t ws_bytes = size_t{32} << 20;
+  ASSIGN_OR_RETURN(DeviceBuffer ws, DeviceBuffer::create(static_cast<int64_t>(ws_bytes), what));
+  cublasLtHandle_t raw = nullptr;
+  RLX_CUBLAS_TRY(cublasLtCreate(&raw), what);
+  LtHandlePtr lt(raw);
+  cudaStream_t st_raw = nullptr;
+  RLX_CUDA_TRY(cudaStreamCreateWithFlags(&st_raw, cudaStreamNonBlocking), what);
+  StreamPtr st(st_raw);
+  GemmDesc g;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.tb = true;
+  g.ab_dt = DT::F16;
+  g.c_dt = c_dt;
+  ASSIGN_OR_RETURN(LtPlan p, make_lt_plan(lt.get(), g, ws_bytes, what));
+  const float alpha = 1.0f, beta = 0.0f;
+  auto call = [&](int i) -> Status {
+    RLX_CUBLAS_TRY(cublasLtMatmul(lt.get(), p.op, &alpha, w[static_cast<size_t>(i % copies)].data(), p.a, x.data(), p.b,
+                                  &beta, c.data(), p.c, c.data(), p.c, &p.algo, ws.data(), ws_bytes, st.get()),
+                   what);
+    return {};
+  };
+  for (int i = 0; i < 5; ++i) TRY(call(i));
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  RLX_CUDA_TRY(cudaEventCreate(&e0), what);
+  EventPtr ev0(e0);
+  RLX_CUDA_TRY(cudaEventCreate(&e1), what);
+  EventPtr ev1(e1);
+  std::vector<float> ms;
+  for (int i = 0; i < 30; ++i) {
+    RLX_CUDA_TRY(cudaEventRecord(e0, st.get()), what);
+    TRY(call(i));
+    RLX_CUDA_TRY(cudaEventRecord(e1, st.get()), what);
+    RLX_CUDA_TRY(cudaEventSynchronize(e1), what);
+    float t = 0;
+    RLX_CUDA_TRY(cudaEventElapsedTime(&t, e0, e1), what);
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return static_cast<double>(ms[ms.size() / 2]);
+}
+#endif
+
+// Prefill speed of a real-sized model next to its limit (not a test: it runs only when
+// RLX_CUDA_BENCH_MODEL names a GGUF file). First the limit: cuBLASLt f16 GEMM time at
+// each distinct linear shape of the model for every prefill length in
+// RLX_CUDA_BENCH_PREFILL (default "512,2048"), and the prefill rate the model's linear
+// layers alone would allow at those times (attention, norms and the LM head not
+// counted). Then, per length: RLX_CUDA_BENCH_PREFILL_RUNS (default 5) timed
+// LanguageModel::forward calls of that many tokens from an empty cache (last row's
+// logits to the host), after two warm-up calls (compile, graph capture). One chunk per
+// prefill unless RLX_CUDA_BENCH_CHUNK sets LoadOptions::max_chunk.
+TEST(CudaBench, Prefill) {
+  const char* model = std::getenv("RLX_CUDA_BENCH_MODEL");
+  if (model == nullptr) GTEST_SKIP() << "RLX_CUDA_BENCH_MODEL is not set: benchmark skipped";
+  REQUIRE_CUDA();
+#ifdef RLX_HAVE_CUDA
+  const std::vector<int64_t> lengths = env_list("RLX_CUDA_BENCH_PREFILL", "512,2048");
+  const int runs = static_cast<int>(env_list("RLX_CUDA_BENCH_PREFILL_RUNS", "5").at(0));
+  int64_t max_len = 0;
+  for (int64_t n : lengths) max_len = std::max(max_len, n);
+  models::LoadOptions lo;
+  lo.device = Device::cuda();
+  lo.ctx = max_len;
+  lo.max_chunk = std::getenv("RLX_CUDA_BENCH_CHUNK") ? env_list("RLX_CUDA_BENCH_CHUNK", "").at(0) : max_len;
+  auto m = models::LanguageModel::load(model, lo);
+  ASSERT_TRUE(m.has_value()) << m.error().to_string();
+  const models::ModelConfig& c = (*m)->config();
+  // The linear layers of one block: q, k, v, o, gate, up, down ([N, K] each).
+  const int64_t q_n = c.n_head * c.head_dim, kv_n = c.n_head_kv * c.head_dim;
+  const std::vector<std::pair<int64_t, int64_t>> linears{{q_n, c.n_embd},    {kv_n, c.n_embd}, {kv_n, c.n_embd},
+                                                         {c.n_embd, q_n},    {c.n_ff, c.n_embd}, {c.n_ff, c.n_embd},
+                                                         {c.n_embd, c.n_ff}};
+  for (int64_t n : lengths) {
+    std::map<std::pair<int64_t, int64_t>, double> ms_of;
+    double layer_ms = 0, flops = 0;
+    for (const auto& nk : linears) {
+      if (!ms_of.count(nk)) {
+        auto t = lt_gemm_ms(n, nk.first, nk.second, cuda_backend::DT::F32);
+        ASSERT_TRUE(t.has_value()) << t.error().to_string();
+        auto t16 = lt_gemm_ms(n, nk.first, nk.second, cuda_backend::DT::F16);
+        ASSERT_TRUE(t16.has_value()) << t16.error().to_string();
+        ms_of[nk] = *t;
+        std::printf("cublaslt gemm %lldx%lldx%lld (f16 x f16, f32 accumulate): f32 out %.4f ms = %.0f TFLOP/s, "
+                    "f16 out %.4f ms = %.0f TFLOP/s\n",
+                    static_cast<long long>(n), static_cast<long long>(nk.first), static_cast<long long>(nk.second), *t,
+                    2e-9 * n * nk.first * nk.second / *t, *t16, 2e-9 * n * nk.first * nk.second / *t16);
+      }
+      layer_ms += ms_of[nk];
+      flops += 2.0 * n * nk.first * nk.second;
+    }
+    std::printf("cublaslt bound prefill %lld: linear layers %.3f ms (%lld layers, %.0f TFLOP/s) -> %.0f tok/s\n",
+                static_cast<long long>(n), layer_ms * c.n_layer, static_cast<long long>(c.n_layer),
+                flops * 1e-9 / layer_ms, n * 1000.0 / (layer_ms * c.n_layer));
+  }
+  const int64_t vocab = c.n_vocab;
+  for (int64_t n : lengths) {
+    std::vector<int32_t> prompt(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 13) % vocab);
+    std::vector<double> ms;
+    for (int r = 0; r < runs + 2; ++r) {
+      (*m)->reset();
+      const auto t0 = std::chrono::steady_clock::now();
+      auto out = (*m)->forward(prompt, false);
+      ASSERT_TRUE(out.has_value()) << out.error().to_string();
+      if (r >= 2) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    std::printf("prefill %lld: %.0f tok/s (median %.3f ms, min %.3f ms, %d runs, chunk %lld, graphs %s)\n",
+                static_cast<long long>(n), n * 1000.0 / med, med, ms.front(), runs, static_cast<long long>(lo.max_chunk),
+                std::getenv("RLX_CUDA_GRAPHS") && std::string(std::getenv("RLX_CUDA_GRAPHS")) == "0" ? "off" : "on");
+  }
+#endif
 }
 
 }  // namespace

@@ -302,7 +302,11 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   bctx.lir = &lir;
   bctx.graph = &g;
   bctx.bucket_axis = extent.empty() ? nullptr : &sh->extent.axis;
-  bctx.scratch_bytes = &sh->scratch_bytes;
+  // Scratch is per step (steps run in order on one stream, and a kernel touches scratch
+  // only after its predecessor has finished): every step's region starts at 0 and the
+  // buffer is as large as the largest step's need.
+  int64_t step_scratch = 0;
+  bctx.scratch_bytes = &step_scratch;
   bctx.zeroed_bytes = &sh->zeroed_bytes;
   bctx.allow_tf32 = opt.allow_tf32;
   bctx.sms = sms;
@@ -322,7 +326,9 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     for (ValueId in : n.inputs) s.in.push_back(refs[static_cast<size_t>(in)]);
     s.out = refs[static_cast<size_t>(v)];
     bctx.id = v;
+    step_scratch = 0;
     TRY(b(bctx, s));
+    sh->scratch_bytes = std::max(sh->scratch_bytes, step_scratch);
     if (s.fn == nullptr) continue;
     s.index = static_cast<int>(sh->steps.size());
     s.what = std::make_shared<const std::string>(g.describe(v));
