@@ -1,10 +1,11 @@
-// In-process measurements of read bandwidth and peak FMA throughput.
+// In-process measurements of read bandwidth and peak FMA / int8 dot throughput.
 #include "machine_limits.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -50,7 +51,9 @@ __attribute__((target("avx512f"))) float fma_avx512(int64_t iters) {
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_fmadd_ps(acc[i], m, c);
   __m512 s = acc[0];
   for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, acc[i]);
-  return _mm512_reduce_add_ps(s);
+  float out[16];
+  _mm512_storeu_ps(out, s);
+  return out[0] + out[15];
 }
 
 __attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
@@ -66,9 +69,65 @@ __attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
   return out[0] + out[7];
 }
 
+// 16 independent vpdpbusd chains: 16 x 64 u8*s8 products per iteration.
+__attribute__((target("avx512f,avx512vnni"))) int32_t dpbusd_avx512(int64_t iters) {
+  __m512i acc[16];
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_set1_epi32(i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  __m512i s = acc[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_epi32(s, acc[i]);
+  int32_t out[16];
+  _mm512_storeu_si512(out, s);
+  return out[0] + out[15];
+}
+
+// 8 independent chains of vpmaddubsw + vpmaddwd + vpaddd: 8 x 32 products per iteration.
+__attribute__((target("avx2"))) int32_t maddubs_avx2(int64_t iters) {
+  __m256i acc[8];
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_set1_epi32(i);
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-2), ones = _mm256_set1_epi16(1);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 8; ++i)
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+  __m256i s = acc[0];
+  for (int i = 1; i < 8; ++i) s = _mm256_add_epi32(s, acc[i]);
+  return _mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 7);
+}
+
+bool has_vnni() { return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vnni"); }
+
 }  // namespace
 
-double measure_read_bandwidth(int threads) {
+double measure_peak_int8_ops(int threads) {
+  threads = std::max(1, threads);
+  const bool vnni = has_vnni();
+  if (!vnni && !__builtin_cpu_supports("avx2")) return 0;
+  const int64_t iters = 20'000'000;
+  std::vector<int32_t> sink(static_cast<size_t>(threads));
+  double best = 1e30;
+  for (int rep = 0; rep < 2; ++rep) {
+    const double t = timed_parallel(threads, [&](int i) {
+      sink[static_cast<size_t>(i)] = vnni ? dpbusd_avx512(iters) : maddubs_avx2(iters);
+    });
+    best = std::min(best, t);
+  }
+  volatile int32_t keep = sink[0];
+  (void)keep;
+  const double ops_per_iter = vnni ? 16 * 64 * 2 : 8 * 32 * 2;
+  return ops_per_iter * static_cast<double>(iters) * threads / best;
+}
+
+const char* kernel_isa_description() {
+  const char* env = std::getenv("RLX_CPU_ISA");
+  const std::string cap = env ? env : "";
+  if (cap == "scalar" || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return "scalar";
+  if (cap == "avx2" || !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) return "avx2";
+  return has_vnni() ? "avx512-vnni" : "avx512";
+}
+
+Bandwidth measure_read_bandwidth(int threads, int reps) {
   threads = std::max(1, threads);
   const size_t bytes = size_t{1} << 30;
   AlignedBuffer buf(bytes);
@@ -76,17 +135,17 @@ double measure_read_bandwidth(int threads) {
   const size_t n = bytes / 8;
   for (size_t i = 0; i < n; i += 512) words[i] = i;  // touch every page
   std::vector<uint64_t> sink(static_cast<size_t>(threads));
-  double best = 1e30;
-  for (int rep = 0; rep < 3; ++rep) {
-    const double t = timed_parallel(threads, [&](int i) {
+  std::vector<double> times;
+  for (int rep = 0; rep < std::max(1, reps); ++rep) {
+    times.push_back(timed_parallel(threads, [&](int i) {
       const size_t chunk = n / static_cast<size_t>(threads);
       sink[static_cast<size_t>(i)] += sum_words(words + chunk * static_cast<size_t>(i), chunk);
-    });
-    best = std::min(best, t);
+    }));
   }
   volatile uint64_t keep = sink[0];
   (void)keep;
-  return static_cast<double>(bytes) / best;
+  std::sort(times.begin(), times.end());
+  return Bandwidth{static_cast<double>(bytes) / times.front(), static_cast<double>(bytes) / times[times.size() / 2]};
 }
 
 double measure_peak_flops(int threads) {
