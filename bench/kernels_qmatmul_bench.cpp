@@ -31,7 +31,14 @@ ThreadPool& pool() {
   return p;
 }
 
-KernelContext ctx() { return KernelContext{&pool(), IsaLevel::kAvx512}; }
+// The kernels' ISA cap: RLX_CPU_ISA=scalar|avx2|avx512 as for the runtime (default: the best).
+IsaLevel isa_cap() {
+  const char* env = std::getenv("RLX_CPU_ISA");
+  const std::string s = env ? env : "";
+  return s == "scalar" ? IsaLevel::kScalar : s == "avx2" ? IsaLevel::kAvx2 : IsaLevel::kAvx512;
+}
+
+KernelContext ctx() { return KernelContext{&pool(), isa_cap()}; }
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
   std::mt19937 gen(seed);

@@ -164,6 +164,11 @@ TEST(Attention, DecodeSplitsLongContexts) {
   run_attention({1, 1500, 8, 2, 40, AttnMask::kSlidingWindow, 1100, 30.0f, false, 8});
   run_attention({1, 1300, 3, 3, 16, AttnMask::kCausal, 0, 0.0f, true, 0});  // position may hide all keys
   run_attention({1, 7, 5, 1, 9, AttnMask::kNone, 0, 0.0f, false, 0});
+  // 512+ visible keys stream whole cache rows in blocks (more heads per KV head than one
+  // row group holds; exactly at the threshold; a key count that is no block multiple).
+  run_attention({1, 700, 16, 2, 24, AttnMask::kCausal, 0, 0.0f, false, 4});
+  run_attention({1, 512, 4, 4, 32, AttnMask::kNone, 0, 0.0f, false, 0});
+  run_attention({1, 2049, 6, 2, 20, AttnMask::kCausal, 0, 10.0f, false, 0});
 }
 
 TEST(Attention, EmptyKeysGiveZeros) {

@@ -1,6 +1,7 @@
 // Attention driver: per-query visible key ranges from the mask, task grids over
-// (head, query block) or (kv head, head group, key chunk) for decode, and the merge of
-// per-chunk partial softmax states. Row-group math lives in isa_impl.inc (attn_rows).
+// (head, query block), or for decode (kv head, head group, key chunk) — or ranges of
+// whole cache rows over long contexts — and the merge of per-chunk partial softmax
+// states. Row-group math lives in isa_impl.inc (attn_rows).
 #include "backends/cpu/kernels/attention.h"
 
 #include <algorithm>
@@ -18,6 +19,8 @@ using detail::kAttnRows;
 
 constexpr int64_t kQueryBlock = 16;     // query rows per prefill task
 constexpr int64_t kDecodeChunk = 512;   // keys per decode task when T is split
+constexpr int64_t kRowsMinKeys = 512;   // decode over this many keys reads whole cache rows
+constexpr int64_t kRowsChunk = 256;     // fewest keys per task of that path
 
 struct Dense {
   int64_t qs, ks, vs, os;
@@ -79,6 +82,60 @@ void prefill(const KernelContext& ctx, const detail::IsaKernels& kk, const Atten
   });
 }
 
+// Partial softmax states (per head h and key chunk c, at part + h * head_step + c *
+// chunk_step: D unnormalised output values, then max and sum) merged into o.
+void merge_partials(const KernelContext& ctx, const float* part, int64_t chunks, int64_t head_step,
+                    int64_t chunk_step, int64_t H, int64_t D, float* o) {
+  parallel_for(ctx, H, [&](int64_t h) {
+    const float* ph = part + h * head_step;
+    float M = -INFINITY;
+    for (int64_t c = 0; c < chunks; ++c) M = std::max(M, ph[c * chunk_step + D]);
+    float* oh = o + h * D;
+    std::fill(oh, oh + D, 0.0f);
+    if (M == -INFINITY) return;
+    float L = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const float* pc = ph + c * chunk_step;
+      if (pc[D] == -INFINITY) continue;
+      const float w = std::exp(pc[D] - M);
+      L += w * pc[D + 1];
+      for (int64_t i = 0; i < D; ++i) oh[i] += w * pc[i];
+    }
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int64_t i = 0; i < D; ++i) oh[i] *= inv;
+  });
+}
+
+// S == 1 over many keys: a task per range of whole cache rows, every head at once
+// (attn_decode_rows reads each K / V row front to back), then the ranges are merged.
+void decode_rows(const KernelContext& ctx, const detail::IsaKernels& kk, const AttentionParams& p, const Dense& d,
+                 const float* q, const float* k, const float* v, float* o, int64_t lo0, int64_t visible) {
+  const int64_t H = p.n_heads, D = p.head_dim, row = D + 2;
+  const int64_t chunks = std::clamp<int64_t>(visible / kRowsChunk, 1, 4 * ctx.n_threads());
+  auto* part = static_cast<float*>(
+      thread_scratch(ScratchSlot::kShared, static_cast<size_t>(chunks * H * row) * sizeof(float)));
+  parallel_for(ctx, chunks, [&](int64_t c) {
+    detail::AttnDecodeRows a;
+    a.n_heads = H;
+    a.n_kv_heads = p.n_kv_heads;
+    a.head_dim = D;
+    a.q = q;
+    a.k = k;
+    a.k_stride = d.ks;
+    a.v = v;
+    a.v_stride = d.vs;
+    a.lo = lo0 + visible * c / chunks;
+    a.hi = lo0 + visible * (c + 1) / chunks;
+    a.scale = d.scale;
+    a.softcap = p.softcap;
+    a.state = part + c * H * row;
+    a.scores = static_cast<float*>(
+        thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(H * detail::kAttnDecodeBlock) * sizeof(float)));
+    kk.attn_decode_rows(a);
+  });
+  merge_partials(ctx, part, chunks, row, H * row, H, D, o);
+}
+
 // S == 1: rows of a task are the heads of one kv group (they share K/V loads); long
 // contexts are also split into key chunks whose partial softmax states are merged.
 void decode(const KernelContext& ctx, const detail::IsaKernels& kk, const AttentionParams& p, const Dense& d,
@@ -87,6 +144,7 @@ void decode(const KernelContext& ctx, const detail::IsaKernels& kk, const Attent
   int64_t lo0, hi0;
   key_range(p, 0, &lo0, &hi0);
   const int64_t visible = hi0 - lo0;
+  if (visible >= kRowsMinKeys) return decode_rows(ctx, kk, p, d, q, k, v, o, lo0, visible);
   const int64_t hgroups = (group + kAttnRows - 1) / kAttnRows;
   int64_t chunks = 1;
   if (ctx.n_threads() > 1 && visible > kDecodeChunk)
@@ -143,24 +201,7 @@ void decode(const KernelContext& ctx, const detail::IsaKernels& kk, const Attent
   auto* part = static_cast<float*>(
       thread_scratch(ScratchSlot::kShared, static_cast<size_t>(H * chunks * (D + 2)) * sizeof(float)));
   parallel_for(ctx, tasks, [&](int64_t t) { run(t, part); });
-  parallel_for(ctx, H, [&](int64_t h) {
-    const float* ph = part + h * chunks * (D + 2);
-    float M = -INFINITY;
-    for (int64_t c = 0; c < chunks; ++c) M = std::max(M, ph[c * (D + 2) + D]);
-    float* oh = o + h * D;
-    std::fill(oh, oh + D, 0.0f);
-    if (M == -INFINITY) return;
-    float L = 0.0f;
-    for (int64_t c = 0; c < chunks; ++c) {
-      const float* pc = ph + c * (D + 2);
-      if (pc[D] == -INFINITY) continue;
-      const float w = std::exp(pc[D] - M);
-      L += w * pc[D + 1];
-      for (int64_t i = 0; i < D; ++i) oh[i] += w * pc[i];
-    }
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int64_t i = 0; i < D; ++i) oh[i] *= inv;
-  });
+  merge_partials(ctx, part, chunks, chunks * (D + 2), D + 2, H, D, o);
 }
 
 }  // namespace

@@ -41,6 +41,25 @@ struct AttnRows {
 };
 inline constexpr int kAttnRows = 4;
 
+/// Every head of one query row against keys [lo, hi) of a cache whose rows hold all KV
+/// heads, read row by row (decode over long contexts; see attn_decode_rows in
+/// isa_impl.inc). The softmax state per head h lives at state + h * (head_dim + 2):
+/// head_dim unnormalised output values, then the running max and sum.
+struct AttnDecodeRows {
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  const float* q = nullptr;  ///< [n_heads][head_dim]
+  const float* k = nullptr;  ///< key row 0: n_kv_heads * head_dim floats per row
+  int64_t k_stride = 0;
+  const float* v = nullptr;
+  int64_t v_stride = 0;
+  int64_t lo = 0, hi = 0;
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  float* state = nullptr;   ///< written from scratch (keys [lo, hi) only)
+  float* scores = nullptr;  ///< scratch of n_heads * kAttnDecodeBlock floats
+};
+inline constexpr int kAttnDecodeBlock = 32;
+
 struct IsaKernels {
   IsaLevel isa;
   int gemm_mr;  ///< rows of a micro-tile
@@ -70,6 +89,7 @@ struct IsaKernels {
   void (*layer_norm_row)(const float* x, const float* r, float* sum_out, const float* gamma,
                          const float* beta, float* y, int64_t n, float eps);
   void (*attn_rows)(const AttnRows& a);
+  void (*attn_decode_rows)(const AttnDecodeRows& a);
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
   void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
 };
