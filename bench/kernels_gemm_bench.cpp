@@ -113,21 +113,30 @@ void BM_OpenBlasGemv(benchmark::State& st) {
 BENCHMARK(BM_OpenBlasGemv)->ArgNames({"K", "N"})->Args({2048, 8192})->Unit(benchmark::kMicrosecond)->UseRealTime();
 #endif
 
-// ---- GEMV: 1 x K x N, weights [N, K] in f32 / f16 / bf16 (arg 2), unpacked. The
-// weights rotate through enough copies (>= 1 GiB) that each call streams from DRAM,
-// not from a large last-level cache.
+// ---- GEMV: 1 x K x N, weights [N, K] in f32 / f16 / bf16 (arg 2), unpacked (arg 3 = 0)
+// or pre-packed into GEMM panels (arg 3 = 1, gemm_prepacked's small-M path: what the
+// runtime runs at decode once weights are packed at set_param). The weights rotate
+// through enough copies (>= 1 GiB) that each call streams from DRAM, not from a large
+// last-level cache.
 void BM_Gemv(benchmark::State& st) {
   const int64_t K = st.range(0), N = st.range(1);
   const auto wt = static_cast<WeightType>(st.range(2));
+  const bool prepacked = st.range(3) != 0;
   const size_t bytes = static_cast<size_t>(N * K) * weight_type_size(wt);
   const size_t copies = std::max<size_t>(2, ((size_t{1} << 30) + bytes - 1) / bytes);
   std::vector<AlignedBuffer> weights;
+  std::vector<PackedB> packed;
   for (size_t i = 0; i < copies; ++i) {
-    weights.emplace_back(bytes, 64);
+    AlignedBuffer w(bytes, 64);
     if (wt == WeightType::kF32) {
-      std::fill_n(weights.back().as<float>(), N * K, 0.02f);
+      std::fill_n(w.as<float>(), N * K, 0.02f);
     } else {
-      std::fill_n(weights.back().as<uint16_t>(), N * K, f32_to_bf16_bits(0.02f));
+      std::fill_n(w.as<uint16_t>(), N * K, f32_to_bf16_bits(0.02f));
+    }
+    if (prepacked) {
+      packed.push_back(pack_b(ctx(), K, N, true, 0, w.data(), wt));
+    } else {
+      weights.push_back(std::move(w));
     }
   }
   std::vector<float> a(K, 0.01f), c(N);
@@ -137,17 +146,24 @@ void BM_Gemv(benchmark::State& st) {
   p.k = K;
   size_t i = 0;
   for (auto _ : st) {
-    gemm(ctx(), p, a.data(), weights[i].data(), wt, c.data());
+    if (prepacked) {
+      gemm_prepacked(ctx(), p, a.data(), packed[i], c.data());
+    } else {
+      gemm(ctx(), p, a.data(), weights[i].data(), wt, c.data());
+    }
     i = (i + 1) % copies;
     benchmark::ClobberMemory();
   }
   set_bytes(st, static_cast<double>(bytes));
 }
 BENCHMARK(BM_Gemv)
-    ->ArgNames({"K", "N", "wtype"})
-    ->Args({2048, 8192, 0})
-    ->Args({2048, 8192, 1})
-    ->Args({2048, 8192, 2})
+    ->ArgNames({"K", "N", "wtype", "prepacked"})
+    ->Args({2048, 8192, 0, 0})
+    ->Args({2048, 8192, 0, 1})
+    ->Args({2048, 8192, 1, 0})
+    ->Args({2048, 8192, 1, 1})
+    ->Args({2048, 8192, 2, 0})
+    ->Args({2048, 8192, 2, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

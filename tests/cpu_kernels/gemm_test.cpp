@@ -161,6 +161,15 @@ TEST(Gemm, PrepackedOddSizes) {
       run_case({m, n, 33, true, Activation::kIdentity, false, 0.0f, false}, WeightType::kF32, true);
 }
 
+TEST(Gemm, PrepackedGemvRowsAndKRemainders) {
+  // The packed GEMV path (M <= kGemvMaxM) unrolls K by up to 4: every remainder, with
+  // an epilogue that reads C.
+  for (WeightType wt : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
+    for (int64_t m = 1; m <= kGemvMaxM; ++m)
+      for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{258}})
+        run_case({m, 100, k, true, Activation::kGelu, true, 0.5f, true}, wt, true);
+}
+
 TEST(Gemm, EmptyDims) {
   const KernelContext ctx{&test::test_pool(), IsaLevel::kAvx512};
   float a = 1, b = 2;

@@ -153,6 +153,31 @@ void gemv(const KernelContext& ctx, const IsaKernels& kk, const GemmParams& p, c
   });
 }
 
+// M <= kGemvMaxM against packed panels: tasks are runs of whole panels (about the
+// column chunk of gemv()), each streamed once over all of K.
+void gemv_prepacked(const KernelContext& ctx, const IsaKernels& kk, const GemmParams& p, const Resolved& r,
+                    const float* a, const PackedB& b, float* c) {
+  const int nr = kk.gemm_nr;
+  const int64_t n_panels = ceil_div(r.n, nr);
+  const int threads = ctx.n_threads();
+  int64_t chunk = ceil_div(r.n, static_cast<int64_t>(threads) * 8);
+  chunk = std::clamp<int64_t>(ceil_div(chunk, 64) * 64, 64, 1024);
+  const int64_t ppt = std::max<int64_t>(1, chunk / nr);
+  const int64_t tasks = ceil_div(n_panels, ppt);
+  const int m = static_cast<int>(r.m);
+  parallel_for(ctx, tasks, [&](int64_t t) {
+    const int64_t jp0 = t * ppt, jp1 = std::min(n_panels, jp0 + ppt);
+    const int64_t width = (jp1 - jp0) * nr;
+    const int64_t n0 = jp0 * nr, n1 = std::min(r.n, jp1 * nr);
+    auto* tmp = static_cast<float*>(
+        thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(m * ppt * nr) * sizeof(float)));
+    kk.gemv_panels(m, r.k, a, r.lda, b.data(), b.type(), jp0, jp1, tmp, width);
+    for (int i = 0; i < m; ++i)
+      kk.epilogue_row(tmp + i * width, p.bias ? p.bias + n0 : nullptr, p.act, p.beta, c + i * r.ldc + n0,
+                      n1 - n0);
+  });
+}
+
 }  // namespace
 
 void gemm(const KernelContext& ctx, const GemmParams& p, const float* a, const void* b, WeightType b_type,
@@ -185,6 +210,11 @@ void gemm(const KernelContext& ctx, const GemmParams& p, const float* a, const v
 
 PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
                WeightType b_type) {
+  return pack_b(ctx, k, n, b_transposed, ldb, b, b_type, SIZE_MAX, nullptr);
+}
+
+PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
+               WeightType b_type, size_t step_bytes, const std::function<void(int64_t)>& done) {
   const IsaKernels& kk = detail::isa_kernels(ctx.isa);
   PackedB out;
   out.k_ = k;
@@ -198,9 +228,15 @@ PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed
   if (n_panels == 0 || k == 0) return out;
   out.buf_ = AlignedBuffer(static_cast<size_t>(n_panels) * panel_bytes, 64);
   uint8_t* dst = out.buf_.data();
-  parallel_for(ctx, n_panels, [&](int64_t pi) {
-    pack_b_panels(b, b_type, b_transposed, ldb, k, n, kk.gemm_nr, pi, pi + 1, dst + pi * panel_bytes);
-  });
+  const int64_t step = static_cast<int64_t>(std::clamp<size_t>(step_bytes / panel_bytes, 1, static_cast<size_t>(n_panels)));
+  for (int64_t p0 = 0; p0 < n_panels; p0 += step) {
+    const int64_t p1 = std::min(n_panels, p0 + step);
+    parallel_for(ctx, p1 - p0, [&](int64_t i) {
+      const int64_t pi = p0 + i;
+      pack_b_panels(b, b_type, b_transposed, ldb, k, n, kk.gemm_nr, pi, pi + 1, dst + pi * panel_bytes);
+    });
+    if (done) done(std::min(n, p1 * kk.gemm_nr));
+  }
   return out;
 }
 
@@ -211,6 +247,7 @@ void gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* 
   if (r.k <= 0) return gemm_k0(ctx, p, r, c);
   const IsaKernels& kk = detail::isa_kernels(b.isa());
   RLX_ASSERT(kk.gemm_nr == b.nr());
+  if (r.m <= kGemvMaxM) return gemv_prepacked(ctx, kk, p, r, a, b, c);
   const int64_t n_panels = ceil_div(r.n, kk.gemm_nr);
   const int64_t mc = mc_rows(kk.gemm_mr);
   const int64_t m_blocks = ceil_div(r.m, mc);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "backends/cpu/kernels/kernel_context.h"
 #include "rlx/base/aligned_buffer.h"
@@ -40,7 +41,8 @@ class PackedB {
   size_t bytes() const { return buf_.size(); }
 
  private:
-  friend PackedB pack_b(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType);
+  friend PackedB pack_b(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType, size_t,
+                        const std::function<void(int64_t)>&);
   AlignedBuffer buf_;
   int64_t k_ = 0, n_ = 0;
   WeightType type_ = WeightType::kF32;
@@ -63,10 +65,15 @@ inline void gemm_f32(const KernelContext& ctx, const GemmParams& p, const float*
 /// micro-tile of resolve_isa(ctx.isa). Keeps the dtype (f16 stays 2 bytes/element).
 PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb,
                const void* b, WeightType b_type);
+/// The same, packing about `step_bytes` of B at a time in column order and calling
+/// `done(n_done)` after each step with the number of B's columns (rows of an [N,K] B)
+/// packed so far, e.g. to release the pages of a file-mapped B as they are consumed.
+PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb,
+               const void* b, WeightType b_type, size_t step_bytes, const std::function<void(int64_t)>& done);
 
 /// GEMM against a pre-packed B (p.b_transposed and p.ldb are ignored; p.k and p.n must
-/// match the packing). Runs with the ISA the weights were packed for. Small M streams
-/// the packed panels once (decode), splitting N across threads.
+/// match the packing). Runs with the ISA the weights were packed for. M <= kGemvMaxM
+/// (decode) streams each packed panel once over all of K, splitting N across threads.
 void gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* a, const PackedB& b,
                     float* c);
 

@@ -92,6 +92,11 @@ struct IsaKernels {
   void (*attn_decode_rows)(const AttnDecodeRows& a);
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
   void (*bf16_to_f32)(const uint16_t* x, float* y, int64_t n);
+  /// GEMV over packed B panels (pack_b layout: panel p is [k][gemm_nr] at element
+  /// p * k * gemm_nr): out[i][(p - p0) * gemm_nr + j] = sum_k a[i][k] * panel_p[k][j]
+  /// for i < m (m <= 4), panels [p0, p1), all gemm_nr columns (padding included).
+  void (*gemv_panels)(int m, int64_t k, const float* a, int64_t lda, const void* panels, WeightType wt,
+                      int64_t p0, int64_t p1, float* out, int64_t ldo);
 };
 
 extern const IsaKernels kScalarKernels;
