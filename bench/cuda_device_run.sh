@@ -14,7 +14,8 @@
 # idle gaps between its replays let the clock drop), RACECHECK=1 runs racecheck,
 # PREFILL="512,2048" the prefill lengths (PREFILL=0 skips prefill; each next to cuBLASLt
 # GEMM times at the model's shapes), PREFILL_PROFILE=1 per-step GPU times of a prefill of
-# the first length, DECODE=0 skips decode, MEMCHECK_FILTER the tests memcheck runs.
+# the first length, DECODE=0 skips decode, MEMCHECK_FILTER the tests memcheck runs,
+# AB="VAR=x ..." / PREFILL_AB="VAR=x ..." also time decode / prefill with each setting.
 set -u -o pipefail
 if [ -f .devpack/devrun.tar.xz ]; then tar -xJf .devpack/devrun.tar.xz; fi
 D=.devrun
@@ -35,7 +36,7 @@ fi
 if [ "${RACECHECK:-0}" = 1 ]; then
   echo "== compute-sanitizer racecheck (attention, norms, decode GEMV)"
   timeout 240 compute-sanitizer --tool racecheck --print-limit 10 $D/rlx_cuda_tests \
-    --gtest_filter='CudaOps.Attention*:CudaOps.NormsRopeSoftmaxReduce:CudaDecode.*' > "$OUT/racecheck.log" 2>&1
+    --gtest_filter="${RACECHECK_FILTER:-CudaOps.Attention*:CudaOps.NormsRopeSoftmaxReduce:CudaDecode.*}" > "$OUT/racecheck.log" 2>&1
   echo "racecheck rc=$?"; grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard|PASSED|FAILED' "$OUT/racecheck.log" | head -20
 fi
 echo "== copy bandwidth (device-to-device, bytes read + written)"
@@ -59,6 +60,11 @@ for ty in ${TYPES:-f16 q8_0 q4_k_m}; do
     echo "-- $ty, prefill (LanguageModel::forward of N tokens, one chunk, last row's logits to the host)"
     RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_PREFILL=${PREFILL:-512,2048} \
       timeout 240 $D/rlx_cuda_tests --gtest_filter='CudaBench.Prefill' 2>&1 | grep -E '^cublaslt|^prefill|FAILED|Failure|error'
+    for ab in ${PREFILL_AB:-}; do
+      echo "-- $ty, prefill, $ab"
+      env $ab RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_PREFILL=${PREFILL:-512,2048} \
+        timeout 240 $D/rlx_cuda_tests --gtest_filter='CudaBench.Prefill' 2>&1 | grep -E '^prefill|FAILED|Failure|error'
+    done
     if [ "${PREFILL_PROFILE:-0}" = 1 ]; then
       echo "-- $ty, prefill per-step GPU profile (RLX_CUDA_PROFILE=1, step by step)"
       RLX_CUDA_PROFILE=1 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_PREFILL=$(echo "${PREFILL:-512,2048}" | cut -d, -f1) RLX_CUDA_BENCH_PREFILL_RUNS=3 \
@@ -69,6 +75,11 @@ for ty in ${TYPES:-f16 q8_0 q4_k_m}; do
   echo "-- $ty, graphs on"
   RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
     timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.Decode' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+  for ab in ${AB:-}; do
+    echo "-- $ty, graphs on, $ab"
+    env $ab RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \
+      timeout 180 $D/rlx_cuda_tests --gtest_filter='CudaBench.Decode' 2>&1 | grep -E 'decode ctx|FAILED|Failure|error'
+  done
   if [ "${PDL_AB:-0}" = 1 ]; then
     echo "-- $ty, graphs on, programmatic launch off (RLX_CUDA_PDL=0)"
     RLX_CUDA_PDL=0 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=${CTX:-128,2048} RLX_CUDA_BENCH_STEPS=${STEPS:-64} \

@@ -171,6 +171,76 @@ TEST(CudaDecode, GemvPackedLongRowsMatchReference) {
   }
 }
 
+// Sibling products over one x (as q/k/v and gate/up in a decode graph) run as one grouped
+// GEMV launch: three outputs of different N (one not a multiple of a block's rows) for
+// f16 and packed weights at M = 1 and 3, each against float64 math on the (dequantized)
+// weights (f16: and on x rounded to f16, as the GEMV does).
+TEST(CudaDecode, GroupedGemvMatchesReference) {
+  REQUIRE_CUDA();
+  const int64_t K = 512;
+  const int64_t Ns[3] = {96, 24, 37};
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    std::vector<Tensor> ws;
+    std::vector<std::vector<float>> deq;
+    for (int i = 0; i < 3; ++i) {
+      const int64_t N = Ns[i];
+      const std::vector<float> wf = random_vec(static_cast<size_t>(N * K), 90 + static_cast<uint32_t>(i));
+      if (t == DType::F16) {
+        std::vector<uint8_t> bytes(wf.size() * 2);
+        std::vector<float> d(wf.size());
+        for (size_t e = 0; e < wf.size(); ++e) {
+          const uint16_t h = f32_to_f16_bits(wf[e]);
+          std::memcpy(bytes.data() + 2 * e, &h, 2);
+          d[e] = f16_bits_to_f32(h);
+        }
+        ws.push_back(Tensor(DType::F16, {N, K}, std::move(bytes)));
+        deq.push_back(std::move(d));
+        continue;
+      }
+      const auto gt = formats::ggml_type_from_name(ir::dtype_name(t));
+      ASSERT_TRUE(gt.has_value());
+      const int64_t row_bytes = *ir::dtype_bytes(t, K);
+      std::vector<uint8_t> packed(static_cast<size_t>(N * row_bytes));
+      std::vector<float> d(static_cast<size_t>(N * K));
+      for (int64_t n = 0; n < N; ++n) {
+        ASSERT_TRUE(formats::quantize_row(*gt, wf.data() + n * K, packed.data() + n * row_bytes, K).ok());
+        ASSERT_TRUE(formats::dequantize_row(*gt, packed.data() + n * row_bytes, d.data() + n * K, K).ok());
+      }
+      ws.push_back(Tensor(t, {N, K}, packed));
+      deq.push_back(std::move(d));
+    }
+    for (int64_t M : {1, 3}) {
+      SCOPED_TRACE(testing::Message() << ir::dtype_name(t) << " M=" << M);
+      GraphBuilder b;
+      auto x = b.input("x", DType::F32, {M, K});
+      for (int i = 0; i < 3; ++i)
+        b.output(b.dequant_matmul(x, b.param(fmt::format("w{}", i), t, {Ns[i], K})), fmt::format("y{}", i));
+      auto graph = b.build();
+      ASSERT_TRUE(graph.has_value()) << graph.error().to_string();
+      const Tensor xt = f32({M, K}, 95);
+      auto out = run_graph(Device::cuda(), *graph, {{"w0", ws[0]}, {"w1", ws[1]}, {"w2", ws[2]}}, {{"x", xt}});
+      ASSERT_TRUE(out.has_value()) << out.error().to_string();
+      ASSERT_EQ(out->size(), 3u);
+      auto xv = *xt.to_f32();
+      if (t == DType::F16)
+        for (float& e : xv) e = f16_bits_to_f32(f32_to_f16_bits(e));
+      for (int i = 0; i < 3; ++i) {
+        const int64_t N = Ns[i];
+        std::vector<float> ref(static_cast<size_t>(M * N));
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            double acc = 0;
+            for (int64_t k = 0; k < K; ++k)
+              acc += double(xv[static_cast<size_t>(m * K + k)]) * deq[static_cast<size_t>(i)][static_cast<size_t>(n * K + k)];
+            ref[static_cast<size_t>(m * N + n)] = static_cast<float>(acc);
+          }
+        const double e = rel_l2(*(*out)[static_cast<size_t>(i)].to_f32(), ref);
+        EXPECT_LE(e, 1e-5) << "output " << i << ": relative L2 error " << e;
+      }
+    }
+  }
+}
+
 struct DecodeTrace {
   std::vector<std::vector<float>> logits;  // one entry per forward call
 };

@@ -284,6 +284,72 @@ TEST(CudaOps, Attention) {
   }
 }
 
+// The tensor-core prefill attention (64 or more query rows, head_dim 64 / 128; q, k, v
+// and the softmax weights rounded to f16 for the products): row counts that are not a
+// multiple of the 64-row block, GQA, masks, softcap, explicit positions over a longer
+// key range, f32/f16/bf16 inputs, against the CPU backend's f32 math. An f32 error above
+// 1e-5 also shows that this path ran (the f32 kernel matches to ~1e-7).
+TEST(CudaOps, AttentionPrefillTensorCores) {
+  REQUIRE_CUDA();
+  struct Cfg {
+    int64_t S, T, H, KV, hd;
+    DType dt;
+    ir::MaskKind mask;
+    int64_t window;
+    double softcap;
+    bool qpos;
+  };
+  const Cfg cfgs[] = {
+      {64, 64, 4, 2, 64, DType::F32, ir::MaskKind::Causal, 0, 0, false},
+      {200, 200, 8, 2, 128, DType::F32, ir::MaskKind::Causal, 0, 0, false},
+      {130, 300, 4, 1, 64, DType::F32, ir::MaskKind::SlidingWindow, 50, 0, true},
+      {96, 96, 2, 2, 64, DType::F32, ir::MaskKind::None, 0, 30.0, false},
+      {300, 300, 32, 8, 64, DType::F32, ir::MaskKind::Causal, 0, 0, false},  // llama-3.2-1b heads
+      {128, 128, 4, 2, 64, DType::F16, ir::MaskKind::Causal, 0, 0, false},
+      {77, 150, 4, 4, 128, DType::BF16, ir::MaskKind::Causal, 0, 0, true},
+  };
+  uint32_t seed = 700;
+  for (const Cfg& f : cfgs) {
+    SCOPED_TRACE(testing::Message() << "S=" << f.S << " T=" << f.T << " H=" << f.H << " KV=" << f.KV << " hd=" << f.hd
+                                    << " dt=" << ir::dtype_name(f.dt));
+    GraphBuilder b;
+    auto q = b.input("q", DType::F32, {f.S, f.H * f.hd});
+    auto k = b.input("k", DType::F32, {f.T, f.KV * f.hd});
+    auto v = b.input("v", DType::F32, {f.T, f.KV * f.hd});
+    ir::AttentionAttrs a;
+    a.n_heads = f.H;
+    a.n_kv_heads = f.KV;
+    a.head_dim = f.hd;
+    a.mask = f.mask;
+    a.window = f.window;
+    a.softcap = f.softcap;
+    Case c;
+    std::optional<ValueId> qp;
+    if (f.qpos) {
+      qp = b.input("qp", DType::I32, {f.S});
+      std::vector<int32_t> pv(static_cast<size_t>(f.S));
+      for (int64_t i = 0; i < f.S; ++i) pv[static_cast<size_t>(i)] = static_cast<int32_t>(f.T - f.S + i);
+      c.inputs["qp"] = i32({f.S}, pv);
+    }
+    auto cvt = [&](ValueId x) { return f.dt == DType::F32 ? x : b.cast(x, f.dt); };
+    b.output(b.cast(b.attention(cvt(q), cvt(k), cvt(v), a, qp), DType::F32), "o");
+    c.inputs["q"] = f32({f.S, f.H * f.hd}, seed++, -2, 2);
+    c.inputs["k"] = f32({f.T, f.KV * f.hd}, seed++, -2, 2);
+    c.inputs["v"] = f32({f.T, f.KV * f.hd}, seed++);
+    auto g = b.build();
+    ASSERT_TRUE(g.has_value()) << g.error().to_string();
+    auto cpu = run_on(Device::cpu(), *g, c);
+    ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
+    auto gpu = run_on(Device::cuda(), *g, c);
+    ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
+    const double e = rel_l2(*(*gpu)[0].to_f32(), *(*cpu)[0].to_f32());
+    EXPECT_LE(e, f.dt == DType::BF16 ? 1e-2 : 3e-3) << "relative L2 error " << e;
+    if (f.dt == DType::F32) {
+      EXPECT_GT(e, 1e-5) << "the f32 kernel ran, not the tensor-core one";
+    }
+  }
+}
+
 // The decode attention kernel (one query row over a long key cache): head dims from 16 to
 // 256, groups of 1 to 8 query heads per KV head, f32/f16/bf16, masks and softcap, and
 // positions that give one, a few and many key splits. One compiled graph runs every

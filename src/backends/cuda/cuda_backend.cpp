@@ -309,6 +309,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   bctx.scratch_bytes = &step_scratch;
   bctx.zeroed_bytes = &sh->zeroed_bytes;
   bctx.allow_tf32 = opt.allow_tf32;
+  bctx.attention_tc = opt.attention_tensor_cores;
   bctx.sms = sms;
   std::vector<ValueId> schedule = lir.plan.schedule;
   if (schedule.empty())
@@ -352,6 +353,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     sh->host_out_bytes += (e.bytes + 63) / 64 * 64;
   }
   decide_split(*sh);
+  if (opt.group_gemvs) group_sibling_gemvs(sh->steps);
   shared_ = sh;
   params_.assign(m.params.size(), nullptr);
   TRY(allocate());
@@ -633,6 +635,10 @@ CudaOptions default_cuda_options() {
     if (prof != nullptr && std::strcmp(prof, "1") == 0) o.profile = true;
     const char* pdl = std::getenv("RLX_CUDA_PDL");
     if (pdl != nullptr && (std::strcmp(pdl, "0") == 0 || std::strcmp(pdl, "off") == 0)) o.programmatic_launch = false;
+    const char* gg = std::getenv("RLX_CUDA_GROUP_GEMV");
+    if (gg != nullptr && (std::strcmp(gg, "0") == 0 || std::strcmp(gg, "off") == 0)) o.group_gemvs = false;
+    const char* tc = std::getenv("RLX_CUDA_ATTN_TC");
+    if (tc != nullptr && (std::strcmp(tc, "0") == 0 || std::strcmp(tc, "off") == 0)) o.attention_tensor_cores = false;
     return o;
   }();
   return defaults;

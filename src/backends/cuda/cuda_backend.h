@@ -26,11 +26,20 @@ struct CudaOptions {
   /// data; GEMVs prefetch their weights first). Process-wide: the last backend created
   /// sets it. RLX_CUDA_PDL=0 turns it off.
   bool programmatic_launch = true;
+  /// Attention over 64 or more query rows (prefill) with head_dim 64 or 128 runs on the
+  /// tensor cores: q, k, v and the softmax weights rounded to f16 for the products, f32
+  /// accumulation and softmax (~1e-3 relative error against f32 math). Off: the f32
+  /// kernel. RLX_CUDA_ATTN_TC=0 turns it off.
+  bool attention_tensor_cores = true;
+  /// Consecutive decode GEMVs over the same x (q/k/v, gate/up) share one launch
+  /// (group_sibling_gemvs). RLX_CUDA_GROUP_GEMV=0 turns it off.
+  bool group_gemvs = true;
 };
 
 /// The options `create(ordinal)` uses: the defaults, with RLX_CUDA_GRAPHS=0 turning
-/// graphs off, RLX_CUDA_PROFILE=1 turning profiling on and RLX_CUDA_PDL=0 turning
-/// programmatic launch off (read once, when the first backend is created).
+/// graphs off, RLX_CUDA_PROFILE=1 turning profiling on, RLX_CUDA_PDL=0 turning
+/// programmatic launch off, RLX_CUDA_ATTN_TC=0 the tensor-core prefill attention and
+/// RLX_CUDA_GROUP_GEMV=0 grouped GEMVs (read once, when the first backend is created).
 CudaOptions default_cuda_options();
 
 /// Number of CUDA devices visible to this process (0 when there is no driver or GPU).

@@ -42,6 +42,7 @@ struct RegionParams {
   int n_steps = 0;
   DT out_dt = DT::F32;
   bool use_double = false;  ///< evaluate in double (integer or f64 operands)
+  bool contiguous = false;  ///< set by launch_region: no input broadcasts (element e at e)
   int64_t total = 0;
   int64_t dims[kMaxRank] = {};
   DT in_dt[kMaxRegionInputs] = {};
@@ -180,8 +181,15 @@ struct AttentionParams {
   /// left at zero after it (the last block of a head (group) merges the splits).
   unsigned* counters = nullptr;
   bool kv_vec = false;  ///< set by launch_attention: K rows are 16-byte aligned
+  /// Prefill (attention_tc_supported, splits == 1): the tensor-core kernel, with q, k, v
+  /// and the softmax weights rounded to f16 for the products (f32 accumulation and
+  /// softmax); falls back to the f32 kernel when K / V rows are not 16-byte aligned.
+  bool tensor_cores = false;
 };
 void launch_attention(const AttentionParams& p, cudaStream_t s);
+/// True when the tensor-core prefill kernel covers this shape (at least 64 query rows,
+/// head_dim 64 or 128).
+bool attention_tc_supported(int64_t S, int n_heads, int n_kv, int64_t hd);
 /// Head dims the attention kernel handles (1..256).
 bool attention_head_dim_supported(int64_t hd);
 /// Split count for the general kernel: enough blocks for `sms` multiprocessors.
@@ -216,6 +224,7 @@ void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int
                         int64_t d_offset, cudaStream_t s);
 
 inline constexpr int kMaxGemvM = 8;
+inline constexpr int kMaxGemvParts = 4;
 inline constexpr int64_t kGemvSmemLimit = 48 * 1024;
 
 /// Decode GEMV (M <= kMaxGemvM rows of x): y[m, n] = epilogue(sum_k x[m, k] * W[n, k]),
@@ -235,6 +244,13 @@ struct GemvParams {
   bool swiglu = false;
   bool x_vec4 = false;  ///< x is f32 and 16-byte aligned: staged with float4 loads
   bool w_const = false;  ///< no kernel writes w / w2 (params): read before pdl_wait
+  /// Grouped launch of sibling products over the same x (q/k/v, gate/up): n_parts > 1
+  /// replaces w, y, N and d_offset by part i's for the blocks of part i (no swiglu, no
+  /// bias; every part has this dtype, K and epilogue).
+  int n_parts = 1;
+  const uint8_t* part_w[kMaxGemvParts] = {};
+  void* part_y[kMaxGemvParts] = {};
+  int64_t part_N[kMaxGemvParts] = {}, part_d_offset[kMaxGemvParts] = {};
 };
 /// Shared memory the GEMV stages x in (M * K floats plus padding).
 int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K);

@@ -106,6 +106,7 @@ struct BuildCtx {
   int64_t* scratch_bytes = nullptr;
   int64_t* zeroed_bytes = nullptr;
   bool allow_tf32 = false;
+  bool attention_tc = false;  ///< CudaOptions::attention_tensor_cores
   int sms = 1;
 
   const ir::Node& node() const { return graph->node(id); }
@@ -129,6 +130,12 @@ using StepBuilder = Status (*)(BuildCtx& ctx, Step& step);
 
 /// Builder for `kind`, or null when the CUDA backend does not run it.
 StepBuilder cuda_builder(ir::OpKind kind);
+
+/// Merges runs of up to kMaxGemvParts consecutive decode GEMV steps that read the same x
+/// with the same weight type, K and epilogue (q/k/v, gate/up) into one grouped launch
+/// (GemvParams::n_parts); outputs stay where the plan put them. Run after the split
+/// layout is decided; renumbers the steps.
+void group_sibling_gemvs(std::vector<Step>& steps);
 
 /// Bytes of one row of K elements of packed type `t` in the split device layout.
 int64_t split_row_bytes(ir::DType t, int64_t K);

@@ -742,8 +742,10 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   k.out_dt = to_dt(n.dtype);
   k.decode = attention_decode_supported(k.S, k.n_heads, k.n_kv, k.hd);
   k.decode_wave = ctx.sms;
-  k.splits = k.decode ? attention_decode_splits(k.batch, k.T, k.n_kv, ctx.sms)
-                      : attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);
+  k.tensor_cores = !k.decode && ctx.attention_tc && attention_tc_supported(k.S, k.n_heads, k.n_kv, k.hd);
+  k.splits = k.decode         ? attention_decode_splits(k.batch, k.T, k.n_kv, ctx.sms)
+             : k.tensor_cores ? 1
+                              : attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);
   if (k.splits > 1)
     p->partial_off = ctx.scratch(static_cast<int64_t>(k.splits) * k.batch * k.n_heads * k.S * (k.hd + 2) * 4);
   if (k.decode && k.splits > 1)
@@ -804,6 +806,24 @@ Status gemv_fn(const Step& s, const RunCtx& ctx) {
     v.row_bytes = p.split_row;
     v.d_offset = p.gv.N * p.split_row;
   }
+  launch_gemv(v, ctx.stream);
+  return {};
+}
+
+/// A grouped GEMV (group_sibling_gemvs): in = [x, w_0 .. w_{n-1}, y_1 .. y_{n-1}], out = y_0.
+Status gemv_group_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  GemvParams v = p.gv;
+  const int n = v.n_parts;
+  v.x = s.in_ptr[0];
+  for (int i = 0; i < n; ++i) {
+    v.part_w[i] = s.in_ptr[static_cast<size_t>(1 + i)];
+    v.part_y[i] = i == 0 ? s.out_ptr : const_cast<uint8_t*>(s.in_ptr[static_cast<size_t>(n + i)]);
+    if (s.split) v.part_d_offset[i] = v.part_N[i] * p.split_row;
+  }
+  v.w = v.part_w[0];
+  v.y = v.part_y[0];
+  if (s.split) v.row_bytes = p.split_row;
   launch_gemv(v, ctx.stream);
   return {};
 }
@@ -1111,6 +1131,73 @@ Status build_boundary(BuildCtx&, Step& step) {
 }
 
 }  // namespace
+
+void group_sibling_gemvs(std::vector<Step>& steps) {
+  auto plain_gemv = [](const Step& s) -> const LinearParams* {
+    if (s.fn != &gemv_fn) return nullptr;
+    const LinearParams& p = s.p<LinearParams>();
+    if (!p.gemv || p.swiglu || p.has_bias || (packed_split(p.gv.w_dt) && !s.split)) return nullptr;
+    return &p;
+  };
+  auto same_ref = [](const ValueRef& a, const ValueRef& b) {
+    return a.kind == b.kind && a.index == b.index && a.offset == b.offset;
+  };
+  auto disjoint = [](const ValueRef& a, const ValueRef& b) {
+    return a.kind != b.kind || a.index != b.index || a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset;
+  };
+  std::vector<Step> out;
+  out.reserve(steps.size());
+  for (size_t i = 0; i < steps.size();) {
+    const LinearParams* first = plain_gemv(steps[i]);
+    size_t j = i + 1;
+    if (first != nullptr) {
+      const GemvParams& a = first->gv;
+      for (; j < steps.size() && j - i < static_cast<size_t>(kMaxGemvParts); ++j) {
+        const LinearParams* q = plain_gemv(steps[j]);
+        if (q == nullptr) break;
+        const GemvParams& c = q->gv;
+        const Step& sj = steps[j];
+        bool ok = same_ref(sj.in[0], steps[i].in[0]) && sj.split == steps[i].split && c.w_dt == a.w_dt &&
+                  c.x_dt == a.x_dt && c.y_dt == a.y_dt && c.M == a.M && c.K == a.K && c.act == a.act &&
+                  c.x_vec4 == a.x_vec4 && c.w_const == a.w_const && sj.extent_ok == steps[i].extent_ok;
+        // Every output apart from x and from the others (they are all live at once).
+        for (size_t k = i; ok && k < j; ++k)
+          ok = disjoint(sj.out, steps[k].out) && disjoint(steps[k].out, steps[i].in[0]);
+        ok = ok && disjoint(sj.out, steps[i].in[0]);
+        if (!ok) break;
+      }
+    }
+    if (j - i < 2) {
+      out.push_back(std::move(steps[i]));
+      ++i;
+      continue;
+    }
+    // Steps [i, j) become one launch.
+    const int n = static_cast<int>(j - i);
+    auto p = std::make_shared<LinearParams>(*first);
+    Step g = steps[i];
+    g.in = {steps[i].in[0]};
+    std::string what = *steps[i].what;
+    for (size_t k = i; k < j; ++k) {
+      const LinearParams& q = steps[k].p<LinearParams>();
+      p->gv.part_N[k - i] = q.gv.N;
+      p->gv.part_d_offset[k - i] = 0;
+      g.in.push_back(steps[k].in[1]);
+      if (k > i) what += " + " + *steps[k].what;
+    }
+    for (size_t k = i + 1; k < j; ++k) g.in.push_back(steps[k].out);
+    p->gv.n_parts = n;
+    p->gv.N = p->gv.part_N[0];
+    g.fn = &gemv_group_fn;
+    g.params = p;
+    g.split_inputs = 0;
+    g.what = std::make_shared<const std::string>(what);
+    out.push_back(std::move(g));
+    i = j;
+  }
+  for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
+  steps = std::move(out);
+}
 
 StepBuilder cuda_builder(OpKind kind) {
   switch (kind) {

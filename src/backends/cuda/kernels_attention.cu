@@ -9,6 +9,7 @@
 // to finish (no second launch).
 #include <atomic>
 #include <cfloat>
+#include <climits>
 
 #include "backends/cuda/cuda_common.cuh"
 
@@ -448,6 +449,229 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   if (threadIdx.x == 0) *counter = 0u;  // ready for the next run
 }
 
+// ---- prefill attention on tensor cores -------------------------------------------------
+// Flash attention with mma.sync (m16n8k16, f16 operands, f32 accumulation): a block is
+// four warps and 64 query rows of one head, each warp 16 rows; key tiles of 64 are
+// converted to f16 in shared memory (K as rows, V transposed), S = Q K^T comes out of
+// the tensor cores in accumulator fragments, the online softmax runs on them in f32,
+// and P (rounded to f16) is fed back as the A operand of O += P V without leaving
+// registers. Tiles past the block's last visible key are never loaded (causal).
+
+constexpr int kTcWarps = 4;
+constexpr int kTcRows = 16 * kTcWarps;  // query rows per block
+constexpr int kTcKeys = 64;             // keys per tile
+constexpr int kTcPad = 8;               // halves of padding per shared row (no bank conflicts)
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// c += a . b for one m16n8k16 tile (row-major A, column-major B).
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Eight consecutive elements (16-byte aligned) as floats.
+template <typename T>
+__device__ __forceinline__ void load8(const T* src, float* f) {
+  if constexpr (std::is_same_v<T, float>) {
+    const float4 a = *reinterpret_cast<const float4*>(src), b = *reinterpret_cast<const float4*>(src + 4);
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+    f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+  } else {
+    unpack16<T>(*reinterpret_cast<const uint4*>(src), f);
+  }
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const AttentionParams p) {
+  pdl_wait();
+  pdl_trigger();
+  constexpr int KS = HD / 16;      // k-steps of S = Q K^T
+  constexpr int DN = HD / 8;       // n-tiles of O
+  constexpr int NT = kTcKeys / 8;  // n-tiles of S
+  constexpr int kRowK = HD + kTcPad, kRowV = kTcKeys + kTcPad;
+  __shared__ __align__(16) __half k_s[kTcKeys * kRowK];  // [key][d]
+  __shared__ __align__(16) __half v_s[HD * kRowV];       // [d][key]
+  __shared__ int range_s[2];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int h = blockIdx.y;
+  const int64_t b = blockIdx.z;
+  const int kvh = h / (p.n_heads / p.n_kv);
+  const int64_t qw = static_cast<int64_t>(p.n_heads) * HD, kw = static_cast<int64_t>(p.n_kv) * HD;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTcRows + warp * 16 + g;
+  const int64_t rows[2] = {row0, row0 + 8};
+  // Visible keys [jb, je) of this thread's two rows (empty for rows past S).
+  int jb[2], je[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    jb[r] = 0;
+    je[r] = 0;
+    if (rows[r] < p.S) {
+      const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, rows[r]) : p.T - p.S + rows[r];
+      int64_t e = p.T, s0 = 0;
+      if (p.mask != 0) e = pos + 1 < p.T ? pos + 1 : p.T;
+      if (p.mask == 2) s0 = pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+      jb[r] = static_cast<int>(s0);
+      je[r] = static_cast<int>(e > s0 ? e : s0);
+    }
+  }
+  if (threadIdx.x == 0) {
+    range_s[0] = INT_MAX;
+    range_s[1] = 0;
+  }
+  __syncthreads();
+  int wlo = INT_MAX, whi = 0;
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    if (je[r] > jb[r]) {
+      wlo = min(wlo, jb[r]);
+      whi = max(whi, je[r]);
+    }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    wlo = min(wlo, __shfl_xor_sync(0xffffffffu, wlo, o));
+    whi = max(whi, __shfl_xor_sync(0xffffffffu, whi, o));
+  }
+  if (lane == 0 && whi > 0) {
+    atomicMin(&range_s[0], wlo);
+    atomicMax(&range_s[1], whi);
+  }
+  // Q fragments (scaled), rows past S as zeros.
+  uint32_t qa[KS][4];
+  {
+    const T* q = static_cast<const T*>(p.q);
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float a = 0.0f, c = 0.0f;
+          if (rows[r] < p.S) {
+            const T* src = q + (b * p.S_full + rows[r]) * qw + static_cast<int64_t>(h) * HD + ks * 16 + hi * 8 + 2 * t;
+            a = to_float(src[0]) * p.scale;
+            c = to_float(src[1]) * p.scale;
+          }
+          qa[ks][hi * 2 + r] = pack_half2(a, c);
+        }
+  }
+  __syncthreads();
+  const int lo = range_s[0], hi_key = range_s[1];
+  float acc[DN][4];
+#pragma unroll
+  for (int dn = 0; dn < DN; ++dn)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[dn][e] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  constexpr float kLog2e = 1.4426950408889634f;
+  const T* kg = static_cast<const T*>(p.k) + b * p.T_full * kw + static_cast<int64_t>(kvh) * HD;
+  const T* vg = static_cast<const T*>(p.v) + b * p.T_full * kw + static_cast<int64_t>(kvh) * HD;
+  for (int t0 = lo; t0 < hi_key; t0 += kTcKeys) {
+    __syncthreads();  // the previous tile is no longer read
+    for (int e = threadIdx.x; e < kTcKeys * (HD / 8); e += kTcWarps * 32) {
+      const int kk = e / (HD / 8), d8 = (e % (HD / 8)) * 8;
+      const int64_t j = t0 + kk;
+      float kf[8], vf[8];
+      if (j < p.T) {
+        load8<T>(kg + j * kw + d8, kf);
+        load8<T>(vg + j * kw + d8, vf);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) kf[i] = vf[i] = 0.0f;
+      }
+      uint4 kp;
+      kp.x = pack_half2(kf[0], kf[1]);
+      kp.y = pack_half2(kf[2], kf[3]);
+      kp.z = pack_half2(kf[4], kf[5]);
+      kp.w = pack_half2(kf[6], kf[7]);
+      *reinterpret_cast<uint4*>(k_s + kk * kRowK + d8) = kp;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v_s[(d8 + i) * kRowV + kk] = __float2half(vf[i]);
+    }
+    __syncthreads();
+    if (whi <= wlo || t0 >= whi || t0 + kTcKeys <= wlo) continue;  // no key of this tile for this warp
+    float sc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[nt][e] = 0.0f;
+      const uint32_t* kr = reinterpret_cast<const uint32_t*>(k_s + (nt * 8 + g) * kRowK) + t;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) mma_16816(sc[nt], qa[ks], kr[ks * 8], kr[ks * 8 + 4]);
+    }
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const int j = t0 + nt * 8 + 2 * t + (e & 1);
+        float v = sc[nt][e];
+        if (p.softcap > 0.0f) v = p.softcap * tanhf(v / p.softcap);
+        if (j < jb[r] || j >= je[r]) v = -INFINITY;
+        sc[nt][e] = v;
+        mx[r] = fmaxf(mx[r], v);
+      }
+    float corr[2], mu[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      mu[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * kLog2e;
+      corr[r] = exp2f(m[r] * kLog2e - mu[r]);  // 0 while m is -inf
+      m[r] = mx[r];
+      l[r] *= corr[r];
+    }
+#pragma unroll
+    for (int dn = 0; dn < DN; ++dn) {
+      acc[dn][0] *= corr[0];
+      acc[dn][1] *= corr[0];
+      acc[dn][2] *= corr[1];
+      acc[dn][3] *= corr[1];
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float pe = exp2f(fmaf(sc[nt][e], kLog2e, -mu[e >> 1]));  // 0 for masked keys
+        sc[nt][e] = pe;
+        l[e >> 1] += pe;
+      }
+#pragma unroll
+    for (int j = 0; j < kTcKeys / 16; ++j) {
+      const uint32_t a[4] = {pack_half2(sc[2 * j][0], sc[2 * j][1]), pack_half2(sc[2 * j][2], sc[2 * j][3]),
+                             pack_half2(sc[2 * j + 1][0], sc[2 * j + 1][1]),
+                             pack_half2(sc[2 * j + 1][2], sc[2 * j + 1][3])};
+#pragma unroll
+      for (int dn = 0; dn < DN; ++dn) {
+        const uint32_t* vr = reinterpret_cast<const uint32_t*>(v_s + (dn * 8 + g) * kRowV) + j * 8 + t;
+        mma_16816(acc[dn], a, vr[0], vr[4]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= p.S) continue;
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    const int64_t o_off = (b * p.S_full + rows[r]) * qw + static_cast<int64_t>(h) * HD + 2 * t;
+#pragma unroll
+    for (int dn = 0; dn < DN; ++dn) {
+      st_f(p.out_dt, p.out, o_off + dn * 8, acc[dn][2 * r] * inv);
+      st_f(p.out_dt, p.out, o_off + dn * 8 + 1, acc[dn][2 * r + 1] * inv);
+    }
+  }
+}
+
 }  // namespace
 
 bool attention_decode_supported(int64_t S, int n_heads, int n_kv, int hd) {
@@ -461,6 +685,10 @@ int attention_decode_splits(int64_t batch, int64_t T, int groups, int sms) {
   if (splits > max_by_keys) splits = max_by_keys;
   if (splits > kMaxDecodeSplits) splits = kMaxDecodeSplits;
   return splits < 1 ? 1 : static_cast<int>(splits);
+}
+
+bool attention_tc_supported(int64_t S, int n_heads, int n_kv, int64_t hd) {
+  return S >= kTcRows && n_kv > 0 && n_heads % n_kv == 0 && (hd == 64 || hd == 128);
 }
 
 bool attention_head_dim_supported(int64_t hd) { return hd >= 1 && hd <= 32 * kMaxChunks; }
@@ -497,6 +725,24 @@ void launch_attention(const AttentionParams& p, cudaStream_t s) {
     else if (p.dt == DT::BF16) go(__nv_bfloat16{});
     else go(float{});
     return;
+  }
+  if (p.tensor_cores) {
+    const int64_t esz = p.dt == DT::F32 ? 4 : 2;
+    const bool aligned = reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
+                         (p.n_kv * p.hd * esz) % 16 == 0;
+    if (aligned && p.splits == 1) {
+      const dim3 grid(static_cast<unsigned>((p.S + kTcRows - 1) / kTcRows), static_cast<unsigned>(p.n_heads),
+                      static_cast<unsigned>(p.batch));
+      auto go = [&](auto tag) {
+        using T = decltype(tag);
+        if (p.hd == 64) launch_k(attention_tc_kernel<T, 64>, grid, kTcWarps * 32, 0, s, p);
+        else launch_k(attention_tc_kernel<T, 128>, grid, kTcWarps * 32, 0, s, p);
+      };
+      if (p.dt == DT::F16) go(__half{});
+      else if (p.dt == DT::BF16) go(__nv_bfloat16{});
+      else go(float{});
+      return;
+    }
   }
   const size_t smem = attention_smem(p.hd);
   if (smem > 48 * 1024) {  // beyond the default dynamic limit (head_dim > 160): raised once per device, to

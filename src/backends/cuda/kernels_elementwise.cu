@@ -23,14 +23,19 @@ __global__ void region_kernel(const RegionParams p) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < p.total; e += stride) {
     int64_t idx[kMaxRank];
-    int64_t rem = e;
-    for (int d = p.rank - 1; d >= 0; --d) {
-      idx[d] = rem % p.dims[d];
-      rem /= p.dims[d];
+    if (!p.contiguous) {
+      int64_t rem = e;
+      for (int d = p.rank - 1; d >= 0; --d) {
+        idx[d] = rem % p.dims[d];
+        rem /= p.dims[d];
+      }
     }
     auto input = [&](int a) -> T {
-      int64_t off = 0;
-      for (int d = 0; d < p.rank; ++d) off += idx[d] * p.strides[a][d];
+      int64_t off = e;  // contiguous: every input is laid out as the output
+      if (!p.contiguous) {
+        off = 0;
+        for (int d = 0; d < p.rank; ++d) off += idx[d] * p.strides[a][d];
+      }
       return load_t<T>(p.in_dt[a], p.in[a], off);
     };
     auto arg = [&](int a) -> T { return a < 0 ? input(-1 - a) : vals[a]; };
@@ -141,9 +146,17 @@ __global__ void dequant_f16_kernel(const uint8_t* w, __half* out, int64_t N, int
     const int64_t u = e % units, n = e / units;
     float y[32];
     decode_row_unit<T>(w, row_bytes, d_offset, n, u, y);
-    __half2* o = reinterpret_cast<__half2*>(out + n * K + u * 32);
+    uint4* o = reinterpret_cast<uint4*>(out + n * K + u * 32);  // 16-byte stores (64-byte aligned unit)
 #pragma unroll
-    for (int i = 0; i < 16; ++i) o[i] = __floats2half2_rn(y[2 * i], y[2 * i + 1]);
+    for (int i = 0; i < 4; ++i) {
+      uint32_t w[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const __half2 h = __floats2half2_rn(y[8 * i + 2 * j], y[8 * i + 2 * j + 1]);
+        w[j] = *reinterpret_cast<const uint32_t*>(&h);
+      }
+      o[i] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
   }
 }
 
@@ -158,8 +171,17 @@ bool programmatic_launch() { return g_programmatic_launch.load(std::memory_order
 
 void launch_region(const RegionParams& p, cudaStream_t s) {
   if (p.total == 0) return;
-  if (p.use_double) launch_k(region_kernel<double>, grid_for(p.total, kThreads), kThreads, 0, s, p);
-  else launch_k(region_kernel<float>, grid_for(p.total, kThreads), kThreads, 0, s, p);
+  RegionParams q = p;
+  q.contiguous = true;  // no broadcast: no per-element index arithmetic
+  for (int a = 0; a < q.n_in && q.contiguous; ++a) {
+    int64_t st = 1;
+    for (int d = q.rank - 1; d >= 0; --d) {
+      if (q.dims[d] != 1 && q.strides[a][d] != st) q.contiguous = false;
+      st *= q.dims[d];
+    }
+  }
+  if (q.use_double) launch_k(region_kernel<double>, grid_for(q.total, kThreads), kThreads, 0, s, q);
+  else launch_k(region_kernel<float>, grid_for(q.total, kThreads), kThreads, 0, s, q);
 }
 
 void launch_strided_copy(const StridedCopyParams& p, cudaStream_t s) {

@@ -6,6 +6,8 @@
 // it without bank conflicts; then every warp streams one (float) or two (packed) rows of
 // W with 16-byte loads, several in flight per lane, and reduces with warp shuffles.
 // Epilogues: + bias and an activation, or silu(x . Wg) * (x . Wu) over a second weight.
+// Sibling products over the same x (q/k/v, gate/up) can share one launch (n_parts): each
+// block finds its part (weights, output, rows) from its index.
 // Also the repack kernel that moves the 2-byte block scale of Q8_0 / Q4_0 / Q6_K out of
 // every block (launch_repack_split), run once at set_param.
 #include "backends/cuda/cuda_common.cuh"
@@ -259,18 +261,36 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
   const int M = MT == 1 ? 1 : static_cast<int>(p.M);
   const int64_t K = p.K, ks = xpad(K, C::kPad);
   const int lane = threadIdx.x & 31;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * R;
-  const bool active = n0 < p.N;
+  // This block's part of a grouped launch: its weights, output, rows and first block.
+  const uint8_t* W = p.w;
+  void* Y = p.y;
+  int64_t N = p.N, d_offset = p.d_offset, block = blockIdx.x;
+  if (p.n_parts > 1) {
+    constexpr int64_t kRowsPerBlock = static_cast<int64_t>(kWarps) * R;
+#pragma unroll
+    for (int i = 0; i < kMaxGemvParts; ++i) {
+      if (i >= p.n_parts) break;
+      const int64_t blocks = (p.part_N[i] + kRowsPerBlock - 1) / kRowsPerBlock;
+      W = p.part_w[i];
+      Y = p.part_y[i];
+      N = p.part_N[i];
+      d_offset = p.part_d_offset[i];
+      if (block < blocks) break;
+      block -= blocks;
+    }
+  }
+  const int64_t n0 = (block * kWarps + (threadIdx.x >> 5)) * R;
+  const bool active = n0 < N;
   const int64_t chunks = C::chunks(K);
   const int64_t nb = K / packed_block_elems(p.w_dt);  // scales per row (split layouts)
   const uint8_t* rows[R][2];
   const uint8_t* drows[R][2];
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    int64_t n = n0 + r < p.N ? n0 + r : p.N - 1;  // clamp: computed, not stored
+    int64_t n = n0 + r < N ? n0 + r : N - 1;  // clamp: computed, not stored
     if (n < 0) n = 0;
-    rows[r][0] = p.w + n * p.row_bytes;
-    drows[r][0] = p.w + p.d_offset + n * nb * 2;
+    rows[r][0] = W + n * p.row_bytes;
+    drows[r][0] = W + d_offset + n * nb * 2;
     rows[r][1] = kSwiglu ? p.w2 + n * p.row_bytes : nullptr;
     drows[r][1] = kSwiglu ? p.w2 + p.d_offset + n * nb * 2 : nullptr;
   }
@@ -351,10 +371,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
         const float u = warp_sum(acc[S - 1][r][m]);
         v = silu(round_to<float>(p.y_dt, v)) * round_to<float>(p.y_dt, u);
       } else {
-        if (p.bias) v += ld_f(p.bias_dt, p.bias, n < p.N ? n : 0);
+        if (p.bias) v += ld_f(p.bias_dt, p.bias, n < N ? n : 0);
         v = act_fn<float>(p.act, v);
       }
-      if (lane == 0 && n < p.N) st_f(p.y_dt, p.y, m * p.N + n, v);
+      if (lane == 0 && n < N) st_f(p.y_dt, Y, m * N + n, v);
     }
   }
 }
@@ -362,7 +382,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
 template <typename C, typename X, int R>
 void launch_typed(const GemvParams& p, cudaStream_t s) {
   const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
-  const unsigned grid = static_cast<unsigned>((p.N + rows_per_block - 1) / rows_per_block);
+  int64_t blocks = 0;
+  for (int i = 0; i < (p.n_parts > 1 ? p.n_parts : 1); ++i)
+    blocks += ((p.n_parts > 1 ? p.part_N[i] : p.N) + rows_per_block - 1) / rows_per_block;
+  const unsigned grid = static_cast<unsigned>(blocks);
   const size_t smem = gemv_smem_bytes(p.w_dt, p.M, p.K);
   if (p.M == 1) {
     if (p.swiglu) launch_k(gemv_kernel<C, X, R, 1, true>, grid, kWarps * 32, smem, s, p);
