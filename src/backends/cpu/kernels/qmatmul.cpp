@@ -167,7 +167,9 @@ void add_bias(const float* bias, float* y, int64_t cols) {
 // ---------------------------------------------------------------- GEMV path
 void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* y) {
   const detail::QKernels& qk = detail::qkernels(ctx.isa);
-  const detail::QGemvFn fn = qk.gemv[static_cast<int>(*qkind(c.type))];
+  const int kind = static_cast<int>(*qkind(c.type));
+  const detail::QGemvFn fn = qk.gemv[kind];
+  const int64_t max_rows = qk.max_rows_of[kind] != 0 ? qk.max_rows_of[kind] : qk.max_rows;
   const int64_t nb = c.k / formats::ggml_block_size(c.type);
   // Chunks of weight rows: enough tasks to balance, small enough (<= 256 KiB) to stay in
   // cache while every group of 4 activation rows passes over them.
@@ -178,8 +180,8 @@ void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* 
   const int64_t tasks = ceil_div(c.n, chunk);
   parallel_for(ctx, tasks, [&](int64_t t) {
     const int64_t n0 = t * chunk, n1 = std::min(c.n, n0 + chunk);
-    for (int64_t r0 = 0; r0 < c.m; r0 += qk.max_rows) {
-      const int rows = static_cast<int>(std::min<int64_t>(qk.max_rows, c.m - r0));
+    for (int64_t r0 = 0; r0 < c.m; r0 += max_rows) {
+      const int rows = static_cast<int>(std::min<int64_t>(max_rows, c.m - r0));
       float* out = y + r0 * c.ldc + n0;
       fn(rows, nb, w, c.w_row_bytes, c.act + static_cast<size_t>(r0) * c.a_row_bytes, c.a_row_bytes, n0, n1, out,
          c.ldc);

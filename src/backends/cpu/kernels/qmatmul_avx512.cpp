@@ -87,6 +87,10 @@ struct WideAct {
   const float* d;
 };
 
+// Activation rows per weight decode: one zmm accumulator each, with room for the weight
+// pair, its bias and scale vectors and the per-row temporaries in 32 registers.
+constexpr int kWideRows = 12;
+
 inline size_t wide_q_bytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
 inline size_t wide_row_bytes(int64_t nb) { return wide_q_bytes(nb) + (static_cast<size_t>(nb) * 4 + 63) / 64 * 64; }
 
@@ -149,7 +153,7 @@ void gemv_wide(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* a
                float* out, int64_t ldo) {
   const size_t row_bytes = wide_row_bytes(nb);
   auto* buf = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(m) * row_bytes));
-  WideAct x[kMaxRows];
+  WideAct x[kWideRows];
   for (int r = 0; r < m; ++r) {
     uint8_t* q = buf + static_cast<size_t>(r) * row_bytes;
     auto* d = reinterpret_cast<float*>(q + wide_q_bytes(nb));
@@ -164,7 +168,12 @@ void gemv_wide(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* a
     case 5: return gemv_wide_rows<W, 5>(nb, w, wrb, x, n0, n1, out, ldo);
     case 6: return gemv_wide_rows<W, 6>(nb, w, wrb, x, n0, n1, out, ldo);
     case 7: return gemv_wide_rows<W, 7>(nb, w, wrb, x, n0, n1, out, ldo);
-    default: return gemv_wide_rows<W, 8>(nb, w, wrb, x, n0, n1, out, ldo);
+    case 8: return gemv_wide_rows<W, 8>(nb, w, wrb, x, n0, n1, out, ldo);
+    case 9: return gemv_wide_rows<W, 9>(nb, w, wrb, x, n0, n1, out, ldo);
+    case 10: return gemv_wide_rows<W, 10>(nb, w, wrb, x, n0, n1, out, ldo);
+    case 11: return gemv_wide_rows<W, 11>(nb, w, wrb, x, n0, n1, out, ldo);
+    case 12: return gemv_wide_rows<W, 12>(nb, w, wrb, x, n0, n1, out, ldo);
+    default: return gemv_wide_rows<W, kWideRows>(nb, w, wrb, x, n0, n1, out, ldo);
   }
 }
 
@@ -174,6 +183,7 @@ constexpr QKernels make_avx512_table() {
   t.gemv[static_cast<int>(QKind::kQ5_0)] = &gemv_wide<WideQ5_0>;
   t.gemv[static_cast<int>(QKind::kQ8_0)] = &gemv_wide<WideQ8_0>;
   t.int_prefill |= kind_bit(QKind::kQ4_0) | kind_bit(QKind::kQ5_0) | kind_bit(QKind::kQ8_0);
+  for (QKind k : {QKind::kQ4_0, QKind::kQ5_0, QKind::kQ8_0}) t.max_rows_of[static_cast<int>(k)] = kWideRows;
   return t;
 }
 }  // namespace

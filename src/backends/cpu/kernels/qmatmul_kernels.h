@@ -14,7 +14,7 @@ namespace rlx::cpu::detail {
 enum class QKind : uint8_t { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kCount };
 inline constexpr int kQKindCount = static_cast<int>(QKind::kCount);
 
-/// out[r * ldo + (j - n0)] = Σ_k W[j][k] · X_r[k] for r < m (1 <= m <= QKernels::max_rows),
+/// out[r * ldo + (j - n0)] = Σ_k W[j][k] · X_r[k] for r < m (1 <= m <= the table's rows for the kind),
 /// j in [n0, n1).
 /// Row j of W is `n_blocks` blocks at w + j * w_row_bytes; activation row r is the
 /// quantized row (Q8_0, Q8_1 or Q8_K blocks, see qmatmul_vec_dot_type) at
@@ -37,6 +37,8 @@ struct QKernels {
   /// Activation rows one call serves per weight decode (more amortise the unpacking;
   /// bounded by the vector registers of the ISA).
   int max_rows = 4;
+  /// Rows per weight decode for one kind when it differs from max_rows (0: max_rows).
+  uint8_t max_rows_of[kQKindCount] = {};
   /// Kinds (kind_bit) whose GEMV loops also serve prefill: faster than decoding the
   /// weights to f32 panels at every row count with this ISA (measured by
   /// rlx_kernels_qmatmul_bench's BM_QPrefill).

@@ -207,6 +207,7 @@ const QKernels kQScalarKernels = {
      &gemv_rows<&dot_q8_0>, &gemv_rows<&dot_q2_k>, &gemv_rows<&dot_q3_k>, &gemv_rows<&dot_q4_k>,
      &gemv_rows<&dot_q5_k>, &gemv_rows<&dot_q6_k>},
     4,
+    {},
     kKQuantBits,
 };
 
