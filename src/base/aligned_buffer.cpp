@@ -3,6 +3,7 @@
 #include "rlx/base/aligned_buffer.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -39,6 +40,23 @@ AlignedBuffer AlignedBuffer::view(const void* data, size_t size, std::shared_ptr
   b.alignment_ = addr == 0 ? kDefaultAlignment : std::min<size_t>(kDefaultAlignment, addr & (~addr + 1));
   b.owner_ = owner ? std::move(owner) : std::make_shared<int>(0);
   return b;
+}
+
+AlignedBuffer AlignedBuffer::file_view(const void* data, size_t size, std::shared_ptr<const void> owner) {
+  AlignedBuffer b = view(data, size, std::move(owner));
+  b.file_pages_ = true;
+  return b;
+}
+
+void AlignedBuffer::release_pages(size_t offset, size_t len) const {
+  if (!file_pages_ || offset >= size_) return;
+  len = std::min(len, size_ - offset);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const size_t page = page_size > 0 ? static_cast<size_t>(page_size) : 4096;
+  const auto begin = align_up(reinterpret_cast<uintptr_t>(data_ + offset), page);
+  const auto end = (reinterpret_cast<uintptr_t>(data_ + offset) + len) & ~(uintptr_t{page} - 1);
+  // Only read-only file-backed pages reach here: dropping them loses nothing.
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 AlignedBuffer::~AlignedBuffer() {

@@ -88,7 +88,9 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
       views.push_back(std::move(w));
     }
     for (const WeightView& w : views) {
-      auto view = std::make_shared<const AlignedBuffer>(AlignedBuffer::view(w.bytes.data(), w.bytes.size(), w.owner));
+      auto view = std::make_shared<const AlignedBuffer>(
+          w.file_mapped ? AlignedBuffer::file_view(w.bytes.data(), w.bytes.size(), w.owner)
+                        : AlignedBuffer::view(w.bytes.data(), w.bytes.size(), w.owner));
       if (Status s = store->add_shared(w.name, SharedParam{w.dtype, w.shape, std::move(view)}); !s.ok())
         return s.error().with_context(fmt::format("{}: loading '{}'", source_, w.name));
       done += static_cast<int64_t>(w.bytes.size());

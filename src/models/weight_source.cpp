@@ -1,6 +1,7 @@
 // GGUF-backed WeightSource and the Hugging Face <-> GGUF tensor name mapping.
 #include "rlx/models/weight_source.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -56,6 +57,7 @@ Expected<WeightView> GgufWeightSource::take(std::string_view name) const {
   w.shape = t->shape();
   w.bytes = t->bytes();
   w.owner = file_;
+  w.file_mapped = file_->mapping() != nullptr;  // null: parsed from bytes in memory
   return w;
 }
 
@@ -149,6 +151,8 @@ Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const 
   }
   w.bytes = t->bytes();
   w.owner = model_;
+  w.file_mapped = std::all_of(model_->shards().begin(), model_->shards().end(),
+                              [](const formats::SafetensorsFile& f) { return f.mapping() != nullptr; });
   return w;
 }
 

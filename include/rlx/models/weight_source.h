@@ -28,6 +28,9 @@ struct WeightView {
   std::vector<int64_t> shape;
   std::span<const uint8_t> bytes;
   std::shared_ptr<const void> owner;  ///< keeps the storage (e.g. the mmap) alive
+  /// `bytes` are pages of a read-only file mapping: a backend that keeps a packed copy
+  /// may drop them from memory (they refault from the file; AlignedBuffer::file_view).
+  bool file_mapped = false;
 };
 
 class WeightSource {
