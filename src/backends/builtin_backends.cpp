@@ -13,7 +13,7 @@ void register_builtin_backends(BackendRegistry& registry) {
                             [](const Device& device, const BackendOptions& options) -> Expected<std::shared_ptr<Backend>> {
                               if (device.ordinal != 0)
                                 return Error::not_found("device {} does not exist (the CPU is cpu:0)", device.to_string());
-                              return std::shared_ptr<Backend>(std::make_shared<cpu_backend::CpuBackend>(options.threads));
+                              return std::shared_ptr<Backend>(std::make_shared<cpu_backend::CpuBackend>(options.threads, options.prepack_weights));
                             });
 #ifdef RLX_HAVE_CUDA
   registry.register_backend(DeviceKind::kCuda,

@@ -22,6 +22,7 @@ EnvConfig read_env() {
   }
   c.ir_dump_dir = get("RLX_IR_DUMP");
   c.cpu_isa = get("RLX_CPU_ISA");
+  c.cpu_prepack = get("RLX_CPU_PREPACK") != "0";
   c.cache_dir = get("RLX_CACHE_DIR");
   if (c.cache_dir.empty()) {
     const std::string xdg = get("XDG_CACHE_HOME");

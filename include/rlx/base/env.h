@@ -6,6 +6,8 @@
 //   RLX_IR_DUMP   folder to dump every compile stage's IR into (default: off)
 //   RLX_CPU_ISA   cap the CPU kernels' instruction set: scalar|avx2|avx512|amx
 //   RLX_CACHE_DIR folder for AOT compile caches and built-in demo models
+//   RLX_CPU_PREPACK  0: the CPU backend packs matmul weights per call instead of once
+//                 (default 1; BackendOptions::prepack_weights)
 #pragma once
 
 #include <string>
@@ -18,6 +20,7 @@ struct EnvConfig {
   std::string ir_dump_dir;
   std::string cpu_isa;
   std::string cache_dir;
+  bool cpu_prepack = true;  ///< RLX_CPU_PREPACK (false only for "0")
 };
 
 /// The environment as read once at first call.

@@ -32,6 +32,10 @@ struct ExtentInfo {
 /// Knobs a backend is created with (per registry instance).
 struct BackendOptions {
   int threads = 0;  ///< CPU worker threads; 0 = RLX_THREADS, else all cores
+  /// CPU: f32/f16/bf16 matmul weights that are params are packed into the GEMM panel
+  /// layout once (when set or bound; one copy per weight for all executables of the
+  /// backend) instead of on every run. RLX_CPU_PREPACK=0 turns it off as well.
+  bool prepack_weights = true;
   friend bool operator==(const BackendOptions&, const BackendOptions&) = default;
 };
 

@@ -1,7 +1,9 @@
 // CpuExecutable: walks the precompiled steps of one LIR module over a single
 // 64-byte-aligned arena allocated at compile time. Weights live outside the arena
-// (shared by clones, copy-on-write on set_param), handles persist across runs, and
-// the run loop does no lookups and no allocation.
+// (shared by clones, copy-on-write on set_param); matmul weights are packed into the
+// GEMM panel layout when they are set (shared ones once per backend, through
+// PackedWeightCache); handles persist across runs, and the run loop does no lookups
+// and no allocation.
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
@@ -24,11 +26,20 @@ struct StagedOutput {
   int64_t dst_offset = 0;
 };
 
+// A step operand that is (a view of) a param and is read pre-packed: steps_[step].pack[slot].
+struct PackSite {
+  size_t step = 0;
+  size_t slot = 0;
+  size_t param = 0;
+  int64_t offset = 0;  // byte offset of the operand in the param
+};
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable() = default;
 
-  Status init(const ir::LirModule& lir, const ExtentInfo& extent, std::shared_ptr<cpu::ThreadPool> pool);
+  Status init(const ir::LirModule& lir, const ExtentInfo& extent, std::shared_ptr<cpu::ThreadPool> pool,
+              std::shared_ptr<PackedWeightCache> packed);
 
   const ir::IoManifest& manifest() const override { return *manifest_; }
   Status set_param(size_t index, const void* data, int64_t bytes, DType dtype) override;
@@ -47,13 +58,16 @@ class CpuExecutable final : public Executable {
   Status set_active_extent(int64_t actual, int64_t upper) override;
   Expected<std::unique_ptr<Executable>> clone() const override;
   std::string describe() const override {
-    return fmt::format("cpu executable: {} steps, arena {} bytes, {} threads", n_live_steps_, arena_.size(),
-                       pool_ ? pool_->size() : 1);
+    const auto packed = std::count_if(packed_.begin(), packed_.end(), [](const auto& p) { return p != nullptr; });
+    return fmt::format("cpu executable: {} steps, arena {} bytes, {} threads, {} weights pre-packed", n_live_steps_,
+                       arena_.size(), pool_ ? pool_->size() : 1, packed);
   }
 
  private:
   uint8_t* base(StorageKind k, int32_t index) const;
   void resolve();
+  // Packs (or takes from the cache) the operands of param `index`.
+  void pack_param(size_t index);
 
   std::shared_ptr<const ir::IoManifest> manifest_;
   std::shared_ptr<const std::vector<int64_t>> param_bytes_;  // declared bytes per param
@@ -71,6 +85,9 @@ class CpuExecutable final : public Executable {
   std::vector<OutputSlot> out_slots_;
   std::vector<StagedOutput> staged_;
   std::shared_ptr<cpu::ThreadPool> pool_;
+  std::shared_ptr<PackedWeightCache> pack_cache_;  // null: no pre-packing
+  std::vector<PackSite> pack_sites_;
+  std::vector<std::shared_ptr<const cpu::PackedB>> packed_;  // per pack site; null until its param is set
   ExtentInfo extent_;
   StepCtx ctx_;
 };
@@ -101,18 +118,36 @@ void CpuExecutable::resolve() {
     uint8_t* b = base(s.out.kind, s.out.index);
     s.out_ptr = b ? b + s.out.offset : nullptr;
   }
+  for (size_t i = 0; i < pack_sites_.size(); ++i)
+    steps_[pack_sites_[i].step].packed[pack_sites_[i].slot] = packed_[i].get();
   ctx_.pool = pool_.get();
   ctx_.n_threads = pool_ ? pool_->size() : 1;
   ctx_.scratch = scratch_.data();
 }
 
-Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, std::shared_ptr<cpu::ThreadPool> pool) {
+void CpuExecutable::pack_param(size_t index) {
+  const cpu::KernelContext kc{pool_.get(), isa_cap()};
+  const std::shared_ptr<AlignedBuffer>& buf = params_[index];
+  for (size_t i = 0; i < pack_sites_.size(); ++i) {
+    const PackSite& site = pack_sites_[i];
+    if (site.param != index) continue;
+    const PackRequest& req = steps_[site.step].pack[site.slot];
+    // A shared buffer never changes: one packed copy serves every executable that binds
+    // it. An owned one may be overwritten by the next set_param: packed privately.
+    packed_[i] = param_shared_[index] ? pack_cache_->get(kc, buf, site.offset, req)
+                                      : PackedWeightCache::pack(kc, buf->data() + site.offset, req);
+  }
+}
+
+Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, std::shared_ptr<cpu::ThreadPool> pool,
+                           std::shared_ptr<PackedWeightCache> packed) {
   const ir::Graph& g = lir.graph;
   if (!lir.dynamic_symbols.empty())
     return Error::invalid_argument("cpu backend: the module still has unbound symbols (bind them first)");
   if (lir.plan.slots.size() != static_cast<size_t>(g.size()))
     return Error::internal("cpu backend: buffer plan has {} slots for {} values", lir.plan.slots.size(), g.size());
   pool_ = std::move(pool);
+  pack_cache_ = std::move(packed);
   extent_ = extent;
   manifest_ = std::make_shared<const ir::IoManifest>(lir.manifest);
   const ir::IoManifest& m = *manifest_;
@@ -182,6 +217,7 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
   bctx.bucket_axis = extent.empty() ? nullptr : &extent_.axis;
   bctx.n_threads = pool_ ? pool_->size() : 1;
   bctx.scratch_bytes = &scratch_bytes;
+  std::vector<bool> read_plain(m.params.size(), false);  // param read by a step that does not pack it
   std::vector<ValueId> schedule = lir.plan.schedule;
   if (schedule.empty())
     for (ValueId v = 0; v < g.size(); ++v) schedule.push_back(v);
@@ -202,9 +238,25 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
     bctx.step_scratch = 0;
     TRY(b(bctx, s));
     if (s.fn == nullptr) continue;
+    RLX_ASSERT(s.pack.size() <= Step::kMaxPacked);
+    if (!pack_cache_) s.pack.clear();
+    for (size_t i = 0; i < s.in.size(); ++i) {
+      if (s.in[i].kind != StorageKind::kParam) continue;
+      const auto req = std::find_if(s.pack.begin(), s.pack.end(), [&](const PackRequest& r) { return r.input == i; });
+      if (req == s.pack.end()) {
+        read_plain[static_cast<size_t>(s.in[i].index)] = true;
+      } else {
+        const auto slot = static_cast<size_t>(req - s.pack.begin());
+        pack_sites_.push_back({steps_.size(), slot, static_cast<size_t>(s.in[i].index), s.in[i].offset});
+      }
+    }
     steps_.push_back(std::move(s));
   }
   n_live_steps_ = static_cast<int>(steps_.size());
+  // A param that another step reads in its own layout (e.g. a tied embedding: Gather and
+  // LM head) stays unpacked: packing it would keep both layouts resident.
+  std::erase_if(pack_sites_, [&](const PackSite& site) { return read_plain[site.param]; });
+  packed_.assign(pack_sites_.size(), nullptr);
 
   // Inputs are copied into their arena slots; outputs outside the arena are staged.
   int64_t arena_size = lir.plan.arena_size;
@@ -252,6 +304,7 @@ Status CpuExecutable::set_param(size_t index, const void* data, int64_t bytes, D
     param_set_[index] = true;
     --n_params_unset_;
   }
+  pack_param(index);  // the new bytes; a packed copy of the old ones is never read again
   resolve();
   return {};
 }
@@ -267,6 +320,7 @@ Status CpuExecutable::set_param_shared(size_t index, std::shared_ptr<const Align
     param_set_[index] = true;
     --n_params_unset_;
   }
+  pack_param(index);
   resolve();
   return {};
 }
@@ -354,6 +408,9 @@ Expected<std::unique_ptr<Executable>> CpuExecutable::clone() const {
   c->out_slots_ = out_slots_;
   c->staged_ = staged_;
   c->pool_ = pool_;
+  c->pack_cache_ = pack_cache_;
+  c->pack_sites_ = pack_sites_;
+  c->packed_ = packed_;  // shared like params_; a set_param on either side repacks for that side only
   c->extent_ = extent_;
   c->ctx_ = ctx_;
   c->resolve();
@@ -374,8 +431,10 @@ compile::OpSet cpu_supported_ops() {
   return ops;
 }
 
-CpuBackend::CpuBackend(int threads)
-    : ops_(cpu_supported_ops()), pool_(std::make_shared<cpu::ThreadPool>(default_threads(threads))) {}
+CpuBackend::CpuBackend(int threads, bool prepack_weights)
+    : ops_(cpu_supported_ops()), pool_(std::make_shared<cpu::ThreadPool>(default_threads(threads))) {
+  if (prepack_weights && env_config().cpu_prepack) packed_ = std::make_shared<PackedWeightCache>();
+}
 
 Expected<std::unique_ptr<Executable>> CpuBackend::compile(const ir::LirModule& lir,
                                                           const compile::CompileOptions& options) {
@@ -386,7 +445,7 @@ Expected<std::unique_ptr<Executable>> CpuBackend::compile_with_extent(const ir::
                                                                       const compile::CompileOptions&,
                                                                       const ExtentInfo& extent) {
   auto exe = std::make_unique<CpuExecutable>();
-  TRY(exe->init(lir, extent, pool_));
+  TRY(exe->init(lir, extent, pool_, packed_));
   return std::unique_ptr<Executable>(std::move(exe));
 }
 

@@ -5,14 +5,16 @@
 #include <memory>
 
 #include "backends/cpu/kernels/thread_pool.h"
+#include "backends/cpu/packed_weights.h"
 #include "rlx/runtime/backend.h"
 
 namespace rlx::cpu_backend {
 
 class CpuBackend final : public Backend {
  public:
-  /// `threads` < 1: RLX_THREADS when set, else all cores.
-  explicit CpuBackend(int threads = 0);
+  /// `threads` < 1: RLX_THREADS when set, else all cores. `prepack_weights`: see
+  /// BackendOptions::prepack_weights (RLX_CPU_PREPACK=0 turns it off too).
+  explicit CpuBackend(int threads = 0, bool prepack_weights = true);
   std::string name() const override { return "cpu"; }
   const compile::OpSet& supported_ops() const override { return ops_; }
   Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir,
@@ -21,10 +23,15 @@ class CpuBackend final : public Backend {
                                                             const compile::CompileOptions& options,
                                                             const ExtentInfo& extent) override;
   int threads() const { return pool_->size(); }
+  /// True when executables read matmul weights pre-packed.
+  bool prepacks_weights() const { return packed_ != nullptr; }
+  /// The shared packed weights' counters (zeros when prepacking is off).
+  PackedWeightStats packed_weight_stats() const { return packed_ ? packed_->stats() : PackedWeightStats{}; }
 
  private:
   compile::OpSet ops_;
   std::shared_ptr<cpu::ThreadPool> pool_;
+  std::shared_ptr<PackedWeightCache> packed_;  ///< null: weights are packed per call
 };
 
 /// The op kinds the CPU kernel table covers.

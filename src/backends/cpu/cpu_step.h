@@ -18,6 +18,7 @@
 #include "rlx/ir/module.h"
 #include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/thread_pool.h"
+#include "backends/cpu/packed_weights.h"
 #include "rlx/base/env.h"
 #include "rlx/formats/ggml_type.h"
 
@@ -96,6 +97,12 @@ struct Step {
   ///                 path (`extent_ok` says whether the kernel has one)
   bool mixes_bucket = false;
   bool extent_ok = true;
+  /// Weight operands the kernel can read pre-packed (filled by the builder). The
+  /// executable packs those that are params, once, and points packed[i] at pack[i]'s
+  /// packed copy; a null packed[i] means "pack per call from in_ptr".
+  static constexpr size_t kMaxPacked = 2;
+  std::vector<PackRequest> pack;
+  const cpu::PackedB* packed[kMaxPacked] = {};
 
   template <typename P>
   const P& p() const { return *static_cast<const P*>(params.get()); }

@@ -232,10 +232,18 @@ Status gemm_fast(const Step& s, const StepCtx& ctx) {
     });
     a = rounded;
   }
+  // B operand i (node input i + 1): its packed copy when the executable made one.
+  auto run_gemm = [&](size_t i, float* out) {
+    if (s.packed[i] != nullptr) {
+      cpu::gemm_prepacked(kc, p, a, *s.packed[i], out);
+    } else {
+      cpu::gemm(kc, p, a, s.in_ptr[i + 1], g.b_type, out);
+    }
+  };
   if (g.epi == Epilogue::kSwiGLU) {
     float* up = reinterpret_cast<float*>(ctx.scratch + g.scratch_off);
-    cpu::gemm(kc, p, a, s.in_ptr[1], g.b_type, c);
-    cpu::gemm(kc, p, a, s.in_ptr[2], g.b_type, up);
+    run_gemm(0, c);
+    run_gemm(1, up);
     const int64_t n = M * g.N;
     parallel_for(ctx, n, 1 << 14, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) c[i] = c[i] / (1.0f + std::exp(-c[i])) * up[i];
@@ -243,11 +251,19 @@ Status gemm_fast(const Step& s, const StepCtx& ctx) {
     return {};
   }
   if (g.batch == 1) {
-    cpu::gemm(kc, p, a, s.in_ptr[1], g.b_type, c);
+    run_gemm(0, c);
   } else {
     cpu::batched_gemm(kc, p, g.batch, a, g.a_bstride[0], s.in_ptr[1], g.b_type, g.b_bstride[0], c, g.M * g.N);
   }
   return {};
+}
+
+// Asks for the fast path's weights (input 1, and the up weight of SwiGLU) pre-packed;
+// the executable serves the requests whose operand is a param.
+void request_packing(const GemmParams& g, Step& step) {
+  if (!g.fast || g.batch != 1) return;
+  for (uint8_t in = 1; in <= (g.epi == Epilogue::kSwiGLU ? 2 : 1); ++in)
+    step.pack.push_back(PackRequest{in, g.K, g.N, g.tb, g.b_type});
 }
 
 // Marks `g` for the kernels-library path when its dtypes and epilogue allow it.
@@ -367,6 +383,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, Epilogue epi) {
     g->round_a = true;
     g->round_off = ctx.scratch(g->M * g->K * 4);
   }
+  request_packing(*g, step);
   step.fn = &gemm_fn;
   step.params = g;
   step.scalable = ctx.outer_is_bucket(ctx.id, n.shape.rank() - 1);
@@ -405,6 +422,7 @@ Status build_matmul(BuildCtx& ctx, Step& step) {
   g->batch = prod(out_batch);
   choose_blocks(*g, ctx.n_threads);
   choose_fast(*g);
+  request_packing(*g, step);
   step.fn = &gemm_fn;
   step.params = g;
   // Rows scale only for an unbatched [rows, N] result whose rows are the bucket.

@@ -1,0 +1,67 @@
+// Matmul weights packed once into the GEMM panel layout (cpu::pack_b) instead of on
+// every run. The cache belongs to the CPU backend: every executable that binds the same
+// shared, immutable param buffer (the prefill and decode variants of one model, bound
+// from one ParamStore) reads one packed copy. Weights an executable owns (set_param)
+// are packed per executable, outside the cache, and repacked whenever they are set. A
+// param that some other step reads in its own layout is not packed (cpu_backend.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "backends/cpu/kernels/gemm.h"
+#include "rlx/base/aligned_buffer.h"
+
+namespace rlx::cpu_backend {
+
+/// A weight operand a step can read pre-packed: node input `input`, dense, [N, K] when
+/// b_transposed else [K, N]. Step::pack[i] is served into Step::packed[i].
+struct PackRequest {
+  uint8_t input = 1;
+  int64_t k = 0, n = 0;
+  bool b_transposed = true;
+  cpu::WeightType type = cpu::WeightType::kF32;
+};
+
+/// Counters for tests and reports.
+struct PackedWeightStats {
+  int64_t packs = 0;       ///< weights packed through the cache
+  int64_t hits = 0;        ///< requests served by an existing packed copy
+  int64_t live = 0;        ///< packed copies alive now
+  int64_t live_bytes = 0;  ///< their bytes
+};
+
+/// Thread-safe. Entries hold the source buffer and the packed copy weakly: a packed
+/// copy lives as long as an executable uses it, and a buffer freed and reallocated at
+/// the same address is never mistaken for the old one.
+class PackedWeightCache {
+ public:
+  /// The packed form of `req`'s weight at byte `offset` of `source` (a shared param
+  /// buffer, never written while shared), packed for `ctx.isa`: the copy made for the
+  /// same live buffer, offset and layout if one is alive, else packed now. While
+  /// packing from a file_view() the weight's file pages are released as they are read
+  /// (they refault from the file if something reads them again).
+  std::shared_ptr<const cpu::PackedB> get(const cpu::KernelContext& ctx,
+                                          const std::shared_ptr<const AlignedBuffer>& source, int64_t offset,
+                                          const PackRequest& req);
+  PackedWeightStats stats() const;
+
+  /// Packs `data` (the weight's first byte) without caching.
+  static std::shared_ptr<const cpu::PackedB> pack(const cpu::KernelContext& ctx, const uint8_t* data,
+                                                  const PackRequest& req);
+
+ private:
+  using Key = std::tuple<const AlignedBuffer*, int64_t, int64_t, int64_t, bool, cpu::WeightType, cpu::IsaLevel>;
+  struct Entry {
+    std::weak_ptr<const AlignedBuffer> source;
+    std::weak_ptr<const cpu::PackedB> packed;
+  };
+  mutable std::mutex mu_;
+  std::map<Key, Entry> entries_;
+  int64_t packs_ = 0, hits_ = 0;
+};
+
+}  // namespace rlx::cpu_backend
