@@ -169,6 +169,8 @@ TEST(Attention, DecodeSplitsLongContexts) {
   run_attention({1, 700, 16, 2, 24, AttnMask::kCausal, 0, 0.0f, false, 4});
   run_attention({1, 512, 4, 4, 32, AttnMask::kNone, 0, 0.0f, false, 0});
   run_attention({1, 2049, 6, 2, 20, AttnMask::kCausal, 0, 10.0f, false, 0});
+  run_attention({1, 2100, 32, 8, 64, AttnMask::kCausal, 0, 0.0f, false, 0});  // llama-3.2-1b shape
+  run_attention({1, 700, 8, 1, 128, AttnMask::kCausal, 0, 0.0f, true, 0});
 }
 
 TEST(Attention, EmptyKeysGiveZeros) {
