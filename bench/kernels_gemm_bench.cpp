@@ -167,6 +167,27 @@ BENCHMARK(BM_Gemv)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// ---- pack_b: what packing a weight costs once (at set_param): K x N, weights [N, K],
+// a fresh packed buffer per call (its page faults included). bytes = the weight's.
+void BM_PackB(benchmark::State& st) {
+  const int64_t K = st.range(0), N = st.range(1);
+  const auto wt = static_cast<WeightType>(st.range(2));
+  const size_t bytes = static_cast<size_t>(N * K) * weight_type_size(wt);
+  AlignedBuffer w(bytes, 64);
+  std::fill_n(w.data(), bytes, uint8_t{0x3c});
+  for (auto _ : st) {
+    const PackedB pb = pack_b(ctx(), K, N, true, 0, w.data(), wt);
+    benchmark::DoNotOptimize(pb.data());
+  }
+  set_bytes(st, static_cast<double>(bytes));
+}
+BENCHMARK(BM_PackB)
+    ->ArgNames({"K", "N", "wtype"})
+    ->Args({2048, 8192, 0})
+    ->Args({2048, 8192, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 // ---- attention: prefill (causal) and decode over a KV cache
 void BM_Attention(benchmark::State& st) {
   const int64_t S = st.range(0), T = st.range(1), H = 32, KVH = 8, D = 64;
