@@ -36,7 +36,9 @@ class Executable {
   /// holds exactly the declared bytes in the declared dtype (checked by the caller)
   /// and must not change while shared; a later set_param stores a private copy
   /// instead. Backends that must transform or upload weights keep the default
-  /// (kUnsupported) and callers fall back to set_param.
+  /// (kUnsupported) and callers fall back to set_param; a backend may also keep a
+  /// derived copy next to the shared bytes (the CPU backend packs matmul weights once
+  /// per buffer for all its executables).
   virtual Status set_param_shared(size_t index, std::shared_ptr<const AlignedBuffer> buffer) {
     (void)index;
     (void)buffer;
