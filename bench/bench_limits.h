@@ -10,6 +10,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -161,5 +164,30 @@ class PercentReporter : public benchmark::ConsoleReporter {
 
 inline void set_flops(benchmark::State& st, double f) { st.counters["flop_per_iter"] = f; }
 inline void set_bytes(benchmark::State& st, double b) { st.counters["bytes_per_iter"] = b; }
+
+/// One thread per hardware thread, shared by the benchmarks of a program.
+inline cpu::ThreadPool& shared_pool() {
+  static cpu::ThreadPool pool(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  return pool;
+}
+
+/// The kernels' ISA cap from RLX_CPU_ISA=scalar|avx2|avx512, as the runtime reads it
+/// (default: the best the CPU has).
+inline cpu::IsaLevel isa_from_env() {
+  const char* env = std::getenv("RLX_CPU_ISA");
+  const std::string s = env ? env : "";
+  return s == "scalar" ? cpu::IsaLevel::kScalar : s == "avx2" ? cpu::IsaLevel::kAvx2 : cpu::IsaLevel::kAvx512;
+}
+
+/// The main() of a benchmark program: measures the limits on `pool` before the first
+/// benchmark, then runs the selected benchmarks with their rates next to the limits.
+inline int run_benchmarks(int argc, char** argv, cpu::ThreadPool& pool) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  PercentReporter reporter(limits(pool));
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
 
 }  // namespace rlx::bench

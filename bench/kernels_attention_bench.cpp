@@ -7,9 +7,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
-#include <thread>
 #include <vector>
 
 #include "backends/cpu/kernels/attention.h"
@@ -22,19 +19,7 @@ namespace {
 using namespace rlx;
 using namespace rlx::cpu;
 
-int n_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
-
-ThreadPool& pool() {
-  static ThreadPool p(n_threads());
-  return p;
-}
-
-// RLX_CPU_ISA=scalar|avx2|avx512 caps the kernels as in the runtime (default: the best).
-KernelContext ctx() {
-  const char* env = std::getenv("RLX_CPU_ISA");
-  const std::string s = env ? env : "";
-  return KernelContext{&pool(), s == "scalar" ? IsaLevel::kScalar : s == "avx2" ? IsaLevel::kAvx2 : IsaLevel::kAvx512};
-}
+KernelContext ctx() { return KernelContext{&bench::shared_pool(), bench::isa_from_env()}; }
 
 void BM_DecodeAttentionLayers(benchmark::State& st) {
   const int64_t T = st.range(0), layers = st.range(1), H = 32, KVH = 8, D = 64;
@@ -77,12 +62,4 @@ BENCHMARK(BM_DecodeAttentionLayers)
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  const bench::Limits& l = bench::limits(pool());  // measure before the first benchmark
-  bench::PercentReporter reporter(l);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rlx::bench::run_benchmarks(argc, argv, rlx::bench::shared_pool()); }

@@ -4,11 +4,9 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backends/cpu/kernels/gemm.h"
@@ -24,21 +22,9 @@ using namespace rlx;
 using namespace rlx::cpu;
 using formats::GgmlType;
 
-int n_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+ThreadPool& pool() { return bench::shared_pool(); }
 
-ThreadPool& pool() {
-  static ThreadPool p(n_threads());
-  return p;
-}
-
-// The kernels' ISA cap: RLX_CPU_ISA=scalar|avx2|avx512 as for the runtime (default: the best).
-IsaLevel isa_cap() {
-  const char* env = std::getenv("RLX_CPU_ISA");
-  const std::string s = env ? env : "";
-  return s == "scalar" ? IsaLevel::kScalar : s == "avx2" ? IsaLevel::kAvx2 : IsaLevel::kAvx512;
-}
-
-KernelContext ctx() { return KernelContext{&pool(), isa_cap()}; }
+KernelContext ctx() { return KernelContext{&pool(), bench::isa_from_env()}; }
 
 std::vector<float> random_floats(int64_t n, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -164,12 +150,4 @@ BENCHMARK(BM_F32Gemm)
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  const bench::Limits& l = bench::limits(pool());  // measure before the first benchmark
-  bench::PercentReporter reporter(l);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rlx::bench::run_benchmarks(argc, argv, rlx::bench::shared_pool()); }
