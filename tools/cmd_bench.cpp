@@ -13,12 +13,10 @@
 
 #include "commands.h"
 #include "machine_limits.h"
+#include "rlx_git_commit.h"
 #include "rlx/formats/gguf.h"
 #include "rlx/models/language_model.h"
 
-#ifndef RLX_GIT_COMMIT
-#define RLX_GIT_COMMIT "unknown"
-#endif
 
 namespace rlx::cli {
 namespace {
