@@ -27,16 +27,12 @@ namespace {
 using namespace rlx;
 using namespace rlx::cpu;
 
-int n_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
+int n_threads() { return bench::shared_pool().size(); }
 
-ThreadPool& pool() {
-  static ThreadPool p(n_threads());
-  return p;
-}
+ThreadPool& pool() { return bench::shared_pool(); }
 
-KernelContext ctx() { return KernelContext{&pool(), IsaLevel::kAvx512}; }
+KernelContext ctx() { return KernelContext{&pool(), bench::isa_from_env()}; }
 
-const bench::Limits& limits() { return bench::limits(pool()); }
 using bench::set_bytes;
 using bench::set_flops;
 
@@ -231,12 +227,4 @@ BENCHMARK(BM_RmsNorm)->ArgNames({"rows", "n"})->Args({512, 2048})->Unit(benchmar
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  limits();  // measure the limits before the first benchmark
-  bench::PercentReporter reporter(limits());
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rlx::bench::run_benchmarks(argc, argv, rlx::bench::shared_pool()); }

@@ -20,12 +20,7 @@ namespace {
 
 using namespace rlx;
 
-int n_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
-
-cpu::ThreadPool& probe_pool() {
-  static cpu::ThreadPool p(n_threads());
-  return p;
-}
+int n_threads() { return bench::shared_pool().size(); }
 
 // args: M, K, N, weight dtype (0 f32, 1 f16, 2 bf16), prepack (0/1)
 void BM_RuntimeLinear(benchmark::State& st) {
@@ -109,12 +104,4 @@ BENCHMARK(BM_OpenBlasLinear)
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  const bench::Limits& limits = bench::limits(probe_pool());  // measured before the first benchmark
-  bench::PercentReporter reporter(limits);
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return rlx::bench::run_benchmarks(argc, argv, rlx::bench::shared_pool()); }
