@@ -235,6 +235,25 @@ TEST(CudaOps, NormsRopeSoftmaxReduce) {
   expect_match(b, c, 1e-5);
 }
 
+// f32 inputs q [S, H*hd], k and v [T, KV*hd] of `b` and the attributes of an attention
+// over them (the three attention tests below).
+struct AttnGraph {
+  ValueId q, k, v;
+  ir::AttentionAttrs attrs;
+};
+AttnGraph attention_inputs(GraphBuilder& b, int64_t S, int64_t T, int64_t H, int64_t KV, int64_t hd,
+                           ir::MaskKind mask, int64_t window, double softcap) {
+  AttnGraph g{b.input("q", DType::F32, {S, H * hd}), b.input("k", DType::F32, {T, KV * hd}),
+              b.input("v", DType::F32, {T, KV * hd}), {}};
+  g.attrs.n_heads = H;
+  g.attrs.n_kv_heads = KV;
+  g.attrs.head_dim = hd;
+  g.attrs.mask = mask;
+  g.attrs.window = window;
+  g.attrs.softcap = softcap;
+  return g;
+}
+
 TEST(CudaOps, Attention) {
   REQUIRE_CUDA();
   struct Cfg {
@@ -257,16 +276,7 @@ TEST(CudaOps, Attention) {
   uint32_t seed = 30;
   for (const Cfg& f : cfgs) {
     GraphBuilder b;
-    auto q = b.input("q", DType::F32, {f.S, f.H * f.hd});
-    auto k = b.input("k", DType::F32, {f.T, f.KV * f.hd});
-    auto v = b.input("v", DType::F32, {f.T, f.KV * f.hd});
-    ir::AttentionAttrs a;
-    a.n_heads = f.H;
-    a.n_kv_heads = f.KV;
-    a.head_dim = f.hd;
-    a.mask = f.mask;
-    a.window = f.window;
-    a.softcap = f.softcap;
+    const auto [q, k, v, a] = attention_inputs(b, f.S, f.T, f.H, f.KV, f.hd, f.mask, f.window, f.softcap);
     std::optional<ValueId> qp;
     Case c;
     if (f.qpos) {
@@ -313,16 +323,7 @@ TEST(CudaOps, AttentionPrefillTensorCores) {
     SCOPED_TRACE(testing::Message() << "S=" << f.S << " T=" << f.T << " H=" << f.H << " KV=" << f.KV << " hd=" << f.hd
                                     << " dt=" << ir::dtype_name(f.dt));
     GraphBuilder b;
-    auto q = b.input("q", DType::F32, {f.S, f.H * f.hd});
-    auto k = b.input("k", DType::F32, {f.T, f.KV * f.hd});
-    auto v = b.input("v", DType::F32, {f.T, f.KV * f.hd});
-    ir::AttentionAttrs a;
-    a.n_heads = f.H;
-    a.n_kv_heads = f.KV;
-    a.head_dim = f.hd;
-    a.mask = f.mask;
-    a.window = f.window;
-    a.softcap = f.softcap;
+    const auto [q, k, v, a] = attention_inputs(b, f.S, f.T, f.H, f.KV, f.hd, f.mask, f.window, f.softcap);
     Case c;
     std::optional<ValueId> qp;
     if (f.qpos) {
@@ -378,17 +379,8 @@ TEST(CudaOps, AttentionDecode) {
     SCOPED_TRACE(testing::Message() << "T=" << f.T << " H=" << f.H << " KV=" << f.KV << " hd=" << f.hd << " dt="
                                     << ir::dtype_name(f.dt));
     GraphBuilder b;
-    auto q = b.input("q", DType::F32, {1, f.H * f.hd});
-    auto k = b.input("k", DType::F32, {f.T, f.KV * f.hd});
-    auto v = b.input("v", DType::F32, {f.T, f.KV * f.hd});
+    const auto [q, k, v, a] = attention_inputs(b, 1, f.T, f.H, f.KV, f.hd, f.mask, f.window, f.softcap);
     auto qp = b.input("qp", DType::I32, {1});
-    ir::AttentionAttrs a;
-    a.n_heads = f.H;
-    a.n_kv_heads = f.KV;
-    a.head_dim = f.hd;
-    a.mask = f.mask;
-    a.window = f.window;
-    a.softcap = f.softcap;
     auto cvt = [&](ValueId x) { return f.dt == DType::F32 ? x : b.cast(x, f.dt); };
     b.output(b.cast(b.attention(cvt(q), cvt(k), cvt(v), a, qp), DType::F32), "o");
     auto g = b.build();
