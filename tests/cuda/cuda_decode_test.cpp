@@ -137,16 +137,7 @@ TEST(CudaDecode, GemvPackedLongRowsMatchReference) {
   REQUIRE_CUDA();
   const int64_t N = 75, K = 4096;
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q5_K}) {
-    const auto gt = formats::ggml_type_from_name(ir::dtype_name(t));
-    ASSERT_TRUE(gt.has_value());
-    const std::vector<float> wf = random_vec(static_cast<size_t>(N * K), 80);
-    const int64_t row_bytes = *ir::dtype_bytes(t, K);
-    std::vector<uint8_t> packed(static_cast<size_t>(N * row_bytes));
-    std::vector<float> deq(static_cast<size_t>(N * K));
-    for (int64_t n = 0; n < N; ++n) {
-      ASSERT_TRUE(formats::quantize_row(*gt, wf.data() + n * K, packed.data() + n * row_bytes, K).ok());
-      ASSERT_TRUE(formats::dequantize_row(*gt, packed.data() + n * row_bytes, deq.data() + n * K, K).ok());
-    }
+    const auto [packed, deq] = packed_weights(t, N, K, 80);
     for (int64_t M : {1, 2}) {
       GraphBuilder b;
       auto x = b.input("x", DType::F32, {M, K});
@@ -155,7 +146,7 @@ TEST(CudaDecode, GemvPackedLongRowsMatchReference) {
       auto graph = b.build();
       ASSERT_TRUE(graph.has_value()) << graph.error().to_string();
       const Tensor xt = f32({M, K}, 81);
-      auto out = run_graph(Device::cuda(), *graph, {{"w", Tensor(t, {N, K}, packed)}}, {{"x", xt}});
+      auto out = run_graph(Device::cuda(), *graph, {{"w", packed}}, {{"x", xt}});
       ASSERT_TRUE(out.has_value()) << out.error().to_string();
       const auto xv = *xt.to_f32();
       std::vector<float> ref(static_cast<size_t>(M * N));
@@ -184,8 +175,8 @@ TEST(CudaDecode, GroupedGemvMatchesReference) {
     std::vector<std::vector<float>> deq;
     for (int i = 0; i < 3; ++i) {
       const int64_t N = Ns[i];
-      const std::vector<float> wf = random_vec(static_cast<size_t>(N * K), 90 + static_cast<uint32_t>(i));
       if (t == DType::F16) {
+        const std::vector<float> wf = random_vec(static_cast<size_t>(N * K), 90 + static_cast<uint32_t>(i));
         std::vector<uint8_t> bytes(wf.size() * 2);
         std::vector<float> d(wf.size());
         for (size_t e = 0; e < wf.size(); ++e) {
@@ -197,17 +188,9 @@ TEST(CudaDecode, GroupedGemvMatchesReference) {
         deq.push_back(std::move(d));
         continue;
       }
-      const auto gt = formats::ggml_type_from_name(ir::dtype_name(t));
-      ASSERT_TRUE(gt.has_value());
-      const int64_t row_bytes = *ir::dtype_bytes(t, K);
-      std::vector<uint8_t> packed(static_cast<size_t>(N * row_bytes));
-      std::vector<float> d(static_cast<size_t>(N * K));
-      for (int64_t n = 0; n < N; ++n) {
-        ASSERT_TRUE(formats::quantize_row(*gt, wf.data() + n * K, packed.data() + n * row_bytes, K).ok());
-        ASSERT_TRUE(formats::dequantize_row(*gt, packed.data() + n * row_bytes, d.data() + n * K, K).ok());
-      }
-      ws.push_back(Tensor(t, {N, K}, packed));
-      deq.push_back(std::move(d));
+      PackedWeights pw = packed_weights(t, N, K, 90 + static_cast<uint32_t>(i));
+      ws.push_back(std::move(pw.packed));
+      deq.push_back(std::move(pw.deq));
     }
     for (int64_t M : {1, 3}) {
       SCOPED_TRACE(testing::Message() << ir::dtype_name(t) << " M=" << M);

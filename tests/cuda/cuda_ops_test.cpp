@@ -472,16 +472,7 @@ TEST(CudaOps, DequantMatMulPacked) {
   const int64_t N = 40, K = 512;
   for (DType t : types) {
     for (int64_t M : {1, 3, 20}) {
-      const auto gt = formats::ggml_type_from_name(ir::dtype_name(t));
-      ASSERT_TRUE(gt.has_value());
-      const std::vector<float> wf = random_vec(static_cast<size_t>(N * K), 50);
-      const int64_t row_bytes = *ir::dtype_bytes(t, K);
-      std::vector<uint8_t> packed(static_cast<size_t>(N * row_bytes));
-      std::vector<float> deq(static_cast<size_t>(N * K));
-      for (int64_t n = 0; n < N; ++n) {
-        ASSERT_TRUE(formats::quantize_row(*gt, wf.data() + n * K, packed.data() + n * row_bytes, K).ok());
-        ASSERT_TRUE(formats::dequantize_row(*gt, packed.data() + n * row_bytes, deq.data() + n * K, K).ok());
-      }
+      const auto [packed, deq] = packed_weights(t, N, K, 50);
       GraphBuilder b;
       auto x = b.input("x", DType::F32, {M, K});
       auto w = b.param("w", t, {N, K});
@@ -490,7 +481,7 @@ TEST(CudaOps, DequantMatMulPacked) {
       ASSERT_TRUE(g.has_value()) << g.error().to_string();
       Case c;
       c.inputs["x"] = f32({M, K}, 51);
-      c.params["w"] = Tensor(t, {N, K}, packed);
+      c.params["w"] = packed;
       auto out = run_on(Device::cuda(), *g, c);
       ASSERT_TRUE(out.has_value()) << out.error().to_string();
       const auto xv = *c.inputs["x"].to_f32();
@@ -512,16 +503,7 @@ TEST(CudaOps, PackedGather) {
   REQUIRE_CUDA();
   const int64_t V = 12, D = 256;
   for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
-    const auto gt = formats::ggml_type_from_name(ir::dtype_name(t));
-    ASSERT_TRUE(gt.has_value());
-    const int64_t row_bytes = *ir::dtype_bytes(t, D);
-    const std::vector<float> wf = random_vec(static_cast<size_t>(V * D), 60);
-    std::vector<uint8_t> packed(static_cast<size_t>(V * row_bytes));
-    std::vector<float> deq(static_cast<size_t>(V * D));
-    for (int64_t r = 0; r < V; ++r) {
-      ASSERT_TRUE(formats::quantize_row(*gt, wf.data() + r * D, packed.data() + r * row_bytes, D).ok());
-      ASSERT_TRUE(formats::dequantize_row(*gt, packed.data() + r * row_bytes, deq.data() + r * D, D).ok());
-    }
+    const auto [packed, deq] = packed_weights(t, V, D, 60);
     GraphBuilder b;
     auto table = b.param("table", t, {V, D});
     auto ids = b.input("ids", DType::I32, {4});
@@ -530,7 +512,7 @@ TEST(CudaOps, PackedGather) {
     ASSERT_TRUE(g.has_value()) << g.error().to_string();
     Case c;
     c.inputs["ids"] = i32({4}, {11, 0, 5, 5});
-    c.params["table"] = Tensor(t, {V, D}, packed);
+    c.params["table"] = packed;
     auto out = run_on(Device::cuda(), *g, c);
     ASSERT_TRUE(out.has_value()) << out.error().to_string();
     const auto ov = *(*out)[0].to_f32();
