@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/thread_pool.h"
 #include "rlx/base/aligned_buffer.h"
+#include "rlx/base/env.h"
 
 namespace rlx::bench {
 
@@ -174,8 +174,7 @@ inline cpu::ThreadPool& shared_pool() {
 /// The kernels' ISA cap from RLX_CPU_ISA=scalar|avx2|avx512, as the runtime reads it
 /// (default: the best the CPU has).
 inline cpu::IsaLevel isa_from_env() {
-  const char* env = std::getenv("RLX_CPU_ISA");
-  const std::string s = env ? env : "";
+  const std::string& s = env_config().cpu_isa;
   return s == "scalar" ? cpu::IsaLevel::kScalar : s == "avx2" ? cpu::IsaLevel::kAvx2 : cpu::IsaLevel::kAvx512;
 }
 

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "rlx/base/aligned_buffer.h"
+#include "rlx/base/env.h"
 
 namespace rlx::cli {
 namespace {
@@ -120,8 +120,7 @@ double measure_peak_int8_ops(int threads) {
 }
 
 const char* kernel_isa_description() {
-  const char* env = std::getenv("RLX_CPU_ISA");
-  const std::string cap = env ? env : "";
+  const std::string& cap = env_config().cpu_isa;
   if (cap == "scalar" || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return "scalar";
   if (cap == "avx2" || !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) return "avx2";
   return has_vnni() ? "avx512-vnni" : "avx512";

@@ -23,6 +23,15 @@ EnvConfig read_env() {
   c.ir_dump_dir = get("RLX_IR_DUMP");
   c.cpu_isa = get("RLX_CPU_ISA");
   c.cpu_prepack = get("RLX_CPU_PREPACK") != "0";
+  auto on = [](const char* name) {
+    const std::string v = get(name);
+    return v != "0" && v != "off";
+  };
+  c.cuda_graphs = on("RLX_CUDA_GRAPHS");
+  c.cuda_programmatic_launch = on("RLX_CUDA_PDL");
+  c.cuda_group_gemvs = on("RLX_CUDA_GROUP_GEMV");
+  c.cuda_attention_tensor_cores = on("RLX_CUDA_ATTN_TC");
+  c.cuda_profile = get("RLX_CUDA_PROFILE") == "1";
   c.cache_dir = get("RLX_CACHE_DIR");
   if (c.cache_dir.empty()) {
     const std::string xdg = get("XDG_CACHE_HOME");

@@ -8,6 +8,11 @@
 //   RLX_CACHE_DIR folder for AOT compile caches and built-in demo models
 //   RLX_CPU_PREPACK  0: the CPU backend packs matmul weights per call instead of once
 //                 (default 1; BackendOptions::prepack_weights)
+//   RLX_CUDA_GRAPHS, RLX_CUDA_PDL, RLX_CUDA_GROUP_GEMV, RLX_CUDA_ATTN_TC
+//                 0 or off: the CUDA backend without graph replay, programmatic launch,
+//                 grouped sibling GEMVs, tensor-core prefill attention (default on;
+//                 CudaOptions)
+//   RLX_CUDA_PROFILE 1: per-step GPU times of CUDA runs (default off)
 #pragma once
 
 #include <string>
@@ -21,6 +26,11 @@ struct EnvConfig {
   std::string cpu_isa;
   std::string cache_dir;
   bool cpu_prepack = true;  ///< RLX_CPU_PREPACK (false only for "0")
+  bool cuda_graphs = true;             ///< RLX_CUDA_GRAPHS (false for "0" or "off")
+  bool cuda_programmatic_launch = true;  ///< RLX_CUDA_PDL
+  bool cuda_group_gemvs = true;        ///< RLX_CUDA_GROUP_GEMV
+  bool cuda_attention_tensor_cores = true;  ///< RLX_CUDA_ATTN_TC
+  bool cuda_profile = false;           ///< RLX_CUDA_PROFILE (true only for "1")
 };
 
 /// The environment as read once at first call.

@@ -18,6 +18,7 @@
 
 #include "backends/cuda/cuda_step.h"
 #include "backends/cuda/cuda_util.h"
+#include "rlx/base/env.h"
 #include "rlx/runtime/tensor.h"
 
 namespace rlx::cuda_backend {
@@ -628,17 +629,13 @@ compile::OpSet cuda_supported_ops() {
 
 CudaOptions default_cuda_options() {
   static const CudaOptions defaults = [] {
+    const EnvConfig& env = env_config();
     CudaOptions o;
-    const char* g = std::getenv("RLX_CUDA_GRAPHS");
-    if (g != nullptr && (std::strcmp(g, "0") == 0 || std::strcmp(g, "off") == 0)) o.graphs = false;
-    const char* prof = std::getenv("RLX_CUDA_PROFILE");
-    if (prof != nullptr && std::strcmp(prof, "1") == 0) o.profile = true;
-    const char* pdl = std::getenv("RLX_CUDA_PDL");
-    if (pdl != nullptr && (std::strcmp(pdl, "0") == 0 || std::strcmp(pdl, "off") == 0)) o.programmatic_launch = false;
-    const char* gg = std::getenv("RLX_CUDA_GROUP_GEMV");
-    if (gg != nullptr && (std::strcmp(gg, "0") == 0 || std::strcmp(gg, "off") == 0)) o.group_gemvs = false;
-    const char* tc = std::getenv("RLX_CUDA_ATTN_TC");
-    if (tc != nullptr && (std::strcmp(tc, "0") == 0 || std::strcmp(tc, "off") == 0)) o.attention_tensor_cores = false;
+    o.graphs = env.cuda_graphs;
+    o.profile = env.cuda_profile;
+    o.programmatic_launch = env.cuda_programmatic_launch;
+    o.group_gemvs = env.cuda_group_gemvs;
+    o.attention_tensor_cores = env.cuda_attention_tensor_cores;
     return o;
   }();
   return defaults;
