@@ -1,7 +1,7 @@
-// Attention driver: per-query visible key ranges from the mask, task grids over
-// (head, query block), or for decode (kv head, head group, key chunk) — or ranges of
-// whole cache rows over long contexts — and the merge of per-chunk partial softmax
-// states. Row-group math lives in isa_impl.inc (attn_rows).
+// Attention driver: per-query visible key ranges from the mask and the task grids: over
+// (head, query block) for prefill; for decode over (kv head, head group), or over
+// ranges of whole cache rows for long contexts with the merge of the ranges' partial
+// softmax states. The math lives in isa_impl.inc (attn_rows, attn_decode_rows).
 #include "backends/cpu/kernels/attention.h"
 
 #include <algorithm>
@@ -18,7 +18,6 @@ using detail::AttnRows;
 using detail::kAttnRows;
 
 constexpr int64_t kQueryBlock = 16;     // query rows per prefill task
-constexpr int64_t kDecodeChunk = 512;   // keys per decode task when T is split
 constexpr int64_t kRowsMinKeys = 512;   // decode over this many keys reads whole cache rows
 constexpr int64_t kRowsChunk = 256;     // fewest keys per task of that path
 
@@ -82,20 +81,19 @@ void prefill(const KernelContext& ctx, const detail::IsaKernels& kk, const Atten
   });
 }
 
-// Partial softmax states (per head h and key chunk c, at part + h * head_step + c *
-// chunk_step: D unnormalised output values, then max and sum) merged into o.
-void merge_partials(const KernelContext& ctx, const float* part, int64_t chunks, int64_t head_step,
-                    int64_t chunk_step, int64_t H, int64_t D, float* o) {
+// The softmax states of `chunks` key ranges (range c, head h at part + (c * H + h) *
+// (D + 2): D unnormalised output values, then max and sum) merged into o.
+void merge_partials(const KernelContext& ctx, const float* part, int64_t chunks, int64_t H, int64_t D, float* o) {
+  const int64_t row = D + 2;
   parallel_for(ctx, H, [&](int64_t h) {
-    const float* ph = part + h * head_step;
     float M = -INFINITY;
-    for (int64_t c = 0; c < chunks; ++c) M = std::max(M, ph[c * chunk_step + D]);
+    for (int64_t c = 0; c < chunks; ++c) M = std::max(M, part[(c * H + h) * row + D]);
     float* oh = o + h * D;
     std::fill(oh, oh + D, 0.0f);
     if (M == -INFINITY) return;
     float L = 0.0f;
     for (int64_t c = 0; c < chunks; ++c) {
-      const float* pc = ph + c * chunk_step;
+      const float* pc = part + (c * H + h) * row;
       if (pc[D] == -INFINITY) continue;
       const float w = std::exp(pc[D] - M);
       L += w * pc[D + 1];
@@ -133,11 +131,11 @@ void decode_rows(const KernelContext& ctx, const detail::IsaKernels& kk, const A
         thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(H * detail::kAttnDecodeBlock) * sizeof(float)));
     kk.attn_decode_rows(a);
   });
-  merge_partials(ctx, part, chunks, row, H * row, H, D, o);
+  merge_partials(ctx, part, chunks, H, D, o);
 }
 
-// S == 1: rows of a task are the heads of one kv group (they share K/V loads); long
-// contexts are also split into key chunks whose partial softmax states are merged.
+// S == 1 over fewer than kRowsMinKeys keys: a task per group of up to kAttnRows heads of
+// one KV head (they share the K/V loads).
 void decode(const KernelContext& ctx, const detail::IsaKernels& kk, const AttentionParams& p, const Dense& d,
             const float* q, const float* k, const float* v, float* o) {
   const int64_t H = p.n_heads, D = p.head_dim, KVH = p.n_kv_heads, group = H / KVH;
@@ -146,19 +144,14 @@ void decode(const KernelContext& ctx, const detail::IsaKernels& kk, const Attent
   const int64_t visible = hi0 - lo0;
   if (visible >= kRowsMinKeys) return decode_rows(ctx, kk, p, d, q, k, v, o, lo0, visible);
   const int64_t hgroups = (group + kAttnRows - 1) / kAttnRows;
-  int64_t chunks = 1;
-  if (ctx.n_threads() > 1 && visible > kDecodeChunk)
-    chunks = std::min<int64_t>((visible + kDecodeChunk - 1) / kDecodeChunk, 4 * ctx.n_threads());
-  const int64_t tasks = KVH * hgroups * chunks;
-  auto run = [&](int64_t t, float* part) {
-    const int64_t c = t % chunks, hg = (t / chunks) % hgroups, kvh = t / (chunks * hgroups);
+  parallel_for(ctx, KVH * hgroups, [&](int64_t t) {
+    const int64_t hg = t % hgroups, kvh = t / hgroups;
     const int64_t h0 = kvh * group + hg * kAttnRows;
     const int nq = static_cast<int>(std::min<int64_t>(kAttnRows, kvh * group + group - h0));
     int64_t lo[kAttnRows], hi[kAttnRows];
-    const int64_t c_lo = lo0 + visible * c / chunks, c_hi = lo0 + visible * (c + 1) / chunks;
     for (int r = 0; r < nq; ++r) {
-      lo[r] = c_lo;
-      hi[r] = c_hi;
+      lo[r] = lo0;
+      hi[r] = hi0;
     }
     AttnRows a;
     a.nq = nq;
@@ -173,35 +166,10 @@ void decode(const KernelContext& ctx, const detail::IsaKernels& kk, const Attent
     a.hi = hi;
     a.scale = d.scale;
     a.softcap = p.softcap;
-    if (part == nullptr) {
-      a.o = o + h0 * D;
-      a.o_stride = D;
-    } else {
-      // partial state of (head h, chunk c): [D] o, then m, l
-      const int64_t row = D + 2;
-      float* base = part + (h0 * chunks + c) * row;
-      a.o = base;
-      a.o_stride = chunks * row;
-      float m[kAttnRows], l[kAttnRows];
-      a.m_out = m;
-      a.l_out = l;
-      kk.attn_rows(a);
-      for (int r = 0; r < nq; ++r) {
-        base[r * chunks * row + D] = m[r];
-        base[r * chunks * row + D + 1] = l[r];
-      }
-      return;
-    }
+    a.o = o + h0 * D;
+    a.o_stride = D;
     kk.attn_rows(a);
-  };
-  if (chunks == 1) {
-    parallel_for(ctx, tasks, [&](int64_t t) { run(t, nullptr); });
-    return;
-  }
-  auto* part = static_cast<float*>(
-      thread_scratch(ScratchSlot::kShared, static_cast<size_t>(H * chunks * (D + 2)) * sizeof(float)));
-  parallel_for(ctx, tasks, [&](int64_t t) { run(t, part); });
-  merge_partials(ctx, part, chunks, chunks * (D + 2), D + 2, H, D, o);
+  });
 }
 
 }  // namespace

@@ -34,10 +34,8 @@ struct AttnRows {
   const int64_t* hi = nullptr;
   float scale = 1.0f;
   float softcap = 0.0f;
-  float* o = nullptr;
+  float* o = nullptr;  ///< normalised output rows
   int64_t o_stride = 0;
-  float* m_out = nullptr;  ///< null: normalise o; else o stays unnormalised and the
-  float* l_out = nullptr;  ///< running max / sum per row are written here
 };
 inline constexpr int kAttnRows = 4;
 
