@@ -173,10 +173,7 @@ inline cpu::ThreadPool& shared_pool() {
 
 /// The kernels' ISA cap from RLX_CPU_ISA=scalar|avx2|avx512, as the runtime reads it
 /// (default: the best the CPU has).
-inline cpu::IsaLevel isa_from_env() {
-  const std::string& s = env_config().cpu_isa;
-  return s == "scalar" ? cpu::IsaLevel::kScalar : s == "avx2" ? cpu::IsaLevel::kAvx2 : cpu::IsaLevel::kAvx512;
-}
+inline cpu::IsaLevel isa_from_env() { return cpu::isa_cap_from_name(env_config().cpu_isa); }
 
 /// The main() of a benchmark program: measures the limits on `pool` before the first
 /// benchmark, then runs the selected benchmarks with their rates next to the limits.

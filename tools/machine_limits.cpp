@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/kernels/cpu_features.h"
 #include "rlx/base/aligned_buffer.h"
 #include "rlx/base/env.h"
 
@@ -120,12 +121,11 @@ double measure_peak_int8_ops(int threads) {
 }
 
 const char* kernel_isa_description() {
-  const std::string& cap = env_config().cpu_isa;
-  if (cap == "scalar" || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return "scalar";
-  if (cap == "avx2" || !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw")) return "avx2";
-  return has_vnni() ? "avx512-vnni" : "avx512";
+  const cpu::IsaLevel level = cpu::resolve_isa(cpu::isa_cap_from_name(env_config().cpu_isa));
+  // The quantized matmul kernels take their AVX-512 loops only with VNNI as well.
+  if (level == cpu::IsaLevel::kAvx512 && cpu::cpu_features().avx512vnni) return "avx512-vnni";
+  return cpu::isa_name(level);
 }
-
 Bandwidth measure_read_bandwidth(int threads, int reps) {
   threads = std::max(1, threads);
   const size_t bytes = size_t{1} << 30;

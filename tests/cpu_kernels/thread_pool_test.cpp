@@ -103,5 +103,14 @@ TEST(CpuFeatures, ConsistentLevels) {
   EXPECT_FALSE(describe_cpu_features(f).empty());
 }
 
+// RLX_CPU_ISA's names as the runtime, `rlx bench` and the benchmarks read them.
+TEST(CpuFeatures, IsaCapFromName) {
+  EXPECT_EQ(isa_cap_from_name("scalar"), IsaLevel::kScalar);
+  EXPECT_EQ(isa_cap_from_name("avx2"), IsaLevel::kAvx2);
+  EXPECT_EQ(isa_cap_from_name("avx512"), IsaLevel::kAvx512);
+  EXPECT_EQ(isa_cap_from_name(""), IsaLevel::kAvx512);
+  EXPECT_EQ(isa_cap_from_name("amx"), IsaLevel::kAvx512);
+}
+
 }  // namespace
 }  // namespace rlx::cpu

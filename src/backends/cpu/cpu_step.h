@@ -38,12 +38,7 @@ struct ValueRef {
 /// Run-time context handed to every step.
 /// The kernels' instruction-set cap from RLX_CPU_ISA (scalar|avx2|avx512; default:
 /// the best the CPU has, resolved by the kernels library).
-inline cpu::IsaLevel isa_cap() {
-  const std::string& s = env_config().cpu_isa;
-  if (s == "scalar") return cpu::IsaLevel::kScalar;
-  if (s == "avx2") return cpu::IsaLevel::kAvx2;
-  return cpu::IsaLevel::kAvx512;
-}
+inline cpu::IsaLevel isa_cap() { return cpu::isa_cap_from_name(env_config().cpu_isa); }
 
 /// The GGUF block type of a packed IR dtype (nullopt for non-packed dtypes).
 inline std::optional<formats::GgmlType> ggml_type_of(ir::DType t) {

@@ -110,6 +110,12 @@ IsaLevel resolve_isa(IsaLevel requested) {
   return static_cast<uint8_t>(requested) < static_cast<uint8_t>(max) ? requested : max;
 }
 
+IsaLevel isa_cap_from_name(std::string_view name) {
+  if (name == "scalar") return IsaLevel::kScalar;
+  if (name == "avx2") return IsaLevel::kAvx2;
+  return IsaLevel::kAvx512;
+}
+
 const char* isa_name(IsaLevel level) {
   switch (level) {
     case IsaLevel::kScalar: return "scalar";

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace rlx::cpu {
 
@@ -38,6 +39,10 @@ IsaLevel resolve_isa(IsaLevel requested);
 
 /// "scalar", "avx2", "avx512".
 const char* isa_name(IsaLevel level);
+
+/// The cap a name sets (RLX_CPU_ISA): "scalar" and "avx2" those levels, anything else
+/// (empty, "avx512", "amx") no cap below AVX-512.
+IsaLevel isa_cap_from_name(std::string_view name);
 
 /// One line listing the detected features, for logs and benchmark output.
 std::string describe_cpu_features(const CpuFeatures& f);
