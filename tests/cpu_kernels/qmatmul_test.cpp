@@ -221,16 +221,19 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QMatmulTypes, ::testing::ValuesIn(kQuantTypes
 TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
   Rng rng;
   RLX_TRACE_SEED(rng);
-  // Q4_0/Q5_0/Q8_0 at 1, 3 and 8 blocks per row: the AVX-512 loops take blocks in pairs
-  // and the last one alone when the count is odd.
+  // Q8_0 at 1, 3 and 8 blocks per row: the AVX-512 loop takes blocks in pairs and the
+  // last one alone when the count is odd. Q4_0/Q4_1/Q5_0/Q5_1 at 3, 7 and 8 blocks: the
+  // AVX-512 loops take four blocks per step and the last nb % 4 through the 256-bit loop.
   struct Case {
     GgmlType type;
     int64_t k;
   };
-  const Case cases[] = {{GgmlType::Q4_K, 768}, {GgmlType::Q6_K, 768}, {GgmlType::Q5_1, 256},
-                        {GgmlType::Q8_0, 32},  {GgmlType::Q8_0, 96},  {GgmlType::Q8_0, 256},
-                        {GgmlType::Q4_0, 96},  {GgmlType::Q4_0, 256}, {GgmlType::Q5_0, 96},
-                        {GgmlType::Q5_0, 256}};
+  const Case cases[] = {{GgmlType::Q4_K, 768}, {GgmlType::Q6_K, 768}, {GgmlType::Q8_0, 32},
+                        {GgmlType::Q8_0, 96},  {GgmlType::Q8_0, 256}, {GgmlType::Q4_0, 96},
+                        {GgmlType::Q4_0, 224}, {GgmlType::Q4_0, 256}, {GgmlType::Q4_1, 96},
+                        {GgmlType::Q4_1, 224}, {GgmlType::Q4_1, 256}, {GgmlType::Q5_0, 96},
+                        {GgmlType::Q5_0, 224}, {GgmlType::Q5_0, 256}, {GgmlType::Q5_1, 96},
+                        {GgmlType::Q5_1, 224}, {GgmlType::Q5_1, 256}};
   for (const Case& c : cases) {
     const GgmlType t = c.type;
     const int64_t k = c.k, n = 70;

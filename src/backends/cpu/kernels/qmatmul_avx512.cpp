@@ -1,9 +1,14 @@
 // AVX-512 VNNI build of the DequantMatMul GEMV loops (qmatmul_simd.inc): u8 x s8 dots
-// through vpdpbusd (256-bit, AVX512VL), plus 512-bit loops of its own for the types
-// dotted with Q8_0 activations (Q4_0, Q5_0, Q8_0). Function-level target pragma, so the binary
-// runs on any x86-64; only called when cpu_features() reports AVX-512 and VNNI.
+// through vpdpbusd (256-bit, AVX512VL), plus 512-bit loops of its own for Q8_0 (two blocks
+// per zmm) and for Q4_0 / Q4_1 / Q5_0 / Q5_1 (four blocks per step). Function-level target
+// pragma, so the binary runs on any x86-64; only called when cpu_features() reports
+// AVX-512 and VNNI.
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <utility>
 
 #include "backends/cpu/kernels/kernel_context.h"
 #include "backends/cpu/kernels/qmatmul_kernels.h"
@@ -26,8 +31,8 @@ inline __m256i dot_us(__m256i acc, __m256i u, __m256i s) {
 constexpr int kMaxRows = 8;
 #include "backends/cpu/kernels/qmatmul_simd.inc"
 
-// ---------------------------------------------------------------- 512-bit loops, Q8_0 activations
-// For Q4_0, Q5_0 and Q8_0 weights one zmm holds two blocks with their dwords interleaved
+// ---------------------------------------------------------------- 512-bit loop, Q8_0 weights
+// One zmm holds two Q8_0 blocks with their dwords interleaved
 // (lane 2i: dword i of block b, lane 2i + 1: dword i of block b + 1), so that one
 // 64-bit broadcast of the two blocks' f32 scales lines up with the lanes. Activations are
 // stored as q + 128 (unsigned) in that interleaved order, once per call and row group,
@@ -42,38 +47,6 @@ inline __m512i pair_of(__m256i block0, __m256i block1) {
 inline __m512i interleave_pair(__m512i v) {
   return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15), v);
 }
-// Nibble pairs: [b0 low nibbles, b1 low, b0 high, b1 high] (16 bytes each) -> interleaved.
-inline __m512i interleave_nibble_pair(__m512i v) {
-  return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15), v);
-}
-// Both blocks' packed nibbles, unpacked (0..15) in the order interleave_nibble_pair expects.
-inline __m512i nibble_pair(const uint8_t* qs0, const uint8_t* qs1) {
-  const __m256i q = _mm256_set_m128i(load16(qs1), load16(qs0));
-  return _mm512_and_si512(pair_of(q, _mm256_srli_epi16(q, 4)), _mm512_set1_epi8(0x0F));
-}
-
-struct WideQ4_0 {
-  using Block = BlockQ4_0;
-  static __m512i pair(const Block& a, const Block& b) {
-    return interleave_nibble_pair(_mm512_sub_epi8(nibble_pair(a.qs, b.qs), _mm512_set1_epi8(8)));
-  }
-  static __m256i single(const Block& a) { return Q4_0::values(a); }
-};
-struct WideQ5_0 {
-  using Block = BlockQ5_0;
-  static __m512i pair(const Block& a, const Block& b) {
-    uint32_t h0, h1;
-    std::memcpy(&h0, a.qh, 4);
-    std::memcpy(&h1, b.qh, 4);
-    // Bit i of qh is element i's fifth bit; elements 0..15 sit in the low-nibble quarters.
-    const uint64_t mask = (uint64_t{h0} & 0xFFFF) | (uint64_t{h1} & 0xFFFF) << 16 | (uint64_t{h0} >> 16) << 32 |
-                          (uint64_t{h1} >> 16) << 48;
-    const __m512i high = _mm512_maskz_mov_epi8(static_cast<__mmask64>(mask), _mm512_set1_epi8(0x10));
-    return interleave_nibble_pair(
-        _mm512_sub_epi8(_mm512_or_si512(nibble_pair(a.qs, b.qs), high), _mm512_set1_epi8(16)));
-  }
-  static __m256i single(const Block& a) { return Q5_0::values(a); }
-};
 struct WideQ8_0 {
   using Block = BlockQ8_0;
   static __m512i pair(const Block& a, const Block& b) { return interleave_pair(pair_of(load32(a.qs), load32(b.qs))); }
@@ -146,6 +119,14 @@ void gemv_wide_rows(int64_t nb, const uint8_t* w, size_t w_row_bytes, const Wide
   }
 }
 
+// Calls f(std::integral_constant<int, m>{}) for 1 <= m <= kWideRows (kWideRows above).
+template <class F>
+void with_rows(int m, F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    (void)((m == I + 1 ? (f(std::integral_constant<int, I + 1>{}), true) : false) || ...);
+  }(std::make_integer_sequence<int, kWideRows>{});
+}
+
 // QGemvFn: widens the m activation rows into per-thread scratch (a small fraction of
 // the work: the weight rows of the call are the large operand), then runs the loops.
 template <class W>
@@ -160,30 +141,189 @@ void gemv_wide(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* a
     widen_activation_row(reinterpret_cast<const BlockQ8_0*>(act + r * arb), nb, q, d);
     x[r] = WideAct{q, d};
   }
-  switch (m) {
-    case 1: return gemv_wide_rows<W, 1>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 2: return gemv_wide_rows<W, 2>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 3: return gemv_wide_rows<W, 3>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 4: return gemv_wide_rows<W, 4>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 5: return gemv_wide_rows<W, 5>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 6: return gemv_wide_rows<W, 6>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 7: return gemv_wide_rows<W, 7>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 8: return gemv_wide_rows<W, 8>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 9: return gemv_wide_rows<W, 9>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 10: return gemv_wide_rows<W, 10>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 11: return gemv_wide_rows<W, 11>(nb, w, wrb, x, n0, n1, out, ldo);
-    case 12: return gemv_wide_rows<W, 12>(nb, w, wrb, x, n0, n1, out, ldo);
-    default: return gemv_wide_rows<W, kWideRows>(nb, w, wrb, x, n0, n1, out, ldo);
+  with_rows(m, [&](auto rows) { gemv_wide_rows<W, rows()>(nb, w, wrb, x, n0, n1, out, ldo); });
+}
+
+// ---------------------------------------------------------------- 4- and 5-bit blocks, four per step
+// Q4_0, Q4_1, Q5_0 and Q5_1 weights are read four blocks at a time by two 64-byte loads
+// (the first and the last 64 bytes of the four blocks, so nothing past the row is read).
+// One word permute gathers the four blocks' 16 bytes of nibbles: `lo` (byte & 15) holds
+// elements 0..15 of block i in bytes 16i..16i+15, `hi` (byte >> 4) elements 16..31, so
+// dword lane l belongs to block l / 4 in both; a second word permute puts each block's
+// f16 scale (and min) in its four lanes. The activations are stored once per call in that
+// order, so the weights stay unsigned (0..15 or 0..31): the offset of the "_0" types
+// (8 or 16) enters as the start of the integer sum, -offset * (the lane's 8 activation
+// values), stored with them. Per row and 128 elements: two dots, one convert, one
+// multiply, one FMA (one more FMA for the mins of the "_1" types). Decoding the weights
+// costs two permutes, three logic ops and one f16 convert per 128 elements (the 5-bit
+// types add two masked adds), which lets one core stream them faster than DRAM delivers.
+
+template <class B, class S, size_t kQsOff, int kDOff, int kMOff, int kQhOff, int kOffsetValue>
+struct Quad {
+  using Block = B;
+  using Simple = S;  // the qmatmul_simd.inc type with the same block, for the last nb % 4 blocks
+  static constexpr int kS = static_cast<int>(sizeof(B));
+  static constexpr int kSpan = 4 * kS;          // bytes of four blocks, 72..96
+  static constexpr int kSecond = kSpan - 64;   // offset of the second load
+  static constexpr bool kMin = kMOff >= 0, kFive = kQhOff >= 0;
+  static constexpr int kQh = kQhOff, kOffset = kOffsetValue;
+  static_assert(kSpan > 64 && kSpan <= 128 && kS % 2 == 0 && kQsOff % 2 == 0);
+  // Word index into (first load, second load) of the word at byte offset o of the span.
+  static constexpr uint16_t word(int o) { return static_cast<uint16_t>(o + 2 <= 64 ? o / 2 : 32 + (o - kSecond) / 2); }
+  struct Index {
+    alignas(64) uint16_t qs[32];  // word 8i + t: bytes 2t, 2t + 1 of block i's qs
+    alignas(64) uint16_t dm[32];  // words 0..15: d of block l / 4; 16..31: m (or d again)
+  };
+  static constexpr Index index() {
+    Index ix{};
+    for (int t = 0; t < 32; ++t) ix.qs[t] = word((t / 8) * kS + static_cast<int>(kQsOff) + 2 * (t % 8));
+    for (int l = 0; l < 16; ++l) {
+      ix.dm[l] = word((l / 4) * kS + kDOff);
+      ix.dm[16 + l] = word((l / 4) * kS + (kMin ? kMOff : kDOff));
+    }
+    return ix;
   }
+  static constexpr Index kIndex = index();
+};
+using QuadQ4_0 = Quad<BlockQ4_0, Q4_0, offsetof(BlockQ4_0, qs), 0, -1, -1, 8>;
+using QuadQ4_1 = Quad<BlockQ4_1, Q4_1, offsetof(BlockQ4_1, qs), 0, 2, -1, 0>;
+using QuadQ5_0 = Quad<BlockQ5_0, Q5_0, offsetof(BlockQ5_0, qs), 0, -1, offsetof(BlockQ5_0, qh), 16>;
+using QuadQ5_1 = Quad<BlockQ5_1, Q5_1, offsetof(BlockQ5_1, qs), 0, 2, offsetof(BlockQ5_1, qh), 0>;
+
+// One activation row for four blocks: lo / hi values in the weights' order, the scale of
+// each lane's block, and either the integer start (-offset * Σ of the lane's values, "_0"
+// types) or the Q8_1 sums s (lane 4i: block i's s, other lanes 0, "_1" types).
+struct alignas(64) QuadAct {
+  int8_t lo[64], hi[64];
+  float d[16];
+  union {
+    int32_t start[16];
+    float s[16];
+  };
+};
+static_assert(sizeof(QuadAct) == 256);
+
+// [p0[0..15] | p1[0..15] | p2[0..15] | p3[0..15]]
+inline __m512i four16(const void* p0, const void* p1, const void* p2, const void* p3) {
+  const __m256i low = _mm256_set_m128i(load16(p1), load16(p0)), high = _mm256_set_m128i(load16(p3), load16(p2));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+}
+
+// Activation rows per weight decode: a row takes 256 bytes per four blocks, so 6 rows of
+// K = 2048 (24 KiB) stay in L1 beside the weight stream. rlx_kernels_qmatmul_bench
+// BM_QPrefill 512 x 2048 x 8192 Q4_0: 4 rows 65.9 ms, 6 rows 56.5, 8 rows 60.0, 12 rows 91.7.
+constexpr int kQuadRows = 6;
+
+template <class Q>
+void quad_activation_row(const uint8_t* act, int64_t n_quads, QuadAct* out) {
+  using A = typename Q::Simple::Act;
+  const auto* a = reinterpret_cast<const A*>(act);
+  const __m512i ones = _mm512_set1_epi8(1);
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  for (int64_t q = 0; q < n_quads; ++q, a += 4) {
+    const __m512i lo = four16(a[0].qs, a[1].qs, a[2].qs, a[3].qs);
+    const __m512i hi = four16(a[0].qs + 16, a[1].qs + 16, a[2].qs + 16, a[3].qs + 16);
+    _mm512_store_si512(out[q].lo, lo);
+    _mm512_store_si512(out[q].hi, hi);
+    const __m128 d4 = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(a[0].d), static_cast<short>(a[1].d),
+                                                  static_cast<short>(a[2].d), static_cast<short>(a[3].d), 0, 0, 0, 0));
+    _mm512_store_ps(out[q].d, _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(d4)));
+    if constexpr (Q::kMin) {
+      const __m128 s4 = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(a[0].s), static_cast<short>(a[1].s),
+                                                    static_cast<short>(a[2].s), static_cast<short>(a[3].s), 0, 0, 0, 0));
+      _mm512_store_ps(out[q].s, _mm512_maskz_permutexvar_ps(0x1111, spread, _mm512_castps128_ps512(s4)));
+    } else {
+      const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
+      _mm512_store_si512(out[q].start, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-Q::kOffset)));
+    }
+  }
+}
+
+template <class Q, int M>
+void gemv_quad_rows(int64_t n_quads, const uint8_t* w, size_t w_row_bytes, const QuadAct* const* x, int64_t n0,
+                    int64_t n1, float* out, int64_t ldo) {
+  const __m512i ix_qs = _mm512_load_si512(Q::kIndex.qs), ix_dm = _mm512_load_si512(Q::kIndex.dm);
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  for (int64_t j = n0; j < n1; ++j) {
+    const uint8_t* row = w + j * w_row_bytes;
+    __m512 acc[M], acc_min[M];
+    for (int r = 0; r < M; ++r) acc[r] = acc_min[r] = _mm512_setzero_ps();
+    for (int64_t q = 0; q < n_quads; ++q) {
+      const uint8_t* p = row + q * Q::kSpan;
+      _mm_prefetch(reinterpret_cast<const char*>(p) + 32 * Q::kSpan, _MM_HINT_T0);  // 2.3-3 KiB ahead
+      const __m512i first = _mm512_loadu_si512(p), second = _mm512_loadu_si512(p + Q::kSecond);
+      const __m512i qs = _mm512_permutex2var_epi16(first, ix_qs, second);
+      const __m512i dm = _mm512_permutex2var_epi16(first, ix_dm, second);
+      __m512i lo = _mm512_and_si512(qs, low4), hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), low4);
+      if constexpr (Q::kFive) {
+        uint64_t mask_lo = 0, mask_hi = 0;
+        for (int i = 0; i < 4; ++i) {
+          uint32_t h;
+          std::memcpy(&h, p + i * Q::kS + Q::kQh, 4);
+          mask_lo |= uint64_t{h & 0xFFFF} << (16 * i);
+          mask_hi |= uint64_t{h >> 16} << (16 * i);
+        }
+        lo = _mm512_mask_add_epi8(lo, mask_lo, lo, bit4);
+        hi = _mm512_mask_add_epi8(hi, mask_hi, hi, bit4);
+      }
+      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+      [[maybe_unused]] __m512 mw;
+      if constexpr (Q::kMin) mw = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
+      for (int r = 0; r < M; ++r) {
+        const QuadAct& a = x[r][q];
+        __m512i s = Q::kMin ? _mm512_setzero_si512() : _mm512_load_si512(a.start);
+        s = _mm512_dpbusd_epi32(s, lo, _mm512_load_si512(a.lo));
+        s = _mm512_dpbusd_epi32(s, hi, _mm512_load_si512(a.hi));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_load_ps(a.d)), acc[r]);
+        if constexpr (Q::kMin) acc_min[r] = _mm512_fmadd_ps(mw, _mm512_load_ps(a.s), acc_min[r]);
+      }
+    }
+    for (int r = 0; r < M; ++r) {
+      float& o = out[r * ldo + (j - n0)];
+      o += _mm512_reduce_add_ps(Q::kMin ? _mm512_add_ps(acc[r], acc_min[r]) : acc[r]);
+    }
+  }
+}
+
+// QGemvFn: the last nb % 4 blocks first (qmatmul_simd.inc's per-block loop writes out),
+// then the four-block steps add to it.
+template <class Q>
+void gemv_quad(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* act, size_t arb, int64_t n0, int64_t n1,
+               float* out, int64_t ldo) {
+  const int64_t n_quads = nb / 4, tail = nb % 4;
+  const size_t tail_w = static_cast<size_t>(n_quads) * Q::kSpan;
+  const size_t tail_a = static_cast<size_t>(n_quads) * 4 * sizeof(typename Q::Simple::Act);
+  for (int r0 = 0; r0 < m; r0 += kMaxRows) {
+    const int rows = std::min(kMaxRows, m - r0);
+    float* o = out + r0 * ldo;
+    if (tail == 0) {
+      for (int r = 0; r < rows; ++r) std::fill(o + r * ldo, o + r * ldo + (n1 - n0), 0.0f);
+    } else {
+      gemv_simple_m<typename Q::Simple>(rows, tail, w + tail_w, wrb, act + r0 * arb + tail_a, arb, n0, n1, o, ldo);
+    }
+  }
+  if (n_quads == 0) return;
+  const size_t row_bytes = static_cast<size_t>(n_quads) * sizeof(QuadAct);
+  auto* buf = static_cast<QuadAct*>(thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(m) * row_bytes));
+  const QuadAct* x[kQuadRows];
+  for (int r = 0; r < m; ++r) {
+    QuadAct* row = buf + static_cast<size_t>(r) * static_cast<size_t>(n_quads);
+    quad_activation_row<Q>(act + r * arb, n_quads, row);
+    x[r] = row;
+  }
+  with_rows(m, [&](auto rows) { gemv_quad_rows<Q, rows()>(n_quads, w, wrb, x, n0, n1, out, ldo); });
 }
 
 constexpr QKernels make_avx512_table() {
   QKernels t = make_qtable(IsaLevel::kAvx512);
-  t.gemv[static_cast<int>(QKind::kQ4_0)] = &gemv_wide<WideQ4_0>;
-  t.gemv[static_cast<int>(QKind::kQ5_0)] = &gemv_wide<WideQ5_0>;
+  t.gemv[static_cast<int>(QKind::kQ4_0)] = &gemv_quad<QuadQ4_0>;
+  t.gemv[static_cast<int>(QKind::kQ4_1)] = &gemv_quad<QuadQ4_1>;
+  t.gemv[static_cast<int>(QKind::kQ5_0)] = &gemv_quad<QuadQ5_0>;
+  t.gemv[static_cast<int>(QKind::kQ5_1)] = &gemv_quad<QuadQ5_1>;
   t.gemv[static_cast<int>(QKind::kQ8_0)] = &gemv_wide<WideQ8_0>;
   t.int_prefill |= kind_bit(QKind::kQ4_0) | kind_bit(QKind::kQ5_0) | kind_bit(QKind::kQ8_0);
-  for (QKind k : {QKind::kQ4_0, QKind::kQ5_0, QKind::kQ8_0}) t.max_rows_of[static_cast<int>(k)] = kWideRows;
+  t.max_rows_of[static_cast<int>(QKind::kQ8_0)] = kWideRows;
+  for (QKind k : {QKind::kQ4_0, QKind::kQ4_1, QKind::kQ5_0, QKind::kQ5_1}) t.max_rows_of[static_cast<int>(k)] = kQuadRows;
   return t;
 }
 }  // namespace
