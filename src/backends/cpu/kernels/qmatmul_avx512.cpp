@@ -190,9 +190,15 @@ using QuadQ4_1 = Quad<BlockQ4_1, Q4_1, offsetof(BlockQ4_1, qs), 0, 2, -1, 0>;
 using QuadQ5_0 = Quad<BlockQ5_0, Q5_0, offsetof(BlockQ5_0, qs), 0, -1, offsetof(BlockQ5_0, qh), 16>;
 using QuadQ5_1 = Quad<BlockQ5_1, Q5_1, offsetof(BlockQ5_1, qs), 0, 2, offsetof(BlockQ5_1, qh), 0>;
 
-// One activation row for four blocks: lo / hi values in the weights' order, the scale of
-// each lane's block, and either the integer start (-offset * Σ of the lane's values, "_0"
-// types) or the Q8_1 sums s (lane 4i: block i's s, other lanes 0, "_1" types).
+// Activation rows per weight decode: a row takes 256 bytes per four blocks, so 6 rows of
+// K = 2048 (24 KiB) stay in L1 beside the weight stream. rlx_kernels_qmatmul_bench
+// BM_QPrefill 512 x 2048 x 8192 Q4_0: 4 rows 65.9 ms, 6 rows 56.5, 8 rows 60.0, 12 rows 91.7.
+constexpr int kQuadRows = 6;
+
+// One activation row for four blocks, as the m > 1 loop reads it: lo / hi values in the
+// weights' order, the scale of each lane's block, and either the integer start (-offset *
+// Σ of the lane's values, "_0" types) or the Q8_1 sums s (lane 4i: block i's s, other
+// lanes 0, "_1" types).
 struct alignas(64) QuadAct {
   int8_t lo[64], hi[64];
   float d[16];
@@ -202,86 +208,154 @@ struct alignas(64) QuadAct {
   };
 };
 static_assert(sizeof(QuadAct) == 256);
+// The m = 1 form is compact: n_quads x 128 bytes of lo / hi, then n_quads x (4 block
+// scales, 4 sums s) as f32, 160 bytes per four blocks instead of 256. The decode loop
+// reads the whole row once per weight row, and a smaller row leaves more of L1 and of the
+// core's outstanding misses to the weight stream: 1 x 8192 x 2048 Q4_0 streamed 30.7 GB/s
+// against 28.0 with the m > 1 form (medians of 5 interleaved runs, 2 threads; NOTES
+// session 4), at the cost of two more dots per step for the "_0" offset.
+struct QuadLoHi {
+  int8_t lo[64], hi[64];
+};
+inline size_t quad_compact_bytes(int64_t n_quads) { return static_cast<size_t>(n_quads) * (sizeof(QuadLoHi) + 32); }
 
 // [p0[0..15] | p1[0..15] | p2[0..15] | p3[0..15]]
 inline __m512i four16(const void* p0, const void* p1, const void* p2, const void* p3) {
   const __m256i low = _mm256_set_m128i(load16(p1), load16(p0)), high = _mm256_set_m128i(load16(p3), load16(p2));
   return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
 }
+inline __m128 four_f16(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+  return _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(a), static_cast<short>(b), static_cast<short>(c),
+                                     static_cast<short>(d), 0, 0, 0, 0));
+}
+// Lane l <- element l / 4 of the four.
+inline __m512 spread4(__m128 v) {
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                               _mm512_castps128_ps512(v));
+}
+// Lane 4i <- element i of the four, other lanes 0.
+inline __m512 first_lanes4(__m128 v) {
+  return _mm512_maskz_permutexvar_ps(0x1111, _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                     _mm512_castps128_ps512(v));
+}
 
-// Activation rows per weight decode: a row takes 256 bytes per four blocks, so 6 rows of
-// K = 2048 (24 KiB) stay in L1 beside the weight stream. rlx_kernels_qmatmul_bench
-// BM_QPrefill 512 x 2048 x 8192 Q4_0: 4 rows 65.9 ms, 6 rows 56.5, 8 rows 60.0, 12 rows 91.7.
-constexpr int kQuadRows = 6;
-
-template <class Q>
-void quad_activation_row(const uint8_t* act, int64_t n_quads, QuadAct* out) {
+// Writes n_quads QuadAct (kCompact: the m = 1 form) at out from the row's Q8_0 / Q8_1 blocks.
+template <class Q, bool kCompact>
+void quad_activation_row(const uint8_t* act, int64_t n_quads, uint8_t* out) {
   using A = typename Q::Simple::Act;
   const auto* a = reinterpret_cast<const A*>(act);
   const __m512i ones = _mm512_set1_epi8(1);
-  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  auto* full = reinterpret_cast<QuadAct*>(out);
+  auto* lohi = reinterpret_cast<QuadLoHi*>(out);
+  auto* scales = reinterpret_cast<float*>(out + static_cast<size_t>(n_quads) * sizeof(QuadLoHi));
   for (int64_t q = 0; q < n_quads; ++q, a += 4) {
     const __m512i lo = four16(a[0].qs, a[1].qs, a[2].qs, a[3].qs);
     const __m512i hi = four16(a[0].qs + 16, a[1].qs + 16, a[2].qs + 16, a[3].qs + 16);
-    _mm512_store_si512(out[q].lo, lo);
-    _mm512_store_si512(out[q].hi, hi);
-    const __m128 d4 = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(a[0].d), static_cast<short>(a[1].d),
-                                                  static_cast<short>(a[2].d), static_cast<short>(a[3].d), 0, 0, 0, 0));
-    _mm512_store_ps(out[q].d, _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(d4)));
-    if constexpr (Q::kMin) {
-      const __m128 s4 = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(a[0].s), static_cast<short>(a[1].s),
-                                                    static_cast<short>(a[2].s), static_cast<short>(a[3].s), 0, 0, 0, 0));
-      _mm512_store_ps(out[q].s, _mm512_maskz_permutexvar_ps(0x1111, spread, _mm512_castps128_ps512(s4)));
+    const __m128 d4 = four_f16(a[0].d, a[1].d, a[2].d, a[3].d);
+    [[maybe_unused]] __m128 s4 = _mm_setzero_ps();
+    if constexpr (Q::kMin) s4 = four_f16(a[0].s, a[1].s, a[2].s, a[3].s);
+    if constexpr (kCompact) {
+      _mm512_store_si512(lohi[q].lo, lo);
+      _mm512_store_si512(lohi[q].hi, hi);
+      _mm_storeu_ps(scales + 8 * q, d4);
+      _mm_storeu_ps(scales + 8 * q + 4, s4);
     } else {
-      const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
-      _mm512_store_si512(out[q].start, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-Q::kOffset)));
+      _mm512_store_si512(full[q].lo, lo);
+      _mm512_store_si512(full[q].hi, hi);
+      _mm512_store_ps(full[q].d, spread4(d4));
+      if constexpr (Q::kMin) {
+        _mm512_store_ps(full[q].s, first_lanes4(s4));
+      } else {
+        const __m512i sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, lo), ones, hi);
+        _mm512_store_si512(full[q].start, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-Q::kOffset)));
+      }
     }
   }
+}
+
+// Four blocks of one weight row, decoded: values 0..15 / 0..31 in lane order, the f16
+// scales (and mins) as f32 per lane.
+struct QuadWeights {
+  __m512i lo, hi;
+  __m512 dw, mw;
+};
+
+template <class Q>
+inline QuadWeights decode_quad(const uint8_t* p, __m512i ix_qs, __m512i ix_dm) {
+  _mm_prefetch(reinterpret_cast<const char*>(p) + 32 * Q::kSpan, _MM_HINT_T0);  // 2.3-3 KiB ahead
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i first = _mm512_loadu_si512(p), second = _mm512_loadu_si512(p + Q::kSecond);
+  const __m512i qs = _mm512_permutex2var_epi16(first, ix_qs, second);
+  const __m512i dm = _mm512_permutex2var_epi16(first, ix_dm, second);
+  QuadWeights v;
+  v.lo = _mm512_and_si512(qs, low4);
+  v.hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), low4);
+  if constexpr (Q::kFive) {
+    uint64_t mask_lo = 0, mask_hi = 0;
+    for (int i = 0; i < 4; ++i) {
+      uint32_t h;
+      std::memcpy(&h, p + i * Q::kS + Q::kQh, 4);
+      mask_lo |= uint64_t{h & 0xFFFF} << (16 * i);
+      mask_hi |= uint64_t{h >> 16} << (16 * i);
+    }
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    v.lo = _mm512_mask_add_epi8(v.lo, mask_lo, v.lo, bit4);
+    v.hi = _mm512_mask_add_epi8(v.hi, mask_hi, v.hi, bit4);
+  }
+  v.dw = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+  v.mw = Q::kMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)) : _mm512_setzero_ps();
+  return v;
 }
 
 template <class Q, int M>
 void gemv_quad_rows(int64_t n_quads, const uint8_t* w, size_t w_row_bytes, const QuadAct* const* x, int64_t n0,
                     int64_t n1, float* out, int64_t ldo) {
   const __m512i ix_qs = _mm512_load_si512(Q::kIndex.qs), ix_dm = _mm512_load_si512(Q::kIndex.dm);
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   for (int64_t j = n0; j < n1; ++j) {
     const uint8_t* row = w + j * w_row_bytes;
     __m512 acc[M], acc_min[M];
     for (int r = 0; r < M; ++r) acc[r] = acc_min[r] = _mm512_setzero_ps();
     for (int64_t q = 0; q < n_quads; ++q) {
-      const uint8_t* p = row + q * Q::kSpan;
-      _mm_prefetch(reinterpret_cast<const char*>(p) + 32 * Q::kSpan, _MM_HINT_T0);  // 2.3-3 KiB ahead
-      const __m512i first = _mm512_loadu_si512(p), second = _mm512_loadu_si512(p + Q::kSecond);
-      const __m512i qs = _mm512_permutex2var_epi16(first, ix_qs, second);
-      const __m512i dm = _mm512_permutex2var_epi16(first, ix_dm, second);
-      __m512i lo = _mm512_and_si512(qs, low4), hi = _mm512_and_si512(_mm512_srli_epi16(qs, 4), low4);
-      if constexpr (Q::kFive) {
-        uint64_t mask_lo = 0, mask_hi = 0;
-        for (int i = 0; i < 4; ++i) {
-          uint32_t h;
-          std::memcpy(&h, p + i * Q::kS + Q::kQh, 4);
-          mask_lo |= uint64_t{h & 0xFFFF} << (16 * i);
-          mask_hi |= uint64_t{h >> 16} << (16 * i);
-        }
-        lo = _mm512_mask_add_epi8(lo, mask_lo, lo, bit4);
-        hi = _mm512_mask_add_epi8(hi, mask_hi, hi, bit4);
-      }
-      const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-      [[maybe_unused]] __m512 mw;
-      if constexpr (Q::kMin) mw = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
+      const QuadWeights v = decode_quad<Q>(row + q * Q::kSpan, ix_qs, ix_dm);
       for (int r = 0; r < M; ++r) {
         const QuadAct& a = x[r][q];
         __m512i s = Q::kMin ? _mm512_setzero_si512() : _mm512_load_si512(a.start);
-        s = _mm512_dpbusd_epi32(s, lo, _mm512_load_si512(a.lo));
-        s = _mm512_dpbusd_epi32(s, hi, _mm512_load_si512(a.hi));
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_load_ps(a.d)), acc[r]);
-        if constexpr (Q::kMin) acc_min[r] = _mm512_fmadd_ps(mw, _mm512_load_ps(a.s), acc_min[r]);
+        s = _mm512_dpbusd_epi32(s, v.lo, _mm512_load_si512(a.lo));
+        s = _mm512_dpbusd_epi32(s, v.hi, _mm512_load_si512(a.hi));
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(v.dw, _mm512_load_ps(a.d)), acc[r]);
+        if constexpr (Q::kMin) acc_min[r] = _mm512_fmadd_ps(v.mw, _mm512_load_ps(a.s), acc_min[r]);
       }
     }
     for (int r = 0; r < M; ++r) {
       float& o = out[r * ldo + (j - n0)];
       o += _mm512_reduce_add_ps(Q::kMin ? _mm512_add_ps(acc[r], acc_min[r]) : acc[r]);
     }
+  }
+}
+
+// m = 1 on the compact activations: the "_0" offset costs two more dots (offset x values),
+// the lane scales one permute.
+template <class Q>
+void gemv_quad_one(int64_t n_quads, const uint8_t* w, size_t w_row_bytes, const uint8_t* x, int64_t n0, int64_t n1,
+                   float* out) {
+  const __m512i ix_qs = _mm512_load_si512(Q::kIndex.qs), ix_dm = _mm512_load_si512(Q::kIndex.dm);
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(Q::kOffset));
+  const auto* lohi = reinterpret_cast<const QuadLoHi*>(x);
+  const auto* scales = reinterpret_cast<const float*>(x + static_cast<size_t>(n_quads) * sizeof(QuadLoHi));
+  for (int64_t j = n0; j < n1; ++j) {
+    const uint8_t* row = w + j * w_row_bytes;
+    __m512 acc = _mm512_setzero_ps(), acc_min = _mm512_setzero_ps();
+    for (int64_t q = 0; q < n_quads; ++q) {
+      const QuadWeights v = decode_quad<Q>(row + q * Q::kSpan, ix_qs, ix_dm);
+      const __m512i xl = _mm512_load_si512(lohi[q].lo), xh = _mm512_load_si512(lohi[q].hi);
+      __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), v.lo, xl), v.hi, xh);
+      if constexpr (!Q::kMin)
+        s = _mm512_sub_epi32(s, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, xl), offset, xh));
+      const __m512 dx = spread4(_mm_loadu_ps(scales + 8 * q));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(v.dw, dx), acc);
+      if constexpr (Q::kMin) acc_min = _mm512_fmadd_ps(v.mw, first_lanes4(_mm_loadu_ps(scales + 8 * q + 4)), acc_min);
+    }
+    out[j - n0] += _mm512_reduce_add_ps(_mm512_add_ps(acc, acc_min));
   }
 }
 
@@ -303,13 +377,18 @@ void gemv_quad(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* a
     }
   }
   if (n_quads == 0) return;
+  if (m == 1) {
+    auto* row = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kTemp, quad_compact_bytes(n_quads)));
+    quad_activation_row<Q, true>(act, n_quads, row);
+    return gemv_quad_one<Q>(n_quads, w, wrb, row, n0, n1, out);
+  }
   const size_t row_bytes = static_cast<size_t>(n_quads) * sizeof(QuadAct);
-  auto* buf = static_cast<QuadAct*>(thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(m) * row_bytes));
+  auto* buf = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(m) * row_bytes));
   const QuadAct* x[kQuadRows];
   for (int r = 0; r < m; ++r) {
-    QuadAct* row = buf + static_cast<size_t>(r) * static_cast<size_t>(n_quads);
-    quad_activation_row<Q>(act + r * arb, n_quads, row);
-    x[r] = row;
+    uint8_t* row = buf + static_cast<size_t>(r) * row_bytes;
+    quad_activation_row<Q, false>(act + r * arb, n_quads, row);
+    x[r] = reinterpret_cast<const QuadAct*>(row);
   }
   with_rows(m, [&](auto rows) { gemv_quad_rows<Q, rows()>(n_quads, w, wrb, x, n0, n1, out, ldo); });
 }
