@@ -165,9 +165,11 @@ class PercentReporter : public benchmark::ConsoleReporter {
 inline void set_flops(benchmark::State& st, double f) { st.counters["flop_per_iter"] = f; }
 inline void set_bytes(benchmark::State& st, double b) { st.counters["bytes_per_iter"] = b; }
 
-/// One thread per hardware thread, shared by the benchmarks of a program.
+/// One thread per hardware thread (RLX_THREADS, when set), shared by the benchmarks of a
+/// program.
 inline cpu::ThreadPool& shared_pool() {
-  static cpu::ThreadPool pool(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  static cpu::ThreadPool pool(env_config().threads > 0 ? env_config().threads
+                                                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   return pool;
 }
 

@@ -1,5 +1,5 @@
-// DequantMatMul microbenchmarks: decode GEMV 1 x 2048 x 8192 (weights [8192, 2048] in
-// Q4_K / Q6_K / Q8_0) in bytes/s against the read bandwidth, and prefill 512 x 2048 x 8192
+// DequantMatMul microbenchmarks: decode GEMV 1 x 2048 x 8192 and 1 x 8192 x 2048 (K-quants,
+// Q8_0, Q4_0/Q4_1/Q5_0/Q5_1) in bytes/s against the read bandwidth, and prefill 512 x 2048 x 8192
 // in effective FLOP/s next to the f32 GEMM of the same shape; limits from bench_limits.h.
 #include <benchmark/benchmark.h>
 
@@ -46,14 +46,16 @@ AlignedBuffer quantized_weights(GgmlType type, int64_t n, int64_t k) {
   return w;
 }
 
-// ---- decode GEMV: 1 x K x N. The weights rotate through enough copies (>= 1 GiB) that
-// every call streams them from DRAM, not from the last-level cache.
+// ---- decode GEMV: 1 x K x N. cold = 1: the weights rotate through enough copies
+// (>= 1 GiB) that every call streams them from DRAM, not from the last-level cache;
+// cold = 0: one copy, read again each call (from L2 when it fits: the loop's own speed).
 void BM_QGemv(benchmark::State& st) {
   const int64_t K = st.range(0), N = st.range(1);
   const auto type = static_cast<GgmlType>(st.range(2));
+  const bool cold = st.range(3) != 0;
   const AlignedBuffer first = quantized_weights(type, N, K);
   const size_t bytes = first.size();
-  const size_t copies = std::max<size_t>(2, ((size_t{1} << 30) + bytes - 1) / bytes);
+  const size_t copies = cold ? std::max<size_t>(2, ((size_t{1} << 30) + bytes - 1) / bytes) : 1;
   std::vector<AlignedBuffer> weights;
   for (size_t i = 0; i < copies; ++i) {
     weights.emplace_back(bytes, 64);
@@ -74,15 +76,19 @@ void BM_QGemv(benchmark::State& st) {
     i = (i + 1) % copies;
     benchmark::ClobberMemory();
   }
-  st.SetLabel(std::string(formats::ggml_type_name(type)));
+  st.SetLabel(std::string(formats::ggml_type_name(type)) + (cold ? "" : " hot"));
   bench::set_bytes(st, static_cast<double>(bytes));
 }
+const std::vector<int64_t> kGemvTypes = {
+    static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K), static_cast<int64_t>(GgmlType::Q8_0),
+    static_cast<int64_t>(GgmlType::Q4_0), static_cast<int64_t>(GgmlType::Q4_1), static_cast<int64_t>(GgmlType::Q5_0),
+    static_cast<int64_t>(GgmlType::Q5_1)};
 BENCHMARK(BM_QGemv)
-    ->ArgNames({"K", "N", "type"})
-    ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q4_K)})
-    ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q6_K)})
-    ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q8_0)})
-    ->Args({2048, 8192, static_cast<int64_t>(GgmlType::Q4_0)})
+    ->ArgNames({"K", "N", "type", "cold"})
+    ->ArgsProduct({{2048}, {8192}, kGemvTypes, {1}})
+    ->ArgsProduct({{8192}, {2048}, kGemvTypes, {1}})
+    // 2048 x 512: 0.3-0.9 MB, read from L2 and L3 (tasks go to either thread).
+    ->ArgsProduct({{2048}, {512}, kGemvTypes, {0}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
