@@ -19,7 +19,8 @@ namespace rlx::cpu {
 enum class QMatmulPath : uint8_t {
   kAuto,
   kGemv,   ///< fused dequant GEMV: integer dots per block, weights decoded once per group of
-           ///< 4 (8 with AVX-512) activation rows, in cache-sized chunks of weight rows
+           ///< 4 activation rows (AVX-512: 8; 12 for Q8_0, 6 for Q4_0/Q4_1/Q5_0/Q5_1), in
+           ///< cache-sized chunks of weight rows
   kPanel,  ///< prefill: weight panels decoded to f32 once per call, f32 GEMM micro-tiles
 };
 
