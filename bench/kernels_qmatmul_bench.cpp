@@ -121,7 +121,9 @@ BENCHMARK(BM_QPrefill)
     ->ArgNames({"M", "K", "N", "type", "path"})
     ->ArgsProduct({{512}, {2048}, {8192},
                    {static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K),
-                    static_cast<int64_t>(GgmlType::Q8_0), static_cast<int64_t>(GgmlType::Q4_0)},
+                    static_cast<int64_t>(GgmlType::Q8_0), static_cast<int64_t>(GgmlType::Q4_0),
+                    static_cast<int64_t>(GgmlType::Q4_1), static_cast<int64_t>(GgmlType::Q5_0),
+                    static_cast<int64_t>(GgmlType::Q5_1)},
                    {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

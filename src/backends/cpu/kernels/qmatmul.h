@@ -14,8 +14,8 @@ namespace rlx::cpu {
 
 /// Which loop nest serves the call. kAuto picks kGemv at every m for the types whose
 /// integer loops beat the f32 panels with the ISA in use (the K-quants everywhere: 1.2x
-/// for Q4_K, 1.5x for Q6_K at 512x2048x8192 on AVX-512 VNNI; Q4_0/Q5_0/Q8_0 with the
-/// AVX-512 VNNI loops), for the other types when m <= kQGemvMaxM; else kPanel.
+/// for Q4_K, 1.5x for Q6_K at 512x2048x8192 on AVX-512 VNNI; Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 with
+/// the AVX-512 VNNI loops), for the other types when m <= kQGemvMaxM; else kPanel.
 enum class QMatmulPath : uint8_t {
   kAuto,
   kGemv,   ///< fused dequant GEMV: integer dots per block, weights decoded once per group of
