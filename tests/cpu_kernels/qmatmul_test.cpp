@@ -217,7 +217,10 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, QMatmulTypes, ::testing::ValuesIn(kQuantTypes
                            return std::string(formats::ggml_type_name(i.param));
                          });
 
-// The ISA paths agree with each other closely (same integer sums, f32 order differs).
+// The ISA paths agree with each other closely where they take the same path (same integer
+// sums, f32 order differs). Where kAuto picks the integer loops on one ISA and the f32
+// panels on another (m > kQGemvMaxM), each is held to the tight bound of check_type, so
+// they agree within twice it.
 TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
   Rng rng;
   RLX_TRACE_SEED(rng);
@@ -245,6 +248,8 @@ TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
       p.n = n;
       p.k = k;
       std::vector<float> first;
+      QMatmulPath first_path = QMatmulPath::kAuto;
+      std::vector<double> abs_sum;  // of the reference, when two paths differ
       for (IsaLevel l : test::isa_levels()) {
         SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(t) << " k=" << k << " m=" << m
                                           << " isa=" << isa_name(l));
@@ -253,13 +258,17 @@ TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
         ASSERT_TRUE(dequant_matmul(KernelContext{&test::test_pool(), l}, p, t, x.data(), w.packed.data(), y.data(),
                                    QMatmulScratch{scratch.data(), scratch.size()})
                         .ok());
+        const QMatmulPath path = qmatmul_auto_path(t, m, l);
         if (first.empty()) {
           first = y;
+          first_path = path;
           continue;
         }
-        for (size_t i = 0; i < y.size(); ++i)
-          ASSERT_NEAR(y[i], first[i], 1e-5 * (std::fabs(first[i]) + 1.0))
-              << " i=" << i;
+        if (path != first_path && abs_sum.empty()) abs_sum = reference(t, x, k, w, nullptr, m, n, k).abs_sum;
+        for (size_t i = 0; i < y.size(); ++i) {
+          const double tol = path == first_path ? 1e-5 * (std::fabs(first[i]) + 1.0) : 2 * kTightRel * abs_sum[i] + 1e-6;
+          ASSERT_NEAR(y[i], first[i], tol) << " i=" << i;
+        }
       }
     }
   }
