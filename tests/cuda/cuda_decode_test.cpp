@@ -3,7 +3,8 @@
 // weights at a long K against a float64 reference), and CUDA graph replay (a synthetic
 // llama run with graphs and programmatic launch on gives exactly the logits of the
 // step-by-step path with both off, across prefills of changing extent and decode steps
-// at changing positions). Plus decode and prefill benchmarks (the prefill one next to a
+// at changing positions), and the decode-step fusions against the same run without them.
+// Plus decode and prefill benchmarks (the prefill one next to a
 // cuBLASLt GEMM probe at the model's shapes) that run only when RLX_CUDA_BENCH_MODEL
 // names a GGUF file. Every test skips, saying so, when the build has no CUDA backend or
 // the machine has no GPU.
@@ -45,33 +46,35 @@ using ir::DType;
 using ir::GraphBuilder;
 using ir::OpKind;
 
-/// Makes the registry create CUDA backends with graphs and programmatic launch on or off
-/// (the default options again when the scope ends).
+/// Makes the registry create CUDA backends with graphs, programmatic launch and the
+/// decode-step fusions on or off (the default options again when the scope ends).
 class CudaGraphsMode {
  public:
-  explicit CudaGraphsMode(bool graphs, bool pdl = true) { set(graphs, pdl); }
+  explicit CudaGraphsMode(bool graphs, bool pdl = true, bool fuse = true) { set(graphs, pdl, fuse); }
   ~CudaGraphsMode() {
 #ifdef RLX_HAVE_CUDA
     const cuda_backend::CudaOptions d = cuda_backend::default_cuda_options();
-    set(d.graphs, d.programmatic_launch);
+    set(d.graphs, d.programmatic_launch, d.fuse_swiglu && d.fuse_rope_kv);
 #endif
   }
 
  private:
-  static void set(bool graphs, bool pdl) {
+  static void set(bool graphs, bool pdl, bool fuse) {
 #ifdef RLX_HAVE_CUDA
     BackendRegistry::global().register_backend(
         DeviceKind::kCuda,
-        [graphs, pdl](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
+        [graphs, pdl, fuse](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
           cuda_backend::CudaOptions o = cuda_backend::default_cuda_options();
           o.graphs = graphs;
           o.programmatic_launch = pdl;
+          o.fuse_swiglu = o.fuse_rope_kv = fuse;
           ASSIGN_OR_RETURN(std::shared_ptr<cuda_backend::CudaBackend> b, cuda_backend::CudaBackend::create(device.ordinal, o));
           return std::shared_ptr<Backend>(std::move(b));
         });
 #else
     (void)graphs;
     (void)pdl;
+    (void)fuse;
 #endif
   }
 };
@@ -285,6 +288,43 @@ TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
         EXPECT_LE(e, 1e-4) << "call " << i << ": CUDA vs CPU relative L2 error " << e;
       }
     }
+    std::filesystem::remove(path);
+  }
+}
+
+// The decode-step fusions (SwiGLU GEMV, rope + KV-cache writes) against the same model
+// run with them off, across prefills of changing extent (M = 3, 5: the GEMV path) and
+// decode steps; both runs step by step so that only the fusions differ. (The default mode,
+// fusions on, is checked against the CPU backend by ReplayMatchesStepByStepAcrossDecodeSteps.)
+TEST(CudaDecode, FusedStepsMatchUnfused) {
+  REQUIRE_CUDA();
+  const auto dir = std::filesystem::temp_directory_path();
+  for (const char* type : {"f32", "f16", "q8_0", "q4_k_m"}) {
+    SCOPED_TRACE(type);
+    const std::string path = (dir / fmt::format("rlx_cuda_fuse_{}_{}.gguf", type, ::getpid())).string();
+    models::SynthOptions so;
+    so.type = type;
+    ASSERT_TRUE(models::write_synthetic_gguf(so, path).ok());
+    Expected<DecodeTrace> fused = Error::internal("not run"), plain = Error::internal("not run");
+    {
+      CudaGraphsMode off(false, false, false);
+      plain = run_trace(path, Device::cuda());
+    }
+    {
+      CudaGraphsMode on(false, false, true);
+      fused = run_trace(path, Device::cuda());
+    }
+    ASSERT_TRUE(plain.has_value()) << plain.error().to_string();
+    ASSERT_TRUE(fused.has_value()) << fused.error().to_string();
+    ASSERT_EQ(plain->logits.size(), fused->logits.size());
+    double worst = 0;
+    for (size_t i = 0; i < plain->logits.size(); ++i) {
+      ASSERT_EQ(plain->logits[i].size(), fused->logits[i].size());
+      const double e = rel_l2(fused->logits[i], plain->logits[i]);
+      worst = std::max(worst, e);
+      EXPECT_LE(e, 1e-6) << "call " << i << ": fused decode steps differ from unfused (relative L2 " << e << ")";
+    }
+    std::printf("[ fused vs unfused ] %s: worst relative L2 %.3g over %zu calls\n", type, worst, plain->logits.size());
     std::filesystem::remove(path);
   }
 }

@@ -13,6 +13,9 @@
 #include "rlx/formats/quant.h"
 #include "rlx/rlx.h"
 #include "cuda_test_util.h"
+#ifdef RLX_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 namespace rlx {
 namespace {
@@ -88,6 +91,36 @@ TEST(CudaBackend, AvailabilityIsReported) {
   EXPECT_EQ(s->backend()->name(), "cuda");
   auto bad = Session::create(Device::cuda(99));
   EXPECT_FALSE(bad.has_value());
+}
+
+// RLX_CUDA_FUSE's list: names select fusions, "all" / "none" the obvious, and a typo is
+// an error naming it (no GPU needed).
+TEST(CudaBackend, FusionListParsing) {
+#ifdef RLX_HAVE_CUDA
+  using cuda_backend::CudaOptions;
+  auto parse = [](const std::string& list) -> Expected<CudaOptions> {
+    CudaOptions o;
+    TRY(cuda_backend::apply_fusion_list(list, o));
+    return o;
+  };
+  auto all = parse("all");
+  ASSERT_TRUE(all.has_value());
+  EXPECT_TRUE(all->fuse_swiglu && all->fuse_rope_kv);
+  for (const char* off : {"0", "off", "none"}) {
+    auto o = parse(off);
+    ASSERT_TRUE(o.has_value()) << off;
+    EXPECT_FALSE(o->fuse_swiglu || o->fuse_rope_kv) << off;
+  }
+  auto some = parse("rope_kv");
+  ASSERT_TRUE(some.has_value());
+  EXPECT_TRUE(some->fuse_rope_kv);
+  EXPECT_FALSE(some->fuse_swiglu);
+  auto bad = parse("swiglu,rope");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().to_string().find("unknown fusion 'rope'"), std::string::npos) << bad.error().to_string();
+#else
+  GTEST_SKIP() << "built without the CUDA backend: skipped";
+#endif
 }
 
 TEST(CudaOps, Activations) {

@@ -12,6 +12,8 @@
 //                 0 or off: the CUDA backend without graph replay, programmatic launch,
 //                 grouped sibling GEMVs, tensor-core prefill attention (default on;
 //                 CudaOptions)
+//   RLX_CUDA_FUSE the CUDA decode-step fusions to apply: "all" (default), "0" / "off" /
+//                 "none", or a comma list of swiglu, rope_kv
 //   RLX_CUDA_PROFILE 1: per-step GPU times of CUDA runs (default off)
 #pragma once
 
@@ -29,6 +31,7 @@ struct EnvConfig {
   bool cuda_graphs = true;             ///< RLX_CUDA_GRAPHS (false for "0" or "off")
   bool cuda_programmatic_launch = true;  ///< RLX_CUDA_PDL
   bool cuda_group_gemvs = true;        ///< RLX_CUDA_GROUP_GEMV
+  std::string cuda_fuse = "all";       ///< RLX_CUDA_FUSE (unset: "all")
   bool cuda_attention_tensor_cores = true;  ///< RLX_CUDA_ATTN_TC
   bool cuda_profile = false;           ///< RLX_CUDA_PROFILE (true only for "1")
 };

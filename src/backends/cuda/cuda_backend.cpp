@@ -19,6 +19,7 @@
 #include "backends/cuda/cuda_step.h"
 #include "backends/cuda/cuda_util.h"
 #include "rlx/base/env.h"
+#include "rlx/base/log.h"
 #include "rlx/runtime/tensor.h"
 
 namespace rlx::cuda_backend {
@@ -354,7 +355,14 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     sh->host_out_bytes += (e.bytes + 63) / 64 * 64;
   }
   decide_split(*sh);
+  if (opt.fuse_swiglu || opt.fuse_rope_kv) {
+    std::vector<ValueId> outs;
+    for (const ir::ManifestEntry& e : m.outputs) outs.push_back(e.value);
+    fuse_decode_steps(sh->steps, g, outs, opt.fuse_swiglu, opt.fuse_rope_kv);
+  }
   if (opt.group_gemvs) group_sibling_gemvs(sh->steps);
+  if (log_level() <= LogLevel::kDebug)
+    for (const Step& st : sh->steps) RLX_LOG_DEBUG("cuda step {}: {}", st.index, *st.what);
   shared_ = sh;
   params_.assign(m.params.size(), nullptr);
   TRY(allocate());
@@ -627,6 +635,24 @@ compile::OpSet cuda_supported_ops() {
   return ops;
 }
 
+Status apply_fusion_list(const std::string& list, CudaOptions& o) {
+  if (list == "all") return {};
+  o.fuse_swiglu = o.fuse_rope_kv = false;
+  if (list == "0" || list == "off" || list == "none") return {};
+  size_t at = 0;
+  while (at <= list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string name = list.substr(at, end - at);
+    if (name == "swiglu") o.fuse_swiglu = true;
+    else if (name == "rope_kv") o.fuse_rope_kv = true;
+    else
+      return Error::invalid_argument("RLX_CUDA_FUSE='{}': unknown fusion '{}' (known: swiglu, rope_kv; or all, none)",
+                                     list, name);
+    at = end + 1;
+  }
+  return {};
+}
+
 CudaOptions default_cuda_options() {
   static const CudaOptions defaults = [] {
     const EnvConfig& env = env_config();
@@ -635,10 +661,17 @@ CudaOptions default_cuda_options() {
     o.profile = env.cuda_profile;
     o.programmatic_launch = env.cuda_programmatic_launch;
     o.group_gemvs = env.cuda_group_gemvs;
+    (void)apply_fusion_list(env.cuda_fuse, o);  // a bad list is reported by create(ordinal)
     o.attention_tensor_cores = env.cuda_attention_tensor_cores;
     return o;
   }();
   return defaults;
+}
+
+Expected<std::shared_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
+  CudaOptions check;
+  TRY(apply_fusion_list(env_config().cuda_fuse, check));
+  return create(ordinal, default_cuda_options());
 }
 
 CudaBackend::CudaBackend(int ordinal, CudaOptions options, int sms)

@@ -34,13 +34,24 @@ struct CudaOptions {
   /// Consecutive decode GEMVs over the same x (q/k/v, gate/up) share one launch
   /// (group_sibling_gemvs). RLX_CUDA_GROUP_GEMV=0 turns it off.
   bool group_gemvs = true;
+  /// Decode-step fusions (fuse_decode_steps): the gate/up GEMVs and their silu * up
+  /// region as one SwiGLU GEMV (`fuse_swiglu`); rope(q), rope(k) and both KV-cache
+  /// writes as one launch (`fuse_rope_kv`). RLX_CUDA_FUSE selects them (see env.h).
+  bool fuse_swiglu = true;
+  bool fuse_rope_kv = true;
 };
 
 /// The options `create(ordinal)` uses: the defaults, with RLX_CUDA_GRAPHS=0 turning
 /// graphs off, RLX_CUDA_PROFILE=1 turning profiling on, RLX_CUDA_PDL=0 turning
 /// programmatic launch off, RLX_CUDA_ATTN_TC=0 the tensor-core prefill attention and
-/// RLX_CUDA_GROUP_GEMV=0 grouped GEMVs (read once, when the first backend is created).
+/// RLX_CUDA_GROUP_GEMV=0 grouped GEMVs, and RLX_CUDA_FUSE the decode-step fusions
+/// (read once, when the first backend is created). Fails on an RLX_CUDA_FUSE entry it
+/// does not know.
 CudaOptions default_cuda_options();
+
+/// Applies an RLX_CUDA_FUSE list ("all", "0" / "off" / "none", or a comma list of
+/// swiglu, rope_kv) to `o`'s fusion switches; an unknown name is an error.
+Status apply_fusion_list(const std::string& list, CudaOptions& o);
 
 /// Number of CUDA devices visible to this process (0 when there is no driver or GPU).
 int cuda_device_count();
@@ -49,7 +60,8 @@ class CudaBackend final : public Backend {
  public:
   /// Fails (error value) when device `ordinal` does not exist.
   static Expected<std::shared_ptr<CudaBackend>> create(int ordinal, CudaOptions options);
-  static Expected<std::shared_ptr<CudaBackend>> create(int ordinal) { return create(ordinal, default_cuda_options()); }
+  /// With default_cuda_options(); fails on a malformed RLX_CUDA_FUSE.
+  static Expected<std::shared_ptr<CudaBackend>> create(int ordinal);
 
   std::string name() const override { return "cuda"; }
   const compile::OpSet& supported_ops() const override { return ops_; }

@@ -127,6 +127,28 @@ struct RopeParams {
 };
 void launch_rope(const RopeParams& p, cudaStream_t s);
 
+/// A decode step's rope(q), rope(k) and the two KV-cache writes in one launch: q and k
+/// as launch_rope (k.out may be null: k only goes to the cache), k's rows written into
+/// k_cache rows [start, start + k_rows),
+/// the cache row laid out as k's output row, same dtype), v's rows copied into v_cache
+/// rows [start, start + v_rows). Starts are read on the device; one out of range skips
+/// that cache and stores err_code into *err (as launch_update_slice).
+struct RopeKvParams {
+  RopeParams q, k;
+  void* k_cache = nullptr;
+  const void* k_start = nullptr;
+  DT k_start_dt = DT::I32;
+  int64_t k_len = 0, k_rows = 0;  ///< cache rows, rows written
+  const void* v = nullptr;
+  void* v_cache = nullptr;
+  const void* v_start = nullptr;
+  DT v_dt = DT::F32, v_start_dt = DT::I32;
+  int64_t v_len = 0, v_rows = 0, v_width = 0;
+  int* err = nullptr;
+  int err_code = 0;
+};
+void launch_rope_kv(const RopeKvParams& p, cudaStream_t s);
+
 /// A tensor seen as [outer, len, inner] around one axis.
 struct AxisParams {
   const void* x = nullptr;

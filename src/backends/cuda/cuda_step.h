@@ -137,6 +137,17 @@ StepBuilder cuda_builder(ir::OpKind kind);
 /// layout is decided; renumbers the steps.
 void group_sibling_gemvs(std::vector<Step>& steps);
 
+/// Step-level fusions of a decode graph, run after the split layout is decided and
+/// before group_sibling_gemvs; renumbers the steps:
+/// - gemv(x, Wg), gemv(x, Wu), region silu(gate) * up -> one SwiGLU GEMV (both products
+///   used only by the region);
+/// - rope(q), rope(k), update_slice(k cache, rope k), update_slice(v cache, v) -> one
+///   launch (launch_rope_kv).
+/// `outputs`: values the executable copies out (never fused away); `swiglu`, `rope_kv`:
+/// which of the two to apply.
+void fuse_decode_steps(std::vector<Step>& steps, const ir::Graph& g, const std::vector<ir::ValueId>& outputs,
+                       bool swiglu, bool rope_kv);
+
 /// Bytes of one row of K elements of packed type `t` in the split device layout.
 int64_t split_row_bytes(ir::DType t, int64_t K);
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "backends/cuda/cuda_step.h"
 #include "backends/cuda/cuda_util.h"
@@ -1130,6 +1131,13 @@ Status build_boundary(BuildCtx&, Step& step) {
   return {};
 }
 
+bool same_ref(const ValueRef& a, const ValueRef& b) {
+  return a.kind == b.kind && a.index == b.index && a.offset == b.offset;
+}
+bool disjoint_refs(const ValueRef& a, const ValueRef& b) {
+  return a.kind != b.kind || a.index != b.index || a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset;
+}
+
 }  // namespace
 
 void group_sibling_gemvs(std::vector<Step>& steps) {
@@ -1138,12 +1146,6 @@ void group_sibling_gemvs(std::vector<Step>& steps) {
     const LinearParams& p = s.p<LinearParams>();
     if (!p.gemv || p.swiglu || p.has_bias || (packed_split(p.gv.w_dt) && !s.split)) return nullptr;
     return &p;
-  };
-  auto same_ref = [](const ValueRef& a, const ValueRef& b) {
-    return a.kind == b.kind && a.index == b.index && a.offset == b.offset;
-  };
-  auto disjoint = [](const ValueRef& a, const ValueRef& b) {
-    return a.kind != b.kind || a.index != b.index || a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset;
   };
   std::vector<Step> out;
   out.reserve(steps.size());
@@ -1162,8 +1164,8 @@ void group_sibling_gemvs(std::vector<Step>& steps) {
                   c.x_vec4 == a.x_vec4 && c.w_const == a.w_const && sj.extent_ok == steps[i].extent_ok;
         // Every output apart from x and from the others (they are all live at once).
         for (size_t k = i; ok && k < j; ++k)
-          ok = disjoint(sj.out, steps[k].out) && disjoint(steps[k].out, steps[i].in[0]);
-        ok = ok && disjoint(sj.out, steps[i].in[0]);
+          ok = disjoint_refs(sj.out, steps[k].out) && disjoint_refs(steps[k].out, steps[i].in[0]);
+        ok = ok && disjoint_refs(sj.out, steps[i].in[0]);
         if (!ok) break;
       }
     }
@@ -1194,6 +1196,183 @@ void group_sibling_gemvs(std::vector<Step>& steps) {
     g.what = std::make_shared<const std::string>(what);
     out.push_back(std::move(g));
     i = j;
+  }
+  for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
+  steps = std::move(out);
+}
+
+namespace {
+
+/// rope(q), rope(k) and the two cache writes (fuse_decode_steps): in = [q_x, q_pos, k_x,
+/// k_pos, k_cache, k_start, v, v_cache, v_start, k_out], out = q_out.
+struct RopeKvStepParams {
+  RopeKvParams k;
+  std::shared_ptr<DeviceBuffer> q_table, k_table;
+  int64_t k_src_len = 0, v_src_len = 0;
+  bool k_bucket = false, v_bucket = false;
+  bool k_out = true;  // rope(k) has readers besides the cache write
+};
+
+Status rope_kv_fn(const Step& s, const RunCtx& ctx) {
+  const RopeKvStepParams& p = s.p<RopeKvStepParams>();
+  RopeKvParams k = p.k;
+  k.q.x = s.in_ptr[0];
+  k.q.pos = s.in_ptr[1];
+  k.q.out = s.out_ptr;
+  k.q.inv_freq = reinterpret_cast<const double*>(p.q_table->data());
+  k.k.x = s.in_ptr[2];
+  k.k.pos = s.in_ptr[3];
+  k.k.out = p.k_out ? const_cast<uint8_t*>(s.in_ptr[9]) : nullptr;
+  k.k.inv_freq = reinterpret_cast<const double*>(p.k_table->data());
+  k.k_cache = const_cast<uint8_t*>(s.in_ptr[4]);  // handles are written in place by design
+  k.k_start = s.in_ptr[5];
+  k.v = s.in_ptr[6];
+  k.v_cache = const_cast<uint8_t*>(s.in_ptr[7]);
+  k.v_start = s.in_ptr[8];
+  k.k_rows = p.k_bucket && ctx.extent_on ? p.k_src_len / ctx.upper * ctx.actual : p.k_src_len;
+  k.v_rows = p.v_bucket && ctx.extent_on ? p.v_src_len / ctx.upper * ctx.actual : p.v_src_len;
+  k.err = ctx.err;
+  k.err_code = s.index + 1;
+  launch_rope_kv(k, ctx.stream);
+  return {};
+}
+
+/// A decode GEMV step that group_sibling_gemvs could also take (no epilogue).
+const LinearParams* plain_gemv_params(const Step& s) {
+  if (s.fn != &gemv_fn) return nullptr;
+  const LinearParams& p = s.p<LinearParams>();
+  if (!p.gemv || p.swiglu || p.has_bias || p.gv.act != 0 || p.gv.n_parts > 1) return nullptr;
+  return &p;
+}
+
+/// Steps [i, i + 3): gemv(x, Wa), gemv(x, Wb), region silu(a) * b (either order of the
+/// product's operands, either GEMV the gate) -> one SwiGLU GEMV writing the region's
+/// output. Both products must be used only by the region.
+std::optional<Step> match_gemv_swiglu(const std::vector<Step>& steps, size_t i, const ir::Graph& g,
+                                      const std::vector<int32_t>& uses) {
+  if (i + 2 >= steps.size()) return std::nullopt;
+  const Step &a = steps[i], &b = steps[i + 1], &r = steps[i + 2];
+  const LinearParams* pa = plain_gemv_params(a);
+  const LinearParams* pb = plain_gemv_params(b);
+  if (pa == nullptr || pb == nullptr || r.node == ir::kNoValue) return std::nullopt;
+  const ir::Node& rn = g.node(r.node);
+  if (rn.op != OpKind::ElementwiseRegion || rn.inputs.size() != 2 || rn.dtype != DType::F32) return std::nullopt;
+  const GemvParams &va = pa->gv, &vb = pb->gv;
+  if (!same_ref(a.in[0], b.in[0]) || va.w_dt != vb.w_dt || va.x_dt != vb.x_dt || va.M != vb.M || va.N != vb.N ||
+      va.K != vb.K || va.y_dt != DT::F32 || vb.y_dt != DT::F32 || a.split != b.split ||
+      (packed_split(va.w_dt) && !a.split) || a.in[1].offset % 16 != 0 || b.in[1].offset % 16 != 0)
+    return std::nullopt;
+  if (uses[static_cast<size_t>(a.node)] != 1 || uses[static_cast<size_t>(b.node)] != 1) return std::nullopt;
+  // The region's output is born after x's last reader, so the plan may have put it over
+  // x; the fused kernel writes it while other blocks still read x.
+  if (!disjoint_refs(r.out, a.in[0])) return std::nullopt;
+  if (g.node(a.node).shape != rn.shape || g.node(b.node).shape != rn.shape) return std::nullopt;
+  // silu(i_g) * i_u with {i_g, i_u} = {input 0, input 1}
+  const auto& st = rn.attr<ir::RegionAttrs>().steps;
+  if (st.size() != 2 || st[0].op != OpKind::Activation ||
+      st[0].kind != static_cast<uint8_t>(ir::ActKind::Silu) || st[0].args.size() != 1 || st[0].args[0] >= 0 ||
+      st[1].op != OpKind::Binary || st[1].kind != static_cast<uint8_t>(ir::BinaryKind::Mul) || st[1].args.size() != 2 ||
+      st[0].dtype != DType::F32 || st[1].dtype != DType::F32)
+    return std::nullopt;
+  const int gate_in = -1 - st[0].args[0];
+  const int up_arg = st[1].args[0] == 0 ? st[1].args[1] : st[1].args[1] == 0 ? st[1].args[0] : 0;
+  if (up_arg >= 0 || -1 - up_arg == gate_in) return std::nullopt;
+  const ir::ValueId gate_v = rn.inputs[static_cast<size_t>(gate_in)], up_v = rn.inputs[static_cast<size_t>(-1 - up_arg)];
+  const Step* gate = gate_v == a.node && up_v == b.node ? &a : gate_v == b.node && up_v == a.node ? &b : nullptr;
+  if (gate == nullptr) return std::nullopt;
+  const Step& up = gate == &a ? b : a;
+  auto p = std::make_shared<LinearParams>(gate->p<LinearParams>());
+  p->swiglu = true;
+  p->gv.swiglu = true;
+  p->gv.y_dt = DT::F32;
+  p->gv.w_const = va.w_const && vb.w_const;
+  Step f = *gate;
+  f.node = r.node;
+  f.in = {gate->in[0], gate->in[1], up.in[1]};
+  f.out = r.out;
+  f.params = p;
+  f.split_inputs = gate->split_inputs != 0 ? 6 : 0;
+  f.extent_ok = a.extent_ok && b.extent_ok && r.extent_ok;
+  f.what = std::make_shared<const std::string>(*gate->what + " + " + *up.what + " + " + *r.what);
+  return f;
+}
+
+/// Steps [i, i + 4): rope(q), rope(k), update_slice(k cache, rope k), update_slice(v
+/// cache, v) -> one rope_kv launch. Caches must be plain 2-D handles in the dtype of
+/// what is written into them, their outputs the handles themselves.
+std::optional<Step> match_rope_kv(const std::vector<Step>& steps, size_t i, const ir::Graph& g,
+                                  const std::vector<int32_t>& uses) {
+  if (i + 3 >= steps.size()) return std::nullopt;
+  const Step &rq = steps[i], &rk = steps[i + 1], &uk = steps[i + 2], &uv = steps[i + 3];
+  if (rq.fn != &rope_fn || rk.fn != &rope_fn || uk.fn != &update_fn || uv.fn != &update_fn) return std::nullopt;
+  const UpdateParams &pk = uk.p<UpdateParams>(), &pv = uv.p<UpdateParams>();
+  const RopeStepParams &qp = rq.p<RopeStepParams>(), &kp = rk.p<RopeStepParams>();
+  if (!same_ref(uk.in[1], rk.out) || !same_ref(uk.out, uk.in[0]) || !same_ref(uv.out, uv.in[0])) return std::nullopt;
+  if (pk.k.outer != 1 || pv.k.outer != 1) return std::nullopt;
+  const ir::Node &kc = g.node(g.node(uk.node).inputs[0]), &vc = g.node(g.node(uv.node).inputs[0]);
+  const ir::Node& vsrc = g.node(g.node(uv.node).inputs[1]);
+  if (to_dt(kc.dtype) != kp.k.out_dt || !float_dt(vc.dtype) || vsrc.dtype != vc.dtype) return std::nullopt;
+  const int64_t v_width = pv.k.inner_bytes / dt_size(to_dt(vc.dtype));
+  if (pk.k.inner_bytes != kp.k.width * dt_size(kp.k.out_dt) || pk.k.src_len != kp.k.rows) return std::nullopt;
+  // A thread reads its own elements before writing them, so a rope may run in place
+  // (out == x); across parts, nothing one part writes may alias what another reads or
+  // writes.
+  const ValueRef &qx = rq.in[0], &qo = rq.out, &kx = rk.in[0], &ko = rk.out, &v = uv.in[1];
+  // rope(k)'s own output is written only when something besides the cache write reads it.
+  const ValueRef &kc_ref = uk.in[0], &vc_ref = uv.in[0];
+  const bool k_out = uses[static_cast<size_t>(rk.node)] > 1;
+  for (const auto& [w, r] : {std::pair{&qo, &kx}, {&qo, &v}, {&kc_ref, &qx}, {&kc_ref, &kx}, {&kc_ref, &v},
+                             {&kc_ref, &qo}, {&vc_ref, &qx}, {&vc_ref, &kx}, {&vc_ref, &v}, {&vc_ref, &qo},
+                             {&vc_ref, &kc_ref}})
+    if (!disjoint_refs(*w, *r)) return std::nullopt;
+  if (k_out)
+    for (const auto& [w, r] : {std::pair{&qo, &ko}, {&ko, &qx}, {&ko, &v}, {&kc_ref, &ko}, {&vc_ref, &ko}})
+      if (!disjoint_refs(*w, *r)) return std::nullopt;
+  auto p = std::make_shared<RopeKvStepParams>();
+  p->k.q = qp.k;
+  p->k.k = kp.k;
+  p->q_table = qp.table;
+  p->k_table = kp.table;
+  p->k.k_start_dt = pk.k.start_dt;
+  p->k.k_len = pk.k.dst_len;
+  p->k.v_dt = to_dt(vc.dtype);
+  p->k.v_start_dt = pv.k.start_dt;
+  p->k.v_len = pv.k.dst_len;
+  p->k.v_width = v_width;
+  p->k_src_len = pk.k.src_len;
+  p->v_src_len = pv.k.src_len;
+  p->k_bucket = pk.src_bucket;
+  p->v_bucket = pv.src_bucket;
+  p->k_out = k_out;
+  Step f = rq;
+  f.fn = &rope_kv_fn;
+  f.in = {rq.in[0], rq.in[1], rk.in[0], rk.in[1], uk.in[0], uk.in[2], uv.in[1], uv.in[0], uv.in[2], rk.out};
+  f.params = p;
+  f.split_inputs = 0;
+  f.extent_ok = rq.extent_ok && rk.extent_ok && uk.extent_ok && uv.extent_ok;
+  f.what = std::make_shared<const std::string>(*rq.what + " + " + *rk.what + " + " + *uk.what + " + " + *uv.what);
+  return f;
+}
+
+}  // namespace
+
+void fuse_decode_steps(std::vector<Step>& steps, const ir::Graph& g, const std::vector<ir::ValueId>& outputs,
+                       bool swiglu, bool rope_kv) {
+  std::vector<int32_t> uses = g.use_counts();
+  for (ir::ValueId v : outputs) ++uses[static_cast<size_t>(v)];
+  std::vector<Step> out;
+  out.reserve(steps.size());
+  for (size_t i = 0; i < steps.size();) {
+    if (std::optional<Step> f = swiglu ? match_gemv_swiglu(steps, i, g, uses) : std::nullopt) {
+      out.push_back(std::move(*f));
+      i += 3;
+    } else if (std::optional<Step> f2 = rope_kv ? match_rope_kv(steps, i, g, uses) : std::nullopt) {
+      out.push_back(std::move(*f2));
+      i += 4;
+    } else {
+      out.push_back(std::move(steps[i]));
+      ++i;
+    }
   }
   for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
   steps = std::move(out);

@@ -1,6 +1,7 @@
 // CUDA kernels for row-wise ops: RmsNorm / LayerNorm and their fused residual forms,
 // Rope, Softmax, Cumsum, TopK and the general Reduce. One block per row (or per
 // output element for Reduce), accumulation in double where the CPU reference does.
+#include <algorithm>
 #include <cfloat>
 
 #include "backends/cuda/cuda_common.cuh"
@@ -104,35 +105,77 @@ __global__ void norm_kernel(const NormParams p) {
   }
 }
 
+__host__ __device__ __forceinline__ int64_t rope_elements(const RopeParams& p) {
+  return p.rows * (p.width / p.head_dim) * (p.n_rot / 2 + (p.head_dim - p.n_rot));
+}
+
+// Element e of rope p: a rotated pair (or a passed-through element) of one head of one
+// row. The results go to p.out (unless null) and, when `cache` is set, to
+// cache[cache_off + i] for output index i (a cache row laid out as the output row, same
+// dtype).
+__device__ __forceinline__ void rope_element(const RopeParams& p, int64_t e, void* cache, int64_t cache_off) {
+  const int64_t half = p.n_rot / 2;
+  const int64_t n_heads = p.width / p.head_dim;
+  const int64_t per_head = half + (p.head_dim - p.n_rot);
+  const int64_t i = e % per_head;
+  const int64_t h = (e / per_head) % n_heads;
+  const int64_t r = e / (per_head * n_heads);
+  const int64_t hb = r * p.width + h * p.head_dim;  // output element base
+  const int64_t xb = r * p.in_width + p.in_offset + h * p.head_dim;
+  auto put = [&](int64_t o, float v) {
+    if (p.out != nullptr) st_f(p.out_dt, p.out, o, v);
+    if (cache != nullptr) st_f(p.out_dt, cache, cache_off + o, v);
+  };
+  if (i >= half) {  // dims past n_rot pass through
+    const int64_t c = p.n_rot + (i - half);
+    put(hb + c, ld_f(p.x_dt, p.x, xb + c));
+    return;
+  }
+  const double pos = static_cast<double>(ld_i(p.pos_dt, p.pos, r % p.seq));
+  double sn, cs;
+  sincos(pos * p.inv_freq[i], &sn, &cs);
+  const float c = static_cast<float>(cs), s = static_cast<float>(sn);
+  const int64_t i0 = p.neox ? i : 2 * i;
+  const int64_t i1 = p.neox ? i + half : 2 * i + 1;
+  const float x0 = ld_f(p.x_dt, p.x, xb + i0), x1 = ld_f(p.x_dt, p.x, xb + i1);
+  put(hb + i0, x0 * c - x1 * s);
+  put(hb + i1, x0 * s + x1 * c);
+}
+
 // One thread per rotated pair (or passed-through element).
 __global__ void rope_kernel(const RopeParams p) {
   pdl_wait();
   pdl_trigger();
-  const int64_t half = p.n_rot / 2;
-  const int64_t n_heads = p.width / p.head_dim;
-  const int64_t per_head = half + (p.head_dim - p.n_rot);
-  const int64_t total = p.rows * n_heads * per_head;
+  const int64_t total = rope_elements(p);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
-    const int64_t i = e % per_head;
-    const int64_t h = (e / per_head) % n_heads;
-    const int64_t r = e / (per_head * n_heads);
-    const int64_t hb = r * p.width + h * p.head_dim;  // output element base
-    const int64_t xb = r * p.in_width + p.in_offset + h * p.head_dim;
-    if (i >= half) {  // dims past n_rot pass through
-      const int64_t c = p.n_rot + (i - half);
-      st_f(p.out_dt, p.out, hb + c, ld_f(p.x_dt, p.x, xb + c));
-      continue;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride)
+    rope_element(p, e, nullptr, 0);
+}
+
+// Rope of q and k plus the KV-cache writes of a decode step: one thread per q element,
+// k element (written to k's output and its cache row) or v element (copied to its cache
+// row). A cache start out of range writes nothing to that cache and reports err_code.
+__global__ void rope_kv_kernel(const RopeKvParams p) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t nq = rope_elements(p.q), nk = rope_elements(p.k), nv = p.v_rows * p.v_width;
+  const int64_t ks = ld_i(p.k_start_dt, p.k_start, 0), vs = ld_i(p.v_start_dt, p.v_start, 0);
+  const bool k_ok = ks >= 0 && ks + p.k_rows <= p.k_len;
+  const bool v_ok = vs >= 0 && vs + p.v_rows <= p.v_len;
+  if ((!k_ok || !v_ok) && blockIdx.x == 0 && threadIdx.x == 0) atomicExch(p.err, p.err_code);
+  const int64_t k_per_row = rope_elements(p.k) / (p.k.rows > 0 ? p.k.rows : 1);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < nq + nk + nv; e += stride) {
+    if (e < nq) {
+      rope_element(p.q, e, nullptr, 0);
+    } else if (e < nq + nk) {
+      const int64_t ek = e - nq;
+      const bool to_cache = k_ok && ek / k_per_row < p.k_rows;
+      rope_element(p.k, ek, to_cache ? p.k_cache : nullptr, ks * p.k.width);
+    } else if (v_ok) {
+      const int64_t ev = e - nq - nk;
+      st_f(p.v_dt, p.v_cache, vs * p.v_width + ev, ld_f(p.v_dt, p.v, ev));
     }
-    const double pos = static_cast<double>(ld_i(p.pos_dt, p.pos, r % p.seq));
-    double sn, cs;
-    sincos(pos * p.inv_freq[i], &sn, &cs);
-    const float c = static_cast<float>(cs), s = static_cast<float>(sn);
-    const int64_t i0 = p.neox ? i : 2 * i;
-    const int64_t i1 = p.neox ? i + half : 2 * i + 1;
-    const float x0 = ld_f(p.x_dt, p.x, xb + i0), x1 = ld_f(p.x_dt, p.x, xb + i1);
-    st_f(p.out_dt, p.out, hb + i0, x0 * c - x1 * s);
-    st_f(p.out_dt, p.out, hb + i1, x0 * s + x1 * c);
   }
 }
 
@@ -314,10 +357,14 @@ void launch_norm(const NormParams& p, cudaStream_t s) {
 }
 
 void launch_rope(const RopeParams& p, cudaStream_t s) {
-  const int64_t per_head = p.n_rot / 2 + (p.head_dim - p.n_rot);
-  const int64_t total = p.rows * (p.width / p.head_dim) * per_head;
+  const int64_t total = rope_elements(p);
   if (total == 0) return;
   launch_k(rope_kernel, grid_for(total, 256), 256, 0, s, p);
+}
+
+void launch_rope_kv(const RopeKvParams& p, cudaStream_t s) {
+  const int64_t total = rope_elements(p.q) + rope_elements(p.k) + p.v_rows * p.v_width;
+  launch_k(rope_kv_kernel, grid_for(std::max<int64_t>(total, 1), 256), 256, 0, s, p);
 }
 
 void launch_softmax(const AxisParams& p, cudaStream_t s) {
