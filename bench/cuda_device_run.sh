@@ -15,7 +15,9 @@
 # PREFILL="512,2048" the prefill lengths (PREFILL=0 skips prefill; each next to cuBLASLt
 # GEMM times at the model's shapes), PREFILL_PROFILE=1 per-step GPU times of a prefill of
 # the first length, DECODE=0 skips decode, MEMCHECK_FILTER the tests memcheck runs,
-# AB="VAR=x ..." / PREFILL_AB="VAR=x ..." also time decode / prefill with each setting.
+# AB="VAR=x ..." / PREFILL_AB="VAR=x ..." also time decode / prefill with each setting,
+# NCU_SKIP / NCU_COUNT the kernels ncu skips and profiles (default 1200 / 133: one f16
+# token with the decode-step fusions).
 set -u -o pipefail
 if [ -f .devpack/devrun.tar.xz ]; then tar -xJf .devpack/devrun.tar.xz; fi
 D=.devrun
@@ -94,7 +96,7 @@ for ty in ${TYPES:-f16 q8_0 q4_k_m}; do
     echo "-- $ty, ncu: GPU time of each kernel of one decode step (ctx 128, graphs off, caches and clocks untouched)"
     RLX_CUDA_GRAPHS=0 RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_CTX=128 RLX_CUDA_BENCH_STEPS=4 \
       timeout 300 ncu --clock-control ${NCU_CLOCK:-none} --cache-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum \
-      --launch-skip ${NCU_SKIP:-1200} --launch-count ${NCU_COUNT:-245} --csv --print-units base --log-file "$OUT/ncu_$ty.csv" \
+      --launch-skip ${NCU_SKIP:-1200} --launch-count ${NCU_COUNT:-133} --csv --print-units base --log-file "$OUT/ncu_$ty.csv" \
       $D/rlx_cuda_tests --gtest_filter='CudaBench.Decode' > /dev/null 2>&1; echo "ncu rc=$?"
     python3 - "$OUT/ncu_$ty.csv" <<'PY'
 import csv, re, sys, collections
