@@ -256,15 +256,23 @@ Expected<DecodeTrace> run_trace(const std::string& path, const Device& dev) {
   return t;
 }
 
+/// A synthetic llama of `type` (rlx synth defaults) written to a temporary file named
+/// after `tag`; the caller removes it.
+std::string write_synth_model(const char* type, const char* tag) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / fmt::format("rlx_cuda_{}_{}_{}.gguf", tag, type, ::getpid())).string();
+  models::SynthOptions so;
+  so.type = type;
+  const Status st = models::write_synthetic_gguf(so, path);
+  EXPECT_TRUE(st.ok()) << path << ": " << st.error().to_string();
+  return path;
+}
+
 TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
   REQUIRE_CUDA();
-  const auto dir = std::filesystem::temp_directory_path();
   for (const char* type : {"f32", "f16", "q8_0", "q4_k_m"}) {
     SCOPED_TRACE(type);
-    const std::string path = (dir / fmt::format("rlx_cuda_graph_{}_{}.gguf", type, ::getpid())).string();
-    models::SynthOptions so;
-    so.type = type;
-    ASSERT_TRUE(models::write_synthetic_gguf(so, path).ok());
+    const std::string path = write_synth_model(type, "graph");
     Expected<DecodeTrace> direct = Error::internal("not run"), graphs = Error::internal("not run");
     {
       CudaGraphsMode off(false, false);  // step by step, each kernel after the last has finished
@@ -298,13 +306,9 @@ TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
 // fusions on, is checked against the CPU backend by ReplayMatchesStepByStepAcrossDecodeSteps.)
 TEST(CudaDecode, FusedStepsMatchUnfused) {
   REQUIRE_CUDA();
-  const auto dir = std::filesystem::temp_directory_path();
   for (const char* type : {"f32", "f16", "q8_0", "q4_k_m"}) {
     SCOPED_TRACE(type);
-    const std::string path = (dir / fmt::format("rlx_cuda_fuse_{}_{}.gguf", type, ::getpid())).string();
-    models::SynthOptions so;
-    so.type = type;
-    ASSERT_TRUE(models::write_synthetic_gguf(so, path).ok());
+    const std::string path = write_synth_model(type, "fuse");
     Expected<DecodeTrace> fused = Error::internal("not run"), plain = Error::internal("not run");
     {
       CudaGraphsMode off(false, false, false);
