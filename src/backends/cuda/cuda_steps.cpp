@@ -1276,8 +1276,9 @@ std::optional<Step> match_gemv_swiglu(const std::vector<Step>& steps, size_t i, 
     return std::nullopt;
   const int gate_in = -1 - st[0].args[0];
   const int up_arg = st[1].args[0] == 0 ? st[1].args[1] : st[1].args[1] == 0 ? st[1].args[0] : 0;
-  if (up_arg >= 0 || -1 - up_arg == gate_in) return std::nullopt;
-  const ir::ValueId gate_v = rn.inputs[static_cast<size_t>(gate_in)], up_v = rn.inputs[static_cast<size_t>(-1 - up_arg)];
+  const int up_in = -1 - up_arg;
+  if (up_arg >= 0 || gate_in > 1 || up_in > 1 || up_in == gate_in) return std::nullopt;
+  const ir::ValueId gate_v = rn.inputs[static_cast<size_t>(gate_in)], up_v = rn.inputs[static_cast<size_t>(up_in)];
   const Step* gate = gate_v == a.node && up_v == b.node ? &a : gate_v == b.node && up_v == a.node ? &b : nullptr;
   if (gate == nullptr) return std::nullopt;
   const Step& up = gate == &a ? b : a;
