@@ -128,11 +128,11 @@ struct RopeParams {
 void launch_rope(const RopeParams& p, cudaStream_t s);
 
 /// A decode step's rope(q), rope(k) and the two KV-cache writes in one launch: q and k
-/// as launch_rope (k.out may be null: k only goes to the cache), k's rows written into
-/// k_cache rows [start, start + k_rows),
-/// the cache row laid out as k's output row, same dtype), v's rows copied into v_cache
-/// rows [start, start + v_rows). Starts are read on the device; one out of range skips
-/// that cache and stores err_code into *err (as launch_update_slice).
+/// as launch_rope (k.out may be null: k then only goes to the cache); k's first k_rows
+/// rows are also written into k_cache rows [start, start + k_rows) (a cache row laid
+/// out as k's output row, same dtype), v's rows copied into v_cache rows [start, start +
+/// v_rows). Starts are read on the device; one out of range skips that cache and stores
+/// err_code into *err (as launch_update_slice).
 struct RopeKvParams {
   RopeParams q, k;
   void* k_cache = nullptr;
