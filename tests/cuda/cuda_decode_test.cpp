@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "rlx/base/half.h"
+#include "rlx/base/log.h"
 #include "rlx/formats/quant.h"
 #include "rlx/models/language_model.h"
 #include "rlx/models/synth.h"
@@ -302,7 +303,8 @@ TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
 
 // The decode-step fusions (SwiGLU GEMV, rope + KV-cache writes) against the same model
 // run with them off, across prefills of changing extent (M = 3, 5: the GEMV path) and
-// decode steps; both runs step by step so that only the fusions differ. (The default mode,
+// decode steps; both runs step by step so that only the fusions differ, and the step
+// lists must show the fusions applied (and not when off). (The default mode,
 // fusions on, is checked against the CPU backend by ReplayMatchesStepByStepAcrossDecodeSteps.)
 TEST(CudaDecode, FusedStepsMatchUnfused) {
   REQUIRE_CUDA();
@@ -310,16 +312,33 @@ TEST(CudaDecode, FusedStepsMatchUnfused) {
     SCOPED_TRACE(type);
     const std::string path = write_synth_model(type, "fuse");
     Expected<DecodeTrace> fused = Error::internal("not run"), plain = Error::internal("not run");
+    // The executables' step lists (RLX_LOG=debug output) show whether the fusions applied.
+    const LogLevel level = log_level();
+    set_log_level(LogLevel::kDebug);
+    std::string plain_steps, fused_steps;
     {
       CudaGraphsMode off(false, false, false);
+      testing::internal::CaptureStderr();
       plain = run_trace(path, Device::cuda());
+      plain_steps = testing::internal::GetCapturedStderr();
     }
     {
       CudaGraphsMode on(false, false, true);
+      testing::internal::CaptureStderr();
       fused = run_trace(path, Device::cuda());
+      fused_steps = testing::internal::GetCapturedStderr();
     }
+    set_log_level(level);
     ASSERT_TRUE(plain.has_value()) << plain.error().to_string();
     ASSERT_TRUE(fused.has_value()) << fused.error().to_string();
+    // A fused step's description joins its nodes with " + ".
+    EXPECT_NE(fused_steps.find("(rope) + "), std::string::npos) << "rope + KV writes were not fused:\n" << fused_steps;
+    EXPECT_EQ(plain_steps.find("(rope) + "), std::string::npos) << plain_steps;
+    if (std::string(type) != "f32") {  // f32 weights: the compiler's own fused_swiglu, no region
+      EXPECT_NE(fused_steps.find("swiglu.up') + "), std::string::npos) << "the SwiGLU GEMVs were not fused:\n"
+                                                                       << fused_steps;
+      EXPECT_EQ(plain_steps.find("swiglu.up') + "), std::string::npos) << plain_steps;
+    }
     ASSERT_EQ(plain->logits.size(), fused->logits.size());
     double worst = 0;
     for (size_t i = 0; i < plain->logits.size(); ++i) {
