@@ -47,28 +47,32 @@ using ir::DType;
 using ir::GraphBuilder;
 using ir::OpKind;
 
-/// Makes the registry create CUDA backends with graphs, programmatic launch and the
-/// decode-step fusions on or off (the default options again when the scope ends).
+/// Makes the registry create CUDA backends with graphs, programmatic launch, the
+/// decode-step fusions and the GEMV's 8-bit x on or off (the default options again when
+/// the scope ends).
 class CudaGraphsMode {
  public:
-  explicit CudaGraphsMode(bool graphs, bool pdl = true, bool fuse = true) { set(graphs, pdl, fuse); }
+  explicit CudaGraphsMode(bool graphs, bool pdl = true, bool fuse = true, bool int8_x = true) {
+    set(graphs, pdl, fuse, int8_x);
+  }
   ~CudaGraphsMode() {
 #ifdef RLX_HAVE_CUDA
     const cuda_backend::CudaOptions d = cuda_backend::default_cuda_options();
-    set(d.graphs, d.programmatic_launch, d.fuse_swiglu && d.fuse_rope_kv);
+    set(d.graphs, d.programmatic_launch, d.fuse_swiglu && d.fuse_rope_kv, d.gemv_int8_x);
 #endif
   }
 
  private:
-  static void set(bool graphs, bool pdl, bool fuse) {
+  static void set(bool graphs, bool pdl, bool fuse, bool int8_x) {
 #ifdef RLX_HAVE_CUDA
     BackendRegistry::global().register_backend(
         DeviceKind::kCuda,
-        [graphs, pdl, fuse](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
+        [graphs, pdl, fuse, int8_x](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
           cuda_backend::CudaOptions o = cuda_backend::default_cuda_options();
           o.graphs = graphs;
           o.programmatic_launch = pdl;
           o.fuse_swiglu = o.fuse_rope_kv = fuse;
+          o.gemv_int8_x = int8_x;
           ASSIGN_OR_RETURN(std::shared_ptr<cuda_backend::CudaBackend> b, cuda_backend::CudaBackend::create(device.ordinal, o));
           return std::shared_ptr<Backend>(std::move(b));
         });
@@ -76,6 +80,7 @@ class CudaGraphsMode {
     (void)graphs;
     (void)pdl;
     (void)fuse;
+    (void)int8_x;
 #endif
   }
 };
@@ -136,32 +141,56 @@ TEST(CudaDecode, GemvFloatWeightsMatchCpu) {
 }
 
 // Packed weights at a long K and an odd N (several loads in flight per lane, a partial
-// row pair at the end), against float64 math on the dequantized weights.
+// row pair at the end), against float64 math on the dequantized weights; with the 8-bit
+// x path (M = 1, its types) against float64 math on x quantized as it does (tight) and
+// on x itself (the quantization's own error), and with that path off.
 TEST(CudaDecode, GemvPackedLongRowsMatchReference) {
   REQUIRE_CUDA();
   const int64_t N = 75, K = 4096;
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q5_K}) {
-    const auto [packed, deq] = packed_weights(t, N, K, 80);
-    for (int64_t M : {1, 2}) {
-      GraphBuilder b;
-      auto x = b.input("x", DType::F32, {M, K});
-      auto w = b.param("w", t, {N, K});
-      b.output(b.dequant_matmul(x, w), "y");
-      auto graph = b.build();
-      ASSERT_TRUE(graph.has_value()) << graph.error().to_string();
-      const Tensor xt = f32({M, K}, 81);
-      auto out = run_graph(Device::cuda(), *graph, {{"w", packed}}, {{"x", xt}});
-      ASSERT_TRUE(out.has_value()) << out.error().to_string();
-      const auto xv = *xt.to_f32();
-      std::vector<float> ref(static_cast<size_t>(M * N));
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          double s = 0;
-          for (int64_t k = 0; k < K; ++k) s += double(xv[static_cast<size_t>(m * K + k)]) * deq[static_cast<size_t>(n * K + k)];
-          ref[static_cast<size_t>(m * N + n)] = static_cast<float>(s);
+  for (bool int8_x : {true, false}) {
+    CudaGraphsMode mode(true, true, true, int8_x);
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q5_K}) {
+      const auto [packed, deq] = packed_weights(t, N, K, 80);
+      for (int64_t M : {1, 2}) {
+        SCOPED_TRACE(testing::Message() << ir::dtype_name(t) << " M=" << M << " int8 x " << int8_x);
+        auto graph = dequant_matmul_graph(t, M, N, K);
+        ASSERT_TRUE(graph.has_value()) << graph.error().to_string();
+        const Tensor xt = f32({M, K}, 81);
+        auto out = run_graph(Device::cuda(), *graph, {{"w", packed}}, {{"x", xt}});
+        ASSERT_TRUE(out.has_value()) << out.error().to_string();
+        const auto xv = *xt.to_f32();
+        const auto y = *(*out)[0].to_f32();
+        const bool x8 = int8_x && M == 1 && gemv_x8_type(t);
+        const double e = rel_l2(y, reference_product(x8 ? x8_like_gemv(xv) : xv, deq, M, N, K));
+        EXPECT_LE(e, 1e-5) << "relative L2 error " << e;
+        if (x8) {  // 8 bits per 16 elements: ~0.2 % on these uniform values
+          const double e_f32 = rel_l2(y, reference_product(xv, deq, M, N, K));
+          EXPECT_LE(e_f32, 1e-2) << "relative L2 error against f32 x " << e_f32;
+          EXPECT_GT(e_f32, 1e-6) << "x was not quantized: the 8-bit path did not run";
         }
-      const double e = rel_l2(*(*out)[0].to_f32(), ref);
-      EXPECT_LE(e, 1e-5) << ir::dtype_name(t) << " M=" << M << ": relative L2 error " << e;
+      }
+    }
+  }
+}
+
+// The 8-bit x path keeps a NaN or an infinity of x in the products it meets (f32 math
+// would), instead of quantizing it away.
+TEST(CudaDecode, GemvInt8XPropagatesNonFinite) {
+  REQUIRE_CUDA();
+  const int64_t N = 20, K = 512;
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    for (float bad : {NAN, INFINITY}) {
+      SCOPED_TRACE(testing::Message() << ir::dtype_name(t) << " x holds " << bad);
+      const auto [packed, deq] = packed_weights(t, N, K, 82);
+      auto graph = dequant_matmul_graph(t, 1, N, K);
+      ASSERT_TRUE(graph.has_value()) << graph.error().to_string();
+      std::vector<float> xv = random_vec(static_cast<size_t>(K), 83);
+      xv[300] = bad;
+      auto out = run_graph(Device::cuda(), *graph, {{"w", packed}}, {{"x", Tensor::from_f32(xv, {1, K})}});
+      ASSERT_TRUE(out.has_value()) << out.error().to_string();
+      auto y = (*out)[0].to_f32();
+      ASSERT_TRUE(y.has_value());
+      for (float v : *y) EXPECT_FALSE(std::isfinite(v)) << "a finite output from x with " << bad;
     }
   }
 }
@@ -211,16 +240,9 @@ TEST(CudaDecode, GroupedGemvMatchesReference) {
       auto xv = *xt.to_f32();
       if (t == DType::F16)
         for (float& e : xv) e = f16_bits_to_f32(f32_to_f16_bits(e));
+      if (M == 1 && gemv_x8_type(t)) xv = x8_like_gemv(xv);  // the 8-bit x path (default)
       for (int i = 0; i < 3; ++i) {
-        const int64_t N = Ns[i];
-        std::vector<float> ref(static_cast<size_t>(M * N));
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t n = 0; n < N; ++n) {
-            double acc = 0;
-            for (int64_t k = 0; k < K; ++k)
-              acc += double(xv[static_cast<size_t>(m * K + k)]) * deq[static_cast<size_t>(i)][static_cast<size_t>(n * K + k)];
-            ref[static_cast<size_t>(m * N + n)] = static_cast<float>(acc);
-          }
+        const std::vector<float> ref = reference_product(xv, deq[static_cast<size_t>(i)], M, Ns[i], K);
         const double e = rel_l2(*(*out)[static_cast<size_t>(i)].to_f32(), ref);
         EXPECT_LE(e, 1e-5) << "output " << i << ": relative L2 error " << e;
       }

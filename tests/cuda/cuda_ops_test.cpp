@@ -506,27 +506,18 @@ TEST(CudaOps, DequantMatMulPacked) {
   for (DType t : types) {
     for (int64_t M : {1, 3, 20}) {
       const auto [packed, deq] = packed_weights(t, N, K, 50);
-      GraphBuilder b;
-      auto x = b.input("x", DType::F32, {M, K});
-      auto w = b.param("w", t, {N, K});
-      b.output(b.dequant_matmul(x, w), "y");
-      auto g = b.build();
+      auto g = dequant_matmul_graph(t, M, N, K);
       ASSERT_TRUE(g.has_value()) << g.error().to_string();
       Case c;
       c.inputs["x"] = f32({M, K}, 51);
       c.params["w"] = packed;
       auto out = run_on(Device::cuda(), *g, c);
       ASSERT_TRUE(out.has_value()) << out.error().to_string();
-      const auto xv = *c.inputs["x"].to_f32();
-      std::vector<float> ref(static_cast<size_t>(M * N));
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t n = 0; n < N; ++n) {
-          double s = 0;
-          for (int64_t k = 0; k < K; ++k) s += double(xv[static_cast<size_t>(m * K + k)]) * deq[static_cast<size_t>(n * K + k)];
-          ref[static_cast<size_t>(m * N + n)] = static_cast<float>(s);
-        }
-      const double e = rel_l2(*(*out)[0].to_f32(), ref);
-      // GEMV: f32 math on exact weights; M > 8: x and weights in f16 through cuBLAS.
+      auto xv = *c.inputs["x"].to_f32();
+      if (M == 1 && gemv_x8_type(t)) xv = x8_like_gemv(xv);  // the GEMV's 8-bit x (default)
+      const double e = rel_l2(*(*out)[0].to_f32(), reference_product(xv, deq, M, N, K));
+      // GEMV: f32 math on exact weights (and on 8-bit x at M = 1); M > 8: x and weights
+      // in f16 through cuBLAS.
       EXPECT_LE(e, M <= 8 ? 1e-5 : 2e-3) << ir::dtype_name(t) << " M=" << M << ": relative L2 error " << e;
     }
   }

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -57,6 +58,45 @@ inline PackedWeights packed_weights(ir::DType t, int64_t rows, int64_t cols, uin
     EXPECT_TRUE(formats::dequantize_row(*gt, bytes.data() + r * *row_bytes, deq.data() + r * cols, cols).ok());
   }
   return PackedWeights{Tensor(t, {rows, cols}, std::move(bytes)), std::move(deq)};
+}
+
+/// x as the decode GEMV's 8-bit path sees it (GemvParams::x_int8): every 16 elements of
+/// a row quantized to int8 with d = max|x| / 127 and dequantized again.
+inline std::vector<float> x8_like_gemv(const std::vector<float>& x) {
+  std::vector<float> out(x.size());
+  for (size_t s = 0; s + 16 <= x.size(); s += 16) {
+    float amax = 0.0f;
+    for (size_t i = 0; i < 16; ++i) amax = std::max(amax, std::fabs(x[s + i]));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f, d = amax / 127.0f;
+    for (size_t i = 0; i < 16; ++i) out[s + i] = d * std::nearbyint(x[s + i] * id);
+  }
+  return out;
+}
+
+/// The graph y = x [M, K] . w[N, K]^T (input "x" f32, param "w" of type t, output "y").
+inline Expected<ir::Graph> dequant_matmul_graph(ir::DType t, int64_t M, int64_t N, int64_t K) {
+  ir::GraphBuilder b;
+  auto x = b.input("x", ir::DType::F32, {M, K});
+  b.output(b.dequant_matmul(x, b.param("w", t, {N, K})), "y");
+  return b.build();
+}
+
+/// Float64 products of x [M, K] with the rows of w [N, K] -> [M, N].
+inline std::vector<float> reference_product(const std::vector<float>& x, const std::vector<float>& w, int64_t M,
+                                            int64_t N, int64_t K) {
+  std::vector<float> ref(static_cast<size_t>(M * N));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += double(x[static_cast<size_t>(m * K + k)]) * w[static_cast<size_t>(n * K + k)];
+      ref[static_cast<size_t>(m * N + n)] = static_cast<float>(s);
+    }
+  return ref;
+}
+
+/// True for the packed types whose one-row GEMV takes x in 8 bits (by default).
+inline bool gemv_x8_type(ir::DType t) {
+  return t == ir::DType::Q8_0 || t == ir::DType::Q4_0 || t == ir::DType::Q4_K || t == ir::DType::Q6_K;
 }
 
 /// ||a - b|| / ||b|| (||a - b|| when b is zero); NaN counts as a mismatch.

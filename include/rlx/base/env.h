@@ -31,6 +31,7 @@ struct EnvConfig {
   bool cuda_graphs = true;             ///< RLX_CUDA_GRAPHS (false for "0" or "off")
   bool cuda_programmatic_launch = true;  ///< RLX_CUDA_PDL
   bool cuda_group_gemvs = true;        ///< RLX_CUDA_GROUP_GEMV
+  bool cuda_gemv_int8 = true;          ///< RLX_CUDA_GEMV_INT8
   std::string cuda_fuse = "all";       ///< RLX_CUDA_FUSE (unset: "all")
   bool cuda_attention_tensor_cores = true;  ///< RLX_CUDA_ATTN_TC
   bool cuda_profile = false;           ///< RLX_CUDA_PROFILE (true only for "1")

@@ -312,6 +312,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   bctx.zeroed_bytes = &sh->zeroed_bytes;
   bctx.allow_tf32 = opt.allow_tf32;
   bctx.attention_tc = opt.attention_tensor_cores;
+  bctx.gemv_int8_x = opt.gemv_int8_x;
   bctx.sms = sms;
   std::vector<ValueId> schedule = lir.plan.schedule;
   if (schedule.empty())
@@ -663,6 +664,7 @@ CudaOptions default_cuda_options() {
     o.group_gemvs = env.cuda_group_gemvs;
     (void)apply_fusion_list(env.cuda_fuse, o);  // a bad list is reported by create(ordinal)
     o.attention_tensor_cores = env.cuda_attention_tensor_cores;
+    o.gemv_int8_x = env.cuda_gemv_int8;
     return o;
   }();
   return defaults;

@@ -39,12 +39,18 @@ struct CudaOptions {
   /// writes as one launch (`fuse_rope_kv`). RLX_CUDA_FUSE selects them (see env.h).
   bool fuse_swiglu = true;
   bool fuse_rope_kv = true;
+  /// Decode GEMVs (one row) over Q8_0 / Q4_0 / Q4_K / Q6_K weights quantize x to 8 bits
+  /// per 16 elements and use integer dot products (~0.3 % relative error per product,
+  /// as the CPU backend's quantized products; several times fewer instructions than
+  /// f32 math on the unpacked quants). RLX_CUDA_GEMV_INT8=0 turns it off.
+  bool gemv_int8_x = true;
 };
 
 /// The options `create(ordinal)` uses: the defaults, with RLX_CUDA_GRAPHS=0 turning
 /// graphs off, RLX_CUDA_PROFILE=1 turning profiling on, RLX_CUDA_PDL=0 turning
 /// programmatic launch off, RLX_CUDA_ATTN_TC=0 the tensor-core prefill attention and
-/// RLX_CUDA_GROUP_GEMV=0 grouped GEMVs, and RLX_CUDA_FUSE the decode-step fusions
+/// RLX_CUDA_GROUP_GEMV=0 grouped GEMVs, RLX_CUDA_GEMV_INT8=0 the 8-bit x of packed
+/// decode GEMVs, and RLX_CUDA_FUSE the decode-step fusions
 /// (read once, when the first backend is created). Fails on an RLX_CUDA_FUSE entry it
 /// does not know.
 CudaOptions default_cuda_options();

@@ -251,7 +251,7 @@ inline constexpr int64_t kGemvSmemLimit = 48 * 1024;
 
 /// Decode GEMV (M <= kMaxGemvM rows of x): y[m, n] = epilogue(sum_k x[m, k] * W[n, k]),
 /// W [N, K] of f32/f16/bf16 (x rounded to W's precision first) or packed Q8_0 / Q4_0 /
-/// Q4_K / Q6_K (x in f32). Epilogue: act(v + bias[n]) (act: ir::ActKind), or with
+/// Q4_K / Q6_K (x in f32, or in 8 bits: x_int8). Epilogue: act(v + bias[n]) (act: ir::ActKind), or with
 /// `swiglu` silu(x . W[n]) * (x . W2[n]).
 struct GemvParams {
   const void* x = nullptr;
@@ -265,6 +265,10 @@ struct GemvParams {
   uint8_t act = 0;
   bool swiglu = false;
   bool x_vec4 = false;  ///< x is f32 and 16-byte aligned: staged with float4 loads
+  /// Packed weights of a gemv_x8_type at M = 1 with x_vec4: x is quantized to 8 bits per
+  /// 16 elements while staged and the products are integer dots (dp4a); ~0.3 % relative
+  /// error, the CPU backend's K-quant products quantize x likewise (per 256 or 32).
+  bool x_int8 = false;
   bool w_const = false;  ///< no kernel writes w / w2 (params): read before pdl_wait
   /// Grouped launch of sibling products over the same x (q/k/v, gate/up): n_parts > 1
   /// replaces w, y, N and d_offset by part i's for the blocks of part i (no swiglu, no
@@ -276,6 +280,8 @@ struct GemvParams {
 };
 /// Shared memory the GEMV stages x in (M * K floats plus padding).
 int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K);
+/// True for the packed types whose GEMV can take x in 8 bits (GemvParams::x_int8).
+bool gemv_x8_type(DT w_dt);
 /// True when launch_gemv covers weights of `w_dt` at this M and K.
 bool gemv_supported(DT w_dt, int64_t M, int64_t K);
 void launch_gemv(const GemvParams& p, cudaStream_t s);

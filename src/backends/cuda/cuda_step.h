@@ -107,6 +107,7 @@ struct BuildCtx {
   int64_t* zeroed_bytes = nullptr;
   bool allow_tf32 = false;
   bool attention_tc = false;  ///< CudaOptions::attention_tensor_cores
+  bool gemv_int8_x = false;   ///< CudaOptions::gemv_int8_x
   int sms = 1;
 
   const ir::Node& node() const { return graph->node(id); }

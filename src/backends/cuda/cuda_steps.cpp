@@ -975,6 +975,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     v.row_bytes = *ir::dtype_bytes(w.dtype, g.K);
     v.swiglu = swiglu;
     v.x_vec4 = x.dtype == DType::F32 && step.in[0].offset % 16 == 0 && step.in[0].kind == StorageKind::kArena;
+    v.x_int8 = ctx.gemv_int8_x;
     auto immutable = [](const ValueRef& r) { return r.kind == StorageKind::kParam || r.kind == StorageKind::kConstant; };
     v.w_const = immutable(step.in[1]) && (!swiglu || immutable(step.in[2]));
     if (bias_act) {
@@ -1161,7 +1162,7 @@ void group_sibling_gemvs(std::vector<Step>& steps) {
         const Step& sj = steps[j];
         bool ok = same_ref(sj.in[0], steps[i].in[0]) && sj.split == steps[i].split && c.w_dt == a.w_dt &&
                   c.x_dt == a.x_dt && c.y_dt == a.y_dt && c.M == a.M && c.K == a.K && c.act == a.act &&
-                  c.x_vec4 == a.x_vec4 && c.w_const == a.w_const && sj.extent_ok == steps[i].extent_ok;
+                  c.x_vec4 == a.x_vec4 && c.x_int8 == a.x_int8 && c.w_const == a.w_const && sj.extent_ok == steps[i].extent_ok;
         // Every output apart from x and from the others (they are all live at once).
         for (size_t k = i; ok && k < j; ++k)
           ok = disjoint_refs(sj.out, steps[k].out) && disjoint_refs(steps[k].out, steps[i].in[0]);

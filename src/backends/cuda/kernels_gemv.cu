@@ -5,6 +5,10 @@
 // packed weights), padded by one float4 every 2^P floats so that the lanes of a warp read
 // it without bank conflicts; then every warp streams one (float) or two (packed) rows of
 // W with 16-byte loads, several in flight per lane, and reduces with warp shuffles.
+// Packed weights at M = 1 may instead take x in 8 bits (GemvParams::x_int8): each block
+// quantizes x while staging it (16 elements a segment: d = max|x| / 127, int8 q = x / d
+// rounded, and the sum of the q) and the chunks dot their quants with it by dp4a, four
+// products an instruction, with a quarter of the f32 path's shared-memory traffic.
 // Epilogues: + bias and an activation, or silu(x . Wg) * (x . Wu) over a second weight.
 // Sibling products over the same x (q/k/v, gate/up) can share one launch (n_parts): each
 // block finds its part (weights, output, rows) from its index.
@@ -30,6 +34,22 @@ __device__ __forceinline__ float small_uint_to_float(uint32_t u) {
 }
 
 __device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
+
+__device__ __forceinline__ int dp4a(uint32_t a, uint32_t b, int c) {
+  return __dp4a(static_cast<int>(a), static_cast<int>(b), c);
+}
+constexpr uint32_t kLowNibbles = 0x0F0F0F0Fu;
+
+// 8-bit x in shared memory: 16-element segments in 16-byte slots, and per slot a float2
+// (d, sum of the 16 q). A chunk reads 1 (Q8_0), 2 (Q4_0, Q4_K) or 4 (Q6_K) segments;
+// segment `part` of chunk c sits in slot part * n_chunks + c, so that consecutive lanes
+// (consecutive chunks) read consecutive slots. seg_slot maps the segment at element 16 s
+// to its slot.
+struct X8 {
+  const uint4* q;
+  const float2* meta;
+  int64_t nc;  // chunks per row
+};
 
 // ---- per-type chunk decoders: a chunk is what one lane loads (16 bytes of quants plus
 // whatever scales it needs) and dots with x --------------------------------------------
@@ -108,7 +128,29 @@ struct Q8Chunk {
     }
     return r.d * s;
   }
+  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t) { return s; }
+  static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
+    const uint4 xv = x.q[c];
+    int s = dp4a(r.q.x, xv.x, 0);
+    s = dp4a(r.q.y, xv.y, s);
+    s = dp4a(r.q.z, xv.z, s);
+    s = dp4a(r.q.w, xv.w, s);
+    return r.d * x.meta[c].x * static_cast<float>(s);
+  }
 };
+
+// Sums of the low and the high nibbles of a 16-byte chunk dotted with the 8-bit x of
+// slots lo and hi (nibble values 0..15, so the signed dp4a is exact).
+__device__ __forceinline__ void nibble_dots(const uint4& q, const uint4& lo, const uint4& hi, int& il, int& ih) {
+  il = dp4a(q.x & kLowNibbles, lo.x, 0);
+  il = dp4a(q.y & kLowNibbles, lo.y, il);
+  il = dp4a(q.z & kLowNibbles, lo.z, il);
+  il = dp4a(q.w & kLowNibbles, lo.w, il);
+  ih = dp4a((q.x >> 4) & kLowNibbles, hi.x, 0);
+  ih = dp4a((q.y >> 4) & kLowNibbles, hi.y, ih);
+  ih = dp4a((q.z >> 4) & kLowNibbles, hi.z, ih);
+  ih = dp4a((q.w >> 4) & kLowNibbles, hi.w, ih);
+}
 
 // Q4_0, split: a row is K/2 bytes (byte i of a block: element i low nibble, i + 16 high).
 struct Q40Chunk {
@@ -142,6 +184,14 @@ struct Q40Chunk {
       s = fmaf(small_uint_to_float<8>(w >> 28), hi.w, s);
     }
     return r.d * s;
+  }
+  // Segments: elements 0..15 of block c (low nibbles), then 16..31 (high nibbles).
+  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) { return (s & 1) * nc + (s >> 1); }
+  static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
+    int il, ih;
+    nibble_dots(r.q, x.q[c], x.q[x.nc + c], il, ih);
+    const float2 ml = x.meta[c], mh = x.meta[x.nc + c];
+    return r.d * (ml.x * (static_cast<float>(il) - 8.0f * ml.y) + mh.x * (static_cast<float>(ih) - 8.0f * mh.y));
   }
 };
 
@@ -200,6 +250,24 @@ struct Q4KChunk {
     scale_min(r.hdr, 2 * g + 1, sc1, m1);
     return d * (sc0 * sq_lo + sc1 * sq_hi) - dmin * (m0 * sx_lo + m1 * sx_hi);
   }
+  // Segment w (elements 16 w of a block) = 64 g + 32 half + 16 h: chunk 2 g + h, part half.
+  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) {
+    const int w = static_cast<int>(s & 15);
+    return ((w >> 1) & 1) * nc + (s >> 4) * 8 + 2 * (w >> 2) + (w & 1);
+  }
+  static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
+    const int g = static_cast<int>(c & 7) >> 1;
+    int il, ih;
+    nibble_dots(r.q, x.q[c], x.q[x.nc + c], il, ih);
+    const float2 ml = x.meta[c], mh = x.meta[x.nc + c];
+    const float d = __half2float(__ushort_as_half(static_cast<unsigned short>(r.hdr.x & 0xFFFFu)));
+    const float dmin = __half2float(__ushort_as_half(static_cast<unsigned short>(r.hdr.x >> 16)));
+    float sc0, m0, sc1, m1;
+    scale_min(r.hdr, 2 * g, sc0, m0);
+    scale_min(r.hdr, 2 * g + 1, sc1, m1);
+    return d * (sc0 * ml.x * static_cast<float>(il) + sc1 * mh.x * static_cast<float>(ih)) -
+           dmin * (m0 * ml.x * ml.y + m1 * mh.x * mh.y);
+  }
 };
 
 // Q6_K, split: 208-byte blocks (ql[128], qh[64], int8 scales[16]) and one f16 d per
@@ -249,6 +317,33 @@ struct Q6KChunk {
     auto sc = [](uint32_t w, int i) { return static_cast<float>(static_cast<int8_t>((w >> (8 * i)) & 0xFFu)); };
     return r.d * (sc(w0, is) * s[0] + sc(w0, is + 2) * s[1] + sc(w1, is) * s[2] + sc(w1, is + 2) * s[3]);
   }
+  // Segment w (elements 16 w of a block) = 128 n + 16 is + 32 r: chunk 2 n + is, part r.
+  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) {
+    const int w = static_cast<int>(s & 15);
+    return ((w >> 1) & 3) * nc + (s >> 4) * 4 + 2 * (w >> 3) + (w & 1);
+  }
+  static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
+    const int t = static_cast<int>(c & 3), n = t >> 1, is = t & 1;
+    float s[4];
+#pragma unroll
+    for (int rr = 0; rr < 4; ++rr) {
+      const uint4 xv = x.q[rr * x.nc + c];
+      const uint4& src = (rr & 1) ? r.qb : r.qa;
+      const int lshift = (rr >> 1) * 4, hshift = rr * 2;
+      // 6-bit quants 0..63 (the -32 is applied through the segment's sum of q)
+      int acc = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const uint32_t q = ((word_of(src, k) >> lshift) & kLowNibbles) | (((word_of(r.qh, k) >> hshift) & 0x03030303u) << 4);
+        acc = dp4a(q, word_of(xv, k), acc);
+      }
+      const float2 m = x.meta[rr * x.nc + c];
+      s[rr] = m.x * (static_cast<float>(acc) - 32.0f * m.y);
+    }
+    const uint32_t w0 = n ? r.sc.z : r.sc.x, w1 = n ? r.sc.w : r.sc.y;
+    auto sc = [](uint32_t w, int i) { return static_cast<float>(static_cast<int8_t>((w >> (8 * i)) & 0xFFu)); };
+    return r.d * (sc(w0, is) * s[0] + sc(w0, is + 2) * s[1] + sc(w1, is) * s[2] + sc(w1, is + 2) * s[3]);
+  }
 };
 
 template <typename W>
@@ -258,11 +353,47 @@ __device__ __forceinline__ float round_x(float v) {
   else return v;
 }
 
+// Stages the 16-element segments [s0, s_end) of f32 x (16-byte aligned) into 8-bit
+// slots: q = round(x * 127 / max|x|) (0 for an all-zero segment), d = max|x| / 127 (NaN
+// or inf when the segment holds one, so that it reaches the output as in f32 math).
+template <typename C>
+__device__ __forceinline__ void stage_x8(const float* x, int64_t K, uint4* q, float2* meta) {
+  const int64_t nc = C::chunks(K);
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  for (int64_t s = threadIdx.x; s < K / 16; s += blockDim.x) {
+    float4 v[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = __ldg(x4 + 4 * s + i);
+    float amax = 0.0f, probe = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w))));
+      probe += ((v[i].x * 0.0f + v[i].y * 0.0f) + (v[i].z * 0.0f + v[i].w * 0.0f));  // NaN unless all finite
+    }
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    uint32_t w[4];
+    int sum = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int a = __float2int_rn(v[i].x * id), b = __float2int_rn(v[i].y * id);
+      const int c = __float2int_rn(v[i].z * id), e = __float2int_rn(v[i].w * id);
+      sum += (a + b) + (c + e);
+      w[i] = (static_cast<uint32_t>(a) & 0xFFu) | ((static_cast<uint32_t>(b) & 0xFFu) << 8) |
+             ((static_cast<uint32_t>(c) & 0xFFu) << 16) | (static_cast<uint32_t>(e) << 24);
+    }
+    const int64_t slot = C::seg_slot(s, nc);
+    q[slot] = make_uint4(w[0], w[1], w[2], w[3]);
+    meta[slot] = make_float2(amax / 127.0f + probe, static_cast<float>(sum));
+  }
+}
+
 // One warp per group of R rows; MT: 1 or kMaxGemvM (rows of x, run-time M <= MT).
-// X: the type x is rounded to (float weights) or float.
-template <typename C, typename X, int R, int MT, bool kSwiglu>
+// X: the type x is rounded to (float weights) or float. kX8 (packed weights, MT = 1):
+// x is staged in 8 bits (stage_x8) and the chunks' dot8 take it.
+template <typename C, typename X, int R, int MT, bool kSwiglu, bool kX8 = false>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
-  extern __shared__ float xs[];  // [M][xpad(K)]
+  static_assert(!kX8 || MT == 1, "8-bit x is staged for one row");
+  extern __shared__ float xs[];  // [M][xpad(K)], or the 8-bit slots and their (d, sum)
   const int M = MT == 1 ? 1 : static_cast<int>(p.M);
   const int64_t K = p.K, ks = xpad(K, C::kPad);
   const int lane = threadIdx.x & 31;
@@ -324,7 +455,13 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
     if (active) load_all(lane);
   }
   pdl_trigger();
-  if (p.x_vec4) {
+  X8 x8{};
+  if constexpr (kX8) {
+    uint4* q = reinterpret_cast<uint4*>(xs);
+    float2* meta = reinterpret_cast<float2*>(q + K / 16);
+    stage_x8<C>(static_cast<const float*>(p.x), K, q, meta);
+    x8 = X8{q, meta, chunks};
+  } else if (p.x_vec4) {
     for (int m = 0; m < M; ++m) {
       const float4* x4 = static_cast<const float4*>(p.x) + m * (K / 4);
 #pragma unroll 4
@@ -359,7 +496,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
 #pragma unroll
           for (int s = 0; s < S; ++s)
 #pragma unroll
-            for (int r = 0; r < R; ++r) acc[s][r][m] += C::dot(regs[u][s][r], c, xs + m * ks);
+            for (int r = 0; r < R; ++r) {
+              if constexpr (kX8) acc[s][r][m] += C::dot8(regs[u][s][r], c, x8);
+              else acc[s][r][m] += C::dot(regs[u][s][r], c, xs + m * ks);
+            }
         }
     }
     c0 += 32 * U;
@@ -385,14 +525,21 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
   }
 }
 
+// The 8-bit x path: asked for, one row of f32 x with 16-byte alignment, packed weights.
+bool gemv_x8(const GemvParams& p) {
+  return p.x_int8 && p.M == 1 && p.x_vec4 && p.x_dt == DT::F32 && gemv_x8_type(p.w_dt);
+}
+
 // Rows a warp computes: one for float weights, two for packed ones, except a SwiGLU over
-// K-quants, which reads two weights a row: one row a warp keeps the same loads in flight
-// (measured on an H100: Q4_K faster with one row, Q8_0 with two; one row for products of
-// up to 4096 rows, for more blocks, was slower for Q4_K and Q6_K).
+// K-quants on f32 x, which reads two weights a row: one row a warp keeps the same loads
+// in flight (measured on an H100: Q4_K faster with one row, Q8_0 with two; one row for
+// products of up to 4096 rows, for more blocks, was slower for Q4_K and Q6_K). On 8-bit
+// x two rows are faster for every packed type (q4_k_m decode on an H100: 1235 tok/s vs
+// 1165 with one row for the SwiGLU; four rows: slower on an H200).
 int rows_per_warp(const GemvParams& p) {
   switch (p.w_dt) {
     case DT::F32: case DT::F16: case DT::BF16: return 1;
-    case DT::Q4_K: case DT::Q6_K: return p.swiglu ? 1 : 2;
+    case DT::Q4_K: case DT::Q6_K: return p.swiglu && !gemv_x8(p) ? 1 : 2;
     default: return 2;
   }
 }
@@ -408,8 +555,16 @@ int64_t gemv_blocks(const GemvParams& p) {
 template <typename C, typename X, int R>
 void launch_typed(const GemvParams& p, cudaStream_t s) {
   if constexpr (R > 1)
-    if (rows_per_warp(p) == 1) return launch_typed<C, X, 1>(p, s);
+    if (rows_per_warp(p) < R) return launch_typed<C, X, R / 2>(p, s);
   const unsigned grid = static_cast<unsigned>(gemv_blocks(p));
+  if constexpr (!std::is_same_v<C, FloatChunk<X>>) {
+    if (gemv_x8(p)) {
+      const size_t smem8 = static_cast<size_t>(p.K / 16 * (16 + sizeof(float2)));
+      if (p.swiglu) launch_k(gemv_kernel<C, X, R, 1, true, true>, grid, kWarps * 32, smem8, s, p);
+      else launch_k(gemv_kernel<C, X, R, 1, false, true>, grid, kWarps * 32, smem8, s, p);
+      return;
+    }
+  }
   const size_t smem = gemv_smem_bytes(p.w_dt, p.M, p.K);
   if (p.M == 1) {
     if (p.swiglu) launch_k(gemv_kernel<C, X, R, 1, true>, grid, kWarps * 32, smem, s, p);
@@ -447,6 +602,10 @@ bool packed_split(DT t) { return split_layout(t); }
 int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K) {
   const int sh = pad_shift(w_dt);
   return M * (K + ((K >> sh) << 2)) * static_cast<int64_t>(sizeof(float));
+}
+
+bool gemv_x8_type(DT w_dt) {
+  return w_dt == DT::Q8_0 || w_dt == DT::Q4_0 || w_dt == DT::Q4_K || w_dt == DT::Q6_K;
 }
 
 bool gemv_supported(DT w_dt, int64_t M, int64_t K) {
