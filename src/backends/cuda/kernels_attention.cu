@@ -241,10 +241,9 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   const int kvh = static_cast<int>(blockIdx.x) / G_kv;
   const int64_t qw = static_cast<int64_t>(p.n_heads) * hd;
   const int kw = p.n_kv * hd;
-  // The queries of the KV head's group (read while the position is on its way).
-  for (int e = threadIdx.x; e < G_kv * hd; e += blockDim.x)
-    q_s[e] = ld_f(p.dt, p.q, b * p.S_full * qw + static_cast<int64_t>(kvh) * G_kv * hd + e) * p.scale;
-  // Keys this row sees, the splits that share them, and this split's part.
+  // Keys this row sees, the splits that share them, and this split's part. (The grid
+  // has the splits of the longest context; blocks past this row's splits leave before
+  // they read anything else.)
   const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, 0) : p.T - 1;
   int64_t jb = 0, je = p.T;
   if (p.mask != 0) je = pos + 1 < p.T ? pos + 1 : p.T;
@@ -260,6 +259,9 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   // the whole group (K/V read once) and the others stand by.
   const bool per_head = active * p.n_heads * p.batch <= p.decode_wave;
   if (!per_head && blockIdx.x % G_kv != 0) return;
+  // The queries of the KV head's group.
+  for (int e = threadIdx.x; e < G_kv * hd; e += blockDim.x)
+    q_s[e] = ld_f(p.dt, p.q, b * p.S_full * qw + static_cast<int64_t>(kvh) * G_kv * hd + e) * p.scale;
   const int G = per_head ? 1 : G_kv;                  // query heads of this block
   const int hq0 = static_cast<int>(blockIdx.x);       // the first of them
   const float* qs0 = q_s + (hq0 - kvh * G_kv) * hd;   // their queries
