@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (see bench/CUDA_NOTES.md): the CUDA tests, the same under
 # compute-sanitizer memcheck, the card's copy bandwidth, and decode speed of a synthetic
-# llama-3.2-1b (f16, q8_0, q4_k_m) on CUDA, then conformance logits cuda vs cpu.
+# llama-3.2-1b (f16, q8_0, q4_k_m) on CUDA, then conformance logits cuda vs cpu and, where
+# .devrun/refs/cases.txt lists cases (case, model, tokens), both against llama.cpp's logits.
 # Expects the binaries and their shared libraries in .devrun/ (built on the workstation,
 # stripped, carried with the call), or packed as .devpack/devrun.tar.xz (unpacked here:
 # the carry limit is 64 MiB). Optional: .devrun/rlx_old and .devrun/rlx_cuda_tests_old, an
@@ -148,3 +149,22 @@ V=a.size//8; A=a.reshape(8,V); B=b.reshape(8,V)
 print('$(basename $m) $mode: rel_l2 %.2e max_abs %.2e top1 agree %d/8' % (np.linalg.norm(a-b)/np.linalg.norm(a), np.abs(a-b).max(), (A.argmax(1)==B.argmax(1)).sum()))"
   done
 done
+[ -f $D/refs/cases.txt ] || exit 0
+echo "== conformance models against llama.cpp's logits (refs from ../shared/conformance, kv f32)"
+echo "   max|d| / std of the reference logits, and argmax agreement, for cpu and cuda"
+while read -r case model toks _; do
+  for mode in batch incremental; do
+    line="$case $mode:"
+    for dev in cpu cuda; do
+      if timeout 60 $D/rlx logits --model $D/models/$model --tokens $toks --mode $mode --device $dev --out /tmp/r_$dev.bin \
+        > /tmp/r_$dev.log 2>&1; then
+        line="$line $(python3 -c "
+import numpy as np
+r=np.fromfile('$D/refs/$case.logits.bin',np.float32); a=np.fromfile('/tmp/r_$dev.bin',np.float32)
+n=len('$toks'.split(',')); R=r.reshape(n,-1); A=a.reshape(n,-1)
+print('$dev %.3f top1 %d/%d;' % (np.abs(A-R).max()/R.std(), (A.argmax(1)==R.argmax(1)).sum(), n))")"
+      else line="$line $dev failed: $(tail -1 /tmp/r_$dev.log);"; fi
+    done
+    echo "$line"
+  done
+done < $D/refs/cases.txt
