@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Packs what bench/cuda_device_run.sh needs on the GPU machine into .devpack/devrun.tar.xz
+# (both folders are git-ignored; the device call carries .devpack): the stripped `rlx`
+# and `rlx_cuda_tests` of a CUDA build, the non-system shared libraries they load, the
+# small conformance models and, for the comparison with llama.cpp, their reference
+# logits with the tokens they were made from (refs/cases.txt: case, model, tokens).
+# Usage: bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY]
+# OLD_TESTS_BINARY, if given, goes along as rlx_cuda_tests_old (a baseline in the same call).
+set -euo pipefail
+build=${1:-build-cuda}
+old=${2:-}
+conf=${RLX_CONFORMANCE_DIR:-../shared/conformance}
+rm -rf .devrun && mkdir -p .devrun/lib .devrun/models .devrun/refs .devpack
+cp "$build/tools/rlx" "$build/tests/rlx_cuda_tests" .devrun/
+[ -z "$old" ] || cp "$old" .devrun/rlx_cuda_tests_old
+strip .devrun/rlx .devrun/rlx_cuda_tests
+# Libraries from this machine's packages that the GPU machine may lack (CUDA's own and
+# the C/C++ runtime are there).
+ldd .devrun/rlx .devrun/rlx_cuda_tests | awk '/=> \// {print $3}' | sort -u |
+  grep -E 'libfmt|libicu|libtomlplusplus' | xargs -r -I{} cp -L {} .devrun/lib/
+if [ -d "$conf" ]; then
+  python3 - "$conf" <<'PY'
+import json, shutil, sys
+conf = sys.argv[1]
+seqs = json.load(open(f"{conf}/tokens.json"))["sequences"]
+cases = ["stories260K-F32__tok512-8__kvf32", "stories260K-Q8_0__tok512-8__kvf32",
+         "llama-tiny-Q4_K_M__spm-8__kvf32", "gemma2-tiny-Q8_0__spm-8__kvf32"]
+lines = []
+for c in json.load(open(f"{conf}/index.json"))["cases"]:
+    if c["case"] not in cases:
+        continue
+    shutil.copy(f"{conf}/{c['model']}", ".devrun/models/")
+    shutil.copy(f"{conf}/refs/{c['case']}.logits.bin", ".devrun/refs/")
+    toks = ",".join(map(str, seqs[c["sequence"]]["tokens"]))
+    lines.append(f"{c['case']} {c['model'].split('/')[-1]} {toks}")
+open(".devrun/refs/cases.txt", "w").write("\n".join(lines) + "\n")
+print(f"{len(lines)} conformance cases")
+PY
+else
+  echo "no $conf: conformance models left out"
+fi
+rm -f .devpack/devrun.tar.xz
+tar -cJf .devpack/devrun.tar.xz .devrun
+ls -l .devpack/devrun.tar.xz
