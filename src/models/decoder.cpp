@@ -72,6 +72,8 @@ Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, 
 
 Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& weights, const DecoderOptions& o) {
   TRY(c.validate());
+  if (o.greedy_token && !o.last_row_logits)
+    return Error::invalid_argument("decoder: greedy_token picks from the last rows; it needs last_row_logits");
   if (o.batch < 1 || (o.batch > 1 && o.ctx <= 0))
     return Error::invalid_argument("decoder: batch {} needs >= 1 sequences (and a KV cache when > 1)", o.batch);
   const std::optional<ir::Dim> rows = ir::Dim::mul(ir::Dim(o.batch), o.seq);
@@ -88,6 +90,12 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
   if (o.last_row_logits) x = f.builder().gather(x, f.input_ids("last", ir::Dim(o.batch)), 0);
   const std::string head = c.tied_embeddings ? "token_embd.weight" : "output.weight";
   ASSIGN_OR_RETURN(ValueId logits, f.lm_head(x, head, c.n_vocab, c.n_embd, c.final_softcap));
+  if (o.greedy_token) {  // the argmax on the device: one token per sequence leaves it
+    const ValueId next = f.builder().topk(logits, 1, /*values=*/false);
+    ASSIGN_OR_RETURN(BuiltModel m, f.finish({{next, "next"}}, o.policy));
+    m.config = c;
+    return m;
+  }
   ASSIGN_OR_RETURN(BuiltModel m, f.finish({{logits, "logits"}}, o.policy));
   m.config = c;
   return m;

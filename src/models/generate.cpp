@@ -75,13 +75,24 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
   TextStream text(tokenizer, options.stop);
   std::vector<int32_t> history = prompt_tokens;
 
+  // Greedy without penalties needs no logits on the host: the executable picks the
+  // token (one int copied back per step instead of n_vocab floats).
+  const SamplingOptions& so = options.sampling;
+  const bool on_device = so.temperature <= 0.0f && so.repetition_penalty == 1.0f && so.frequency_penalty == 0.0f &&
+                         so.presence_penalty == 0.0f;
+  std::vector<float> logits;
+  int32_t picked = 0;
   auto t0 = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(std::vector<float> logits, model.forward(prompt_tokens, /*all_rows=*/false));
+  if (on_device) {
+    ASSIGN_OR_RETURN(picked, model.forward_greedy(prompt_tokens));
+  } else {
+    ASSIGN_OR_RETURN(logits, model.forward(prompt_tokens, /*all_rows=*/false));
+  }
   r.prefill_ms = ms_since(t0);
 
   auto t1 = std::chrono::steady_clock::now();
   for (int32_t step = 0; step < options.max_tokens; ++step) {
-    const int32_t next = sampler.sample(logits, history);
+    const int32_t next = on_device ? picked : sampler.sample(logits, history);
     r.tokens.push_back(next);
     history.push_back(next);
     if (options.stop_at_eos && tokenizer.is_end_of_generation(next)) break;
@@ -92,7 +103,11 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
     if (stopped) break;
     if (step + 1 == options.max_tokens) break;
     if (model.n_past() >= model.context_length()) break;
-    ASSIGN_OR_RETURN(logits, model.forward(std::span<const int32_t>(&next, 1), false));
+    if (on_device) {
+      ASSIGN_OR_RETURN(picked, model.forward_greedy(std::span<const int32_t>(&next, 1)));
+    } else {
+      ASSIGN_OR_RETURN(logits, model.forward(std::span<const int32_t>(&next, 1), false));
+    }
   }
   std::string tail = text.finish();
   r.text += tail;

@@ -48,8 +48,8 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
 
 void LanguageModel::reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
 
-Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_rows) {
-  auto key = std::make_pair(rows, all_rows);
+Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_rows, bool greedy) {
+  auto key = std::make_tuple(rows, all_rows, greedy);
   auto it = variants_.find(key);
   if (it != variants_.end()) return it->second.get();
 
@@ -58,6 +58,7 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   d.ctx = options_.ctx;
   d.kv_dtype = options_.kv_dtype;
   d.last_row_logits = !all_rows;
+  d.greedy_token = greedy;
   d.batch = options_.batch;
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
@@ -130,14 +131,14 @@ Status LanguageModel::move_cache_to(Variant* next) {
   return {};
 }
 
-Expected<std::vector<float>> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool all_rows) {
+Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool all_rows, bool greedy) {
   const auto n = static_cast<int64_t>(tokens.size());
   int64_t rows = 1;
   if (n > 1) {
     rows = std::max<int64_t>(options_.min_bucket, 1);
     while (rows < n) rows *= 2;
   }
-  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows));
+  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows, greedy));
   TRY(move_cache_to(v));
 
   std::vector<int32_t> tok(static_cast<size_t>(rows), 0), pos(static_cast<size_t>(rows));
@@ -153,12 +154,10 @@ Expected<std::vector<float>> LanguageModel::run_chunk(std::span<const int32_t> t
   if (rows > 1) TRY(v->graph->set_active_extent(n, rows));
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   n_past_[0] += n;
-  std::span<const float> logits = out[0].as<float>();
-  const size_t keep = static_cast<size_t>((all_rows ? n : 1) * config_.n_vocab);
-  return std::vector<float>(logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(keep));
+  return std::move(out[0]);
 }
 
-Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tokens, bool all_rows) {
+Status LanguageModel::check_forward(std::span<const int32_t> tokens) const {
   if (options_.batch != 1)
     return Error::invalid_argument("forward: this model serves {} sequences; use forward_batch", options_.batch);
   if (tokens.empty()) return Error::invalid_argument("forward: no tokens");
@@ -168,6 +167,23 @@ Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tok
   for (int32_t t : tokens)
     if (t < 0 || t >= config_.n_vocab)
       return Error::invalid_argument("token id {} is outside the vocabulary [0, {})", t, config_.n_vocab);
+  return {};
+}
+
+Expected<int32_t> LanguageModel::forward_greedy(std::span<const int32_t> tokens) {
+  TRY(check_forward(tokens));
+  const auto chunk = static_cast<size_t>(std::min(options_.ctx, options_.max_chunk));
+  size_t done = 0;
+  while (tokens.size() - done > chunk) {  // earlier chunks fill the cache only
+    TRY(run_chunk(tokens.subspan(done, chunk), false, false));
+    done += chunk;
+  }
+  ASSIGN_OR_RETURN(Tensor next, run_chunk(tokens.subspan(done), false, true));
+  return next.as<int32_t>()[0];
+}
+
+Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tokens, bool all_rows) {
+  TRY(check_forward(tokens));
   std::vector<float> result;
   // Chunks of at most max_chunk (and ctx) rows: one prefill never needs a bucket above
   // either, and the activation arena stays bounded.
@@ -175,10 +191,12 @@ Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tok
   const auto chunk = static_cast<size_t>(std::min(options_.ctx, options_.max_chunk));
   while (done < tokens.size()) {
     const size_t len = std::min(tokens.size() - done, chunk);
-    ASSIGN_OR_RETURN(std::vector<float> part, run_chunk(tokens.subspan(done, len), all_rows));
+    ASSIGN_OR_RETURN(Tensor out, run_chunk(tokens.subspan(done, len), all_rows, false));
     if (all_rows || done + len == tokens.size()) {
       if (!all_rows) result.clear();
-      result.insert(result.end(), part.begin(), part.end());
+      std::span<const float> logits = out.as<float>();
+      const size_t keep = (all_rows ? len : 1) * static_cast<size_t>(config_.n_vocab);
+      result.insert(result.end(), logits.begin(), logits.begin() + static_cast<std::ptrdiff_t>(keep));
     }
     done += len;
   }

@@ -25,6 +25,7 @@
 #include "rlx/base/log.h"
 #include "rlx/formats/quant.h"
 #include "rlx/models/language_model.h"
+#include "rlx/models/sampler.h"
 #include "rlx/models/synth.h"
 #include "rlx/rlx.h"
 #include "cuda_test_util.h"
@@ -421,9 +422,55 @@ TEST(CudaBench, Decode) {
       next = static_cast<int32_t>((next * 31 + 7) % vocab);
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const char* graphs =
+        std::getenv("RLX_CUDA_GRAPHS") && std::string(std::getenv("RLX_CUDA_GRAPHS")) == "0" ? "off" : "on";
     std::printf("decode ctx %lld: %.1f tok/s (%.3f ms/token, %d steps, graphs %s)\n", static_cast<long long>(ctx),
-                steps * 1000.0 / ms, ms / steps, steps,
-                std::getenv("RLX_CUDA_GRAPHS") && std::string(std::getenv("RLX_CUDA_GRAPHS")) == "0" ? "off" : "on");
+                steps * 1000.0 / ms, ms / steps, steps, graphs);
+    // Greedy generation as `rlx run --temp 0` runs it: the argmax on the device, one
+    // token back per step (each step feeds the token it got).
+    (*m)->reset();
+    ASSERT_TRUE((*m)->forward(prompt, false).has_value());
+    Expected<int32_t> tok = (*m)->forward_greedy(std::span<const int32_t>(&next, 1));
+    for (int w = 0; w < 2 && tok.has_value(); ++w) tok = (*m)->forward_greedy(std::span<const int32_t>(&*tok, 1));
+    ASSERT_TRUE(tok.has_value()) << tok.error().to_string();
+    const auto t1 = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) {
+      tok = (*m)->forward_greedy(std::span<const int32_t>(&*tok, 1));
+      ASSERT_TRUE(tok.has_value()) << tok.error().to_string();
+    }
+    const double gms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+    std::printf("decode ctx %lld: %.1f tok/s (%.3f ms/token, %d steps, graphs %s, greedy token on the device)\n",
+                static_cast<long long>(ctx), steps * 1000.0 / gms, gms / steps, steps, graphs);
+  }
+}
+
+// Greedy decoding with the argmax on the device (LanguageModel::forward_greedy, one token
+// copied back) picks, step by step, the host argmax of the same model's CUDA logits.
+TEST(CudaDecode, GreedyTokenOnDeviceEqualsHostArgmax) {
+  REQUIRE_CUDA();
+  for (const char* type : {"f32", "q4_k_m"}) {
+    SCOPED_TRACE(type);
+    const std::string path = write_synth_model(type, "greedy");
+    models::LoadOptions lo;
+    lo.device = Device::cuda();
+    lo.ctx = 64;
+    lo.max_chunk = 8;  // a 13-token prompt in two chunks
+    auto a = models::LanguageModel::load(path, lo);
+    auto b = models::LanguageModel::load(path, lo);
+    ASSERT_TRUE(a && b);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 13; ++i) prompt.push_back(1 + (i * 37) % 200);
+    auto logits = (*a)->forward(prompt, false);
+    auto picked = (*b)->forward_greedy(prompt);
+    ASSERT_TRUE(logits && picked) << (logits ? picked.error().to_string() : logits.error().to_string());
+    for (int step = 0; step < 12; ++step) {
+      const int32_t host = models::argmax(*logits);
+      ASSERT_EQ(*picked, host) << "step " << step;
+      logits = (*a)->forward(std::span<const int32_t>(&host, 1), false);
+      picked = (*b)->forward_greedy(std::span<const int32_t>(&host, 1));
+      ASSERT_TRUE(logits && picked);
+    }
+    std::filesystem::remove(path);
   }
 }
 

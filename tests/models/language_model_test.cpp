@@ -263,29 +263,93 @@ TEST(Generate, BatchedGenerationEqualsSeparateRuns) {
   }
 }
 
-TEST(Generate, SameSeedSameText) {
+// forward_greedy (the argmax taken by the executable, one token copied back) picks what
+// the host's argmax of forward's logits picks, at every step of a prefill split into
+// chunks and the decode steps after it; and it leaves the cache as forward does.
+TEST_P(FamilyTest, GreedyTokenOnDeviceEqualsHostArgmax) {
+  LoadOptions lo;
+  lo.ctx = 64;
+  lo.threads = 2;
+  lo.max_chunk = 4;  // the 11-token prompt runs as 4 + 4 + 3
+  auto a = LanguageModel::load(synth_model(GetParam(), "q8_0"), lo);
+  auto b = LanguageModel::load(synth_model(GetParam(), "q8_0"), lo);
+  ASSERT_TRUE(a && b);
+  auto logits = (*a)->forward(kTokens, false);
+  auto picked = (*b)->forward_greedy(kTokens);
+  ASSERT_TRUE(logits && picked) << (logits ? picked.error().to_string() : logits.error().to_string());
+  for (int step = 0; step < 6; ++step) {
+    const int32_t host = argmax(*logits);
+    ASSERT_EQ(*picked, host) << "step " << step;
+    EXPECT_EQ((*a)->n_past(), (*b)->n_past());
+    logits = (*a)->forward(std::span<const int32_t>(&host, 1), false);
+    picked = (*b)->forward_greedy(std::span<const int32_t>(&host, 1));
+    ASSERT_TRUE(logits && picked);
+  }
+  // The same checks as forward.
+  (*b)->reset();
+  EXPECT_FALSE((*b)->forward_greedy({}).has_value());
+  const int32_t bad = 1 << 30;
+  auto err = (*b)->forward_greedy(std::span<const int32_t>(&bad, 1));
+  ASSERT_FALSE(err.has_value());
+  EXPECT_NE(err.error().to_string().find("outside the vocabulary"), std::string::npos) << err.error().to_string();
+}
+
+// The synthetic f32 llama and its tokenizer, loaded with a KV cache of `ctx` tokens
+// (null members, with the failure reported, when either does not load).
+struct TinyLlama {
+  std::unique_ptr<Tokenizer> tok;
+  std::unique_ptr<LanguageModel> model;
+};
+TinyLlama tiny_llama(int64_t ctx) {
   const std::string path = synth_model("llama", "f32");
   auto tok = load_tokenizer_from_gguf(path);
-  ASSERT_TRUE(tok) << tok.error().to_string();
+  EXPECT_TRUE(tok) << tok.error().to_string();
   LoadOptions lo;
-  lo.ctx = 128;
+  lo.ctx = ctx;
   auto m = LanguageModel::load(path, lo);
-  ASSERT_TRUE(m);
+  EXPECT_TRUE(m) << m.error().to_string();
+  if (!tok || !m) return {};
+  return TinyLlama{std::move(*tok), std::move(*m)};
+}
+
+// Greedy generation without penalties takes the token from the executable; with a
+// repetition penalty of 1 it must give exactly what host sampling of the logits gives
+// (a presence penalty of 0 also keeps the device path, a tiny one forces the host path).
+TEST(Generate, GreedyOnDeviceEqualsHostSampling) {
+  const TinyLlama t = tiny_llama(96);
+  ASSERT_TRUE(t.tok && t.model);
+  const auto prompt = t.tok->encode("Once upon a time", true, false);
+  GenerateOptions go;
+  go.max_tokens = 16;
+  go.stop_at_eos = false;
+  auto device = generate(*t.model, *t.tok, prompt, go, nullptr);
+  go.sampling.presence_penalty = 1e-30f;  // host path, same picks unless a tie is broken by it
+  auto host = generate(*t.model, *t.tok, prompt, go, nullptr);
+  ASSERT_TRUE(device && host);
+  EXPECT_EQ(device->tokens, host->tokens);
+  EXPECT_EQ(device->tokens.size(), 16u);
+}
+
+TEST(Generate, SameSeedSameText) {
+  const TinyLlama t = tiny_llama(128);
+  ASSERT_TRUE(t.tok && t.model);
+  auto& tok = t.tok;
+  auto& m = t.model;
   GenerateOptions go;
   go.max_tokens = 12;
   go.stop_at_eos = false;
   go.sampling.temperature = 0.9f;
   go.sampling.top_k = 40;
   go.sampling.seed = 1234;
-  const auto prompt = (*tok)->encode("Once upon a time", true, false);
-  auto a = generate(**m, **tok, prompt, go, nullptr);
-  auto b = generate(**m, **tok, prompt, go, nullptr);
+  const auto prompt = tok->encode("Once upon a time", true, false);
+  auto a = generate(*m, *tok, prompt, go, nullptr);
+  auto b = generate(*m, *tok, prompt, go, nullptr);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->tokens, b->tokens);
   EXPECT_EQ(a->text, b->text);
   EXPECT_EQ(a->tokens.size(), 12u);
   go.sampling.seed = 99;
-  auto c = generate(**m, **tok, prompt, go, nullptr);
+  auto c = generate(*m, *tok, prompt, go, nullptr);
   ASSERT_TRUE(c);
   EXPECT_NE(a->tokens, c->tokens);
 }

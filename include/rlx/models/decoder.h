@@ -9,7 +9,9 @@
 //   handles  cache.k.<layer>, cache.v.<layer>  kv_dtype[ctx, n_head_kv*head_dim]  (when ctx > 0;
 //            row p holds position p; a run writes its rows at pos[0]..); with B > 1 one
 //            pair per sequence: cache.k.<layer>.<b>, cache.v.<layer>.<b>
-//   output   logits f32[B*S, n_vocab]  (or f32[B, n_vocab] with last_row_logits)
+//   output   logits f32[B*S, n_vocab]  (or f32[B, n_vocab] with last_row_logits), or with
+//            greedy_token instead: next i32[B, 1], the argmax of each selected row (ties ->
+//            lowest id), so that greedy decoding copies back one token, not the logits
 #pragma once
 
 #include <string>
@@ -27,6 +29,7 @@ struct DecoderOptions {
   int64_t ctx = 0;                          ///< KV-cache rows; 0 = no cache (attend within the run)
   ir::DType kv_dtype = ir::DType::F32;      ///< KV-cache storage: f32, f16 or bf16
   bool last_row_logits = false;             ///< project only the rows selected by input "last"
+  bool greedy_token = false;                ///< output "next" (argmax per row) instead of logits; needs last_row_logits
   int64_t batch = 1;                        ///< sequences per run (> 1 needs ctx > 0)
   ir::FusionPolicy policy = ir::FusionPolicy::Direct;
 };

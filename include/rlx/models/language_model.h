@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "rlx/models/decoder.h"
@@ -58,6 +59,10 @@ class LanguageModel {
   /// last token. One token uses the decode executable; more use prefill buckets.
   /// Needs batch == 1.
   Expected<std::vector<float>> forward(std::span<const int32_t> tokens, bool all_rows);
+  /// As forward(tokens, false), but returns the argmax of the last token's logits (ties
+  /// -> lowest id) computed by the executable: a run copies back one token instead of
+  /// n_vocab logits (greedy decoding on a GPU). Needs batch == 1.
+  Expected<int32_t> forward_greedy(std::span<const int32_t> tokens);
   /// Batched form (batch() sequences): appends tokens[b] (possibly none) to sequence b,
   /// all in one run, and returns per sequence its logits [len_b, n_vocab] (all_rows) or
   /// [n_vocab] of its last token (empty for a sequence given no tokens). Rows are padded
@@ -71,8 +76,11 @@ class LanguageModel {
  private:
   LanguageModel() = default;
   struct Variant;
-  Expected<Variant*> variant(int64_t rows, bool all_rows);
-  Expected<std::vector<float>> run_chunk(std::span<const int32_t> tokens, bool all_rows);
+  Expected<Variant*> variant(int64_t rows, bool all_rows, bool greedy = false);
+  /// One run over at most max_chunk tokens: the executable's only output.
+  Expected<Tensor> run_chunk(std::span<const int32_t> tokens, bool all_rows, bool greedy);
+  /// The argument checks of forward and forward_greedy.
+  Status check_forward(std::span<const int32_t> tokens) const;
   Status move_cache_to(Variant* next);
 
   LoadOptions options_;
@@ -81,7 +89,7 @@ class LanguageModel {
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<ParamStore> params_;  // views of the weights (file mapping), shared by every variant
-  std::map<std::pair<int64_t, bool>, std::unique_ptr<Variant>> variants_;  // (rows, all_rows)
+  std::map<std::tuple<int64_t, bool, bool>, std::unique_ptr<Variant>> variants_;  // (rows, all_rows, greedy)
   Variant* cache_owner_ = nullptr;  // the executable whose handles hold the live KV cache
   bool shared_cache_ = true;        // variants share one set of handles (no copies when switching)
   std::vector<int64_t> n_past_;     // per sequence
