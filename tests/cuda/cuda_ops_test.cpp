@@ -287,6 +287,45 @@ AttnGraph attention_inputs(GraphBuilder& b, int64_t S, int64_t T, int64_t H, int
   return g;
 }
 
+// TopK with k = 1 over f32 rows (the greedy token of a decode step) takes a one-block
+// argmax kernel: ties go to the lowest index and NaN ranks last, as on the CPU.
+TEST(CudaOps, ArgmaxTiesAndNaN) {
+  REQUIRE_CUDA();
+  const int64_t rows = 5, len = 32000;
+  std::vector<float> x = random_vec(static_cast<size_t>(rows * len), 31);
+  auto at = [&](int64_t r, int64_t j) -> float& { return x[static_cast<size_t>(r * len + j)]; };
+  for (int64_t j = 0; j < len; ++j) at(0, j) = 0.5f;  // all equal: index 0
+  at(1, 10) = at(1, 31000) = 7.0f;                     // a tie: the lower index
+  at(2, 5) = NAN;                                      // NaN ranks last
+  at(2, 7) = 9.0f;
+  for (int64_t j = 0; j < len; ++j) at(3, j) = NAN;    // all NaN: index 0
+  at(4, len - 1) = 100.0f;                             // the last element
+  GraphBuilder b;
+  auto xi = b.input("x", DType::F32, {rows, len});
+  b.output(b.topk(xi, 1, false), "index");
+  b.output(b.topk(xi, 1, true), "value");
+  auto g = b.build();
+  ASSERT_TRUE(g.has_value()) << g.error().to_string();
+  Case c;
+  c.inputs["x"] = Tensor::from_f32(x, {rows, len});
+  auto cpu = run_on(Device::cpu(), *g, c);
+  auto gpu = run_on(Device::cuda(), *g, c);
+  ASSERT_TRUE(cpu && gpu);
+  const auto ci = (*cpu)[0].as<int32_t>(), gi = (*gpu)[0].as<int32_t>();
+  ASSERT_EQ(ci.size(), static_cast<size_t>(rows));
+  const int32_t expected[rows] = {0, 10, 7, 0, static_cast<int32_t>(len - 1)};
+  for (int64_t r = 0; r < rows; ++r) {
+    EXPECT_EQ(ci[static_cast<size_t>(r)], expected[r]) << "cpu row " << r;
+    EXPECT_EQ(gi[static_cast<size_t>(r)], expected[r]) << "cuda row " << r;
+  }
+  const auto cv = *(*cpu)[1].to_f32(), gv = *(*gpu)[1].to_f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r == 3) continue;  // NaN
+    EXPECT_EQ(gv[static_cast<size_t>(r)], cv[static_cast<size_t>(r)]) << "row " << r;
+  }
+  EXPECT_TRUE(std::isnan(gv[3]));
+}
+
 TEST(CudaOps, Attention) {
   REQUIRE_CUDA();
   struct Cfg {
