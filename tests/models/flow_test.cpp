@@ -251,5 +251,27 @@ TEST(Flow, Gpt2StyleBlockMatchesAFloat64Reference) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5) << "logit " << i;
 }
 
+
+// greedy_token swaps the logits output for the argmax token of the selected rows; it
+// needs last_row_logits (a clear error otherwise).
+TEST(Flow, GreedyTokenOutput) {
+  const ModelConfig c = tiny_llama();
+  const MapSource w = llama_weights(c);
+  DecoderOptions o;
+  o.ctx = 32;
+  o.greedy_token = true;
+  auto bad = build_decoder(c, w, o);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().to_string().find("needs last_row_logits"), std::string::npos) << bad.error().to_string();
+  o.last_row_logits = true;
+  auto built = build_decoder(c, w, o);
+  ASSERT_TRUE(built) << built.error().to_string();
+  const ir::Graph& g = built->hir.graph;
+  ASSERT_EQ(g.outputs().size(), 1u);
+  EXPECT_EQ(g.outputs()[0].name, "next");
+  const ir::Node& next = g.node(g.outputs()[0].value);
+  EXPECT_EQ(next.op, ir::OpKind::TopK);
+  EXPECT_EQ(next.dtype, ir::DType::I32);
+}
 }  // namespace
 }  // namespace rlx::models
