@@ -78,8 +78,7 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
   // Greedy without penalties needs no logits on the host: the executable picks the
   // token (one int copied back per step instead of n_vocab floats).
   const SamplingOptions& so = options.sampling;
-  const bool on_device = so.temperature <= 0.0f && so.repetition_penalty == 1.0f && so.frequency_penalty == 0.0f &&
-                         so.presence_penalty == 0.0f;
+  const bool on_device = so.temperature <= 0.0f && !so.has_penalties();
   std::vector<float> logits;
   int32_t picked = 0;
   auto t0 = std::chrono::steady_clock::now();

@@ -35,8 +35,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   scratch_.assign(logits.begin(), logits.end());
   const SamplingOptions& o = options_;
 
-  const bool penalise = o.repetition_penalty != 1.0f || o.frequency_penalty != 0.0f || o.presence_penalty != 0.0f;
-  if (penalise && !history.empty()) {
+  if (o.has_penalties() && !history.empty()) {
     const size_t window = o.penalty_last_n == 0 ? history.size()
                                                 : std::min(history.size(), static_cast<size_t>(o.penalty_last_n));
     std::unordered_map<int32_t, int32_t> counts;

@@ -61,8 +61,10 @@ inline PackedWeights packed_weights(ir::DType t, int64_t rows, int64_t cols, uin
 }
 
 /// x as the decode GEMV's 8-bit path sees it (GemvParams::x_int8): every 16 elements of
-/// a row quantized to int8 with d = max|x| / 127 and dequantized again.
+/// a row quantized to int8 with d = max|x| / 127 and dequantized again (x.size() a
+/// multiple of 16, as the path's K is).
 inline std::vector<float> x8_like_gemv(const std::vector<float>& x) {
+  EXPECT_EQ(x.size() % 16, 0u) << "x8_like_gemv: not whole 16-element segments";
   std::vector<float> out(x.size());
   for (size_t s = 0; s + 16 <= x.size(); s += 16) {
     float amax = 0.0f;

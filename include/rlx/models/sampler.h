@@ -25,6 +25,10 @@ struct SamplingOptions {
 
   /// Errors name the bad field (negative temperature, top_p outside (0, 1], ...).
   Status validate() const;
+  /// True when a penalty changes the logits of tokens seen before.
+  bool has_penalties() const {
+    return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f;
+  }
 };
 
 class Sampler {

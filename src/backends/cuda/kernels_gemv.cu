@@ -353,9 +353,10 @@ __device__ __forceinline__ float round_x(float v) {
   else return v;
 }
 
-// Stages the 16-element segments [s0, s_end) of f32 x (16-byte aligned) into 8-bit
-// slots: q = round(x * 127 / max|x|) (0 for an all-zero segment), d = max|x| / 127 (NaN
-// or inf when the segment holds one, so that it reaches the output as in f32 math).
+// Stages the 16-element segments of f32 x (16-byte aligned, K of them x 16) into the
+// 8-bit slots of chunk type C: q = round(x * 127 / max|x|) (0 for an all-zero segment),
+// d = max|x| / 127 (NaN when the segment holds a NaN or an infinity, so that the outputs
+// it meets are not finite, as in f32 math).
 template <typename C>
 __device__ __forceinline__ void stage_x8(const float* x, int64_t K, uint4* q, float2* meta) {
   const int64_t nc = C::chunks(K);
