@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rlx/base/status.h"
+#include "rlx/base/token_choice.h"
 
 namespace rlx::models {
 
@@ -29,6 +30,8 @@ struct SamplingOptions {
   bool has_penalties() const {
     return repetition_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f;
   }
+  /// The temperature / top-k / top-p / min-p part (for choose_token or the `sample` op).
+  TokenFilter filter() const { return TokenFilter{temperature, top_k, top_p, min_p}; }
 };
 
 class Sampler {
@@ -38,12 +41,15 @@ class Sampler {
   /// (`history`, used by the penalties). Uses and advances the RNG.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
   const SamplingOptions& options() const { return options_; }
+  /// One uniform draw in [0, 1) from the RNG, as sample() takes one for a temperature
+  /// > 0 (a token chosen by an executable's `sample` op takes it as its input).
+  double next_draw();
 
  private:
   SamplingOptions options_;
   std::mt19937_64 rng_;
   std::vector<float> scratch_;
-  std::vector<int32_t> order_;
+  TokenChoiceScratch choice_;
 };
 
 /// Index of the largest value; ties go to the lowest index.
