@@ -19,6 +19,7 @@ enum class Class { Low, F32, Follow, Opaque };
 Class class_of(OpKind k, MixedPrecision mixed) {
   switch (k) {
     case OpKind::Custom: return Class::Opaque;
+    case OpKind::Sample: return Class::F32;  // the draw and the logits it is compared with stay f32
     case OpKind::MatMul: case OpKind::DequantMatMul: case OpKind::FusedMatMulBiasAct: case OpKind::FusedSwiGLU:
     case OpKind::Attention: return Class::Low;
     case OpKind::Reduce: case OpKind::Softmax: case OpKind::Cumsum: case OpKind::RmsNorm: case OpKind::LayerNorm:

@@ -5,11 +5,13 @@
 // when the build has no CUDA backend or the machine has no GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
 
+#include "rlx/base/token_choice.h"
 #include "rlx/formats/quant.h"
 #include "rlx/rlx.h"
 #include "cuda_test_util.h"
@@ -324,6 +326,62 @@ TEST(CudaOps, ArgmaxTiesAndNaN) {
     EXPECT_EQ(gv[static_cast<size_t>(r)], cv[static_cast<size_t>(r)]) << "row " << r;
   }
   EXPECT_TRUE(std::isnan(gv[3]));
+}
+
+// The `sample` op on the device picks what rlx::choose_token picks on the host for the
+// same logits and draw, over rows with random logits, many ties (logits on a 0.5 grid,
+// a constant row), NaN and -inf, for several filters (top-k 1 .. 1024, top-p, min-p,
+// temperature), a vocabulary smaller than top-k and one too large for the kernel to keep
+// its keys in shared memory. A draw within 1e-6 of a cumulative boundary (where the
+// device's summation order may legitimately pick the neighbour) is not compared; the
+// test fails when fewer than 90 % of the draws are compared.
+TEST(CudaOps, SampleMatchesChooseToken) {
+  REQUIRE_CUDA();
+  const TokenFilter filters[] = {{1.0, 1024, 1.0, 0.0}, {0.8, 40, 0.95, 0.05}, {1.5, 7, 0.5, 0.0},
+                                 {0.3, 1, 1.0, 0.0},    {2.0, 300, 1.0, 0.1},   {1.0, 64, 0.9, 0.0}};
+  for (const int64_t len : {int64_t{32000}, int64_t{60000}, int64_t{5}}) {  // keys in shared memory or not
+    SCOPED_TRACE(len);
+    const int64_t rows = 6;
+    std::vector<float> x = random_vec(static_cast<size_t>(rows * len), 41, -4.0f, 4.0f);
+    auto at = [&](int64_t r, int64_t j) -> float& { return x[static_cast<size_t>(r * len + j)]; };
+    for (int64_t j = 0; j < len; ++j) at(1, j) = std::round(at(1, j) * 2.0f) / 2.0f;  // ties
+    for (int64_t j = 0; j < len; ++j) at(2, j) = 0.25f;                              // all tied
+    at(3, 1) = NAN;
+    at(3, len - 1) = -INFINITY;
+    for (int64_t j = 0; j < len; ++j) at(4, j) *= 0.01f;  // nearly flat
+    GraphBuilder b;
+    auto xi = b.input("x", DType::F32, {rows, len});
+    auto ui = b.input("u", DType::F32, {rows, 1});
+    for (const TokenFilter& f : filters)
+      b.output(b.sample(xi, ui, ir::SampleAttrs{f.temperature, f.top_k, f.top_p, f.min_p}));
+    auto g = b.build();
+    ASSERT_TRUE(g.has_value()) << g.error().to_string();
+    int compared = 0, total = 0;
+    TokenChoiceScratch scratch;
+    for (uint32_t seed = 1; seed <= 6; ++seed) {
+      const std::vector<float> u = random_vec(static_cast<size_t>(rows), 100 + seed, 0.0f, 1.0f);
+      Case c;
+      c.inputs["x"] = Tensor::from_f32(x, {rows, len});
+      c.inputs["u"] = Tensor::from_f32(u, {rows, 1});
+      auto gpu = run_on(Device::cuda(), *g, c);
+      ASSERT_TRUE(gpu) << gpu.error().to_string();
+      for (size_t fi = 0; fi < std::size(filters); ++fi) {
+        const auto got = (*gpu)[fi].as<int32_t>();
+        for (int64_t r = 0; r < rows; ++r) {
+          const std::span<const float> row(x.data() + r * len, static_cast<size_t>(len));
+          const double ur = u[static_cast<size_t>(r)];
+          const int32_t want = choose_token(row, filters[fi], ur, scratch);
+          ++total;
+          if (choose_token(row, filters[fi], std::max(0.0, ur - 1e-6), scratch) != want ||
+              choose_token(row, filters[fi], std::min(0.999999999, ur + 1e-6), scratch) != want)
+            continue;
+          ++compared;
+          EXPECT_EQ(got[static_cast<size_t>(r)], want) << "filter " << fi << ", row " << r << ", draw " << ur;
+        }
+      }
+    }
+    EXPECT_GE(compared, total * 9 / 10);
+  }
 }
 
 TEST(CudaOps, Attention) {

@@ -103,6 +103,8 @@ inline Graph all_ops_graph() {
   auto sm = b.softmax(dq, -1);
   auto cs = b.cumsum(sm, 1, true);
   auto tk = b.topk(cs, 4, false);
+  auto draw = b.input("draw", DType::F32, {seq, 1});
+  auto smp = b.sample(cs, draw, SampleAttrs{0.7, 8, 0.9, 0.05});
   auto ln = b.layer_norm(x, gamma, gamma, 1e-6);
   auto rn = b.rms_norm(ln, gamma, 1e-5);
   RopeAttrs rope;
@@ -156,7 +158,7 @@ inline Graph all_ops_graph() {
   auto hr = b.op(OpKind::HirRmsNorm, {x, gamma}, NormAttrs{1e-6});
   auto hln = b.op(OpKind::HirLayerNorm, {x, gamma}, NormAttrs{1e-5});
   auto he = b.op(OpKind::HirEmbedding, {w, pos}, NoAttrs{});
-  for (ValueId v : {c, c16, half, red, tk, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he})
+  for (ValueId v : {c, c16, half, red, tk, smp, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he})
     b.output(v);
   b.output(attn, "attn_out");
   auto g = b.build();

@@ -162,6 +162,7 @@ Status build_reduce(BuildCtx&, Step&);
 Status build_softmax(BuildCtx&, Step&);
 Status build_cumsum(BuildCtx&, Step&);
 Status build_topk(BuildCtx&, Step&);
+Status build_sample(BuildCtx&, Step&);
 Status build_layer_norm(BuildCtx&, Step&);
 Status build_rms_norm(BuildCtx&, Step&);
 Status build_fused_residual_norm(BuildCtx&, Step&);

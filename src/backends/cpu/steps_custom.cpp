@@ -85,6 +85,7 @@ const std::vector<KernelEntry>& cpu_kernel_table() {
       {OpKind::Softmax, &build_softmax},
       {OpKind::Cumsum, &build_cumsum},
       {OpKind::TopK, &build_topk},
+      {OpKind::Sample, &build_sample},
       {OpKind::LayerNorm, &build_layer_norm},
       {OpKind::RmsNorm, &build_rms_norm},
       {OpKind::Rope, &build_rope},

@@ -1,4 +1,4 @@
-// CPU steps for reductions and norms: Reduce, Softmax, Cumsum, TopK, LayerNorm,
+// CPU steps for reductions and norms: Reduce, Softmax, Cumsum, TopK, Sample, LayerNorm,
 // RmsNorm and the fused residual norms. Row ops widen each row to f32 (accumulating
 // in double where it matters), so f16/bf16 storage works the same as f32.
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_step.h"
 #include "backends/cpu/kernels/kernel_context.h"
 #include "backends/cpu/kernels/norm.h"
+#include "rlx/base/token_choice.h"
 
 namespace rlx::cpu_backend {
 namespace {
@@ -97,6 +98,7 @@ struct AxisParams {
   bool bucket_axis = false;  // the op's axis is the bucket axis (softmax: only `actual` entries)
   int64_t k = 1;             // topk
   bool values = false;       // topk
+  TokenFilter filter;        // sample
 };
 
 Status softmax_fn(const Step& s, const StepCtx& ctx) {
@@ -179,6 +181,23 @@ Status topk_fn(const Step& s, const StepCtx& ctx) {
         if (a.values) store_f(a.out_dt, s.out_ptr, r * a.k + j, vals[idx[j]]);
         else store_i(a.out_dt, s.out_ptr, r * a.k + j, idx[j]);
       }
+    }
+  });
+  return {};
+}
+
+// One token per row: choose_token over the row with the row's draw (input 1).
+Status sample_fn(const Step& s, const StepCtx& ctx) {
+  const AxisParams& a = s.p<AxisParams>();
+  const int64_t rows = ctx.rows(a.v.outer, s.scalable);
+  parallel_for(ctx, rows, 1, [&](int64_t b, int64_t e) {
+    thread_local TokenChoiceScratch scratch;
+    float* vals = row_scratch(a.v.len);
+    for (int64_t r = b; r < e; ++r) {
+      for (int64_t j = 0; j < a.v.len; ++j) vals[j] = load_f(a.in_dt, s.in_ptr[0], r * a.v.len + j);
+      const double u = load_f(DType::F32, s.in_ptr[1], r);
+      const int32_t token = choose_token(std::span<const float>(vals, static_cast<size_t>(a.v.len)), a.filter, u, scratch);
+      store_i(a.out_dt, s.out_ptr, r, token);
     }
   });
   return {};
@@ -363,6 +382,28 @@ Status build_topk(BuildCtx& ctx, Step& step) {
     step.extent_ok = false;
   }
   step.fn = &topk_fn;
+  step.params = p;
+  step.scalable = ctx.outer_is_bucket(n.inputs[0], x.shape.rank() - 1);
+  return {};
+}
+
+Status build_sample(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& x = ctx.input(0);
+  const auto& sa = n.attr<ir::SampleAttrs>();
+  auto p = std::make_shared<AxisParams>();
+  p->v = axis_view(x.shape.static_dims(), x.shape.rank() - 1);
+  p->in_dt = x.dtype;
+  p->out_dt = n.dtype;
+  p->filter = TokenFilter{sa.temperature, sa.top_k, sa.top_p, sa.min_p};
+  if (ir::is_packed(x.dtype)) return step_error(ctx, "packed input");
+  if (ctx.input(1).dtype != DType::F32) return step_error(ctx, "draw not f32");
+  const int b = ctx.bucket(n.inputs[0]);
+  if (b == static_cast<int>(x.shape.rank() - 1) || b == -2) {
+    step.mixes_bucket = true;
+    step.extent_ok = false;
+  }
+  step.fn = &sample_fn;
   step.params = p;
   step.scalable = ctx.outer_is_bucket(n.inputs[0], x.shape.rank() - 1);
   return {};
