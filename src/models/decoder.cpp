@@ -74,6 +74,8 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
   TRY(c.validate());
   if (o.greedy_token && !o.last_row_logits)
     return Error::invalid_argument("decoder: greedy_token picks from the last rows; it needs last_row_logits");
+  if (o.sample_token && (!o.last_row_logits || o.greedy_token))
+    return Error::invalid_argument("decoder: sample_token picks from the last rows; it needs last_row_logits and no greedy_token");
   if (o.batch < 1 || (o.batch > 1 && o.ctx <= 0))
     return Error::invalid_argument("decoder: batch {} needs >= 1 sequences (and a KV cache when > 1)", o.batch);
   const std::optional<ir::Dim> rows = ir::Dim::mul(ir::Dim(o.batch), o.seq);
@@ -93,6 +95,13 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
   if (o.greedy_token) {  // the argmax on the device: one token per sequence leaves it
     const ValueId next = f.builder().topk(logits, 1, /*values=*/false);
     ASSIGN_OR_RETURN(BuiltModel m, f.finish({{next, "next"}}, o.policy));
+    m.config = c;
+    return m;
+  }
+  if (o.sample_token) {  // the draw on the device: one token per sequence leaves it
+    ir::GraphBuilder& b = f.builder();
+    const ValueId draw = b.input("draw", ir::DType::F32, ir::Shape::of({o.batch, 1}));
+    ASSIGN_OR_RETURN(BuiltModel m, f.finish({{b.sample(logits, draw, *o.sample_token), "next"}}, o.policy));
     m.config = c;
     return m;
   }

@@ -75,15 +75,22 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
   TextStream text(tokenizer, options.stop);
   std::vector<int32_t> history = prompt_tokens;
 
-  // Greedy without penalties needs no logits on the host: the executable picks the
-  // token (one int copied back per step instead of n_vocab floats).
+  // Without penalties the host needs no logits: the executable picks the token, greedy
+  // or sampled with a draw from the sampler's RNG (one int copied back per step instead
+  // of n_vocab floats). Sampling on the device needs top-k on (at most kMaxSampleTopK).
   const SamplingOptions& so = options.sampling;
-  const bool on_device = so.temperature <= 0.0f && !so.has_penalties();
+  const bool greedy = so.temperature <= 0.0f;
+  const bool on_device =
+      !so.has_penalties() && (greedy || (so.top_k >= 1 && so.top_k <= ir::kMaxSampleTopK));
+  auto pick = [&](std::span<const int32_t> tokens) -> Expected<int32_t> {
+    if (greedy) return model.forward_greedy(tokens);
+    return model.forward_sample(tokens, so.filter(), sampler.next_draw());
+  };
   std::vector<float> logits;
   int32_t picked = 0;
   auto t0 = std::chrono::steady_clock::now();
   if (on_device) {
-    ASSIGN_OR_RETURN(picked, model.forward_greedy(prompt_tokens));
+    ASSIGN_OR_RETURN(picked, pick(prompt_tokens));
   } else {
     ASSIGN_OR_RETURN(logits, model.forward(prompt_tokens, /*all_rows=*/false));
   }
@@ -103,7 +110,7 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
     if (step + 1 == options.max_tokens) break;
     if (model.n_past() >= model.context_length()) break;
     if (on_device) {
-      ASSIGN_OR_RETURN(picked, model.forward_greedy(std::span<const int32_t>(&next, 1)));
+      ASSIGN_OR_RETURN(picked, pick(std::span<const int32_t>(&next, 1)));
     } else {
       ASSIGN_OR_RETURN(logits, model.forward(std::span<const int32_t>(&next, 1), false));
     }

@@ -3,6 +3,7 @@
 #include "rlx/models/language_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "rlx/compile/profile.h"
@@ -48,8 +49,9 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
 
 void LanguageModel::reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
 
-Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_rows, bool greedy) {
-  auto key = std::make_tuple(rows, all_rows, greedy);
+Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick) {
+  const TokenFilter f = pick.sample.value_or(TokenFilter{});
+  const VariantKey key{rows, all_rows, pick.greedy, pick.sample.has_value(), f.temperature, f.top_k, f.top_p, f.min_p};
   auto it = variants_.find(key);
   if (it != variants_.end()) return it->second.get();
 
@@ -58,7 +60,8 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   d.ctx = options_.ctx;
   d.kv_dtype = options_.kv_dtype;
   d.last_row_logits = !all_rows;
-  d.greedy_token = greedy;
+  d.greedy_token = pick.greedy;
+  if (pick.sample) d.sample_token = ir::SampleAttrs{f.temperature, f.top_k, f.top_p, f.min_p};
   d.batch = options_.batch;
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
@@ -131,14 +134,14 @@ Status LanguageModel::move_cache_to(Variant* next) {
   return {};
 }
 
-Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool all_rows, bool greedy) {
+Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool all_rows, const Pick& pick) {
   const auto n = static_cast<int64_t>(tokens.size());
   int64_t rows = 1;
   if (n > 1) {
     rows = std::max<int64_t>(options_.min_bucket, 1);
     while (rows < n) rows *= 2;
   }
-  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows, greedy));
+  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows, pick));
   TRY(move_cache_to(v));
 
   std::vector<int32_t> tok(static_cast<size_t>(rows), 0), pos(static_cast<size_t>(rows));
@@ -151,6 +154,9 @@ Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool 
       {"pos", TensorView{ir::DType::I32, shape, pos.data()}},
   };
   if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, one, &last}});
+  const std::vector<int64_t> one_by_one{1, 1};
+  const float draw = static_cast<float>(pick.draw);
+  if (pick.sample) inputs.push_back({"draw", TensorView{ir::DType::F32, one_by_one, &draw}});
   if (rows > 1) TRY(v->graph->set_active_extent(n, rows));
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   n_past_[0] += n;
@@ -170,16 +176,40 @@ Status LanguageModel::check_forward(std::span<const int32_t> tokens) const {
   return {};
 }
 
-Expected<int32_t> LanguageModel::forward_greedy(std::span<const int32_t> tokens) {
+Expected<int32_t> LanguageModel::forward_pick(std::span<const int32_t> tokens, const Pick& pick) {
   TRY(check_forward(tokens));
   const auto chunk = static_cast<size_t>(std::min(options_.ctx, options_.max_chunk));
   size_t done = 0;
   while (tokens.size() - done > chunk) {  // earlier chunks fill the cache only
-    TRY(run_chunk(tokens.subspan(done, chunk), false, false));
+    TRY(run_chunk(tokens.subspan(done, chunk), false, Pick{}));
     done += chunk;
   }
-  ASSIGN_OR_RETURN(Tensor next, run_chunk(tokens.subspan(done), false, true));
+  ASSIGN_OR_RETURN(Tensor next, run_chunk(tokens.subspan(done), false, pick));
   return next.as<int32_t>()[0];
+}
+
+Expected<int32_t> LanguageModel::forward_greedy(std::span<const int32_t> tokens) {
+  Pick pick;
+  pick.greedy = true;
+  return forward_pick(tokens, pick);
+}
+
+Expected<int32_t> LanguageModel::forward_sample(std::span<const int32_t> tokens, const TokenFilter& filter,
+                                                double draw) {
+  if (!(filter.temperature > 0.0) || !std::isfinite(filter.temperature))
+    return Error::invalid_argument("forward_sample: temperature must be > 0, got {}", filter.temperature);
+  if (filter.top_k < 1 || filter.top_k > ir::kMaxSampleTopK)
+    return Error::invalid_argument("forward_sample: top_k must be in [1, {}] (top-k off: forward + Sampler), got {}",
+                                   ir::kMaxSampleTopK, filter.top_k);
+  if (!(filter.top_p > 0.0 && filter.top_p <= 1.0))
+    return Error::invalid_argument("forward_sample: top_p must be in (0, 1], got {}", filter.top_p);
+  if (!(filter.min_p >= 0.0 && filter.min_p < 1.0))
+    return Error::invalid_argument("forward_sample: min_p must be in [0, 1), got {}", filter.min_p);
+  if (!(draw >= 0.0 && draw < 1.0)) return Error::invalid_argument("forward_sample: draw must be in [0, 1), got {}", draw);
+  Pick pick;
+  pick.sample = filter;
+  pick.draw = draw;
+  return forward_pick(tokens, pick);
 }
 
 Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tokens, bool all_rows) {
@@ -191,7 +221,7 @@ Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tok
   const auto chunk = static_cast<size_t>(std::min(options_.ctx, options_.max_chunk));
   while (done < tokens.size()) {
     const size_t len = std::min(tokens.size() - done, chunk);
-    ASSIGN_OR_RETURN(Tensor out, run_chunk(tokens.subspan(done, len), all_rows, false));
+    ASSIGN_OR_RETURN(Tensor out, run_chunk(tokens.subspan(done, len), all_rows, Pick{}));
     if (all_rows || done + len == tokens.size()) {
       if (!all_rows) result.clear();
       std::span<const float> logits = out.as<float>();
@@ -245,7 +275,7 @@ Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span
             "run the longer inputs in a separate call",
             b, n_past_[static_cast<size_t>(b)], rows, ctx);
   }
-  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows));
+  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows, Pick{}));
   TRY(move_cache_to(v));
   const size_t total = static_cast<size_t>(batch * rows);
   std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(batch));

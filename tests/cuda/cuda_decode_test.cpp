@@ -10,6 +10,7 @@
 // the machine has no GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -441,6 +442,35 @@ TEST(CudaBench, Decode) {
     const double gms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
     std::printf("decode ctx %lld: %.1f tok/s (%.3f ms/token, %d steps, graphs %s, greedy token on the device)\n",
                 static_cast<long long>(ctx), steps * 1000.0 / gms, gms / steps, steps, graphs);
+    // Sampling (temperature 0.8, top-k 40, top-p 0.95): the `sample` op on the device
+    // with the sampler's draws, then the logits copied back to the host sampler.
+    models::SamplingOptions so;
+    so.temperature = 0.8f;
+    so.top_k = 40;
+    so.top_p = 0.95f;
+    for (const bool on_device : {true, false}) {
+      models::Sampler sampler(so);
+      std::vector<int32_t> history;
+      auto step = [&](int32_t in) -> Expected<int32_t> {
+        if (on_device) return (*m)->forward_sample(std::span<const int32_t>(&in, 1), so.filter(), sampler.next_draw());
+        ASSIGN_OR_RETURN(std::vector<float> l, (*m)->forward(std::span<const int32_t>(&in, 1), false));
+        return sampler.sample(l, history);
+      };
+      (*m)->reset();
+      ASSERT_TRUE((*m)->forward(prompt, false).has_value());
+      Expected<int32_t> s = step(next);
+      for (int w = 0; w < 2 && s.has_value(); ++w) s = step(*s);
+      ASSERT_TRUE(s.has_value()) << s.error().to_string();
+      const auto t2 = std::chrono::steady_clock::now();
+      for (int i = 0; i < steps; ++i) {
+        s = step(*s);
+        ASSERT_TRUE(s.has_value()) << s.error().to_string();
+      }
+      const double sms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t2).count();
+      std::printf("decode ctx %lld: %.1f tok/s (%.3f ms/token, %d steps, graphs %s, sampled %s)\n",
+                  static_cast<long long>(ctx), steps * 1000.0 / sms, sms / steps, steps, graphs,
+                  on_device ? "on the device (sample op)" : "on the host (logits copied)");
+    }
   }
 }
 
@@ -470,6 +500,50 @@ TEST(CudaDecode, GreedyTokenOnDeviceEqualsHostArgmax) {
       picked = (*b)->forward_greedy(std::span<const int32_t>(&host, 1));
       ASSERT_TRUE(logits && picked);
     }
+    std::filesystem::remove(path);
+  }
+}
+
+// Sampling with the `sample` op on the device (LanguageModel::forward_sample, one token
+// copied back) picks, step by step, what choose_token picks on the host from the same
+// model's CUDA logits with the same draw (draws within 1e-6 of a cumulative boundary
+// are not compared; at most 2 of the 16 steps may be such).
+TEST(CudaDecode, SampledTokenOnDeviceEqualsHostChoice) {
+  REQUIRE_CUDA();
+  const TokenFilter filter{0.9, 40, 0.95, 0.02};
+  for (const char* type : {"f32", "q4_k_m"}) {
+    SCOPED_TRACE(type);
+    const std::string path = write_synth_model(type, "sampled");
+    models::LoadOptions lo;
+    lo.device = Device::cuda();
+    lo.ctx = 64;
+    lo.max_chunk = 8;
+    auto a = models::LanguageModel::load(path, lo);
+    auto b = models::LanguageModel::load(path, lo);
+    ASSERT_TRUE(a && b);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 13; ++i) prompt.push_back(1 + (i * 37) % 200);
+    std::mt19937_64 rng(5);
+    auto draw = [&] { return static_cast<double>(static_cast<float>(std::generate_canonical<double, 53>(rng))); };
+    double u = draw();
+    auto logits = (*a)->forward(prompt, false);
+    auto picked = (*b)->forward_sample(prompt, filter, u);
+    ASSERT_TRUE(logits && picked) << (logits ? picked.error().to_string() : logits.error().to_string());
+    TokenChoiceScratch scratch;
+    int skipped = 0;
+    for (int step = 0; step < 16; ++step) {
+      const int32_t host = choose_token(*logits, filter, u, scratch);
+      if (choose_token(*logits, filter, std::max(0.0, u - 1e-6), scratch) == host &&
+          choose_token(*logits, filter, std::min(0.999999999, u + 1e-6), scratch) == host)
+        ASSERT_EQ(*picked, host) << "step " << step << ", draw " << u;
+      else
+        ++skipped;
+      u = draw();
+      logits = (*a)->forward(std::span<const int32_t>(&host, 1), false);
+      picked = (*b)->forward_sample(std::span<const int32_t>(&host, 1), filter, u);
+      ASSERT_TRUE(logits && picked);
+    }
+    EXPECT_LE(skipped, 2);
     std::filesystem::remove(path);
   }
 }

@@ -330,6 +330,45 @@ TEST(Generate, GreedyOnDeviceEqualsHostSampling) {
   EXPECT_EQ(device->tokens.size(), 16u);
 }
 
+// Sampling without penalties and with top-k on takes the token from the executable's
+// `sample` op, with the sampler's draws: the same tokens as host sampling of the logits
+// (a presence penalty of 1e-30 forces the host path and changes no logit).
+TEST(Generate, SampledOnDeviceEqualsHostSampling) {
+  const TinyLlama t = tiny_llama(96);
+  ASSERT_TRUE(t.tok && t.model);
+  const auto prompt = t.tok->encode("Once upon a time", true, false);
+  for (const SamplingOptions& so : {SamplingOptions{1.0f, 40, 1.0f, 0.0f},
+                                    SamplingOptions{0.7f, 20, 0.9f, 0.05f}}) {
+    GenerateOptions go;
+    go.max_tokens = 24;
+    go.stop_at_eos = false;
+    go.sampling = so;
+    go.sampling.seed = 77;
+    auto device = generate(*t.model, *t.tok, prompt, go, nullptr);
+    go.sampling.presence_penalty = 1e-30f;
+    auto host = generate(*t.model, *t.tok, prompt, go, nullptr);
+    ASSERT_TRUE(device && host);
+    EXPECT_EQ(device->tokens, host->tokens) << "temperature " << so.temperature;
+    EXPECT_EQ(device->tokens.size(), 24u);
+  }
+}
+
+TEST(LanguageModel, ForwardSampleChecksItsArguments) {
+  const TinyLlama t = tiny_llama(32);
+  ASSERT_TRUE(t.model);
+  const int32_t tok = 1;
+  auto err = [&](TokenFilter f, double draw) {
+    auto r = t.model->forward_sample(std::span<const int32_t>(&tok, 1), f, draw);
+    return r ? std::string("ok") : r.error().to_string();
+  };
+  EXPECT_NE(err(TokenFilter{1.0, 0, 1.0, 0.0}, 0.5).find("top_k must be in [1, 1024]"), std::string::npos);
+  EXPECT_NE(err(TokenFilter{0.0, 4, 1.0, 0.0}, 0.5).find("temperature must be > 0"), std::string::npos);
+  EXPECT_NE(err(TokenFilter{1.0, 4, 1.5, 0.0}, 0.5).find("top_p must be in (0, 1]"), std::string::npos);
+  EXPECT_NE(err(TokenFilter{1.0, 4, 1.0, 0.0}, 1.0).find("draw must be in [0, 1)"), std::string::npos);
+  EXPECT_EQ(t.model->n_past(), 0);  // nothing ran
+  EXPECT_EQ(err(TokenFilter{1.0, 1, 1.0, 0.0}, 0.5), "ok");
+}
+
 TEST(Generate, SameSeedSameText) {
   const TinyLlama t = tiny_llama(128);
   ASSERT_TRUE(t.tok && t.model);

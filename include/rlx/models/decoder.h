@@ -11,9 +11,12 @@
 //            pair per sequence: cache.k.<layer>.<b>, cache.v.<layer>.<b>
 //   output   logits f32[B*S, n_vocab]  (or f32[B, n_vocab] with last_row_logits), or with
 //            greedy_token instead: next i32[B, 1], the argmax of each selected row (ties ->
-//            lowest id), so that greedy decoding copies back one token, not the logits
+//            lowest id), so that greedy decoding copies back one token, not the logits;
+//            or with sample_token: next i32[B, 1], the `sample` op over each selected
+//            row with the draw of input  draw f32[B, 1]  (uniform in [0, 1))
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,9 @@ struct DecoderOptions {
   ir::DType kv_dtype = ir::DType::F32;      ///< KV-cache storage: f32, f16 or bf16
   bool last_row_logits = false;             ///< project only the rows selected by input "last"
   bool greedy_token = false;                ///< output "next" (argmax per row) instead of logits; needs last_row_logits
+  /// Output "next" sampled per row (temperature / top-k / top-p / min-p, input "draw")
+  /// instead of logits; needs last_row_logits, excludes greedy_token.
+  std::optional<ir::SampleAttrs> sample_token;
   int64_t batch = 1;                        ///< sequences per run (> 1 needs ctx > 0)
   ir::FusionPolicy policy = ir::FusionPolicy::Direct;
 };

@@ -8,11 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "rlx/base/token_choice.h"
 #include "rlx/models/decoder.h"
 #include "rlx/runtime/model_pipeline.h"
 #include "rlx/runtime/session.h"
@@ -63,6 +65,13 @@ class LanguageModel {
   /// -> lowest id) computed by the executable: a run copies back one token instead of
   /// n_vocab logits (greedy decoding on a GPU). Needs batch == 1.
   Expected<int32_t> forward_greedy(std::span<const int32_t> tokens);
+  /// As forward(tokens, false), but returns the token that `filter` and the uniform
+  /// draw `draw` in [0, 1) choose from the last token's logits (rlx::choose_token), by
+  /// the executable's `sample` op: one token copied back per run. Needs batch == 1 and
+  /// 1 <= filter.top_k <= ir::kMaxSampleTopK (the device ranks at most that many
+  /// candidates; top_k 0 needs forward + Sampler). Each distinct filter compiles its
+  /// own decode executable once.
+  Expected<int32_t> forward_sample(std::span<const int32_t> tokens, const TokenFilter& filter, double draw);
   /// Batched form (batch() sequences): appends tokens[b] (possibly none) to sequence b,
   /// all in one run, and returns per sequence its logits [len_b, n_vocab] (all_rows) or
   /// [n_vocab] of its last token (empty for a sequence given no tokens). Rows are padded
@@ -76,10 +85,19 @@ class LanguageModel {
  private:
   LanguageModel() = default;
   struct Variant;
-  Expected<Variant*> variant(int64_t rows, bool all_rows, bool greedy = false);
+  /// What a run returns: logits, or the token its executable picks (greedy or sampled).
+  struct Pick {
+    bool greedy = false;
+    std::optional<TokenFilter> sample;
+    double draw = 0.0;  ///< sample's uniform draw
+  };
+  using VariantKey = std::tuple<int64_t, bool, bool, bool, double, int64_t, double, double>;
+  Expected<Variant*> variant(int64_t rows, bool all_rows, const Pick& pick);
   /// One run over at most max_chunk tokens: the executable's only output.
-  Expected<Tensor> run_chunk(std::span<const int32_t> tokens, bool all_rows, bool greedy);
-  /// The argument checks of forward and forward_greedy.
+  Expected<Tensor> run_chunk(std::span<const int32_t> tokens, bool all_rows, const Pick& pick);
+  /// forward_greedy / forward_sample: earlier chunks fill the cache, the last picks.
+  Expected<int32_t> forward_pick(std::span<const int32_t> tokens, const Pick& pick);
+  /// The argument checks of forward, forward_greedy and forward_sample.
   Status check_forward(std::span<const int32_t> tokens) const;
   Status move_cache_to(Variant* next);
 
@@ -89,7 +107,8 @@ class LanguageModel {
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<ParamStore> params_;  // views of the weights (file mapping), shared by every variant
-  std::map<std::tuple<int64_t, bool, bool>, std::unique_ptr<Variant>> variants_;  // (rows, all_rows, greedy)
+  // (rows, all_rows, greedy, sampled, temperature, top_k, top_p, min_p)
+  std::map<VariantKey, std::unique_ptr<Variant>> variants_;
   Variant* cache_owner_ = nullptr;  // the executable whose handles hold the live KV cache
   bool shared_cache_ = true;        // variants share one set of handles (no copies when switching)
   std::vector<int64_t> n_past_;     // per sequence
