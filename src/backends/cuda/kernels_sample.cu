@@ -1,12 +1,12 @@
 // The `sample` op on the device: one 1024-thread block per row of logits picks the token
-// that rlx::choose_token defines (base/token_choice.h) — the top_k best ranked tokens
-// found by a radix select on their rank keys (four 8-bit passes of per-warp
-// shared-memory histograms), gathered and sorted in shared memory, then softmax at the temperature
-// (double), the min-p and top-p prefixes and the inverse CDF at the row's draw. Sums
-// are block reductions and scans in a fixed order: the same logits and draw give the
-// same token every run; they can differ from the host's sequential sums in the last
-// bits, so a draw within rounding of a cumulative-probability boundary may pick the
-// neighbouring token.
+// that rlx::choose_token defines (base/token_choice.h). The top_k best ranked tokens
+// are found by a coarse histogram of their rank keys, a short candidate list and a
+// radix select over it (see sample_kernel), then gathered and sorted in shared memory;
+// softmax at the temperature (double), the min-p and top-p prefixes and the inverse
+// CDF at the row's draw follow. Sums are block reductions and scans in a fixed order:
+// the same logits and draw give the same token every run; they can differ from the
+// host's sequential sums in the last bits, so a draw within rounding of a
+// cumulative-probability boundary may pick the neighbouring token.
 #include <atomic>
 #include <climits>
 
@@ -17,12 +17,16 @@ namespace {
 
 constexpr int kSampleThreads = 1024;
 constexpr int kSampleMaxK = 1024;  // ir::kMaxSampleTopK
-// Rows of up to 40K tokens keep their rank keys in shared memory (with the per-warp
-// histograms and the static arrays, ~210 KB of the 227 KB an H100 block may have).
-constexpr int64_t kSampleMaxSmemKeys = 160 * 1024;
-// One 256-bin histogram a warp (dynamic shared memory, before the keys).
-constexpr int kSampleWarpHistWords = (kSampleThreads / 32) * 256;
-constexpr int64_t kSampleWarpHistBytes = kSampleWarpHistWords * 4;
+// Rows of up to 36K tokens keep their rank keys in shared memory (with the histogram,
+// the candidate list and the static arrays, ~210 KB of the 227 KB an H100 block may have).
+constexpr int64_t kSampleMaxSmemKeys = 144 * 1024;
+// The first pass's histogram (top 12 bits of the rank keys) and the candidate list
+// (dynamic shared memory, before the keys).
+constexpr int kSampleCoarseBits = 12;
+constexpr int kSampleCoarseBins = 1 << kSampleCoarseBits;
+constexpr int kSampleListCap = 4096;
+constexpr int64_t kSampleFixedDynBytes = kSampleCoarseBins * 4 + kSampleListCap * 8;
+static_assert(kSampleCoarseBins % kSampleThreads == 0, "coarse bins are split evenly over the threads");
 
 // rlx::logit_rank_key: larger logits rank higher, +0 above -0, NaN lowest.
 __device__ __forceinline__ uint32_t rank_key(float v) {
@@ -58,63 +62,39 @@ __device__ __forceinline__ T block_inclusive_scan(T v, T* tmp) {
   return v;
 }
 
-// kKeysInSmem: the row's rank keys are computed once into dynamic shared memory (V
-// of them) and every pass reads them there; otherwise each pass reads the logits
-// (large vocabularies). Each pass over global logits keeps several loads in flight.
-template <bool kKeysInSmem>
-__global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SampleParams p) {
-  extern __shared__ uint32_t dyn[];  // [32 warps][256] histograms, then (kKeysInSmem) V keys
-  uint32_t* warp_hist = dyn + (threadIdx.x >> 5) * 256;
-  uint32_t* row_keys = dyn + kSampleWarpHistWords;
-  pdl_wait();
-  pdl_trigger();
-  __shared__ uint32_t hist[256];
-  __shared__ unsigned long long cand[kSampleMaxK];  // rank key << 32 | ~id: descending = rank order
-  __shared__ double prob[kSampleMaxK];
-  __shared__ double dtmp[32];
-  __shared__ uint32_t utmp[32];
-  __shared__ uint32_t s_digit, s_remaining, s_equal;
-  __shared__ int s_count;
-  __shared__ long long s_tie_id;
-  const int64_t row = blockIdx.x, V = p.len;
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int nthreads = static_cast<int>(blockDim.x);
-  auto logit = [&](int64_t i) { return ld_f(p.logits_dt, p.logits, row * V + i); };
-  if constexpr (kKeysInSmem) {
-#pragma unroll 8
-    for (int64_t i = tid; i < V; i += nthreads) row_keys[i] = rank_key(logit(i));
-    __syncthreads();
-  }
-  auto key_at = [&](int64_t i) {
-    if constexpr (kKeysInSmem) return row_keys[i];
-    else return rank_key(logit(i));
-  };
-  const int K = static_cast<int>(p.top_k < V ? p.top_k : V);
+// Shared state of one block's selections (static shared memory).
+struct SelectShared {
+  uint32_t hist[256];
+  uint32_t digit, remaining, equal;
+};
 
-  // 1. The rank key of the K-th best token: radix select, 8 bits a pass from the top.
-  uint32_t prefix = 0, mask = 0, remaining = static_cast<uint32_t>(K), equal = 0;
-  for (int pass = 0; pass < 4; ++pass) {
-    const int shift = 24 - 8 * pass;
-    for (int b = tid; b < kSampleWarpHistWords; b += nthreads) dyn[b] = 0;
+// The r-th largest (r >= 1) of val(j) over the entries j < n with live(j) whose bits
+// under `mask` (a run of top bits) equal `prefix`, 8 bits a pass below the mask: a
+// block-wide radix select (every thread calls it). On return *remaining is the rank
+// of the answer among the live entries equal to it and *equal how many there are.
+template <typename Val, typename Live>
+__device__ uint32_t radix_select(int64_t n, Val val, Live live, uint32_t prefix, uint32_t mask, uint32_t r,
+                                 SelectShared& sh, uint32_t* remaining, uint32_t* equal) {
+  const int tid = threadIdx.x, lane = tid & 31, nthreads = static_cast<int>(blockDim.x);
+  uint32_t eq = 0;
+  while (mask != 0xFFFFFFFFu) {
+    const int covered = __popc(mask);
+    const int width = 32 - covered < 8 ? 32 - covered : 8;
+    const int shift = 32 - covered - width;
+    const uint32_t wmask = (1u << width) - 1u;
+    for (int b = tid; b < 256; b += nthreads) sh.hist[b] = 0;
     __syncthreads();
-    // Each warp counts into its own histogram (aggregating a warp's equal bins with
-    // __match_any_sync first measured slower: 72-96 vs 61-86 us a launch, ncu, H100).
-    for (int64_t i = tid; i < V; i += nthreads) {
-      const uint32_t k = key_at(i);
-      if ((k & mask) == prefix) atomicAdd(&warp_hist[(k >> shift) & 255u], 1u);
-    }
+    for (int64_t j = tid; j < n; j += nthreads)
+      if (live(j)) {
+        const uint32_t v = val(j);
+        if ((v & mask) == prefix) atomicAdd(&sh.hist[(v >> shift) & wmask], 1u);
+      }
     __syncthreads();
-    if (tid < 256) {
-      uint32_t c = 0;
-      for (int w = 0; w < nthreads / 32; ++w) c += dyn[w * 256 + tid];
-      hist[tid] = c;
-    }
-    __syncthreads();
-    if (tid < 32) {  // lane l holds bins 255 - 8 l .. 248 - 8 l (best first)
+    if (tid < 32) {  // lane l holds bins 255 - 8 l .. 248 - 8 l (largest first)
       uint32_t c[8], sum = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        c[j] = hist[255 - 8 * lane - j];
+        c[j] = sh.hist[255 - 8 * lane - j];
         sum += c[j];
       }
       uint32_t incl = sum;
@@ -124,68 +104,153 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SamplePara
         if (lane >= o) incl += t;
       }
       uint32_t acc = incl - sum;
-      if (acc < remaining && remaining <= incl) {
+      if (acc < r && r <= incl) {
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-          if (acc < remaining && remaining <= acc + c[j]) {
-            s_digit = static_cast<uint32_t>(255 - 8 * lane - j);
-            s_remaining = remaining - acc;
-            s_equal = c[j];
+          if (acc < r && r <= acc + c[j]) {
+            sh.digit = static_cast<uint32_t>(255 - 8 * lane - j);
+            sh.remaining = r - acc;
+            sh.equal = c[j];
           }
           acc += c[j];
         }
       }
     }
     __syncthreads();
-    prefix |= s_digit << shift;
-    mask |= 0xFFu << shift;
-    remaining = s_remaining;
-    equal = s_equal;
+    prefix |= sh.digit << shift;
+    mask |= wmask << shift;
+    r = sh.remaining;
+    eq = sh.equal;
     __syncthreads();
   }
-  const uint32_t key_k = prefix;
+  *remaining = r;
+  *equal = eq;
+  return prefix;
+}
 
-  // 2. Of the tokens whose key is key_k, the first `remaining` by id are candidates.
-  long long tie_id = LLONG_MAX;
-  if (remaining < equal) {  // tiles of nthreads ids in order, counted warp by warp
-    const int warp = tid >> 5;
-    uint32_t seen = 0;
-    for (int64_t base = 0; base < V && seen < remaining; base += nthreads) {
-      const int64_t i = base + tid;
-      const bool match = i < V && key_at(i) == key_k;
-      const unsigned ballot = __ballot_sync(0xffffffffu, match);
-      if (lane == 0) utmp[warp] = static_cast<uint32_t>(__popc(ballot));
-      __syncthreads();
-      uint32_t before = seen, tile = 0;
-      for (int w = 0; w < nthreads / 32; ++w) {
-        if (w < warp) before += utmp[w];
-        tile += utmp[w];
-      }
-      if (match && before + static_cast<uint32_t>(__popc(ballot & ((1u << lane) - 1u))) + 1 == remaining) s_tie_id = i;
-      seen += tile;
-      __syncthreads();
+// kKeysInSmem: the row's rank keys are kept in dynamic shared memory (V of them)
+// after the first pass; otherwise every pass reads the logits (large vocabularies).
+//  1. One pass over the row: a 4096-bin histogram of the keys' top 12 bits; the bin
+//     holding the K-th best key bounds the candidates (every key in a higher bin is one).
+//  2. When those bins hold at most kSampleListCap tokens (the usual case: the top of a
+//     row of logits is sparse), they are compacted into a list and the rest of the
+//     selection runs over the list; otherwise over the whole row.
+//  3. The K-th best key by 8-bit radix passes; ties at it by token id (a radix select
+//     of the smallest ids); the K candidates gathered, sorted (bitonic) and drawn from.
+template <bool kKeysInSmem>
+__global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SampleParams p) {
+  extern __shared__ uint32_t dyn[];  // [4096] coarse histogram, [kSampleListCap] u64 list, V keys
+  uint32_t* coarse = dyn;
+  unsigned long long* list = reinterpret_cast<unsigned long long*>(dyn + kSampleCoarseBins);  // key << 32 | id
+  uint32_t* row_keys = dyn + kSampleCoarseBins + 2 * kSampleListCap;
+  pdl_wait();
+  pdl_trigger();
+  __shared__ SelectShared sel;
+  __shared__ unsigned long long cand[kSampleMaxK];  // rank key << 32 | ~id: descending = rank order
+  __shared__ double prob[kSampleMaxK];
+  __shared__ double dtmp[32];
+  __shared__ uint32_t utmp[32];
+  __shared__ uint32_t s_bin, s_above, s_in_bin;
+  __shared__ int s_count;
+  const int64_t row = blockIdx.x, V = p.len;
+  const int tid = threadIdx.x, lane = tid & 31;
+  const int nthreads = static_cast<int>(blockDim.x);
+  auto logit = [&](int64_t i) { return ld_f(p.logits_dt, p.logits, row * V + i); };
+  auto key_at = [&](int64_t i) {
+    if constexpr (kKeysInSmem) return row_keys[i];
+    else return rank_key(logit(i));
+  };
+  const int K = static_cast<int>(p.top_k < V ? p.top_k : V);
+
+  // 1. Coarse histogram (and the keys, when they stay in shared memory).
+  for (int b = tid; b < kSampleCoarseBins; b += nthreads) coarse[b] = 0;
+  __syncthreads();
+#pragma unroll 4
+  for (int64_t i = tid; i < V; i += nthreads) {
+    const uint32_t k = rank_key(logit(i));
+    if constexpr (kKeysInSmem) row_keys[i] = k;
+    atomicAdd(&coarse[k >> (32 - kSampleCoarseBits)], 1u);
+  }
+  __syncthreads();
+  {  // thread t holds bins 4095 - 4 t .. 4092 - 4 t (highest first)
+    constexpr int kPer = kSampleCoarseBins / kSampleThreads;
+    uint32_t c[kPer], sum = 0;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      c[j] = coarse[kSampleCoarseBins - 1 - kPer * tid - j];
+      sum += c[j];
     }
-    tie_id = s_tie_id;
+    const uint32_t incl = block_inclusive_scan(sum, utmp);
+    uint32_t acc = incl - sum;
+    const uint32_t r = static_cast<uint32_t>(K);
+    if (acc < r && r <= incl)
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        if (acc < r && r <= acc + c[j]) {
+          s_bin = static_cast<uint32_t>(kSampleCoarseBins - 1 - kPer * tid - j);
+          s_above = acc;
+          s_in_bin = c[j];
+        }
+        acc += c[j];
+      }
+    __syncthreads();
+  }
+  const uint32_t bin = s_bin, above = s_above;
+  const bool use_list = above + s_in_bin <= static_cast<uint32_t>(kSampleListCap);
+
+  // 2. The candidates' bins as a list (any order: ties are settled by id below).
+  if (use_list) {
+    if (tid == 0) s_count = 0;
+    __syncthreads();
+    for (int64_t base = 0; base < V; base += nthreads) {  // uniform trip count: full-warp ballots
+      const int64_t i = base + tid;
+      uint32_t k = 0;
+      const bool take = i < V && ((k = key_at(i)) >> (32 - kSampleCoarseBits)) >= bin;
+      const unsigned ballot = __ballot_sync(0xffffffffu, take);
+      if (ballot == 0) continue;
+      int at = 0;
+      if (lane == 0) at = atomicAdd(&s_count, __popc(ballot));
+      at = __shfl_sync(0xffffffffu, at, 0) + __popc(ballot & ((1u << lane) - 1u));
+      if (take) list[at] = (static_cast<unsigned long long>(k) << 32) | static_cast<uint32_t>(i);
+    }
+    __syncthreads();
+  }
+  const int64_t n = use_list ? static_cast<int64_t>(above + s_in_bin) : V;
+  auto key_of = [&](int64_t j) { return use_list ? static_cast<uint32_t>(list[j] >> 32) : key_at(j); };
+  auto id_of_entry = [&](int64_t j) { return use_list ? static_cast<uint32_t>(list[j]) : static_cast<uint32_t>(j); };
+
+  // 3. The K-th best key, then which of the tokens with that key are candidates: the
+  //    first `remaining` by id (the largest values of ~id).
+  uint32_t remaining = 0, equal = 0;
+  const uint32_t key_k = radix_select(
+      n, key_of, [](int64_t) { return true; }, bin << (32 - kSampleCoarseBits), ~0u << (32 - kSampleCoarseBits),
+      static_cast<uint32_t>(K) - above, sel, &remaining, &equal);
+  uint32_t tie_id = 0xFFFFFFFFu;
+  if (remaining < equal) {
+    uint32_t r2 = 0, e2 = 0;
+    tie_id = ~radix_select(
+        n, [&](int64_t j) { return ~id_of_entry(j); }, [&](int64_t j) { return key_of(j) == key_k; }, 0u, 0u,
+        remaining, sel, &r2, &e2);
   }
 
-  // 3. Gather the K candidates, then sort them best first (bitonic, in shared memory).
+  // 4. Gather the K candidates, then sort them best first (bitonic, in shared memory).
   if (tid == 0) s_count = 0;
   __syncthreads();
-  for (int64_t base = 0; base < V; base += nthreads) {
-    const int64_t i = base + tid;
+  for (int64_t base = 0; base < n; base += nthreads) {
+    const int64_t j = base + tid;
     bool take = false;
-    uint32_t k = 0;
-    if (i < V) {
-      k = key_at(i);
-      take = k > key_k || (k == key_k && i <= tie_id);
+    uint32_t k = 0, id = 0;
+    if (j < n) {
+      k = key_of(j);
+      id = id_of_entry(j);
+      take = k > key_k || (k == key_k && id <= tie_id);
     }
     const unsigned ballot = __ballot_sync(0xffffffffu, take);
     if (ballot == 0) continue;
     int at = 0;
     if (lane == 0) at = atomicAdd(&s_count, __popc(ballot));
     at = __shfl_sync(0xffffffffu, at, 0) + __popc(ballot & ((1u << lane) - 1u));
-    if (take && at < kSampleMaxK)
-      cand[at] = (static_cast<unsigned long long>(k) << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(i));
+    if (take && at < kSampleMaxK) cand[at] = (static_cast<unsigned long long>(k) << 32) | (0xFFFFFFFFu - id);
   }
   __syncthreads();
   int P = 1;
@@ -258,7 +323,7 @@ void launch_sample(const SampleParams& p, cudaStream_t s) {
     const uint64_t bit = uint64_t{1} << (dev & 63);
     if ((tried.load() & bit) == 0) {
       if (cudaFuncSetAttribute(sample_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kSampleWarpHistBytes + kSampleMaxSmemKeys)) == cudaSuccess)
+                               static_cast<int>(kSampleFixedDynBytes + kSampleMaxSmemKeys)) == cudaSuccess)
         raised.fetch_or(bit);
       else
         (void)cudaGetLastError();
@@ -266,7 +331,7 @@ void launch_sample(const SampleParams& p, cudaStream_t s) {
     }
     if ((raised.load() & bit) != 0) {
       launch_k(sample_kernel<true>, static_cast<unsigned>(p.rows), kSampleThreads,
-               static_cast<size_t>(kSampleWarpHistBytes + key_bytes), s, p);
+               static_cast<size_t>(kSampleFixedDynBytes + key_bytes), s, p);
       return;
     }
   }
@@ -274,13 +339,13 @@ void launch_sample(const SampleParams& p, cudaStream_t s) {
   int dev = 0;
   cudaGetDevice(&dev);
   const uint64_t bit = uint64_t{1} << (dev & 63);
-  if ((raised_global.load() & bit) == 0) {  // the histograms and static arrays exceed 48 KB
+  if ((raised_global.load() & bit) == 0) {  // the histogram, list and static arrays exceed 48 KB
     cudaFuncSetAttribute(sample_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSampleWarpHistBytes));
+                         static_cast<int>(kSampleFixedDynBytes));
     raised_global.fetch_or(bit);
   }
   launch_k(sample_kernel<false>, static_cast<unsigned>(p.rows), kSampleThreads,
-           static_cast<size_t>(kSampleWarpHistBytes), s, p);
+           static_cast<size_t>(kSampleFixedDynBytes), s, p);
 }
 
 }  // namespace rlx::cuda_backend
