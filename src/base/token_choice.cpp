@@ -27,7 +27,8 @@ int32_t choose_token(std::span<const float> logits, const TokenFilter& f, double
   probs.resize(order.size());
   double total = 0;
   for (size_t i = 0; i < order.size(); ++i) {
-    probs[i] = std::exp(static_cast<double>(logits[order[i]] - max_l) / f.temperature);
+    const float l = logits[order[i]];
+    probs[i] = std::isnan(l) ? 0.0 : std::exp(static_cast<double>(l - max_l) / f.temperature);
     total += probs[i];
   }
   for (double& p : probs) p /= total;

@@ -401,6 +401,7 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       const auto& s = std::get<SampleAttrs>(attrs);
       TRY(require_float(in[0], "sample logits"));
       if (in[0].shape.rank() < 1) return bad("sample needs logits of rank >= 1");
+      if (in[0].shape.back() == Dim(0)) return bad("sample needs at least one token in the last dim");
       if (!(s.temperature > 0.0) || !std::isfinite(s.temperature))
         return bad(fmt::format("sample temperature must be > 0, got {}", s.temperature));
       if (s.top_k < 1 || s.top_k > kMaxSampleTopK)

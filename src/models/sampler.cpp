@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <unordered_map>
 
 namespace rlx::models {
@@ -30,7 +29,9 @@ int32_t argmax(std::span<const float> logits) {
 
 Sampler::Sampler(SamplingOptions options) : options_(options), rng_(options.seed) {}
 
-double Sampler::next_draw() { return std::generate_canonical<double, std::numeric_limits<double>::digits>(rng_); }
+// 24 random bits: every draw is exact in f32, the dtype of the sample op's draw input,
+// so that the host and the executable pick from the same value.
+double Sampler::next_draw() { return static_cast<double>(rng_() >> 40) * 0x1p-24; }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   const auto n = static_cast<int32_t>(logits.size());

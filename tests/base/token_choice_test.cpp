@@ -98,6 +98,9 @@ TEST(TokenChoice, NonFiniteLogits) {
   EXPECT_EQ(pick({std::nanf(""), 1.0f, 2.0f}, TokenFilter{1.0, 1, 1.0, 0.0}, 0.5), 2);  // NaN ranks last
   EXPECT_EQ(pick({1.0f, inf, 2.0f}, TokenFilter{1.0, 0, 1.0, 0.0}, 0.9), 1);            // best not finite
   EXPECT_EQ(pick({-inf, -inf, 0.0f}, TokenFilter{1.0, 0, 1.0, 0.0}, 0.999), 2);         // zero mass never drawn
+  // A NaN among the candidates has no mass: 2 (p 0.731) and 1 (0.269) share the draw.
+  EXPECT_EQ(pick({std::nanf(""), 1.0f, 2.0f}, TokenFilter{1.0, 0, 1.0, 0.0}, 0.999), 1);
+  EXPECT_EQ(pick({std::nanf(""), 1.0f, 2.0f}, TokenFilter{1.0, 0, 1.0, 0.0}, 0.5), 2);
   EXPECT_EQ(pick({}, TokenFilter{}, 0.5), 0);
 }
 

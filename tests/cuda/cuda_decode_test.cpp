@@ -524,7 +524,7 @@ TEST(CudaDecode, SampledTokenOnDeviceEqualsHostChoice) {
     std::vector<int32_t> prompt;
     for (int i = 0; i < 13; ++i) prompt.push_back(1 + (i * 37) % 200);
     std::mt19937_64 rng(5);
-    auto draw = [&] { return static_cast<double>(static_cast<float>(std::generate_canonical<double, 53>(rng))); };
+    auto draw = [&] { return static_cast<double>(rng() >> 40) * 0x1p-24; };  // as Sampler::next_draw
     double u = draw();
     auto logits = (*a)->forward(prompt, false);
     auto picked = (*b)->forward_sample(prompt, filter, u);

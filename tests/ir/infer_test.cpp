@@ -140,6 +140,8 @@ const std::vector<InferCase>& cases() {
        "error: sample draw must be f32[2, 1], got f32[2]"},
       {"sample_draw_dtype", K::Sample, SampleAttrs{}, {"f32[2, 64]", "f16[2, 1]"}, "",
        "error: sample draw must be f32[2, 1], got f16[2, 1]"},
+      {"sample_empty", K::Sample, SampleAttrs{}, {"f32[2, 0]", "f32[2, 1]"}, "",
+       "error: sample needs at least one token in the last dim"},
       {"sample_ints", K::Sample, SampleAttrs{}, {"i32[2, 64]", "f32[2, 1]"}, "", "error: sample logits must be a float type"},
       {"layer_norm", K::LayerNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[64]", "f32[64]"}, "", "f32[SEQ, 64]"},
       {"layer_norm_beta", K::LayerNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[64]", "f32[32]"}, "",

@@ -344,10 +344,14 @@ TEST(Generate, SampledOnDeviceEqualsHostSampling) {
     go.stop_at_eos = false;
     go.sampling = so;
     go.sampling.seed = 77;
-    auto device = generate(*t.model, *t.tok, prompt, go, nullptr);
     go.sampling.presence_penalty = 1e-30f;
     auto host = generate(*t.model, *t.tok, prompt, go, nullptr);
+    const size_t after_host = t.model->compiled_executables();
+    go.sampling.presence_penalty = 0.0f;
+    auto device = generate(*t.model, *t.tok, prompt, go, nullptr);
     ASSERT_TRUE(device && host);
+    // the device path ran: it compiled its own executables (the sample op with this filter)
+    EXPECT_GT(t.model->compiled_executables(), after_host);
     EXPECT_EQ(device->tokens, host->tokens) << "temperature " << so.temperature;
     EXPECT_EQ(device->tokens.size(), 24u);
   }

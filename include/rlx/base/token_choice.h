@@ -36,7 +36,8 @@ struct TokenChoiceScratch {
 
 /// The token that the draw u in [0, 1) picks from `logits` under `filter`:
 ///  1. candidates = the top_k best ranked tokens (all when top_k is 0 or >= n);
-///  2. p_i = exp((l_i - l_max) / temperature), normalized over the candidates (double);
+///  2. p_i = exp((l_i - l_max) / temperature), normalized over the candidates (double;
+///     a NaN logit has p = 0);
 ///  3. min-p keeps the ranked prefix with p_i >= min_p * p_max, top-p the shortest
 ///     ranked prefix whose cumulative p reaches top_p (at least one token either way);
 ///  4. r = u * (sum of the kept p); the first kept token in rank order whose

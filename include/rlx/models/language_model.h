@@ -81,6 +81,10 @@ class LanguageModel {
   Expected<std::vector<std::vector<float>>> forward_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows);
   /// Forgets the cached context of every sequence (next forward starts at position 0).
   void reset();
+  /// Executables compiled so far (one per prefill bucket / decode and per output kind:
+  /// logits, greedy token, sampled token with its filter). Each stays until the model
+  /// is destroyed.
+  size_t compiled_executables() const { return variants_.size(); }
 
  private:
   LanguageModel() = default;

@@ -41,8 +41,9 @@ class Sampler {
   /// (`history`, used by the penalties). Uses and advances the RNG.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
   const SamplingOptions& options() const { return options_; }
-  /// One uniform draw in [0, 1) from the RNG, as sample() takes one for a temperature
-  /// > 0 (a token chosen by an executable's `sample` op takes it as its input).
+  /// One uniform draw in [0, 1) from the RNG (a multiple of 2^-24, exact in f32), as
+  /// sample() takes one for a temperature > 0 (a token chosen by an executable's
+  /// `sample` op takes it as its input).
   double next_draw();
 
  private:

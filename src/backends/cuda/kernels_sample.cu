@@ -6,7 +6,9 @@
 // CDF at the row's draw follow. Sums are block reductions and scans in a fixed order:
 // the same logits and draw give the same token every run; they can differ from the
 // host's sequential sums in the last bits, so a draw within rounding of a
-// cumulative-probability boundary may pick the neighbouring token.
+// cumulative-probability boundary may pick the neighbouring token, and a top-p or min-p
+// cut within rounding of a prefix sum may keep one token more or less (which rescales
+// every draw of that row).
 #include <atomic>
 #include <climits>
 
@@ -281,7 +283,8 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SamplePara
     return;
   }
   const bool mine = tid < K;
-  const double e = mine ? exp(static_cast<double>(logit(id_of(tid)) - max_l) / p.temperature) : 0.0;
+  const float l_mine = mine ? logit(id_of(tid)) : 0.0f;
+  const double e = mine && !isnan(l_mine) ? exp(static_cast<double>(l_mine - max_l) / p.temperature) : 0.0;
   const double total = block_inclusive_scan(e, dtmp);  // the last thread's value is the sum
   if (tid == nthreads - 1) dtmp[0] = total;
   __syncthreads();
