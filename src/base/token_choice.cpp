@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace rlx {
@@ -57,6 +58,19 @@ int32_t choose_token(std::span<const float> logits, const TokenFilter& f, double
     if (r < cum) return order[i];
   }
   return order[keep - 1];
+}
+
+SampleRow read_sample_params(const float* params, int64_t max_top_k) {
+  SampleRow r;
+  const double below_one = std::nextafter(1.0, 0.0);
+  const double u = params[0];
+  r.draw = u >= 0.0 ? std::min(u, below_one) : 0.0;
+  const double t = params[1], k = params[2], p = params[3], m = params[4];
+  r.filter.temperature = t > 0.0 ? t : 1.0;
+  r.filter.top_k = !(t > 0.0) ? 1 : (k >= 1.0 && k <= static_cast<double>(max_top_k)) ? static_cast<int64_t>(k) : max_top_k;
+  r.filter.top_p = p > 0.0 ? std::min(p, 1.0) : std::numeric_limits<double>::min();
+  r.filter.min_p = m >= 0.0 ? std::min(m, below_one) : 0.0;
+  return r;
 }
 
 }  // namespace rlx

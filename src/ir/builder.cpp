@@ -75,9 +75,7 @@ ValueId GraphBuilder::cumsum(ValueId x, int64_t axis, bool exclusive) {
   return add(OpKind::Cumsum, {x}, CumsumAttrs{axis, exclusive});
 }
 ValueId GraphBuilder::topk(ValueId x, int64_t k, bool values) { return add(OpKind::TopK, {x}, TopKAttrs{k, values}); }
-ValueId GraphBuilder::sample(ValueId logits, ValueId u, const SampleAttrs& attrs) {
-  return add(OpKind::Sample, {logits, u}, attrs);
-}
+ValueId GraphBuilder::sample(ValueId logits, ValueId params) { return add(OpKind::Sample, {logits, params}, NoAttrs{}); }
 ValueId GraphBuilder::rms_norm(ValueId x, ValueId g, double eps) { return add(OpKind::RmsNorm, {x, g}, NormAttrs{eps}); }
 ValueId GraphBuilder::layer_norm(ValueId x, ValueId g, std::optional<ValueId> beta, double eps) {
   std::vector<ValueId> in{x, g};

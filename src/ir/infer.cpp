@@ -398,20 +398,15 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       return TensorType{t.values ? in[0].dtype : DType::I32, out};
     }
     case OpKind::Sample: {
-      const auto& s = std::get<SampleAttrs>(attrs);
       TRY(require_float(in[0], "sample logits"));
       if (in[0].shape.rank() < 1) return bad("sample needs logits of rank >= 1");
       if (in[0].shape.back() == Dim(0)) return bad("sample needs at least one token in the last dim");
-      if (!(s.temperature > 0.0) || !std::isfinite(s.temperature))
-        return bad(fmt::format("sample temperature must be > 0, got {}", s.temperature));
-      if (s.top_k < 1 || s.top_k > kMaxSampleTopK)
-        return bad(fmt::format("sample top_k must be in [1, {}], got {}", kMaxSampleTopK, s.top_k));
-      if (!(s.top_p > 0.0 && s.top_p <= 1.0)) return bad(fmt::format("sample top_p must be in (0, 1], got {}", s.top_p));
-      if (!(s.min_p >= 0.0 && s.min_p < 1.0)) return bad(fmt::format("sample min_p must be in [0, 1), got {}", s.min_p));
-      Shape out = in[0].shape;
+      Shape params = in[0].shape, out = in[0].shape;
+      params[params.rank() - 1] = Dim(kSampleParams);
       out[out.rank() - 1] = Dim(1);
-      if (in[1].dtype != DType::F32 || !(in[1].shape == out))
-        return bad(fmt::format("sample draw must be f32{}, got {}", out.to_string(), in[1].to_string()));
+      if (in[1].dtype != DType::F32 || !(in[1].shape == params))
+        return bad(fmt::format("sample params must be f32{} (draw, temperature, top_k, top_p, min_p), got {}",
+                               params.to_string(), in[1].to_string()));
       return TensorType{DType::I32, out};
     }
     case OpKind::LayerNorm:

@@ -100,8 +100,8 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
   }
   if (o.sample_token) {  // the draw on the device: one token per sequence leaves it
     ir::GraphBuilder& b = f.builder();
-    const ValueId draw = b.input("draw", ir::DType::F32, ir::Shape::of({o.batch, 1}));
-    ASSIGN_OR_RETURN(BuiltModel m, f.finish({{b.sample(logits, draw, *o.sample_token), "next"}}, o.policy));
+    const ValueId params = b.input("sampling", ir::DType::F32, ir::Shape::of({o.batch, ir::kSampleParams}));
+    ASSIGN_OR_RETURN(BuiltModel m, f.finish({{b.sample(logits, params), "next"}}, o.policy));
     m.config = c;
     return m;
   }

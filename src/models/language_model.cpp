@@ -3,6 +3,7 @@
 #include "rlx/models/language_model.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 
@@ -50,8 +51,7 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
 void LanguageModel::reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
 
 Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick) {
-  const TokenFilter f = pick.sample.value_or(TokenFilter{});
-  const VariantKey key{rows, all_rows, pick.greedy, pick.sample.has_value(), f.temperature, f.top_k, f.top_p, f.min_p};
+  const VariantKey key{rows, all_rows, pick.greedy, pick.sample.has_value()};
   auto it = variants_.find(key);
   if (it != variants_.end()) return it->second.get();
 
@@ -61,7 +61,7 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   d.kv_dtype = options_.kv_dtype;
   d.last_row_logits = !all_rows;
   d.greedy_token = pick.greedy;
-  if (pick.sample) d.sample_token = ir::SampleAttrs{f.temperature, f.top_k, f.top_p, f.min_p};
+  d.sample_token = pick.sample.has_value();
   d.batch = options_.batch;
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
@@ -154,9 +154,14 @@ Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool 
       {"pos", TensorView{ir::DType::I32, shape, pos.data()}},
   };
   if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, one, &last}});
-  const std::vector<int64_t> one_by_one{1, 1};
-  const float draw = static_cast<float>(pick.draw);
-  if (pick.sample) inputs.push_back({"draw", TensorView{ir::DType::F32, one_by_one, &draw}});
+  const std::vector<int64_t> params_shape{1, ir::kSampleParams};
+  std::array<float, ir::kSampleParams> params{};
+  if (pick.sample) {
+    const TokenFilter& f = *pick.sample;
+    params = {static_cast<float>(pick.draw), static_cast<float>(f.temperature), static_cast<float>(f.top_k),
+              static_cast<float>(f.top_p), static_cast<float>(f.min_p)};
+    inputs.push_back({"sampling", TensorView{ir::DType::F32, params_shape, params.data()}});
+  }
   if (rows > 1) TRY(v->graph->set_active_extent(n, rows));
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   n_past_[0] += n;

@@ -104,5 +104,35 @@ TEST(TokenChoice, NonFiniteLogits) {
   EXPECT_EQ(pick({}, TokenFilter{}, 0.5), 0);
 }
 
+// The sample op's parameter rows, clamped: greedy for a temperature <= 0 or NaN, top_k
+// into [1, max] (below 1: max), top_p into (0, 1], min_p and the draw into [0, 1).
+TEST(TokenChoice, SampleParamsAreClamped) {
+  const float ok[5] = {0.25f, 0.8f, 40.0f, 0.95f, 0.05f};
+  SampleRow r = read_sample_params(ok, 1024);
+  EXPECT_EQ(r.draw, 0.25);
+  EXPECT_EQ(r.filter.temperature, static_cast<double>(0.8f));
+  EXPECT_EQ(r.filter.top_k, 40);
+  EXPECT_EQ(r.filter.top_p, static_cast<double>(0.95f));
+  EXPECT_EQ(r.filter.min_p, static_cast<double>(0.05f));
+  const float bad[5] = {1.0f, 0.0f, 0.0f, 0.0f, 1.0f};
+  r = read_sample_params(bad, 1024);
+  EXPECT_LT(r.draw, 1.0);
+  EXPECT_GT(r.draw, 0.999);
+  EXPECT_EQ(r.filter.top_k, 1);  // temperature 0: greedy
+  EXPECT_GT(r.filter.top_p, 0.0);
+  EXPECT_LT(r.filter.min_p, 1.0);
+  const float nan = std::nanf("");
+  const float worse[5] = {nan, 2.0f, nan, 7.0f, nan};
+  r = read_sample_params(worse, 1024);
+  EXPECT_EQ(r.draw, 0.0);
+  EXPECT_EQ(r.filter.top_k, 1024);
+  EXPECT_EQ(r.filter.top_p, 1.0);
+  EXPECT_EQ(r.filter.min_p, 0.0);
+  const float big_k[5] = {0.5f, 1.0f, 5000.0f, 1.0f, 0.0f};
+  EXPECT_EQ(read_sample_params(big_k, 1024).filter.top_k, 1024);
+  const float greedy_nan[5] = {0.5f, nan, 40.0f, 1.0f, 0.0f};
+  EXPECT_EQ(read_sample_params(greedy_nan, 1024).filter.top_k, 1);
+}
+
 }  // namespace
 }  // namespace rlx

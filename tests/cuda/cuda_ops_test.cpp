@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -329,16 +330,24 @@ TEST(CudaOps, ArgmaxTiesAndNaN) {
 }
 
 // The `sample` op on the device picks what rlx::choose_token picks on the host for the
-// same logits and draw, over rows with random logits, many ties (logits on a 0.5 grid,
-// a constant row), NaN and -inf, for several filters (top-k 1 .. 1024, top-p, min-p,
-// temperature), a vocabulary smaller than top-k and one too large for the kernel to keep
-// its keys in shared memory. Draws whose token could change with the order of the sums
-// (within 1e-6 of a cumulative edge, or a top-p / min-p cut within 1e-9 of a prefix
-// sum) are not compared; the test fails when fewer than 90 % of the draws are compared.
+// same logits and parameters (read_sample_params), over rows with random logits, many
+// ties (logits on a 0.5 grid, a constant row), NaN and -inf, nearly flat; each row of a
+// run has its own filter (top-k 1 .. 1024, top-p, min-p, temperature, greedy) and the
+// last run gives out-of-range parameters (clamped alike); vocabularies smaller than
+// top-k and too large for the kernel to keep its keys in shared memory. Draws whose
+// token could change with the order of the sums (within 1e-6 of a cumulative edge, or
+// a top-p / min-p cut within 1e-9 of a prefix sum) are not compared; the test fails
+// when fewer than 90 % of the draws are compared.
 TEST(CudaOps, SampleMatchesChooseToken) {
   REQUIRE_CUDA();
-  const TokenFilter filters[] = {{1.0, 1024, 1.0, 0.0}, {0.8, 40, 0.95, 0.05}, {1.5, 7, 0.5, 0.0},
-                                 {0.3, 1, 1.0, 0.0},    {2.0, 300, 1.0, 0.1},   {1.0, 64, 0.9, 0.0}};
+  // temperature, top_k, top_p, min_p
+  const std::vector<std::array<float, 4>> filters = {{1.0f, 1024, 1.0f, 0.0f}, {0.8f, 40, 0.95f, 0.05f},
+                                                     {1.5f, 7, 0.5f, 0.0f},    {0.3f, 1, 1.0f, 0.0f},
+                                                     {2.0f, 300, 1.0f, 0.1f},  {1.0f, 64, 0.9f, 0.0f},
+                                                     {0.0f, 40, 1.0f, 0.0f}};
+  const std::vector<std::array<float, 5>> hostile = {{1.0f, 1.0f, 0.0f, 2.0f, -1.0f},   {NAN, NAN, 5000.0f, 0.0f, 1.5f},
+                                                     {-0.5f, 0.7f, -3.0f, NAN, NAN},    {0.5f, -1.0f, 40.0f, 0.9f, 0.0f},
+                                                     {0.99f, 1e30f, 1e9f, 1e-30f, 0.0f}, {0.3f, 1e-30f, 2.5f, 1.0f, 0.999f}};
   for (const int64_t len : {int64_t{32000}, int64_t{60000}, int64_t{5}}) {  // keys in shared memory or not
     SCOPED_TRACE(len);
     const int64_t rows = 6;
@@ -351,42 +360,52 @@ TEST(CudaOps, SampleMatchesChooseToken) {
     for (int64_t j = 0; j < len; ++j) at(4, j) *= 0.01f;  // nearly flat
     GraphBuilder b;
     auto xi = b.input("x", DType::F32, {rows, len});
-    auto ui = b.input("u", DType::F32, {rows, 1});
-    for (const TokenFilter& f : filters)
-      b.output(b.sample(xi, ui, ir::SampleAttrs{f.temperature, f.top_k, f.top_p, f.min_p}));
+    auto pi = b.input("params", DType::F32, {rows, ir::kSampleParams});
+    b.output(b.sample(xi, pi));
     auto g = b.build();
     ASSERT_TRUE(g.has_value()) << g.error().to_string();
     int compared = 0, total = 0;
     TokenChoiceScratch scratch;
-    for (uint32_t seed = 1; seed <= 6; ++seed) {
-      const std::vector<float> u = random_vec(static_cast<size_t>(rows), 100 + seed, 0.0f, 1.0f);
+    for (uint32_t run = 0; run <= 2 * filters.size(); ++run) {
+      const bool bad_params = run == 2 * filters.size();
+      const std::vector<float> u = random_vec(static_cast<size_t>(rows), 100 + run, 0.0f, 1.0f);
+      std::vector<float> params;
+      for (int64_t r = 0; r < rows; ++r) {
+        if (bad_params) {
+          const auto& h = hostile[static_cast<size_t>(r) % hostile.size()];
+          params.insert(params.end(), h.begin(), h.end());
+        } else {
+          const auto& f = filters[(static_cast<size_t>(r) + run) % filters.size()];
+          params.push_back(u[static_cast<size_t>(r)]);
+          params.insert(params.end(), f.begin(), f.end());
+        }
+      }
       Case c;
       c.inputs["x"] = Tensor::from_f32(x, {rows, len});
-      c.inputs["u"] = Tensor::from_f32(u, {rows, 1});
+      c.inputs["params"] = Tensor::from_f32(params, {rows, ir::kSampleParams});
       auto gpu = run_on(Device::cuda(), *g, c);
-      ASSERT_TRUE(gpu) << gpu.error().to_string();
-      for (size_t fi = 0; fi < std::size(filters); ++fi) {
-        const auto got = (*gpu)[fi].as<int32_t>();
-        for (int64_t r = 0; r < rows; ++r) {
-          const std::span<const float> row(x.data() + r * len, static_cast<size_t>(len));
-          const double ur = u[static_cast<size_t>(r)];
-          const TokenFilter& f = filters[fi];
-          const int32_t want = choose_token(row, f, ur, scratch);
-          ++total;
-          // Near a boundary the order of the device's sums may decide: a draw within 1e-6
-          // of a cumulative edge, or a top-p / min-p cut within 1e-9 of a prefix sum.
-          bool edge = choose_token(row, f, std::max(0.0, ur - 1e-6), scratch) != want ||
-                      choose_token(row, f, std::min(0.999999999, ur + 1e-6), scratch) != want;
-          for (const double nudge : {1.0 - 1e-9, 1.0 + 1e-9}) {
-            TokenFilter g = f;
-            g.top_p = std::min(1.0, f.top_p * nudge);
-            g.min_p = f.min_p * nudge;
-            edge = edge || choose_token(row, g, ur, scratch) != want;
-          }
-          if (edge) continue;
-          ++compared;
-          EXPECT_EQ(got[static_cast<size_t>(r)], want) << "filter " << fi << ", row " << r << ", draw " << ur;
+      auto cpu = run_on(Device::cpu(), *g, c);
+      ASSERT_TRUE(gpu && cpu) << (gpu ? cpu.error().to_string() : gpu.error().to_string());
+      const auto got = (*gpu)[0].as<int32_t>(), got_cpu = (*cpu)[0].as<int32_t>();
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::span<const float> row(x.data() + r * len, static_cast<size_t>(len));
+        const SampleRow sr = read_sample_params(params.data() + r * ir::kSampleParams, ir::kMaxSampleTopK);
+        const int32_t want = choose_token(row, sr.filter, sr.draw, scratch);
+        EXPECT_EQ(got_cpu[static_cast<size_t>(r)], want) << "cpu, run " << run << ", row " << r;
+        ++total;
+        // Near a boundary the order of the device's sums may decide: a draw within 1e-6
+        // of a cumulative edge, or a top-p / min-p cut within 1e-9 of a prefix sum.
+        bool edge = choose_token(row, sr.filter, std::max(0.0, sr.draw - 1e-6), scratch) != want ||
+                    choose_token(row, sr.filter, std::min(0.999999999, sr.draw + 1e-6), scratch) != want;
+        for (const double nudge : {1.0 - 1e-9, 1.0 + 1e-9}) {
+          TokenFilter f = sr.filter;
+          f.top_p = std::min(1.0, f.top_p * nudge);
+          f.min_p = f.min_p * nudge;
+          edge = edge || choose_token(row, f, sr.draw, scratch) != want;
         }
+        if (edge) continue;
+        ++compared;
+        EXPECT_EQ(got[static_cast<size_t>(r)], want) << "run " << run << ", row " << r << ", draw " << sr.draw;
       }
     }
     EXPECT_GE(compared, total * 9 / 10);

@@ -103,8 +103,8 @@ inline Graph all_ops_graph() {
   auto sm = b.softmax(dq, -1);
   auto cs = b.cumsum(sm, 1, true);
   auto tk = b.topk(cs, 4, false);
-  auto draw = b.input("draw", DType::F32, {seq, 1});
-  auto smp = b.sample(cs, draw, SampleAttrs{0.7, 8, 0.9, 0.05});
+  auto sampling = b.input("sampling", DType::F32, {seq, 5});
+  auto smp = b.sample(cs, sampling);
   auto ln = b.layer_norm(x, gamma, gamma, 1e-6);
   auto rn = b.rms_norm(ln, gamma, 1e-5);
   RopeAttrs rope;

@@ -275,13 +275,14 @@ TEST(Flow, GreedyTokenOutput) {
 }
 
 // sample_token swaps the logits output for the `sample` op over the selected rows, with
-// the draws as input "draw" f32[B, 1]; it needs last_row_logits and excludes greedy.
+// the draws and filters as input "sampling" f32[B, 5]; it needs last_row_logits and
+// excludes greedy.
 TEST(Flow, SampleTokenOutput) {
   const ModelConfig c = tiny_llama();
   const MapSource w = llama_weights(c);
   DecoderOptions o;
   o.ctx = 32;
-  o.sample_token = ir::SampleAttrs{0.8, 40, 0.95, 0.05};
+  o.sample_token = true;
   auto bad = build_decoder(c, w, o);
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().to_string().find("needs last_row_logits"), std::string::npos) << bad.error().to_string();
@@ -299,10 +300,9 @@ TEST(Flow, SampleTokenOutput) {
   const ir::Node& next = g.node(g.outputs()[0].value);
   ASSERT_EQ(next.op, ir::OpKind::Sample);
   EXPECT_EQ(next.type().to_string(), "i32[1, 1]");
-  EXPECT_EQ(next.attr<ir::SampleAttrs>().top_k, 40);
-  const ir::Node& draw = g.node(next.inputs[1]);
-  EXPECT_EQ(draw.op, ir::OpKind::Input);
-  EXPECT_EQ(draw.type().to_string(), "f32[1, 1]");
+  const ir::Node& params = g.node(next.inputs[1]);
+  EXPECT_EQ(params.op, ir::OpKind::Input);
+  EXPECT_EQ(params.type().to_string(), "f32[1, 5]");
 }
 }  // namespace
 }  // namespace rlx::models

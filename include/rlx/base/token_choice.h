@@ -45,4 +45,14 @@ struct TokenChoiceScratch {
 /// When the best logit is not finite the best-ranked token is returned.
 int32_t choose_token(std::span<const float> logits, const TokenFilter& filter, double u, TokenChoiceScratch& scratch);
 
+/// One row of a `sample` op's parameters (draw, temperature, top_k, top_p, min_p) as the
+/// filter and draw choose_token takes, clamped: the draw to [0, 1); a temperature <= 0
+/// or NaN to greedy (top_k 1); top_k to [1, max_top_k] (below 1 or NaN: max_top_k);
+/// top_p to (0, 1] (<= 0 or NaN: the best token only); min_p to [0, 1).
+struct SampleRow {
+  TokenFilter filter;
+  double draw = 0.0;
+};
+SampleRow read_sample_params(const float* params, int64_t max_top_k);
+
 }  // namespace rlx

@@ -52,8 +52,9 @@ class GraphBuilder {
   ValueId softmax(ValueId x, int64_t axis = -1);
   ValueId cumsum(ValueId x, int64_t axis = -1, bool exclusive = false);
   ValueId topk(ValueId x, int64_t k, bool values = false);
-  /// One token per row of logits[.., V] from the draws u f32[.., 1] (see SampleAttrs).
-  ValueId sample(ValueId logits, ValueId u, const SampleAttrs& attrs);
+  /// One token per row of logits[.., V] from the rows of params f32[.., kSampleParams]
+  /// (draw, temperature, top_k, top_p, min_p; see kMaxSampleTopK in op.h).
+  ValueId sample(ValueId logits, ValueId params);
   ValueId rms_norm(ValueId x, ValueId gamma, double eps);
   ValueId layer_norm(ValueId x, ValueId gamma, std::optional<ValueId> beta, double eps);
   ValueId rope(ValueId x, ValueId pos, const RopeAttrs& r);

@@ -150,20 +150,15 @@ struct TopKAttrs {
   bool values = false;
   template <class V> void fields(V&& v) { v("k", k); v("values", values); }
 };
-/// The most candidates a `sample` op ranks (its top_k bound): a device keeps them in
-/// one block's shared memory.
+/// The `sample` op: one token per row of logits[.., V], chosen as rlx::choose_token
+/// defines from the row's parameters (input 2, f32[.., kSampleParams]): the uniform draw
+/// u in [0, 1), temperature (<= 0: the best-ranked token), top_k, top_p and min_p.
+/// Parameters are run-time data: one executable serves every filter, and a batch may
+/// give each sequence its own. Out-of-range values are clamped (draw to [0, 1), top_k
+/// to [1, kMaxSampleTopK] with 0 meaning kMaxSampleTopK, top_p to (0, 1], min_p to
+/// [0, 1)); the op ranks at most kMaxSampleTopK candidates.
 inline constexpr int64_t kMaxSampleTopK = 1024;
-/// One token per row of logits[.., V], chosen by the row's uniform draw u in [0, 1)
-/// (input 2, f32[.., 1]) exactly as rlx::choose_token defines it: the top_k best ranked
-/// tokens, softmax at `temperature`, min-p and top-p prefixes, inverse CDF at u.
-/// temperature > 0, 1 <= top_k <= kMaxSampleTopK, top_p in (0, 1], min_p in [0, 1).
-struct SampleAttrs {
-  double temperature = 1.0;
-  int64_t top_k = 40;
-  double top_p = 1.0;
-  double min_p = 0.0;
-  template <class V> void fields(V&& v) { v("temperature", temperature); v("top_k", top_k); v("top_p", top_p); v("min_p", min_p); }
-};
+inline constexpr int64_t kSampleParams = 5;  ///< draw, temperature, top_k, top_p, min_p
 struct NormAttrs {
   double eps = 1e-5;
   template <class V> void fields(V&& v) { v("eps", eps); }
@@ -306,7 +301,7 @@ using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, Constan
                            BinaryAttrs, CompareAttrs, MatMulAttrs, ReduceAttrs, SoftmaxAttrs, CumsumAttrs,
                            TopKAttrs, NormAttrs, RopeAttrs, AttentionAttrs, ShapeAttrs, TransposeAttrs,
                            NarrowAttrs, AxisAttrs, FusedMatMulAttrs, FusedSwiGLUAttrs, RegionAttrs,
-                           CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs, SampleAttrs>;
+                           CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs>;
 
 /// Default-constructed attrs of the type ops.def gives `kind`.
 Attrs default_attrs(OpKind kind);

@@ -13,10 +13,10 @@
 //            greedy_token instead: next i32[B, 1], the argmax of each selected row (ties ->
 //            lowest id), so that greedy decoding copies back one token, not the logits;
 //            or with sample_token: next i32[B, 1], the `sample` op over each selected
-//            row with the draw of input  draw f32[B, 1]  (uniform in [0, 1))
+//            row with that sequence's row of input  sampling f32[B, 5]  (draw in [0, 1),
+//            temperature, top_k, top_p, min_p: run-time values, see ir::kSampleParams)
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,9 +33,9 @@ struct DecoderOptions {
   ir::DType kv_dtype = ir::DType::F32;      ///< KV-cache storage: f32, f16 or bf16
   bool last_row_logits = false;             ///< project only the rows selected by input "last"
   bool greedy_token = false;                ///< output "next" (argmax per row) instead of logits; needs last_row_logits
-  /// Output "next" sampled per row (temperature / top-k / top-p / min-p, input "draw")
-  /// instead of logits; needs last_row_logits, excludes greedy_token.
-  std::optional<ir::SampleAttrs> sample_token;
+  /// Output "next" sampled per row (input "sampling": draw, temperature, top-k, top-p,
+  /// min-p) instead of logits; needs last_row_logits, excludes greedy_token.
+  bool sample_token = false;
   int64_t batch = 1;                        ///< sequences per run (> 1 needs ctx > 0)
   ir::FusionPolicy policy = ir::FusionPolicy::Direct;
 };

@@ -69,8 +69,8 @@ class LanguageModel {
   /// draw `draw` in [0, 1) choose from the last token's logits (rlx::choose_token), by
   /// the executable's `sample` op: one token copied back per run. Needs batch == 1 and
   /// 1 <= filter.top_k <= ir::kMaxSampleTopK (the device ranks at most that many
-  /// candidates; top_k 0 needs forward + Sampler). Each distinct filter compiles its
-  /// own decode executable once.
+  /// candidates; top_k 0 needs forward + Sampler). The filter is run-time data: one
+  /// executable serves every filter.
   Expected<int32_t> forward_sample(std::span<const int32_t> tokens, const TokenFilter& filter, double draw);
   /// Batched form (batch() sequences): appends tokens[b] (possibly none) to sequence b,
   /// all in one run, and returns per sequence its logits [len_b, n_vocab] (all_rows) or
@@ -82,8 +82,7 @@ class LanguageModel {
   /// Forgets the cached context of every sequence (next forward starts at position 0).
   void reset();
   /// Executables compiled so far (one per prefill bucket / decode and per output kind:
-  /// logits, greedy token, sampled token with its filter). Each stays until the model
-  /// is destroyed.
+  /// logits, greedy token, sampled token). Each stays until the model is destroyed.
   size_t compiled_executables() const { return variants_.size(); }
 
  private:
@@ -95,7 +94,7 @@ class LanguageModel {
     std::optional<TokenFilter> sample;
     double draw = 0.0;  ///< sample's uniform draw
   };
-  using VariantKey = std::tuple<int64_t, bool, bool, bool, double, int64_t, double, double>;
+  using VariantKey = std::tuple<int64_t, bool, bool, bool>;  // rows, all_rows, greedy, sampled
   Expected<Variant*> variant(int64_t rows, bool all_rows, const Pick& pick);
   /// One run over at most max_chunk tokens: the executable's only output.
   Expected<Tensor> run_chunk(std::span<const int32_t> tokens, bool all_rows, const Pick& pick);
@@ -111,7 +110,6 @@ class LanguageModel {
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<ParamStore> params_;  // views of the weights (file mapping), shared by every variant
-  // (rows, all_rows, greedy, sampled, temperature, top_k, top_p, min_p)
   std::map<VariantKey, std::unique_ptr<Variant>> variants_;
   Variant* cache_owner_ = nullptr;  // the executable whose handles hold the live KV cache
   bool shared_cache_ = true;        // variants share one set of handles (no copies when switching)

@@ -98,7 +98,6 @@ struct AxisParams {
   bool bucket_axis = false;  // the op's axis is the bucket axis (softmax: only `actual` entries)
   int64_t k = 1;             // topk
   bool values = false;       // topk
-  TokenFilter filter;        // sample
 };
 
 Status softmax_fn(const Step& s, const StepCtx& ctx) {
@@ -186,7 +185,7 @@ Status topk_fn(const Step& s, const StepCtx& ctx) {
   return {};
 }
 
-// One token per row: choose_token over the row with the row's draw (input 1).
+// One token per row: choose_token over the row with the row's parameters (input 1).
 Status sample_fn(const Step& s, const StepCtx& ctx) {
   const AxisParams& a = s.p<AxisParams>();
   const int64_t rows = ctx.rows(a.v.outer, s.scalable);
@@ -195,8 +194,10 @@ Status sample_fn(const Step& s, const StepCtx& ctx) {
     float* vals = row_scratch(a.v.len);
     for (int64_t r = b; r < e; ++r) {
       for (int64_t j = 0; j < a.v.len; ++j) vals[j] = load_f(a.in_dt, s.in_ptr[0], r * a.v.len + j);
-      const double u = load_f(DType::F32, s.in_ptr[1], r);
-      const int32_t token = choose_token(std::span<const float>(vals, static_cast<size_t>(a.v.len)), a.filter, u, scratch);
+      const auto* params = reinterpret_cast<const float*>(s.in_ptr[1]) + r * ir::kSampleParams;
+      const SampleRow row = read_sample_params(params, ir::kMaxSampleTopK);
+      const int32_t token =
+          choose_token(std::span<const float>(vals, static_cast<size_t>(a.v.len)), row.filter, row.draw, scratch);
       store_i(a.out_dt, s.out_ptr, r, token);
     }
   });
@@ -390,14 +391,12 @@ Status build_topk(BuildCtx& ctx, Step& step) {
 Status build_sample(BuildCtx& ctx, Step& step) {
   const ir::Node& n = ctx.node();
   const ir::Node& x = ctx.input(0);
-  const auto& sa = n.attr<ir::SampleAttrs>();
   auto p = std::make_shared<AxisParams>();
   p->v = axis_view(x.shape.static_dims(), x.shape.rank() - 1);
   p->in_dt = x.dtype;
   p->out_dt = n.dtype;
-  p->filter = TokenFilter{sa.temperature, sa.top_k, sa.top_p, sa.min_p};
   if (ir::is_packed(x.dtype)) return step_error(ctx, "packed input");
-  if (ctx.input(1).dtype != DType::F32) return step_error(ctx, "draw not f32");
+  if (ctx.input(1).dtype != DType::F32) return step_error(ctx, "sample params not f32");
   const int b = ctx.bucket(n.inputs[0]);
   if (b == static_cast<int>(x.shape.rank() - 1) || b == -2) {
     step.mixes_bucket = true;

@@ -165,16 +165,14 @@ void launch_cumsum(const AxisParams& p, cudaStream_t s);
 void launch_topk(const AxisParams& p, cudaStream_t s);
 
 /// The `sample` op: out[r] = the token rlx::choose_token picks from row r of
-/// logits[rows, len] with draw[r] (1 <= top_k <= 1024, len < 2^31).
+/// logits[rows, len] (len < 2^31) with row r of params[rows, 5] (draw, temperature,
+/// top_k, top_p, min_p; clamped as rlx::read_sample_params, top_k at most 1024).
 struct SampleParams {
   const void* logits = nullptr;
-  const float* draw = nullptr;
+  const float* params = nullptr;
   int32_t* out = nullptr;
   DT logits_dt = DT::F32;
   int64_t rows = 0, len = 0;
-  double temperature = 1.0;
-  int64_t top_k = 1;
-  double top_p = 1.0, min_p = 0.0;
 };
 void launch_sample(const SampleParams& p, cudaStream_t s);
 

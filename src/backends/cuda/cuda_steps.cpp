@@ -635,7 +635,7 @@ Status build_topk(BuildCtx& ctx, Step& step) {
 Status sample_fn(const Step& s, const RunCtx& ctx) {
   SampleParams k = s.p<SampleParams>();
   k.logits = s.in_ptr[0];
-  k.draw = reinterpret_cast<const float*>(s.in_ptr[1]);
+  k.params = reinterpret_cast<const float*>(s.in_ptr[1]);
   k.out = reinterpret_cast<int32_t*>(s.out_ptr);
   launch_sample(k, ctx.stream);
   return {};
@@ -644,20 +644,14 @@ Status sample_fn(const Step& s, const RunCtx& ctx) {
 Status build_sample(BuildCtx& ctx, Step& step) {
   const ir::Node& n = ctx.node();
   const ir::Node& x = ctx.input(0);
-  const auto& sa = n.attr<ir::SampleAttrs>();
   if (!float_dt(x.dtype)) return step_error(ctx, "sample over {}", ir::dtype_name(x.dtype));
-  if (ctx.input(1).dtype != DType::F32) return step_error(ctx, "sample draw of {}", ir::dtype_name(ctx.input(1).dtype));
-  if (sa.top_k < 1 || sa.top_k > ir::kMaxSampleTopK) return step_error(ctx, "sample top_k {}", sa.top_k);
+  if (ctx.input(1).dtype != DType::F32) return step_error(ctx, "sample params of {}", ir::dtype_name(ctx.input(1).dtype));
   auto p = std::make_shared<SampleParams>();
   const AxisParams v = axis_view(x.shape.static_dims(), x.shape.rank() - 1);
   if (v.len >= (int64_t{1} << 31)) return step_error(ctx, "sample over {} tokens (at most 2^31 - 1)", v.len);
   p->logits_dt = to_dt(x.dtype);
   p->rows = v.outer;
   p->len = v.len;
-  p->temperature = sa.temperature;
-  p->top_k = sa.top_k;
-  p->top_p = sa.top_p;
-  p->min_p = sa.min_p;
   const int b = ctx.bucket(n.inputs[0]);
   if (b == static_cast<int>(x.shape.rank() - 1) || b == -2) step.extent_ok = false;
   step.fn = &sample_fn;

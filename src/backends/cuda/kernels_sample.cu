@@ -10,6 +10,7 @@
 // cut within rounding of a prefix sum may keep one token more or less (which rescales
 // every draw of that row).
 #include <atomic>
+#include <cfloat>
 #include <climits>
 
 #include "backends/cuda/cuda_common.cuh"
@@ -162,7 +163,15 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SamplePara
     if constexpr (kKeysInSmem) return row_keys[i];
     else return rank_key(logit(i));
   };
-  const int K = static_cast<int>(p.top_k < V ? p.top_k : V);
+  // The row's parameters, clamped as rlx::read_sample_params.
+  const float* prm = p.params + row * 5;
+  const double draw = prm[0] >= 0.0f ? fmin(static_cast<double>(prm[0]), 1.0 - 0x1p-53) : 0.0;
+  const double t = prm[1], kk = prm[2], tp = prm[3], mp = prm[4];
+  const double temperature = t > 0.0 ? t : 1.0;
+  const int top_k = !(t > 0.0) ? 1 : (kk >= 1.0 && kk <= kSampleMaxK) ? static_cast<int>(kk) : kSampleMaxK;
+  const double top_p = tp > 0.0 ? fmin(tp, 1.0) : DBL_MIN;
+  const double min_p = mp >= 0.0 ? fmin(mp, 1.0 - 0x1p-53) : 0.0;
+  const int K = static_cast<int>(top_k < V ? top_k : V);
 
   // 1. Coarse histogram (and the keys, when they stay in shared memory).
   for (int b = tid; b < kSampleCoarseBins; b += nthreads) coarse[b] = 0;
@@ -284,7 +293,7 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SamplePara
   }
   const bool mine = tid < K;
   const float l_mine = mine ? logit(id_of(tid)) : 0.0f;
-  const double e = mine && !isnan(l_mine) ? exp(static_cast<double>(l_mine - max_l) / p.temperature) : 0.0;
+  const double e = mine && !isnan(l_mine) ? exp(static_cast<double>(l_mine - max_l) / temperature) : 0.0;
   const double total = block_inclusive_scan(e, dtmp);  // the last thread's value is the sum
   if (tid == nthreads - 1) dtmp[0] = total;
   __syncthreads();
@@ -294,19 +303,19 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SamplePara
   if (mine) prob[tid] = pr;
   __syncthreads();
   int keep = K;
-  if (p.min_p > 0.0) {
-    const double cut = p.min_p * prob[0];
+  if (min_p > 0.0) {
+    const double cut = min_p * prob[0];
     keep = 1 + __syncthreads_count(mine && tid >= 1 && pr >= cut);
   }
   const double cum = block_inclusive_scan(mine ? pr : 0.0, dtmp);
-  if (p.top_p < 1.0) {
+  if (top_p < 1.0) {
     // the first prefix reaching top_p (as the host loop: NaN sums never reach it)
-    const int below = __syncthreads_count(mine && tid < keep && !(cum >= p.top_p));
+    const int below = __syncthreads_count(mine && tid < keep && !(cum >= top_p));
     keep = max(1, min(keep, below + 1));
   }
   if (tid == keep - 1) dtmp[0] = cum;  // the kept probability mass
   __syncthreads();
-  const double r = static_cast<double>(p.draw[row]) * dtmp[0];
+  const double r = draw * dtmp[0];
   const int at = __syncthreads_count(mine && tid < keep && !(r < cum));  // first with r < cum (NaN: the last)
   if (tid == 0) p.out[row] = id_of(at < keep ? at : keep - 1);
 }
