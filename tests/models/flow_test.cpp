@@ -251,6 +251,12 @@ TEST(Flow, Gpt2StyleBlockMatchesAFloat64Reference) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5) << "logit " << i;
 }
 
+// The built decoder's only output when it is one named "next", else null.
+const ir::Node* only_next_output(const BuiltModel& built) {
+  const ir::Graph& g = built.hir.graph;
+  if (g.outputs().size() != 1 || g.outputs()[0].name != "next") return nullptr;
+  return &g.node(g.outputs()[0].value);
+}
 
 // greedy_token swaps the logits output for the argmax token of the selected rows; it
 // needs last_row_logits (a clear error otherwise).
@@ -266,10 +272,9 @@ TEST(Flow, GreedyTokenOutput) {
   o.last_row_logits = true;
   auto built = build_decoder(c, w, o);
   ASSERT_TRUE(built) << built.error().to_string();
-  const ir::Graph& g = built->hir.graph;
-  ASSERT_EQ(g.outputs().size(), 1u);
-  EXPECT_EQ(g.outputs()[0].name, "next");
-  const ir::Node& next = g.node(g.outputs()[0].value);
+  const ir::Node* next_p = only_next_output(*built);
+  ASSERT_NE(next_p, nullptr) << "one output named next";
+  const ir::Node& next = *next_p;
   EXPECT_EQ(next.op, ir::OpKind::TopK);
   EXPECT_EQ(next.dtype, ir::DType::I32);
 }
@@ -294,13 +299,12 @@ TEST(Flow, SampleTokenOutput) {
   o.greedy_token = false;
   auto built = build_decoder(c, w, o);
   ASSERT_TRUE(built) << built.error().to_string();
-  const ir::Graph& g = built->hir.graph;
-  ASSERT_EQ(g.outputs().size(), 1u);
-  EXPECT_EQ(g.outputs()[0].name, "next");
-  const ir::Node& next = g.node(g.outputs()[0].value);
+  const ir::Node* next_p = only_next_output(*built);
+  ASSERT_NE(next_p, nullptr) << "one output named next";
+  const ir::Node& next = *next_p;
   ASSERT_EQ(next.op, ir::OpKind::Sample);
   EXPECT_EQ(next.type().to_string(), "i32[1, 1]");
-  const ir::Node& params = g.node(next.inputs[1]);
+  const ir::Node& params = built->hir.graph.node(next.inputs[1]);
   EXPECT_EQ(params.op, ir::OpKind::Input);
   EXPECT_EQ(params.type().to_string(), "f32[1, 5]");
 }

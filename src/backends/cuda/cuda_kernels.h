@@ -167,6 +167,8 @@ void launch_topk(const AxisParams& p, cudaStream_t s);
 /// The `sample` op: out[r] = the token rlx::choose_token picks from row r of
 /// logits[rows, len] (len < 2^31) with row r of params[rows, 5] (draw, temperature,
 /// top_k, top_p, min_p; clamped as rlx::read_sample_params, top_k at most 1024).
+inline constexpr int kSampleMaxTopK = 1024;  ///< ir::kMaxSampleTopK (checked in cuda_steps.cpp)
+inline constexpr int kSampleParamCount = 5;  ///< ir::kSampleParams
 struct SampleParams {
   const void* logits = nullptr;
   const float* params = nullptr;

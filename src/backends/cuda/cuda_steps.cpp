@@ -632,6 +632,9 @@ Status build_topk(BuildCtx& ctx, Step& step) {
   return {};
 }
 
+static_assert(kSampleMaxTopK == ir::kMaxSampleTopK && kSampleParamCount == ir::kSampleParams,
+              "the sample kernel's bounds are the op's");
+
 Status sample_fn(const Step& s, const RunCtx& ctx) {
   SampleParams k = s.p<SampleParams>();
   k.logits = s.in_ptr[0];

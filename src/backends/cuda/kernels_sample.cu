@@ -19,7 +19,7 @@ namespace rlx::cuda_backend {
 namespace {
 
 constexpr int kSampleThreads = 1024;
-constexpr int kSampleMaxK = 1024;  // ir::kMaxSampleTopK
+constexpr int kSampleMaxK = kSampleMaxTopK;
 // Rows of up to 36K tokens keep their rank keys in shared memory (with the histogram,
 // the candidate list and the static arrays, ~210 KB of the 227 KB an H100 block may have).
 constexpr int64_t kSampleMaxSmemKeys = 144 * 1024;
@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(kSampleThreads) sample_kernel(const SamplePara
     else return rank_key(logit(i));
   };
   // The row's parameters, clamped as rlx::read_sample_params.
-  const float* prm = p.params + row * 5;
+  const float* prm = p.params + row * kSampleParamCount;
   const double draw = prm[0] >= 0.0f ? fmin(static_cast<double>(prm[0]), 1.0 - 0x1p-53) : 0.0;
   const double t = prm[1], kk = prm[2], tp = prm[3], mp = prm[4];
   const double temperature = t > 0.0 ? t : 1.0;
