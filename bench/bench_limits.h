@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #endif
 
+#include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/thread_pool.h"
 #include "rlx/base/aligned_buffer.h"
@@ -80,6 +81,7 @@ inline float sum_scalar(const float* p, int64_t n) {
 struct Limits {
   double peak_flops = 0;  // f32 FLOP/s, all threads
   double read_bw = 0;     // bytes/s, all threads
+  double amx_bf16_flops = 0;  // AMX-BF16 tile FLOP/s, all threads (0: tiles not in use)
 };
 
 /// Measures the limits on the first call (best of 3 each) and prints them.
@@ -87,7 +89,7 @@ inline const Limits& limits(cpu::ThreadPool& pool) {
   static const Limits l = [&pool] {
     Limits r;
     const int T = pool.size();
-    const bool avx512 = cpu::cpu_features().max_isa == cpu::IsaLevel::kAvx512;
+    const bool avx512 = cpu::cpu_features().max_isa >= cpu::IsaLevel::kAvx512;
     const int64_t iters = 20'000'000;
     std::atomic<uint32_t> sink{0};
     double best = 1e30;
@@ -127,8 +129,20 @@ inline const Limits& limits(cpu::ThreadPool& pool) {
       best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     r.read_bw = static_cast<double>(n) * 4 / best;
-    std::printf("limits (%d threads, %s): peak f32 %.1f GFLOP/s, read bandwidth %.1f GB/s\n", T,
+    if (cpu::amx_enabled(cpu::isa_cap_from_name(env_config().cpu_isa))) {
+      const int64_t tile_iters = 2'000'000;
+      best = 1e30;
+      for (int rep = 0; rep < 2; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pool.parallel_for(T, [&](int64_t) { cpu::amx_bf16_probe(tile_iters); });
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      r.amx_bf16_flops = T * 4 * cpu::kAmxFlopsPerTileOp * static_cast<double>(tile_iters) / best;
+    }
+    std::printf("limits (%d threads, %s): peak f32 %.1f GFLOP/s, read bandwidth %.1f GB/s", T,
                 cpu::describe_cpu_features(cpu::cpu_features()).c_str(), r.peak_flops / 1e9, r.read_bw / 1e9);
+    if (r.amx_bf16_flops > 0) std::printf(", AMX-BF16 tiles %.1f GFLOP/s", r.amx_bf16_flops / 1e9);
+    std::printf("\n");
     return r;
   }();
   return l;
@@ -148,6 +162,7 @@ class PercentReporter : public benchmark::ConsoleReporter {
         const double rate = c["flop_per_iter"].value / secs;
         c["GFLOP/s"] = rate / 1e9;
         c["pct_peak"] = 100.0 * rate / limits_.peak_flops;
+        if (limits_.amx_bf16_flops > 0) c["pct_amx"] = 100.0 * rate / limits_.amx_bf16_flops;
       }
       if (c.count("bytes_per_iter")) {
         const double rate = c["bytes_per_iter"].value / secs;

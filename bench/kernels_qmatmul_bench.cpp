@@ -14,6 +14,7 @@
 #include "backends/cpu/kernels/thread_pool.h"
 #include "bench_limits.h"
 #include "rlx/base/aligned_buffer.h"
+#include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
 
 namespace {
@@ -93,7 +94,8 @@ BENCHMARK(BM_QGemv)
     ->UseRealTime();
 
 // ---- prefill: M x K x N with quantized weights, effective 2*M*N*K flops. path 0 = what
-// kAuto picks, 1 = integer GEMV tiles (4 rows per weight decode), 2 = f32 panels.
+// kAuto picks, 1 = integer GEMV tiles (4 rows per weight decode), 2 = f32 panels, 3 = AMX
+// tiles (skipped where they are not usable).
 void BM_QPrefill(benchmark::State& st) {
   const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
   const auto type = static_cast<GgmlType>(st.range(3));
@@ -113,7 +115,7 @@ void BM_QPrefill(benchmark::State& st) {
     if (!s.ok()) st.SkipWithError(s.error().message().c_str());
     benchmark::ClobberMemory();
   }
-  static const char* kPathNames[] = {"auto", "int8 gemv tiles", "f32 panels"};
+  static const char* kPathNames[] = {"auto", "int8 gemv tiles", "f32 panels", "amx tiles"};
   st.SetLabel(std::string(formats::ggml_type_name(type)) + " " + kPathNames[st.range(4)]);
   bench::set_flops(st, 2.0 * M * N * K);
 }
@@ -124,7 +126,7 @@ BENCHMARK(BM_QPrefill)
                     static_cast<int64_t>(GgmlType::Q8_0), static_cast<int64_t>(GgmlType::Q4_0),
                     static_cast<int64_t>(GgmlType::Q4_1), static_cast<int64_t>(GgmlType::Q5_0),
                     static_cast<int64_t>(GgmlType::Q5_1)},
-                   {0, 1, 2}})
+                   {0, 1, 2, 3}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -153,6 +155,33 @@ BENCHMARK(BM_F32Gemm)
     ->ArgNames({"M", "K", "N", "prepacked"})
     ->Args({512, 2048, 8192, 1})
     ->Args({512, 2048, 8192, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// ---- f16 / bf16 weights pre-packed (what F16 / BF16 models' prefill runs: the AMX tiles
+// where usable, else the f32 micro-tiles converting the weights in registers).
+void BM_HalfGemm(benchmark::State& st) {
+  const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
+  const WeightType wt = st.range(3) != 0 ? WeightType::kBF16 : WeightType::kF16;
+  const std::vector<float> a = random_floats(M * K, 13), b = random_floats(N * K, 7);
+  std::vector<uint16_t> bh(b.size());
+  for (size_t i = 0; i < b.size(); ++i) bh[i] = wt == WeightType::kF16 ? f32_to_f16_bits(b[i]) : f32_to_bf16_bits(b[i]);
+  std::vector<float> c(static_cast<size_t>(M * N));
+  GemmParams p;
+  p.m = M;
+  p.n = N;
+  p.k = K;
+  const PackedB pb = pack_b(ctx(), K, N, true, 0, bh.data(), wt);
+  for (auto _ : st) {
+    gemm_prepacked(ctx(), p, a.data(), pb, c.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetLabel(wt == WeightType::kF16 ? "f16" : "bf16");
+  bench::set_flops(st, 2.0 * M * N * K);
+}
+BENCHMARK(BM_HalfGemm)
+    ->ArgNames({"M", "K", "N", "bf16"})
+    ->ArgsProduct({{64, 512}, {2048}, {8192}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -138,13 +138,17 @@ int run_bench(const BenchArgs& a) {
   const double bandwidth = bw.best;  // the ceiling uses the fastest pass: the strictest limit
   const double peak = measure_peak_flops(threads);
   const double peak_int8 = measure_peak_int8_ops(threads);
+  const double peak_amx = measure_peak_amx_bf16_flops(threads);
   out["limits"] = {{"read_bandwidth_bytes_per_s", bandwidth},
                    {"read_bandwidth_median_bytes_per_s", bw.median},
                    {"peak_f32_flops", peak},
-                   {"peak_int8_ops", peak_int8}};
+                   {"peak_int8_ops", peak_int8},
+                   {"peak_amx_bf16_flops", peak_amx}};
   std::printf("limits  read bandwidth %.1f GB/s (best of 7 passes; median %.1f), f32 FMA peak %.1f GFLOP/s,\n"
-              "        int8 dot peak %.1f GOP/s (measured in this run)\n\n",
+              "        int8 dot peak %.1f GOP/s",
               bandwidth / 1e9, bw.median / 1e9, peak / 1e9, peak_int8 / 1e9);
+  if (peak_amx > 0) std::printf(", AMX-BF16 tile peak %.1f GFLOP/s", peak_amx / 1e9);
+  std::printf(" (measured in this run)\n\n");
   std::printf("%-22s %12s %12s   %s\n", "phase", "tokens/s", "ms", "vs limit");
   for (const Row& r : rows) {
     if (r.decode) {
@@ -157,10 +161,16 @@ int run_bench(const BenchArgs& a) {
     } else {
       const double pct = 100.0 * r.tps * r.work / peak;
       const double pct_int8 = peak_int8 > 0 ? 100.0 * r.tps * r.work / peak_int8 : 0.0;
-      std::printf("%-22s %12.1f %12.1f   %.1f GFLOP/s: %.1f%% of f32 FMA peak, %.1f%% of int8 dot peak\n",
+      std::printf("%-22s %12.1f %12.1f   %.1f GFLOP/s: %.1f%% of f32 FMA peak, %.1f%% of int8 dot peak",
                   r.phase.c_str(), r.tps, r.ms, r.tps * r.work / 1e9, pct, pct_int8);
       out["prefill"][r.phase.substr(8)]["pct_of_peak_flops"] = pct;
       out["prefill"][r.phase.substr(8)]["pct_of_peak_int8_ops"] = pct_int8;
+      if (peak_amx > 0) {
+        const double pct_amx = 100.0 * r.tps * r.work / peak_amx;
+        std::printf(", %.1f%% of AMX-BF16 peak", pct_amx);
+        out["prefill"][r.phase.substr(8)]["pct_of_peak_amx_bf16_flops"] = pct_amx;
+      }
+      std::printf("\n");
     }
   }
   const double kv_total = kv_bytes_per_pos * static_cast<double>(lo.ctx);

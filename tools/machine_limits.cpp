@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/cpu_features.h"
 #include "rlx/base/aligned_buffer.h"
 #include "rlx/base/env.h"
@@ -120,10 +121,22 @@ double measure_peak_int8_ops(int threads) {
   return ops_per_iter * static_cast<double>(iters) * threads / best;
 }
 
+double measure_peak_amx_bf16_flops(int threads) {
+  threads = std::max(1, threads);
+  if (!cpu::amx_enabled(cpu::isa_cap_from_name(env_config().cpu_isa))) return 0;
+  const int64_t iters = 2'000'000;
+  double best = 1e30;
+  for (int rep = 0; rep < 2; ++rep)
+    best = std::min(best, timed_parallel(threads, [&](int) { cpu::amx_bf16_probe(iters); }));
+  return 4 * cpu::kAmxFlopsPerTileOp * static_cast<double>(iters) * threads / best;
+}
+
 const char* kernel_isa_description() {
   const cpu::IsaLevel level = cpu::resolve_isa(cpu::isa_cap_from_name(env_config().cpu_isa));
-  // The quantized matmul kernels take their AVX-512 loops only with VNNI as well.
-  if (level == cpu::IsaLevel::kAvx512 && cpu::cpu_features().avx512vnni) return "avx512-vnni";
+  // The quantized matmul kernels take their AVX-512 loops only with VNNI as well; with
+  // AMX the matmuls of many rows run on the tiles, everything else on AVX-512.
+  if (level == cpu::IsaLevel::kAmx) return cpu::cpu_features().avx512vnni ? "amx-bf16+avx512-vnni" : "amx-bf16+avx512";
+  if (level >= cpu::IsaLevel::kAvx512 && cpu::cpu_features().avx512vnni) return "avx512-vnni";
   return cpu::isa_name(level);
 }
 Bandwidth measure_read_bandwidth(int threads, int reps) {

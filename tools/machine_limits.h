@@ -19,6 +19,10 @@ double measure_peak_flops(int threads);
 /// use: vpdpbusd on 512-bit vectors with AVX-512 VNNI, else vpmaddubsw + vpmaddwd on
 /// 256-bit vectors with AVX2; 0 without AVX2.
 double measure_peak_int8_ops(int threads);
+/// bf16 FLOP/s of `threads` threads running four independent TDPBF16PS chains on the
+/// AMX tiles (what the CPU backend's many-row matmuls use); 0 where the tiles are not
+/// usable or RLX_CPU_ISA caps them off.
+double measure_peak_amx_bf16_flops(int threads);
 /// Which kernel instruction set the CPU backend runs with here: "avx512-vnni",
 /// "avx512", "avx2" or "scalar" (the CPU's best, capped by RLX_CPU_ISA).
 const char* kernel_isa_description();

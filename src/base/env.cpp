@@ -22,6 +22,12 @@ EnvConfig read_env() {
   }
   c.ir_dump_dir = get("RLX_IR_DUMP");
   c.cpu_isa = get("RLX_CPU_ISA");
+  const std::string amx_rows = get("RLX_CPU_AMX_MIN_ROWS");
+  if (!amx_rows.empty()) {
+    char* end = nullptr;
+    const long n = std::strtol(amx_rows.c_str(), &end, 10);
+    if (end && *end == '\0' && n > 0 && n <= 1000000) c.cpu_amx_min_rows = static_cast<int>(n);
+  }
   c.cpu_prepack = get("RLX_CPU_PREPACK") != "0";
   auto on = [](const char* name) {
     const std::string v = get(name);

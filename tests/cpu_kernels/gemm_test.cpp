@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/kernels/amx_matmul.h"
 #include "cpu_kernels/test_util.h"
 #include "rlx/base/half.h"
 
@@ -105,8 +106,13 @@ void run_case(const Case& cs, WeightType wt, bool prepacked) {
   const std::vector<float> c0 = rng.vec(std::max<int64_t>(1, cs.m * ldc));
   const std::vector<double> want = gemm_ref(p, a.data(), lda, w.seen.data(), ldb, c0.data(), ldc);
   const double tol = 2e-6 * std::sqrt(double(std::max<int64_t>(cs.k, 1))) + 1e-6;
+  // The AMX tiles (f16 / bf16 weights, pre-packed, amx_min_rows() rows or more) add the
+  // three largest bf16 cross products of x = xh + xl and w = wh + wl: each product is off
+  // by at most ~2^-17 of |x w|, so the bound grows like the f32 path's but 8x wider.
+  const double amx_tol = 1.6e-5 * std::sqrt(double(std::max<int64_t>(cs.k, 1))) + 1e-5;
   for (const KernelContext& ctx : test::contexts()) {
     SCOPED_TRACE(test::describe(ctx));
+    const bool on_tiles = prepacked && wt != WeightType::kF32 && cs.m >= amx_min_rows() && amx_enabled(ctx.isa);
     std::vector<float> c = c0;
     if (prepacked) {
       const PackedB pb = pack_b(ctx, cs.k, cs.n, cs.trans, cs.padded ? ldb : 0, w.ptr(wt), wt);
@@ -114,7 +120,8 @@ void run_case(const Case& cs, WeightType wt, bool prepacked) {
     } else {
       gemm(ctx, p, a.data(), w.ptr(wt), wt, c.data());
     }
-    ASSERT_TRUE(all_close(c.data(), want.data(), cs.m * ldc, tol, tol))
+    const double t = on_tiles ? amx_tol : tol;
+    ASSERT_TRUE(all_close(c.data(), want.data(), cs.m * ldc, t, t))
         << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " trans=" << cs.trans << " act=" << int(cs.act)
         << " beta=" << cs.beta << " wt=" << int(wt) << " prepacked=" << prepacked;
   }
@@ -153,6 +160,19 @@ TEST(Gemm, HalfWeights) {
       for (int64_t m : {int64_t{1}, int64_t{4}, int64_t{19}})
         for (bool trans : {true, false})
           run_case({m, 37, 65, trans, Activation::kSilu, true, 0.0f, false}, wt, prepacked);
+}
+
+// Many rows against f16 / bf16 pre-packed weights: the AMX tiles where the CPU has them
+// (row blocks of 32 with a partial one, passes of kAmxRowsPerPass rows, K past one
+// decoded block and not a multiple of 32, column chunks with a partial tail), the
+// AVX-512 / AVX2 / scalar panels everywhere.
+TEST(Gemm, PrepackedHalfWeightsManyRows) {
+  for (WeightType wt : {WeightType::kF16, WeightType::kBF16}) {
+    run_case({32, 37, 65, true, Activation::kIdentity, false, 0.0f, false}, wt, true);
+    run_case({45, 100, 300, true, Activation::kSilu, true, 0.5f, true}, wt, true);
+    run_case({530, 70, 40, false, Activation::kGelu, true, 0.0f, true}, wt, true);
+    run_case({40, 290, 2100, true, Activation::kIdentity, true, 1.0f, false}, wt, true);
+  }
 }
 
 TEST(Gemm, PrepackedOddSizes) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/kernels/amx_matmul.h"
 #include "cpu_kernels/test_util.h"
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
@@ -212,6 +213,75 @@ TEST_P(QMatmulTypes, PrefillShapesBothPaths) {
   check_type(GetParam(), {{17, 33}, {64, 100}, {100, 33}}, {QMatmulPath::kPanel, QMatmulPath::kGemv});
 }
 
+// The AMX-INT8 path sums each scale group's integer products exactly, as the integer
+// loops do, so it meets the llama.cpp-emulating reference within the same 1e-5 of
+// sum |x||w|. Shapes: one row block, a partial one, two passes of kAmxRowsPerPass rows,
+// K past one decoded block of 2048. Types without a tile loop (Q4_1, Q5_1, Q2_K, Q3_K)
+// keep the integer loops.
+TEST_P(QMatmulTypes, AmxPrefill) {
+  if (!amx_enabled(IsaLevel::kAmx))
+    GTEST_SKIP() << "no usable AMX-BF16 tiles here: " << describe_cpu_features(cpu_features());
+  const GgmlType t = GetParam();
+  if (!amx_supports(t)) {
+    EXPECT_NE(qmatmul_auto_path(t, 512, IsaLevel::kAmx), QMatmulPath::kAmx);
+    return;
+  }
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  const int64_t bs = formats::ggml_block_size(t);
+  const int64_t k_small = bs == 256 ? 512 : 192, k_big = bs == 256 ? 2304 : 2112;
+  struct AmxShape {
+    int64_t m, n, k;
+  };
+  for (const AmxShape& s : {AmxShape{32, 33, k_small}, AmxShape{45, 100, k_small}, AmxShape{530, 17, k_small},
+                            AmxShape{40, 50, k_big}}) {
+    SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(t) << " m=" << s.m << " n=" << s.n << " k=" << s.k);
+    const QWeights w = make_weights(rng, t, s.n, s.k);
+    const int64_t lda = s.k + 3, ldc = s.n + 5;
+    const std::vector<float> x = rng.vec(s.m * lda);
+    const std::vector<float> bias = rng.vec(s.n);
+    const Expected e = reference(t, x, lda, w, bias.data(), s.m, s.n, s.k);
+    if (s.m >= amx_min_rows()) {
+      EXPECT_EQ(qmatmul_auto_path(t, s.m, IsaLevel::kAmx), QMatmulPath::kAmx);
+    }
+    std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, s.m, s.k, QMatmulPath::kAmx, IsaLevel::kAmx));
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &test::test_pool()}) {
+      std::vector<float> y(static_cast<size_t>(s.m * ldc), NAN);
+      QMatmulParams p;
+      p.m = s.m;
+      p.n = s.n;
+      p.k = s.k;
+      p.lda = lda;
+      p.ldc = ldc;
+      p.bias = bias.data();
+      p.path = QMatmulPath::kAmx;
+      ASSERT_TRUE(dequant_matmul(KernelContext{pool, IsaLevel::kAmx}, p, t, x.data(), w.packed.data(), y.data(),
+                                 QMatmulScratch{scratch.data(), scratch.size()})
+                      .ok());
+      EXPECT_TRUE(within(y, ldc, e.emulated, e.abs_sum, s.m, s.n, kTightRel));
+      EXPECT_TRUE(within(y, ldc, e.plain, e.abs_sum, s.m, s.n, kLooseRel));
+      for (int64_t i = 0; i < s.m; ++i)  // the padding between rows is untouched
+        for (int64_t j = s.n; j < ldc; ++j) ASSERT_TRUE(std::isnan(y[static_cast<size_t>(i * ldc + j)]));
+    }
+  }
+  if (bs == 32) {  // k = 160 is no multiple of 64: kAuto falls back to the integer loops
+    const int64_t m = 40, n = 24, k = 160;
+    const QWeights w = make_weights(rng, t, n, k);
+    const std::vector<float> x = rng.vec(m * k);
+    const Expected e = reference(t, x, k, w, nullptr, m, n, k);
+    std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, m, k, QMatmulPath::kAuto, IsaLevel::kAmx));
+    std::vector<float> y(static_cast<size_t>(m * n));
+    QMatmulParams p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    ASSERT_TRUE(dequant_matmul(KernelContext{&test::test_pool(), IsaLevel::kAmx}, p, t, x.data(), w.packed.data(),
+                               y.data(), QMatmulScratch{scratch.data(), scratch.size()})
+                    .ok());
+    EXPECT_TRUE(within(y, n, e.emulated, e.abs_sum, m, n, kTightRel));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, QMatmulTypes, ::testing::ValuesIn(kQuantTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) {
                            return std::string(formats::ggml_type_name(i.param));
@@ -396,6 +466,28 @@ TEST(QMatmul, BadCallsReturnErrors) {
   neg.n = -1;
   EXPECT_FALSE(dequant_matmul(ctx, neg, GgmlType::Q4_K, x.data(), w.data(), y.data(), s).ok());
   EXPECT_FALSE(dequant_matmul(ctx, p, GgmlType::Q4_K, x.data(), nullptr, y.data(), s).ok());
+
+  // The AMX path asked for where the tiles are not usable (capped below kAmx here).
+  QMatmulParams amx = p;
+  amx.path = QMatmulPath::kAmx;
+  std::vector<uint8_t> amx_scratch(qmatmul_scratch_bytes(GgmlType::Q4_K, 1, 512, QMatmulPath::kAmx, IsaLevel::kAvx512));
+  const Status no_tiles = dequant_matmul(KernelContext{nullptr, IsaLevel::kAvx512}, amx, GgmlType::Q4_K, x.data(),
+                                         w.data(), y.data(), QMatmulScratch{amx_scratch.data(), amx_scratch.size()});
+  ASSERT_FALSE(no_tiles.ok());
+  EXPECT_EQ(no_tiles.error().code(), ErrorCode::kUnsupported);
+  EXPECT_NE(no_tiles.error().message().find("AMX"), std::string::npos) << no_tiles.error().message();
+  EXPECT_NE(qmatmul_auto_path(GgmlType::Q4_K, 64, IsaLevel::kAvx512), QMatmulPath::kAmx);
+  if (amx_enabled(IsaLevel::kAmx)) {  // a type without a tile loop
+    std::vector<float> x1(32 * 512, 0.5f), y1(32 * 2);
+    std::vector<uint8_t> w1(2 * 512 / 32 * 24), s1(qmatmul_scratch_bytes(GgmlType::Q4_1, 32, 512, QMatmulPath::kAmx,
+                                                                        IsaLevel::kAmx));
+    QMatmulParams q1 = amx;
+    q1.m = 32;
+    const Status no_loop = dequant_matmul(KernelContext{nullptr, IsaLevel::kAmx}, q1, GgmlType::Q4_1, x1.data(),
+                                          w1.data(), y1.data(), QMatmulScratch{s1.data(), s1.size()});
+    ASSERT_FALSE(no_loop.ok());
+    EXPECT_EQ(no_loop.error().code(), ErrorCode::kUnsupported);
+  }
 }
 
 }  // namespace

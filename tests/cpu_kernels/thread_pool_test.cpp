@@ -95,9 +95,13 @@ TEST(CpuFeatures, ConsistentLevels) {
   if (f.max_isa >= IsaLevel::kAvx2) {
     EXPECT_TRUE(f.avx2 && f.fma && f.os_avx);
   }
-  if (f.max_isa == IsaLevel::kAvx512) {
+  if (f.max_isa >= IsaLevel::kAvx512) {
     EXPECT_TRUE(f.avx512f && f.avx512bw && f.avx512vl && f.os_avx512);
   }
+  if (f.max_isa == IsaLevel::kAmx) {
+    EXPECT_TRUE(f.amx_usable && f.amx_bf16 && f.amx_int8 && f.avx512bf16);
+  }
+  EXPECT_EQ(resolve_isa(IsaLevel::kAmx), f.max_isa);
   EXPECT_EQ(resolve_isa(IsaLevel::kScalar), IsaLevel::kScalar);
   EXPECT_LE(static_cast<int>(resolve_isa(IsaLevel::kAvx512)), static_cast<int>(f.max_isa));
   EXPECT_FALSE(describe_cpu_features(f).empty());
@@ -108,8 +112,8 @@ TEST(CpuFeatures, IsaCapFromName) {
   EXPECT_EQ(isa_cap_from_name("scalar"), IsaLevel::kScalar);
   EXPECT_EQ(isa_cap_from_name("avx2"), IsaLevel::kAvx2);
   EXPECT_EQ(isa_cap_from_name("avx512"), IsaLevel::kAvx512);
-  EXPECT_EQ(isa_cap_from_name(""), IsaLevel::kAvx512);
-  EXPECT_EQ(isa_cap_from_name("amx"), IsaLevel::kAvx512);
+  EXPECT_EQ(isa_cap_from_name(""), IsaLevel::kAmx);
+  EXPECT_EQ(isa_cap_from_name("amx"), IsaLevel::kAmx);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 //   RLX_THREADS   worker threads for the CPU backend (default: all cores)
 //   RLX_IR_DUMP   folder to dump every compile stage's IR into (default: off)
 //   RLX_CPU_ISA   cap the CPU kernels' instruction set: scalar|avx2|avx512|amx
+//   RLX_CPU_AMX_MIN_ROWS  fewest activation rows a matmul needs to run on the AMX tiles
+//                 (default 32; 1 puts every quantized / f16 / bf16 matmul on them)
 //   RLX_CACHE_DIR folder for AOT compile caches and built-in demo models
 //   RLX_CPU_PREPACK  0: the CPU backend packs matmul weights per call instead of once
 //                 (default 1; BackendOptions::prepack_weights)
@@ -26,6 +28,7 @@ struct EnvConfig {
   int threads = 0;        ///< 0 = not set
   std::string ir_dump_dir;
   std::string cpu_isa;
+  int cpu_amx_min_rows = 32;  ///< RLX_CPU_AMX_MIN_ROWS (1..1e6; else the default)
   std::string cache_dir;
   bool cpu_prepack = true;  ///< RLX_CPU_PREPACK (false only for "0")
   bool cuda_graphs = true;             ///< RLX_CUDA_GRAPHS (false for "0" or "off")

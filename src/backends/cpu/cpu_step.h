@@ -36,7 +36,7 @@ struct ValueRef {
 };
 
 /// Run-time context handed to every step.
-/// The kernels' instruction-set cap from RLX_CPU_ISA (scalar|avx2|avx512; default:
+/// The kernels' instruction-set cap from RLX_CPU_ISA (scalar|avx2|avx512|amx; default:
 /// the best the CPU has, resolved by the kernels library).
 inline cpu::IsaLevel isa_cap() { return cpu::isa_cap_from_name(env_config().cpu_isa); }
 

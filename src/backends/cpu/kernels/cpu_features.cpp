@@ -94,6 +94,7 @@ CpuFeatures detect() {
   if (f.max_isa == IsaLevel::kAvx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl &&
       f.avx512dq)
     f.max_isa = IsaLevel::kAvx512;
+  if (f.max_isa == IsaLevel::kAvx512 && f.amx_usable && f.amx_bf16 && f.amx_int8 && f.avx512bf16) f.max_isa = IsaLevel::kAmx;
 #endif
   return f;
 }
@@ -113,7 +114,8 @@ IsaLevel resolve_isa(IsaLevel requested) {
 IsaLevel isa_cap_from_name(std::string_view name) {
   if (name == "scalar") return IsaLevel::kScalar;
   if (name == "avx2") return IsaLevel::kAvx2;
-  return IsaLevel::kAvx512;
+  if (name == "avx512") return IsaLevel::kAvx512;
+  return IsaLevel::kAmx;
 }
 
 const char* isa_name(IsaLevel level) {
@@ -121,6 +123,7 @@ const char* isa_name(IsaLevel level) {
     case IsaLevel::kScalar: return "scalar";
     case IsaLevel::kAvx2: return "avx2";
     case IsaLevel::kAvx512: return "avx512";
+    case IsaLevel::kAmx: return "amx";
   }
   return "unknown";
 }

@@ -15,6 +15,7 @@ enum class IsaLevel : uint8_t {
   kScalar = 0,  ///< portable C++ (any x86-64)
   kAvx2 = 1,    ///< AVX2 + FMA + F16C, 256-bit vectors
   kAvx512 = 2,  ///< AVX-512 F/BW/VL/DQ, 512-bit vectors
+  kAmx = 3,     ///< AVX-512 (+BF16) and the AMX tiles (BF16 and INT8) for matmuls of many rows
 };
 
 /// What the CPU and the operating system support. `os_*` flags mean the OS saves
@@ -37,11 +38,11 @@ const CpuFeatures& cpu_features();
 /// min(requested, cpu_features().max_isa): the level a kernel really uses.
 IsaLevel resolve_isa(IsaLevel requested);
 
-/// "scalar", "avx2", "avx512".
+/// "scalar", "avx2", "avx512", "amx".
 const char* isa_name(IsaLevel level);
 
-/// The cap a name sets (RLX_CPU_ISA): "scalar" and "avx2" those levels, anything else
-/// (empty, "avx512", "amx") no cap below AVX-512.
+/// The cap a name sets (RLX_CPU_ISA): "scalar", "avx2" and "avx512" those levels
+/// ("avx512": no AMX tiles), anything else (empty, "amx") no cap.
 IsaLevel isa_cap_from_name(std::string_view name);
 
 /// One line listing the detected features, for logs and benchmark output.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "rlx/base/status.h"
 
@@ -248,6 +249,12 @@ void gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* 
   const IsaKernels& kk = detail::isa_kernels(b.isa());
   RLX_ASSERT(kk.gemm_nr == b.nr());
   if (r.m <= kGemvMaxM) return gemv_prepacked(ctx, kk, p, r, a, b, c);
+  if (r.m >= amx_min_rows() && b.nr() == 32 && b.type() != WeightType::kF32 && amx_enabled(ctx.isa)) {
+    GemmParams q = p;
+    q.lda = r.lda;
+    q.ldc = r.ldc;
+    return amx_gemm_prepacked(ctx, q, a, b, c);
+  }
   const int64_t n_panels = ceil_div(r.n, kk.gemm_nr);
   const int64_t mc = mc_rows(kk.gemm_mr);
   const int64_t m_blocks = ceil_div(r.m, mc);

@@ -17,6 +17,7 @@ const IsaKernels kScalarKernels = make_table(IsaLevel::kScalar);
 
 const IsaKernels& isa_kernels(IsaLevel requested) {
   switch (resolve_isa(requested)) {
+    case IsaLevel::kAmx:  // the tiles serve matmuls only (amx_matmul.h); all else is AVX-512
     case IsaLevel::kAvx512: return kAvx512Kernels;
     case IsaLevel::kAvx2: return kAvx2Kernels;
     case IsaLevel::kScalar: break;

@@ -15,7 +15,7 @@ namespace rlx::cpu {
 /// Execution context of one kernel call. Cheap to copy; owns nothing.
 struct KernelContext {
   ThreadPool* pool = nullptr;          ///< null: run on the calling thread only
-  IsaLevel isa = IsaLevel::kAvx512;    ///< cap; clamped to what the CPU supports
+  IsaLevel isa = IsaLevel::kAmx;       ///< cap; clamped to what the CPU supports
 
   int n_threads() const { return pool ? pool->size() : 1; }
   /// The same context without a pool (for work nested inside a task).

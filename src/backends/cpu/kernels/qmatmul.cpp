@@ -9,6 +9,7 @@
 #include <cstring>
 #include <optional>
 
+#include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "backends/cpu/kernels/qmatmul_kernels.h"
@@ -295,17 +296,36 @@ GgmlType qmatmul_vec_dot_type(GgmlType type) {
   }
 }
 
-QMatmulPath qmatmul_auto_path(GgmlType type, int64_t m, IsaLevel isa) {
+namespace {
+
+QMatmulPath auto_path_without_tiles(GgmlType type, int64_t m, IsaLevel isa) {
   const std::optional<QKind> kind = qkind(type);
   if (kind && (detail::qkernels(isa).int_prefill & detail::kind_bit(*kind)) != 0) return QMatmulPath::kGemv;
   return m <= kQGemvMaxM ? QMatmulPath::kGemv : QMatmulPath::kPanel;
 }
 
+// The path a call takes: `requested`, or for kAuto qmatmul_auto_path's choice unless the
+// tiles cannot take this k (not a multiple of 64).
+QMatmulPath resolve_path(GgmlType type, int64_t m, int64_t k, IsaLevel isa, QMatmulPath requested) {
+  if (requested != QMatmulPath::kAuto) return requested;
+  const QMatmulPath path = qmatmul_auto_path(type, m, isa);
+  return path == QMatmulPath::kAmx && k % 64 != 0 ? auto_path_without_tiles(type, m, isa) : path;
+}
+
+}  // namespace
+
+QMatmulPath qmatmul_auto_path(GgmlType type, int64_t m, IsaLevel isa) {
+  if (m >= amx_min_rows() && amx_supports(type) && amx_enabled(isa)) return QMatmulPath::kAmx;
+  return auto_path_without_tiles(type, m, isa);
+}
+
 size_t qmatmul_scratch_bytes(GgmlType type, int64_t m, int64_t k, QMatmulPath path, IsaLevel isa) {
   if (!qkind(type) || m <= 0 || k <= 0 || k % formats::ggml_block_size(type) != 0) return 0;
-  if (path == QMatmulPath::kAuto) path = qmatmul_auto_path(type, m, isa);
+  path = resolve_path(type, m, k, isa, path);
   const size_t rows = kAlign + align_up(static_cast<size_t>(m) * act_row_bytes(type, k));
   if (path == QMatmulPath::kGemv) return rows;
+  // A run with fewer rows than the build's may take the GEMV path in the same scratch.
+  if (path == QMatmulPath::kAmx) return rows + amx_dequant_scratch_bytes(type, m, k);
   return rows + static_cast<size_t>(m + kMaxMr) * static_cast<size_t>(k_ext(type, k)) * sizeof(float);
 }
 
@@ -342,11 +362,17 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
     gemm(ctx, g, x, w_packed, *wt, y);
     return Status::ok_status();
   }
-  const QMatmulPath path = p.path == QMatmulPath::kAuto ? qmatmul_auto_path(type, p.m, ctx.isa) : p.path;
+  const QMatmulPath path = resolve_path(type, p.m, p.k, ctx.isa, p.path);
   const size_t need = qmatmul_scratch_bytes(type, p.m, p.k, path, ctx.isa);
   if (scratch.data == nullptr || scratch.bytes < need)
     return Error::invalid_argument("dequant_matmul: scratch of {} bytes, {} needs {} (qmatmul_scratch_bytes)",
                                    scratch.bytes, formats::ggml_type_name(type), need);
+  if (path == QMatmulPath::kAmx && !amx_enabled(ctx.isa))
+    return Error::unsupported("dequant_matmul: path kAmx without usable AMX tiles (isa cap {})",
+                              isa_name(resolve_isa(ctx.isa)));
+  if (path == QMatmulPath::kAmx && !amx_supports(type))
+    return Error::unsupported("dequant_matmul: path kAmx has no tile loop for {} weights",
+                              formats::ggml_type_name(type));
 
   Call c;
   c.type = type;
@@ -372,6 +398,12 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
       qmatmul_quantize_activation(type, x + r * lda, c.act + static_cast<size_t>(r) * c.a_row_bytes, p.k);
   });
 
+  if (path == QMatmulPath::kAmx) {
+    uint8_t* amx_scratch = base + align_up(static_cast<size_t>(p.m) * c.a_row_bytes);
+    const size_t amx_bytes = scratch.bytes - static_cast<size_t>(amx_scratch - static_cast<uint8_t*>(scratch.data));
+    return amx_dequant_matmul(ctx, p.m, p.n, p.k, c.act, c.a_row_bytes, type, w_packed, c.w_row_bytes, p.bias, y, ldc,
+                              amx_scratch, amx_bytes);
+  }
   if (path == QMatmulPath::kGemv) {
     run_gemv(ctx, c, static_cast<const uint8_t*>(w_packed), y);
   } else {

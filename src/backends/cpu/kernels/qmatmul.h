@@ -22,13 +22,18 @@ enum class QMatmulPath : uint8_t {
            ///< 4 activation rows (AVX-512: 8; 12 for Q8_0, 6 for Q4_0/Q4_1/Q5_0/Q5_1), in
            ///< cache-sized chunks of weight rows
   kPanel,  ///< prefill: weight panels decoded to f32 once per call, f32 GEMM micro-tiles
+  kAmx,    ///< prefill on the AMX-INT8 tiles (amx_matmul.h): the same 8-bit activation
+           ///< blocks, weights decoded to int8 tiles once per call and 512 rows; needs
+           ///< resolve_isa(isa) == kAmx, a type amx_supports() and k a multiple of 64
 };
 
 /// Largest m that kAuto serves with the GEMV path for the types without integer prefill.
 inline constexpr int64_t kQGemvMaxM = 16;
 
 /// The path kAuto takes for `type` at `m` rows with the kernels of resolve_isa(isa)
-/// (kGemv or kPanel).
+/// (kAmx from amx_min_rows() rows for the types amx_supports() where the tiles are
+/// usable, else kGemv or kPanel). A call whose k is not a multiple of 64 takes the path
+/// this would give without the tiles.
 QMatmulPath qmatmul_auto_path(formats::GgmlType type, int64_t m, IsaLevel isa);
 
 /// Shapes of one call. Strides in elements; 0 means dense (lda = k, ldc = n).

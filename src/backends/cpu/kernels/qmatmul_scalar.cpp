@@ -213,6 +213,7 @@ const QKernels kQScalarKernels = {
 
 const QKernels& qkernels(IsaLevel requested) {
   switch (resolve_isa(requested)) {
+    case IsaLevel::kAmx:
     case IsaLevel::kAvx512:
       return cpu_features().avx512vnni ? kQAvx512Kernels : kQAvx2Kernels;
     case IsaLevel::kAvx2: return kQAvx2Kernels;

@@ -1,0 +1,757 @@
+// AMX-BF16 build of the many-row matmuls (amx_matmul.h). Function-level target pragma, so
+// the binary runs on any x86-64; only entered when cpu_features() reports usable AMX-BF16
+// tiles (Linux granted XTILEDATA) and AVX-512 BF16.
+//
+// Data flow of one pass (<= kAmxRowsPerPass rows of x):
+//   x rows      -> bf16 rows [m_pad][k_pad] (and the low parts for float weights), once
+//   W chunk     -> per task (a chunk of nc output columns) and K block of <= kKc: decoded
+//                  to f32, rounded to bf16 and transposed into 1 KiB B tiles: tile row p
+//                  holds, for 16 columns, the pairs (w[2p], w[2p+1]) that TDPBF16PS takes
+//   tiles       -> for 32 rows x 32 columns: C0..C3 (tmm0-3) += A0/A1 (tmm4-5) x B0/B1
+//                  (tmm6-7) over a 512-wide K slice whose A rows stay in L1, C kept in an
+//                  f32 accumulator [m_pad][nc] between slices
+//   epilogue    -> act(acc + bias) + beta * C into the caller's rows (AVX-512 table)
+#include "backends/cpu/kernels/amx_matmul.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/kernels/isa_kernels.h"
+#include "rlx/base/env.h"
+#include "rlx/formats/quant.h"
+#include "rlx/formats/quant_blocks.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace rlx::cpu {
+namespace {
+
+constexpr int64_t kKc = 2048;          // K block of one decoded B chunk (a multiple of 256)
+constexpr int64_t kKSlice = 512;       // K slice of the tile loop (32 A rows of it: 32 KiB)
+constexpr size_t kChunkBytes = 1 << 20;  // decoded B chunk target (in L2)
+constexpr int64_t kTileElems = 512;    // bf16 elements of one B tile (16 rows x 64 bytes)
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+size_t align64(size_t v) { return (v + 63) / 64 * 64; }
+
+int amx_group_size(formats::GgmlType t) { return t == formats::GgmlType::Q6_K ? 16 : 32; }
+
+size_t a_plane_bytes(int64_t m, int64_t k) {
+  return align64(static_cast<size_t>(round_up(std::min(m, kAmxRowsPerPass), 32)) *
+                 static_cast<size_t>(round_up(k, 32)) * sizeof(uint16_t));
+}
+
+}  // namespace
+
+bool amx_enabled(IsaLevel isa) { return resolve_isa(isa) == IsaLevel::kAmx; }
+
+int64_t amx_min_rows() { return env_config().cpu_amx_min_rows; }
+
+bool amx_supports(formats::GgmlType type) {
+  switch (type) {
+    case formats::GgmlType::Q4_0:
+    case formats::GgmlType::Q5_0:
+    case formats::GgmlType::Q8_0:
+    case formats::GgmlType::Q4_K:
+    case formats::GgmlType::Q5_K:
+    case formats::GgmlType::Q6_K: return true;
+    default: return false;
+  }
+}
+
+size_t amx_dequant_scratch_bytes(formats::GgmlType type, int64_t m, int64_t k) {
+  if (m <= 0 || k <= 0 || !amx_supports(type)) return 0;
+  const int64_t rows = round_up(std::min(m, kAmxRowsPerPass), 16);
+  const int64_t groups = k / amx_group_size(type);
+  return 64 + align64(static_cast<size_t>(rows * k)) + 2 * align64(static_cast<size_t>(rows * groups) * sizeof(float));
+}
+
+}  // namespace rlx::cpu
+
+#if defined(__x86_64__)
+
+#pragma GCC push_options
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16,amx-int8")
+
+namespace rlx::cpu {
+namespace {
+
+// Palette 1, all eight tiles 16 rows x 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Loads the tile configuration on the calling thread and releases it on scope exit.
+class TileScope {
+ public:
+  TileScope() {
+    TileConfig cfg;
+    for (int i = 0; i < 8; ++i) {
+      cfg.colsb[i] = 64;
+      cfg.rows[i] = 16;
+    }
+    _tile_loadconfig(&cfg);
+  }
+  ~TileScope() { _tile_release(); }
+  TileScope(const TileScope&) = delete;
+  TileScope& operator=(const TileScope&) = delete;
+};
+
+inline __m256i to_bf16(__m512 v) { return (__m256i)_mm512_cvtneps_pbh(v); }
+inline __m512 bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+
+// A operand: rows [0, rows) of x -> the bf16 high parts and the bf16-rounded remainders
+// x - high, in tile order: row block of 16 rows, then K step of 32, then one 1 KiB tile
+// (16 rows of 64 bytes), so every tile load is contiguous (rows k_pad apart would all
+// fall in one L1 set). Zero past k and for the rows up to rows_pad. row(r, tmp) returns
+// row r's k values (tmp: k floats of thread scratch it may fill).
+template <typename RowFn>
+void convert_rows(const KernelContext& ctx, RowFn&& row, int64_t rows, int64_t rows_pad, int64_t k, int64_t k_pad,
+                  uint16_t* hi, uint16_t* lo) {
+  const int64_t steps = k_pad / 32;
+  parallel_for(ctx, rows_pad, [&](int64_t r) {
+    const int64_t base = (r / 16) * steps * kTileElems + (r % 16) * 32;
+    if (r >= rows) {
+      for (int64_t s = 0; s < steps; ++s) {
+        std::memset(hi + base + s * kTileElems, 0, 64);
+        std::memset(lo + base + s * kTileElems, 0, 64);
+      }
+      return;
+    }
+    auto* tmp = static_cast<float*>(thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(k) * sizeof(float)));
+    const float* src = row(r, tmp);
+    for (int64_t i = 0; i < k_pad; i += 16) {
+      const int64_t left = k - i;
+      const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(mask, src + i);
+      const __m256i vh = to_bf16(v);
+      const int64_t at = base + (i / 32) * kTileElems + i % 32;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + at), vh);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + at), to_bf16(_mm512_sub_ps(v, bf16_to_f32(vh))));
+    }
+  });
+}
+
+// 16x16 transpose of 32-bit elements in r[0..15].
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // u[4g + j], 128-bit lane L: rows 4g..4g+3 of column 4L + j.
+  for (int j = 0; j < 4; ++j) {
+    const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
+    const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
+    const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
+    const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
+    r[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
+    r[4 + j] = _mm512_shuffle_i32x4(x0, y0, 0xDD);
+    r[8 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
+    r[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xDD);
+  }
+}
+
+inline __m512 load16(const uint8_t* panel, WeightType wt, int64_t index) {
+  switch (wt) {
+    case WeightType::kF32: return _mm512_loadu_ps(reinterpret_cast<const float*>(panel) + index);
+    case WeightType::kF16:
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + index * 2)));
+    case WeightType::kBF16:
+      return bf16_to_f32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + index * 2)));
+  }
+  return _mm512_setzero_ps();
+}
+
+// B tiles of the 16 columns n0..n0+15 from a pack_b panel [k][32] (column n0 % 32 on):
+// K range [k0, k0 + kpad) (zero past k). `lo` (may be null) gets w - bf16(w) in bf16.
+void fill_panel_tiles(const uint8_t* panel, WeightType wt, int64_t k, int64_t col, int64_t k0, int64_t kpad,
+                      uint16_t* hi, uint16_t* lo) {
+  // Lane 2j <- element j (first row of the pair), lane 2j + 1 <- element 16 + j (second row).
+  alignas(64) static constexpr int16_t kInterleave[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                                          8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i idx = _mm512_load_si512(kInterleave);
+  for (int64_t s = 0; s < kpad / 32; ++s) {
+    for (int p = 0; p < 16; ++p) {
+      const int64_t kk = k0 + s * 32 + 2 * p;
+      const __m512 r0 = kk < k ? load16(panel, wt, kk * 32 + col) : _mm512_setzero_ps();
+      const __m512 r1 = kk + 1 < k ? load16(panel, wt, (kk + 1) * 32 + col) : _mm512_setzero_ps();
+      const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(r1, r0);
+      const int64_t at = s * kTileElems + p * 32;
+      _mm512_storeu_si512(hi + at, _mm512_permutexvar_epi16(idx, h));
+      if (lo != nullptr) {
+        const __m512 l0 = _mm512_sub_ps(r0, bf16_to_f32(_mm512_castsi512_si256(h)));
+        const __m512 l1 = _mm512_sub_ps(r1, bf16_to_f32(_mm512_extracti64x4_epi64(h, 1)));
+        _mm512_storeu_si512(lo + at, _mm512_permutexvar_epi16(idx, (__m512i)_mm512_cvtne2ps_pbh(l1, l0)));
+      }
+    }
+  }
+}
+
+// C[32 x 32] (acc, row stride acc_ld floats) += A[32 x 32*steps] · B over `steps` K steps
+// of 32. a_hi / a_lo: the first tile of the upper 16 rows (tiles of one row block are
+// consecutive; the lower 16 rows' tiles start a_rb elements on); b*: the first tile of
+// the two column blocks (consecutive as well). Always adds a_lo·b_hi; kLoB: a_hi·b_lo too.
+template <bool kLoB>
+void tile_block(const uint16_t* a_hi, const uint16_t* a_lo, int64_t a_rb, const uint16_t* b0, const uint16_t* b1,
+                const uint16_t* b0_lo, const uint16_t* b1_lo, int64_t steps, float* acc, int64_t acc_ld, bool first) {
+  const int64_t c_stride = acc_ld * 4;
+  if (first) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  } else {
+    _tile_loadd(0, acc, c_stride);
+    _tile_loadd(1, acc + 16, c_stride);
+    _tile_loadd(2, acc + 16 * acc_ld, c_stride);
+    _tile_loadd(3, acc + 16 * acc_ld + 16, c_stride);
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t kb = s * kTileElems;
+    _tile_loadd(4, a_hi + kb, 64);
+    _tile_loadd(5, a_hi + a_rb + kb, 64);
+    _tile_loadd(6, b0 + kb, 64);
+    _tile_loadd(7, b1 + kb, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+    if constexpr (kLoB) {
+      _tile_loadd(6, b0_lo + kb, 64);
+      _tile_loadd(7, b1_lo + kb, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+      _tile_loadd(6, b0 + kb, 64);
+      _tile_loadd(7, b1 + kb, 64);
+    }
+    _tile_loadd(4, a_lo + kb, 64);
+    _tile_loadd(5, a_lo + a_rb + kb, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, acc, c_stride);
+  _tile_stored(1, acc + 16, c_stride);
+  _tile_stored(2, acc + 16 * acc_ld, c_stride);
+  _tile_stored(3, acc + 16 * acc_ld + 16, c_stride);
+}
+
+struct Epilogue {
+  const float* bias = nullptr;
+  Activation act = Activation::kIdentity;
+  float beta = 0.0f;
+};
+
+// One pass: m rows (at most kAmxRowsPerPass) of A already in tiles, n columns, K of k.
+// `fill` writes the B tiles of 16 columns: fill(n0, k0, kpad, hi, lo, rows_scratch).
+template <bool kLoB, typename Fill>
+void run_pass(const KernelContext& ctx, int64_t m, int64_t n, int64_t k, const uint16_t* a_hi, const uint16_t* a_lo,
+              Fill&& fill, size_t fill_rows_bytes, const Epilogue& ep, float* y, int64_t ldc) {
+  const int64_t k_pad = round_up(k, 32), m_pad = round_up(m, 32), a_steps = k_pad / 32;
+  const int64_t kc = std::min(kKc, k_pad);
+  const size_t planes_b = kLoB ? 2 : 1;
+  int64_t nc = static_cast<int64_t>(kChunkBytes / (static_cast<size_t>(kc) * 2 * planes_b)) / 32 * 32;
+  nc = std::clamp<int64_t>(nc, 32, 256);
+  nc = std::min(nc, round_up(n, 32));
+  const int threads = ctx.n_threads();
+  while (nc > 32 && ceil_div(n, nc) < 2 * threads) nc = round_up(nc / 2, 32);
+  const int64_t tasks = ceil_div(n, nc);
+  const auto& epilogue_row = detail::isa_kernels(IsaLevel::kAvx512).epilogue_row;
+  parallel_for(ctx, tasks, [&](int64_t t) {
+    const int64_t n0 = t * nc, ncols = std::min(nc, n - n0);
+    const int64_t blocks = round_up(ncols, 32) / 16;  // 16-column blocks, even
+    auto* btiles = static_cast<uint16_t*>(
+        thread_scratch(ScratchSlot::kPackB, static_cast<size_t>(blocks * 16 * kc) * 2 * planes_b));
+    uint16_t* btiles_lo = kLoB ? btiles + blocks * 16 * kc : nullptr;
+    auto* acc = static_cast<float*>(thread_scratch(ScratchSlot::kPackA, static_cast<size_t>(m_pad * nc) * 4));
+    auto* rows = static_cast<float*>(thread_scratch(ScratchSlot::kTemp, std::max<size_t>(fill_rows_bytes, 64)));
+    TileScope tiles;
+    for (int64_t k0 = 0; k0 < k_pad; k0 += kc) {
+      const int64_t kcur = std::min(kc, k_pad - k0), steps = kcur / 32;
+      for (int64_t b = 0; b < blocks; ++b)
+        fill(n0 + b * 16, k0, kcur, btiles + b * steps * kTileElems,
+             kLoB ? btiles_lo + b * steps * kTileElems : nullptr, rows);
+      for (int64_t r0 = 0; r0 < m_pad; r0 += 32) {
+        for (int64_t ks = 0; ks < kcur; ks += kKSlice) {
+          const int64_t slice_steps = std::min(kKSlice, kcur - ks) / 32;
+          const int64_t a_off = (r0 / 16) * a_steps * kTileElems + ((k0 + ks) / 32) * kTileElems;
+          for (int64_t b = 0; b < blocks; b += 2) {
+            const int64_t tb0 = b * steps * kTileElems + (ks / 32) * kTileElems;
+            const int64_t tb1 = tb0 + steps * kTileElems;
+            tile_block<kLoB>(a_hi + a_off, a_lo + a_off, a_steps * kTileElems, btiles + tb0, btiles + tb1,
+                             kLoB ? btiles_lo + tb0 : nullptr, kLoB ? btiles_lo + tb1 : nullptr, slice_steps,
+                             acc + r0 * nc + b * 16, nc, k0 == 0 && ks == 0);
+          }
+        }
+      }
+    }
+    for (int64_t r = 0; r < m; ++r)
+      epilogue_row(acc + r * nc, ep.bias ? ep.bias + n0 : nullptr, ep.act, ep.beta, y + r * ldc + n0, ncols);
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------- int8 tiles (GGUF weights)
+// Quantized weights keep llama.cpp's integer sums: x as its 8-bit activation blocks
+// (Q8_0 / Q8_K, made by dequant_matmul), W as its integer quants, TDPBSSD per scale
+// group (32 or 16 elements) into an int32 tile, then per group in f32:
+//   acc += float(sum) * (d_x * w_scale) [+ (d_x * sum of the group's x quants) * w_min].
+
+using formats::GgmlType;
+
+int group_size(GgmlType t) { return amx_group_size(t); }
+bool has_min(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K; }
+
+inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// One weight row's K range [k0, k0 + kc) (src at the block holding k0) -> int8 quants q,
+// per group scale ws and min wm (w = ws * q + wm; wm only for the types with mins).
+void decode_weight_groups(GgmlType t, const uint8_t* src, int64_t kc, int8_t* q, float* ws, float* wm) {
+  switch (t) {
+    case GgmlType::Q8_0: {
+      const auto* b = reinterpret_cast<const formats::BlockQ8_0*>(src);
+      for (int64_t i = 0; i < kc / 32; ++i) {
+        std::memcpy(q + i * 32, b[i].qs, 32);
+        ws[i] = f16(b[i].d);
+      }
+      return;
+    }
+    case GgmlType::Q4_0: {
+      const auto* b = reinterpret_cast<const formats::BlockQ4_0*>(src);
+      for (int64_t i = 0; i < kc / 32; ++i) {
+        for (int l = 0; l < 16; ++l) {
+          q[i * 32 + l] = static_cast<int8_t>((b[i].qs[l] & 15) - 8);
+          q[i * 32 + l + 16] = static_cast<int8_t>((b[i].qs[l] >> 4) - 8);
+        }
+        ws[i] = f16(b[i].d);
+      }
+      return;
+    }
+    case GgmlType::Q5_0: {
+      const auto* b = reinterpret_cast<const formats::BlockQ5_0*>(src);
+      for (int64_t i = 0; i < kc / 32; ++i) {
+        uint32_t qh;
+        std::memcpy(&qh, b[i].qh, 4);
+        for (int l = 0; l < 16; ++l) {
+          q[i * 32 + l] = static_cast<int8_t>(((b[i].qs[l] & 15) | (((qh >> l) & 1) << 4)) - 16);
+          q[i * 32 + l + 16] = static_cast<int8_t>(((b[i].qs[l] >> 4) | (((qh >> (l + 16)) & 1) << 4)) - 16);
+        }
+        ws[i] = f16(b[i].d);
+      }
+      return;
+    }
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: {
+      const bool five = t == GgmlType::Q5_K;
+      const size_t bytes = five ? sizeof(formats::BlockQ5_K) : sizeof(formats::BlockQ4_K);
+      for (int64_t i = 0; i < kc / 256; ++i) {
+        const uint8_t* blk = src + static_cast<size_t>(i) * bytes;
+        uint16_t dh, mh;
+        std::memcpy(&dh, blk, 2);
+        std::memcpy(&mh, blk + 2, 2);
+        const float d = f16(dh), dmin = f16(mh);
+        const uint8_t* scales = blk + 4;
+        const uint8_t* qh = five ? blk + 16 : nullptr;
+        const uint8_t* ql = blk + (five ? 48 : 16);
+        int8_t* out = q + i * 256;
+        for (int j = 0; j < 8; ++j) {
+          int sc, m;
+          scale_min_k4(j, scales, &sc, &m);
+          ws[i * 8 + j] = d * static_cast<float>(sc);
+          wm[i * 8 + j] = -(dmin * static_cast<float>(m));
+        }
+        for (int pair = 0; pair < 4; ++pair) {
+          const uint8_t* qs = ql + pair * 32;
+          for (int l = 0; l < 32; ++l) {
+            int lo = qs[l] & 15, hi = qs[l] >> 4;
+            if (five) {
+              lo |= ((qh[l] >> (2 * pair)) & 1) << 4;
+              hi |= ((qh[l] >> (2 * pair + 1)) & 1) << 4;
+            }
+            out[pair * 64 + l] = static_cast<int8_t>(lo);
+            out[pair * 64 + 32 + l] = static_cast<int8_t>(hi);
+          }
+        }
+      }
+      return;
+    }
+    case GgmlType::Q6_K: {
+      const auto* b = reinterpret_cast<const formats::BlockQ6_K*>(src);
+      for (int64_t i = 0; i < kc / 256; ++i) {
+        const float d = f16(b[i].d);
+        for (int j = 0; j < 16; ++j) ws[i * 16 + j] = d * static_cast<float>(b[i].scales[j]);
+        for (int half = 0; half < 2; ++half) {
+          const uint8_t* ql = b[i].ql + half * 64;
+          const uint8_t* qh = b[i].qh + half * 32;
+          int8_t* out = q + i * 256 + half * 128;
+          for (int l = 0; l < 32; ++l) {
+            out[l] = static_cast<int8_t>(((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32);
+            out[l + 32] = static_cast<int8_t>(((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            out[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            out[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+          }
+        }
+      }
+      return;
+    }
+    default: RLX_ASSERT(false);
+  }
+}
+
+// B of 16 weight rows (output columns n0.., zero past n) over [k0, k0 + kc): int8 tiles
+// in TDPBSSD's layout (tile row p: 4 consecutive K quants of each column), K steps of 64
+// one after the other (group j's tile at j * g * 16 bytes), and per group the 16
+// columns' scales ws[j][16] and mins wm[j][16].
+void fill_int8_tiles(GgmlType t, const uint8_t* w, size_t row_bytes, int64_t n, int64_t n0, int64_t k0, int64_t kc,
+                     int8_t* rows, float* row_ws, float* row_wm, int8_t* tiles, float* ws, float* wm) {
+  const int g = group_size(t);
+  const int64_t groups = kc / g;
+  const int64_t block = formats::ggml_block_size(t);
+  const size_t block_bytes = formats::ggml_block_bytes(t);
+  const bool mins = has_min(t);
+  for (int j = 0; j < 16; ++j) {
+    int8_t* q = rows + j * kc;
+    if (n0 + j < n) {
+      const uint8_t* src = w + static_cast<size_t>(n0 + j) * row_bytes + static_cast<size_t>(k0 / block) * block_bytes;
+      decode_weight_groups(t, src, kc, q, row_ws + j * groups, mins ? row_wm + j * groups : nullptr);
+    } else {
+      std::memset(q, 0, static_cast<size_t>(kc));
+      for (int64_t i = 0; i < groups; ++i) row_ws[j * groups + i] = 0.0f;
+      if (mins)
+        for (int64_t i = 0; i < groups; ++i) row_wm[j * groups + i] = 0.0f;
+    }
+  }
+  for (int64_t i = 0; i < groups; ++i)
+    for (int j = 0; j < 16; ++j) {
+      ws[i * 16 + j] = row_ws[j * groups + i];
+      if (mins) wm[i * 16 + j] = row_wm[j * groups + i];
+    }
+  for (int64_t s = 0; s < kc / 64; ++s) {
+    __m512i r[16];
+    for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_si512(rows + j * kc + s * 64);
+    transpose16(r);
+    for (int p = 0; p < 16; ++p) _mm512_storeu_si512(tiles + s * 1024 + p * 64, r[p]);
+  }
+}
+
+// A of one pass: rows of 8-bit activation blocks (Q8_0 or Q8_K, a_row_bytes apart) ->
+// int8 tiles (row block of 16, group j: 16 rows of g quants at (rb * groups + j) * 16 * g),
+// per row and group the activation scale dx[rb][j][16] and, for weights with mins, the
+// group's scaled quant sum xs (d * sum q).
+void convert_int8_rows(const KernelContext& ctx, GgmlType t, const uint8_t* act, size_t a_row_bytes, int64_t rows,
+                       int64_t rows_pad, int64_t k, int8_t* tiles, float* dx, float* xs) {
+  const int g = group_size(t);
+  const int64_t groups = k / g;
+  const bool k_act = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+  parallel_for(ctx, rows_pad, [&](int64_t r) {
+    const int64_t rb = r / 16, rr = r % 16;
+    for (int64_t j = 0; j < groups; ++j) {
+      int8_t* dst = tiles + ((rb * groups + j) * 16 + rr) * g;
+      float& d = dx[(rb * groups + j) * 16 + rr];
+      float* sum = xs != nullptr ? &xs[(rb * groups + j) * 16 + rr] : nullptr;
+      if (r >= rows) {
+        std::memset(dst, 0, static_cast<size_t>(g));
+        d = 0.0f;
+        if (sum) *sum = 0.0f;
+        continue;
+      }
+      const uint8_t* row = act + static_cast<size_t>(r) * a_row_bytes;
+      if (k_act) {
+        const auto* b = reinterpret_cast<const formats::BlockQ8_K*>(row) + (j * g) / 256;
+        const int64_t off = (j * g) % 256;
+        std::memcpy(dst, b->qs + off, static_cast<size_t>(g));
+        d = b->d;
+        if (sum) {
+          int bs = 0;
+          for (int64_t h = off / 16; h < (off + g) / 16; ++h) bs += b->bsums[h];
+          *sum = b->d * static_cast<float>(bs);
+        }
+      } else {
+        const auto* b = reinterpret_cast<const formats::BlockQ8_0*>(row) + j;
+        std::memcpy(dst, b->qs, 32);
+        d = f16(b->d);
+      }
+    }
+  });
+}
+
+// One output tile (16 rows x 16 columns) over `groups` groups: returns the f32 sums in
+// acc[16]. a: the row block's first group tile; b: the column block's tiles; dx / xs:
+// the row block's per-group activation scales / sums; ws / wm: the column block's.
+template <int kG, bool kMin>
+inline void int8_tile(const int8_t* a, const int8_t* b, const float* dx, const float* xs, const float* ws,
+                      const float* wm, int64_t groups, __m512 acc[16], int32_t* buf0, int32_t* buf1) {
+  constexpr int kATile = 16 * kG, kBTile = kG * 16;
+  auto epilogue = [&](const int32_t* buf, int64_t j) {
+    const __m512 scale = _mm512_loadu_ps(ws + j * 16);
+    const float* dxj = dx + j * 16;
+    if constexpr (kMin) {
+      const __m512 mins = _mm512_loadu_ps(wm + j * 16);
+      const float* xsj = xs + j * 16;
+      for (int r = 0; r < 16; ++r) {
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(buf + r * 16));
+        acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(scale, _mm512_set1_ps(dxj[r])), acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(xsj[r]), mins, acc[r]);
+      }
+    } else {
+      for (int r = 0; r < 16; ++r) {
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(buf + r * 16));
+        acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(scale, _mm512_set1_ps(dxj[r])), acc[r]);
+      }
+    }
+  };
+  // Software pipeline over the groups (an even count: k is a multiple of 64): group j
+  // sums in tile j % 2; its tile is stored while group j + 1 computes, refilled with
+  // group j + 2, and its buffer read one group later (the epilogue of j - 1 runs between
+  // a tile store and the loads of what it stored).
+  _tile_zero(0);
+  _tile_loadd(2, a, kG);
+  _tile_loadd(4, b, 64);
+  _tile_dpbssd(0, 2, 4);
+  _tile_zero(1);
+  _tile_loadd(3, a + kATile, kG);
+  _tile_loadd(5, b + kBTile, 64);
+  _tile_dpbssd(1, 3, 5);
+  for (int64_t j = 0; j < groups; j += 2) {
+    _tile_stored(0, buf0, 64);
+    if (j + 2 < groups) {
+      _tile_zero(0);
+      _tile_loadd(2, a + (j + 2) * kATile, kG);
+      _tile_loadd(4, b + (j + 2) * kBTile, 64);
+      _tile_dpbssd(0, 2, 4);
+    }
+    if (j > 0) epilogue(buf1, j - 1);
+    _tile_stored(1, buf1, 64);
+    if (j + 3 < groups) {
+      _tile_zero(1);
+      _tile_loadd(3, a + (j + 3) * kATile, kG);
+      _tile_loadd(5, b + (j + 3) * kBTile, 64);
+      _tile_dpbssd(1, 3, 5);
+    }
+    epilogue(buf0, j);
+  }
+  epilogue(buf1, groups - 1);
+}
+
+// Palette 1: tiles 0-1 the int32 sums (16 x 16), 2-3 activation quants (16 rows x g),
+// 4-5 weight quants (g / 4 rows x 64 bytes).
+class Int8TileScope {
+ public:
+  explicit Int8TileScope(int g) {
+    TileConfig cfg;
+    for (int i = 0; i < 2; ++i) {
+      cfg.colsb[i] = 64;
+      cfg.rows[i] = 16;
+      cfg.colsb[2 + i] = static_cast<uint16_t>(g);
+      cfg.rows[2 + i] = 16;
+      cfg.colsb[4 + i] = 64;
+      cfg.rows[4 + i] = static_cast<uint8_t>(g / 4);
+    }
+    _tile_loadconfig(&cfg);
+  }
+  ~Int8TileScope() { _tile_release(); }
+  Int8TileScope(const Int8TileScope&) = delete;
+  Int8TileScope& operator=(const Int8TileScope&) = delete;
+};
+
+template <int kG, bool kMin>
+void run_int8_pass(const KernelContext& ctx, GgmlType t, int64_t m, int64_t n, int64_t k, const int8_t* a_tiles,
+                   const float* dx, const float* xs, const uint8_t* w, size_t row_bytes, const float* bias, float* y,
+                   int64_t ldc) {
+  const int64_t m_pad = round_up(m, 16), kc = std::min(kKc, k);
+  const int64_t a_groups = k / kG;
+  int64_t nc = 256;
+  nc = std::min(nc, round_up(n, 16));
+  const int threads = ctx.n_threads();
+  while (nc > 16 && ceil_div(n, nc) < 2 * threads) nc = round_up(nc / 2, 16);
+  const int64_t tasks = ceil_div(n, nc);
+  parallel_for(ctx, tasks, [&](int64_t task) {
+    const int64_t n0 = task * nc, ncols = std::min(nc, n - n0);
+    const int64_t blocks = ceil_div(ncols, 16);
+    const int64_t kgroups = kc / kG;
+    // Thread scratch: B tiles + per-group scales / mins of the chunk, the decode rows,
+    // the f32 sums of the chunk, two int32 tile buffers.
+    const size_t tiles_bytes = static_cast<size_t>(blocks * 16 * kc);
+    const size_t vec_bytes = static_cast<size_t>(blocks * kgroups * 16) * sizeof(float);
+    const size_t rows_bytes = static_cast<size_t>(16 * kc) + 2 * static_cast<size_t>(16 * kgroups) * sizeof(float);
+    auto* bt = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kPackB, align64(tiles_bytes) + 2 * align64(vec_bytes)));
+    auto* btiles = reinterpret_cast<int8_t*>(bt);
+    auto* bws = reinterpret_cast<float*>(bt + align64(tiles_bytes));
+    auto* bwm = reinterpret_cast<float*>(bt + align64(tiles_bytes) + align64(vec_bytes));
+    auto* tmp = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kTemp, rows_bytes + 2 * 1024 + 64));
+    auto* rows = reinterpret_cast<int8_t*>(tmp);
+    auto* row_ws = reinterpret_cast<float*>(tmp + 16 * kc);
+    float* row_wm = row_ws + 16 * kgroups;
+    auto* buf0 = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(tmp + rows_bytes) + 63) / 64 * 64);
+    int32_t* buf1 = buf0 + 256;
+    auto* acc_all = static_cast<float*>(thread_scratch(ScratchSlot::kPackA, static_cast<size_t>(m_pad * blocks * 16) * 4));
+    Int8TileScope tiles(kG);
+    for (int64_t k0 = 0; k0 < k; k0 += kc) {
+      const int64_t kcur = std::min(kc, k - k0), groups = kcur / kG, g0 = k0 / kG;
+      for (int64_t b = 0; b < blocks; ++b)
+        fill_int8_tiles(t, w, row_bytes, n, n0 + b * 16, k0, kcur, rows, row_ws, row_wm, btiles + b * 16 * kc,
+                        bws + b * kgroups * 16, bwm + b * kgroups * 16);
+      for (int64_t rb = 0; rb < m_pad / 16; ++rb) {
+        const int64_t at = rb * a_groups + g0;  // first group of this K block in the row block
+        for (int64_t b = 0; b < blocks; ++b) {
+          __m512 acc[16];
+          for (auto& v : acc) v = _mm512_setzero_ps();
+          int8_tile<kG, kMin>(a_tiles + at * 16 * kG, btiles + b * 16 * kc, dx + at * 16, kMin ? xs + at * 16 : nullptr,
+                              bws + b * kgroups * 16, bwm + b * kgroups * 16, groups, acc, buf0, buf1);
+          float* out = acc_all + (rb * 16) * (blocks * 16) + b * 16;
+          for (int r = 0; r < 16; ++r) {
+            float* o = out + r * blocks * 16;
+            _mm512_storeu_ps(o, k0 == 0 ? acc[r] : _mm512_add_ps(acc[r], _mm512_loadu_ps(o)));
+          }
+        }
+      }
+    }
+    const auto& epilogue_row = detail::isa_kernels(IsaLevel::kAvx512).epilogue_row;
+    for (int64_t r = 0; r < m; ++r)
+      epilogue_row(acc_all + r * blocks * 16, bias ? bias + n0 : nullptr, Activation::kIdentity, 0.0f, y + r * ldc + n0,
+                   ncols);
+  });
+}
+
+}  // namespace
+
+Status amx_dequant_matmul(const KernelContext& ctx, int64_t m, int64_t n, int64_t k, const void* act,
+                          size_t a_row_bytes, formats::GgmlType type, const void* w, size_t row_bytes,
+                          const float* bias, float* y, int64_t ldc, void* scratch, size_t scratch_bytes) {
+  RLX_ASSERT(amx_enabled(ctx.isa));
+  if (!amx_supports(type))
+    return Error::unsupported("amx_dequant_matmul: no tile path for {} weights", formats::ggml_type_name(type));
+  if (m <= 0 || n <= 0) return Status::ok_status();
+  if (k % formats::ggml_block_size(type) != 0 || k % 64 != 0)
+    return Error::invalid_argument("amx_dequant_matmul: k={} is not a multiple of {}'s block and of 64", k,
+                                   formats::ggml_type_name(type));
+  const size_t need = amx_dequant_scratch_bytes(type, m, k);
+  if (scratch == nullptr || scratch_bytes < need)
+    return Error::invalid_argument("amx_dequant_matmul: scratch of {} bytes, needs {}", scratch_bytes, need);
+  const int g = group_size(type);
+  const int64_t rows_max = round_up(std::min(m, kAmxRowsPerPass), 16), groups = k / g;
+  auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
+  auto* a_tiles = reinterpret_cast<int8_t*>(base);
+  auto* dx = reinterpret_cast<float*>(base + align64(static_cast<size_t>(rows_max * k)));
+  float* xs = dx + align64(static_cast<size_t>(rows_max * groups) * sizeof(float)) / sizeof(float);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* ab = static_cast<const uint8_t*>(act);
+  for (int64_t r0 = 0; r0 < m; r0 += kAmxRowsPerPass) {
+    const int64_t rows = std::min(kAmxRowsPerPass, m - r0);
+    convert_int8_rows(ctx, type, ab + static_cast<size_t>(r0) * a_row_bytes, a_row_bytes, rows, round_up(rows, 16),
+                      k, a_tiles, dx, has_min(type) ? xs : nullptr);
+    float* yp = y + r0 * ldc;
+    if (g == 16) {
+      run_int8_pass<16, false>(ctx, type, rows, n, k, a_tiles, dx, xs, wb, row_bytes, bias, yp, ldc);
+    } else if (has_min(type)) {
+      run_int8_pass<32, true>(ctx, type, rows, n, k, a_tiles, dx, xs, wb, row_bytes, bias, yp, ldc);
+    } else {
+      run_int8_pass<32, false>(ctx, type, rows, n, k, a_tiles, dx, xs, wb, row_bytes, bias, yp, ldc);
+    }
+  }
+  return Status::ok_status();
+}
+
+void amx_gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* a, const PackedB& b, float* c) {
+  RLX_ASSERT(amx_enabled(ctx.isa) && b.nr() == 32 && p.k == b.k() && p.n == b.n());
+  if (p.m <= 0 || p.n <= 0) return;
+  const int64_t k_pad = round_up(p.k, 32);
+  const bool lo_b = b.type() != WeightType::kBF16;  // bf16 weights are exact in one term
+  const size_t plane = a_plane_bytes(p.m, p.k);
+  auto* a_hi = static_cast<uint16_t*>(thread_scratch(ScratchSlot::kShared, 2 * plane));
+  uint16_t* a_lo = a_hi + plane / 2;
+  const size_t esize = weight_type_size(b.type());
+  auto fill = [&](int64_t n0, int64_t k0, int64_t kpad, uint16_t* hi, uint16_t* lo, float*) {
+    const uint8_t* panel = b.data() + static_cast<size_t>(n0 / 32) * static_cast<size_t>(p.k * 32) * esize;
+    fill_panel_tiles(panel, b.type(), p.k, n0 % 32, k0, kpad, hi, lo);
+  };
+  Epilogue ep;
+  ep.bias = p.bias;
+  ep.act = p.act;
+  ep.beta = p.beta;
+  for (int64_t r0 = 0; r0 < p.m; r0 += kAmxRowsPerPass) {
+    const int64_t rows = std::min(kAmxRowsPerPass, p.m - r0);
+    auto row = [&](int64_t r, float*) { return a + (r0 + r) * p.lda; };
+    convert_rows(ctx, row, rows, round_up(rows, 32), p.k, k_pad, a_hi, a_lo);
+    if (lo_b) {
+      run_pass<true>(ctx, rows, p.n, p.k, a_hi, a_lo, fill, 0, ep, c + r0 * p.ldc, p.ldc);
+    } else {
+      run_pass<false>(ctx, rows, p.n, p.k, a_hi, a_lo, fill, 0, ep, c + r0 * p.ldc, p.ldc);
+    }
+  }
+}
+
+void amx_bf16_probe(int64_t iters) {
+  RLX_ASSERT(amx_enabled(IsaLevel::kAmx));
+  TileScope tiles;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_zero(4);
+  _tile_zero(6);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 6);
+    _tile_dpbf16ps(2, 4, 6);
+    _tile_dpbf16ps(3, 4, 6);
+  }
+  alignas(64) float out[16 * 16];
+  _tile_stored(0, out, 64);
+  volatile float keep = out[0];
+  (void)keep;
+}
+
+}  // namespace rlx::cpu
+
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+#else  // not x86-64: amx_enabled() is false, so these are never entered.
+
+namespace rlx::cpu {
+Status amx_dequant_matmul(const KernelContext&, int64_t, int64_t, int64_t, const void*, size_t, formats::GgmlType,
+                          const void*, size_t, const float*, float*, int64_t, void*, size_t) {
+  return Error::unsupported("amx_dequant_matmul: no AMX on this architecture");
+}
+void amx_gemm_prepacked(const KernelContext&, const GemmParams&, const float*, const PackedB&, float*) {
+  RLX_ASSERT(false);
+}
+void amx_bf16_probe(int64_t) { RLX_ASSERT(false); }
+}  // namespace rlx::cpu
+
+#endif
