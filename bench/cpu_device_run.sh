@@ -4,7 +4,8 @@
 #   TESTS=1         rlx_cpu_kernels_tests (all ISA levels the CPU has) and the GGUF
 #                   conformance suite with each path forced: default (AMX where usable),
 #                   RLX_CPU_AMX_MIN_ROWS=1 (every matmul on the tiles), avx512, avx2
-#   KERNELS=1       rlx_kernels_qmatmul_bench prefill + the f16/bf16 GEMM, on CPUS
+#   KERNELS=1       rlx_kernels_qmatmul_bench prefill + the f16/bf16 GEMM (KFILTER), prefill
+#                   attention of rlx_kernels_gemm_bench (AFILTER), on CPUS
 #   MODELS="q4_k_m q8_0 f16"  rlx synth --preset llama-3.2-1b of each type, then rlx bench
 #                   on CPUS with the default ISA and with AB (e.g. AB="RLX_CPU_ISA=avx512")
 #   CPUS=0,1        the cores the benchmarks are pinned to (taskset); THREADS = their count
@@ -30,6 +31,8 @@ if [ "${KERNELS:-1}" = 1 ]; then
   RLX_THREADS=$THREADS taskset -c $CPUS $D/rlx_kernels_qmatmul_bench \
     --benchmark_filter="${KFILTER:-BM_QPrefill/M:512/K:2048/N:8192/type:(12|14|8)/|BM_HalfGemm}" --benchmark_min_time=0.3 2>&1 |
     grep -vE "^-+$|Run on|CPU Caches|L[123] |Load Average|\*\*\*" | head -60
+  RLX_THREADS=$THREADS taskset -c $CPUS $D/rlx_kernels_gemm_bench --benchmark_filter="${AFILTER:-BM_Attention/S:512}" \
+    --benchmark_min_time=0.3 2>&1 | grep -E "BM_|limits" | head -10
 fi
 for ty in ${MODELS:-}; do
   m=/tmp/m_$ty.gguf

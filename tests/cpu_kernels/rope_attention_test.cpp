@@ -159,6 +159,16 @@ TEST(Attention, PrefillMasksAndGqa) {
   run_attention({1, 1, 1, 1, 1, AttnMask::kCausal, 0, 0.0f, false, 0});
 }
 
+// 16+ query rows run as blocked GEMMs: several query blocks of 64 and key blocks of 512,
+// a partial last block, GQA, every mask, softcap, explicit positions (some see no key).
+TEST(Attention, PrefillGemmBlocks) {
+  run_attention({100, 700, 8, 2, 64, AttnMask::kCausal, 0, 0.0f, false, 0});
+  run_attention({80, 80, 4, 4, 64, AttnMask::kSlidingWindow, 30, 20.0f, true, 0});
+  run_attention({65, 600, 4, 1, 40, AttnMask::kNone, 0, 0.0f, false, 3});
+  run_attention({130, 1100, 6, 3, 17, AttnMask::kCausal, 0, 0.0f, true, 0});
+  run_attention({16, 16, 2, 1, 8, AttnMask::kCausal, 0, 0.0f, false, 0});
+}
+
 TEST(Attention, DecodeSplitsLongContexts) {
   run_attention({1, 3000, 2, 1, 64, AttnMask::kCausal, 0, 0.0f, false, 0});
   run_attention({1, 1500, 8, 2, 40, AttnMask::kSlidingWindow, 1100, 30.0f, false, 8});

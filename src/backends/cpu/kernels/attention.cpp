@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "rlx/base/half.h"
 #include "rlx/base/status.h"
@@ -18,6 +19,9 @@ using detail::AttnRows;
 using detail::kAttnRows;
 
 constexpr int64_t kQueryBlock = 16;     // query rows per prefill task
+constexpr int64_t kGemmMinRows = 16;    // prefills of this many query rows take the GEMM blocks
+constexpr int64_t kGemmRows = 64;       // query rows per task there
+constexpr int64_t kGemmKeys = 512;      // keys per score block there
 constexpr int64_t kRowsMinKeys = 512;   // decode over this many keys reads whole cache rows
 constexpr int64_t kRowsChunk = 256;     // fewest keys per task of that path
 
@@ -78,6 +82,98 @@ void prefill(const KernelContext& ctx, const detail::IsaKernels& kk, const Atten
       a.o_stride = d.os;
       kk.attn_rows(a);
     }
+  });
+}
+
+// Prefill of many rows as blocked GEMMs: per (KV head, block of kGemmRows query rows)
+// the query rows of every head that reads the KV head are stacked (GQA: one K and V
+// packing serves them all), and per block of kGemmKeys keys scores = q kᵀ and
+// o += p v run through the f32 GEMM micro-tiles, with the online softmax (running max
+// and sum per row, o rescaled) between them in the vector kernels. Same math as
+// attn_rows without its horizontal sum per score.
+void prefill_gemm(const KernelContext& ctx, const detail::IsaKernels& kk, const AttentionParams& p, const Dense& d,
+                  const float* q, const float* k, const float* v, float* o) {
+  const int64_t S = p.seq_q, D = p.head_dim, KVH = p.n_kv_heads, group = p.n_heads / KVH;
+  const int64_t qblocks = (S + kGemmRows - 1) / kGemmRows;
+  const KernelContext one = ctx.single_threaded();
+  const bool cap = p.softcap > 0.0f;
+  // Later query blocks see more keys (causal): hand them out first for balance.
+  parallel_for(ctx, KVH * qblocks, [&](int64_t t) {
+    const int64_t qb = qblocks - 1 - t / KVH, kvh = t % KVH;
+    const int64_t i0 = qb * kGemmRows, rows = std::min(kGemmRows, S - i0), stacked = group * rows;
+    int64_t lo[kGemmRows], hi[kGemmRows];
+    int64_t jlo = p.seq_kv, jhi = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      key_range(p, i0 + r, &lo[r], &hi[r]);
+      if (hi[r] > lo[r]) {
+        jlo = std::min(jlo, lo[r]);
+        jhi = std::max(jhi, hi[r]);
+      }
+    }
+    // Scratch: stacked q rows [stacked][D], their outputs [stacked][D], scores
+    // [stacked][kGemmKeys], running max and sum [stacked].
+    const size_t floats = static_cast<size_t>(stacked * (2 * D + kGemmKeys + 2));
+    auto* qs = static_cast<float*>(thread_scratch(ScratchSlot::kShared, floats * sizeof(float)));
+    float* os = qs + stacked * D;
+    float* s = os + stacked * D;
+    float* m = s + stacked * kGemmKeys;
+    float* l = m + stacked;
+    for (int64_t g = 0; g < group; ++g)
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* src = q + (i0 + r) * d.qs + (kvh * group + g) * D;
+        std::copy(src, src + D, qs + (g * rows + r) * D);
+      }
+    std::fill(os, os + stacked * D, 0.0f);
+    std::fill(m, m + stacked, -INFINITY);
+    std::fill(l, l + stacked, 0.0f);
+    for (int64_t j0 = jlo; j0 < jhi; j0 += kGemmKeys) {
+      const int64_t jn = std::min(kGemmKeys, jhi - j0);
+      GemmParams g;
+      g.m = stacked;
+      g.n = jn;
+      g.k = D;
+      g.ldb = d.ks;
+      gemm(one, g, qs, k + j0 * d.ks + kvh * D, WeightType::kF32, s);
+      for (int64_t row = 0; row < stacked; ++row) {
+        const int64_t r = row % rows;
+        float* sr = s + row * jn;
+        const int64_t a = std::clamp(lo[r] - j0, int64_t{0}, jn), b = std::clamp(hi[r] - j0, int64_t{0}, jn);
+        if (b <= a) {  // no visible key in this block: p = 0
+          std::fill(sr, sr + jn, 0.0f);
+          continue;
+        }
+        kk.binary_bs(BinaryOp::kMul, sr + a, d.scale, sr + a, b - a);
+        if (cap) {
+          kk.binary_bs(BinaryOp::kMul, sr + a, 1.0f / p.softcap, sr + a, b - a);
+          kk.unary(UnaryOp::kTanh, sr + a, sr + a, b - a);
+          kk.binary_bs(BinaryOp::kMul, sr + a, p.softcap, sr + a, b - a);
+        }
+        const float bm = kk.reduce_row(ReduceOp::kMax, sr + a, b - a);
+        const float m_new = std::max(m[row], bm);
+        const float alpha = m[row] == -INFINITY ? 0.0f : std::exp(m[row] - m_new);
+        kk.binary_bs(BinaryOp::kSub, sr + a, m_new, sr + a, b - a);
+        kk.unary(UnaryOp::kExp, sr + a, sr + a, b - a);
+        std::fill(sr, sr + a, 0.0f);
+        std::fill(sr + b, sr + jn, 0.0f);
+        l[row] = l[row] * alpha + kk.reduce_row(ReduceOp::kSum, sr + a, b - a);
+        if (alpha != 1.0f) kk.binary_bs(BinaryOp::kMul, os + row * D, alpha, os + row * D, D);
+        m[row] = m_new;
+      }
+      GemmParams g2;
+      g2.m = stacked;
+      g2.n = D;
+      g2.k = jn;
+      g2.b_transposed = false;
+      g2.ldb = d.vs;
+      g2.beta = 1.0f;
+      gemm(one, g2, s, v + j0 * d.vs + kvh * D, WeightType::kF32, os);
+    }
+    for (int64_t g = 0; g < group; ++g)
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t row = g * rows + r;
+        float* dst = o + (i0 + r) * d.os + (kvh * group + g) * D;
+        kk.binary_bs(BinaryOp::kMul, os + row * D, l[row] > 0.0f ? 1.0f / l[row] : 0.0f, dst, D);
+      }
   });
 }
 
@@ -182,6 +278,8 @@ void attention_f32(const KernelContext& ctx, const AttentionParams& p, const flo
   const Dense d = dense(p);
   if (p.seq_q == 1) {  // one row: heads are adjacent whatever the row strides
     decode(ctx, kk, p, d, q, k, v, o);
+  } else if (p.seq_q >= kGemmMinRows) {
+    prefill_gemm(ctx, kk, p, d, q, k, v, o);
   } else {
     prefill(ctx, kk, p, d, q, k, v, o);
   }

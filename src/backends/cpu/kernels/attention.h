@@ -1,6 +1,7 @@
 // Scaled dot-product attention with GQA, softcap and causal / sliding-window masks over
 // per-query absolute positions. Flash-style online softmax (no S x T score matrix),
-// parallel over heads x query blocks; decode (S == 1) also splits T across threads.
+// parallel over heads x query blocks (from 16 query rows as blocked GEMMs: scores and
+// p·v through the f32 micro-tiles); decode (S == 1) also splits T across threads.
 #pragma once
 
 #include <cstdint>
