@@ -318,8 +318,11 @@ namespace {
 // ---------------------------------------------------------------- int8 tiles (GGUF weights)
 // Quantized weights keep llama.cpp's integer sums: x as its 8-bit activation blocks
 // (Q8_0 / Q8_K, made by dequant_matmul), W as its integer quants, TDPBSSD per scale
-// group (32 or 16 elements) into an int32 tile, then per group in f32:
-//   acc += float(sum) * (d_x * w_scale) [+ (d_x * sum of the group's x quants) * w_min].
+// group (32 or 16 elements) into an int32 tile, then in f32
+//   Q8_0 x:  acc += float(sum) * (d_x * w_scale)            per group
+//   Q8_K x:  part += float(sum) * w_scale per group, acc += part * d_x per 256
+// and for Q4_K / Q5_K the min terms (d_x * sum of a group's x quants) * w_min as one
+// small f32 GEMM per pass.
 
 using formats::GgmlType;
 
@@ -434,10 +437,11 @@ void decode_weight_groups(GgmlType t, const uint8_t* src, int64_t kc, int8_t* q,
 
 // B of 16 weight rows (output columns n0.., zero past n) over [k0, k0 + kc): int8 tiles
 // in TDPBSSD's layout (tile row p: 4 consecutive K quants of each column), K steps of 64
-// one after the other (group j's tile at j * g * 16 bytes), and per group the 16
-// columns' scales ws[j][16] and mins wm[j][16].
+// one after the other (group j's tile at j * g * 16 bytes), per group the 16 columns'
+// scales ws[j][16], and for the types with mins each real column's mins at
+// wm + column * wm_ld (groups of this K block).
 void fill_int8_tiles(GgmlType t, const uint8_t* w, size_t row_bytes, int64_t n, int64_t n0, int64_t k0, int64_t kc,
-                     int8_t* rows, float* row_ws, float* row_wm, int8_t* tiles, float* ws, float* wm) {
+                     int8_t* rows, float* row_ws, int8_t* tiles, float* ws, float* wm, int64_t wm_ld) {
   const int g = group_size(t);
   const int64_t groups = kc / g;
   const int64_t block = formats::ggml_block_size(t);
@@ -447,19 +451,14 @@ void fill_int8_tiles(GgmlType t, const uint8_t* w, size_t row_bytes, int64_t n, 
     int8_t* q = rows + j * kc;
     if (n0 + j < n) {
       const uint8_t* src = w + static_cast<size_t>(n0 + j) * row_bytes + static_cast<size_t>(k0 / block) * block_bytes;
-      decode_weight_groups(t, src, kc, q, row_ws + j * groups, mins ? row_wm + j * groups : nullptr);
+      decode_weight_groups(t, src, kc, q, row_ws + j * groups, mins ? wm + (n0 + j) * wm_ld : nullptr);
     } else {
       std::memset(q, 0, static_cast<size_t>(kc));
       for (int64_t i = 0; i < groups; ++i) row_ws[j * groups + i] = 0.0f;
-      if (mins)
-        for (int64_t i = 0; i < groups; ++i) row_wm[j * groups + i] = 0.0f;
     }
   }
   for (int64_t i = 0; i < groups; ++i)
-    for (int j = 0; j < 16; ++j) {
-      ws[i * 16 + j] = row_ws[j * groups + i];
-      if (mins) wm[i * 16 + j] = row_wm[j * groups + i];
-    }
+    for (int j = 0; j < 16; ++j) ws[i * 16 + j] = row_ws[j * groups + i];
   for (int64_t s = 0; s < kc / 64; ++s) {
     __m512i r[16];
     for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_si512(rows + j * kc + s * 64);
@@ -470,8 +469,8 @@ void fill_int8_tiles(GgmlType t, const uint8_t* w, size_t row_bytes, int64_t n, 
 
 // A of one pass: rows of 8-bit activation blocks (Q8_0 or Q8_K, a_row_bytes apart) ->
 // int8 tiles (row block of 16, group j: 16 rows of g quants at (rb * groups + j) * 16 * g),
-// per row and group the activation scale dx[rb][j][16] and, for weights with mins, the
-// group's scaled quant sum xs (d * sum q).
+// per row and group the activation scale dx[rb][j][16] and, for weights with mins, per
+// row and group the scaled quant sum xs[r][j] = d * sum q (row-major, for the min GEMM).
 void convert_int8_rows(const KernelContext& ctx, GgmlType t, const uint8_t* act, size_t a_row_bytes, int64_t rows,
                        int64_t rows_pad, int64_t k, int8_t* tiles, float* dx, float* xs) {
   const int g = group_size(t);
@@ -482,11 +481,9 @@ void convert_int8_rows(const KernelContext& ctx, GgmlType t, const uint8_t* act,
     for (int64_t j = 0; j < groups; ++j) {
       int8_t* dst = tiles + ((rb * groups + j) * 16 + rr) * g;
       float& d = dx[(rb * groups + j) * 16 + rr];
-      float* sum = xs != nullptr ? &xs[(rb * groups + j) * 16 + rr] : nullptr;
       if (r >= rows) {
         std::memset(dst, 0, static_cast<size_t>(g));
         d = 0.0f;
-        if (sum) *sum = 0.0f;
         continue;
       }
       const uint8_t* row = act + static_cast<size_t>(r) * a_row_bytes;
@@ -495,10 +492,10 @@ void convert_int8_rows(const KernelContext& ctx, GgmlType t, const uint8_t* act,
         const int64_t off = (j * g) % 256;
         std::memcpy(dst, b->qs + off, static_cast<size_t>(g));
         d = b->d;
-        if (sum) {
+        if (xs != nullptr) {
           int bs = 0;
           for (int64_t h = off / 16; h < (off + g) / 16; ++h) bs += b->bsums[h];
-          *sum = b->d * static_cast<float>(bs);
+          xs[r * groups + j] = b->d * static_cast<float>(bs);
         }
       } else {
         const auto* b = reinterpret_cast<const formats::BlockQ8_0*>(row) + j;
@@ -509,29 +506,45 @@ void convert_int8_rows(const KernelContext& ctx, GgmlType t, const uint8_t* act,
   });
 }
 
-// One output tile (16 rows x 16 columns) over `groups` groups: returns the f32 sums in
-// acc[16]. a: the row block's first group tile; b: the column block's tiles; dx / xs:
-// the row block's per-group activation scales / sums; ws / wm: the column block's.
-template <int kG, bool kMin>
-inline void int8_tile(const int8_t* a, const int8_t* b, const float* dx, const float* xs, const float* ws,
-                      const float* wm, int64_t groups, __m512 acc[16], int32_t* buf0, int32_t* buf1) {
+// One output tile (16 rows x 16 columns) over `groups` groups, added into out (row
+// stride out_ld floats; written, not added, when !accumulate). a: the row block's first
+// group tile; b: the column block's tiles; dx: the row block's per-group activation
+// scales; ws: the column block's per-group weight scales. kShare groups in a row share
+// one activation scale (Q8_K: a block of 256): their sums take the weight scales only
+// and the activation scale once per block.
+template <int kG, int kShare>
+inline void int8_tile(const int8_t* a, const int8_t* b, const float* dx, const float* ws, int64_t groups, float* out,
+                      int64_t out_ld, bool accumulate, int32_t* buf0, int32_t* buf1) {
   constexpr int kATile = 16 * kG, kBTile = kG * 16;
+  __m512 part[16];
+  for (auto& v : part) v = _mm512_setzero_ps();
+  bool written = accumulate;
+  auto flush = [&](int64_t j) {  // out += part * dx (of group j), part = 0
+    const float* dxj = dx + j * 16;
+    for (int r = 0; r < 16; ++r) {
+      float* o = out + r * out_ld;
+      const __m512 base = written ? _mm512_loadu_ps(o) : _mm512_setzero_ps();
+      if constexpr (kShare == 1) {
+        _mm512_storeu_ps(o, _mm512_add_ps(base, part[r]));
+      } else {
+        _mm512_storeu_ps(o, _mm512_fmadd_ps(part[r], _mm512_set1_ps(dxj[r]), base));
+      }
+      part[r] = _mm512_setzero_ps();
+    }
+    written = true;
+  };
   auto epilogue = [&](const int32_t* buf, int64_t j) {
     const __m512 scale = _mm512_loadu_ps(ws + j * 16);
-    const float* dxj = dx + j * 16;
-    if constexpr (kMin) {
-      const __m512 mins = _mm512_loadu_ps(wm + j * 16);
-      const float* xsj = xs + j * 16;
+    if constexpr (kShare == 1) {
+      const float* dxj = dx + j * 16;
       for (int r = 0; r < 16; ++r) {
         const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(buf + r * 16));
-        acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(scale, _mm512_set1_ps(dxj[r])), acc[r]);
-        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(xsj[r]), mins, acc[r]);
+        part[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(scale, _mm512_set1_ps(dxj[r])), part[r]);
       }
     } else {
-      for (int r = 0; r < 16; ++r) {
-        const __m512 v = _mm512_cvtepi32_ps(_mm512_load_si512(buf + r * 16));
-        acc[r] = _mm512_fmadd_ps(v, _mm512_mul_ps(scale, _mm512_set1_ps(dxj[r])), acc[r]);
-      }
+      for (int r = 0; r < 16; ++r)
+        part[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + r * 16)), scale, part[r]);
+      if ((j + 1) % kShare == 0) flush(j);
     }
   };
   // Software pipeline over the groups (an even count: k is a multiple of 64): group j
@@ -565,6 +578,7 @@ inline void int8_tile(const int8_t* a, const int8_t* b, const float* dx, const f
     epilogue(buf0, j);
   }
   epilogue(buf1, groups - 1);
+  if constexpr (kShare == 1) flush(groups - 1);
 }
 
 // Palette 1: tiles 0-1 the int32 sums (16 x 16), 2-3 activation quants (16 rows x g),
@@ -588,9 +602,11 @@ class Int8TileScope {
   Int8TileScope& operator=(const Int8TileScope&) = delete;
 };
 
-template <int kG, bool kMin>
+// One pass of at most kAmxRowsPerPass rows: y = x · Wᵀ + bias without the min terms
+// (their mins land in wm [n][k / kG] for the caller's GEMM).
+template <int kG, int kShare>
 void run_int8_pass(const KernelContext& ctx, GgmlType t, int64_t m, int64_t n, int64_t k, const int8_t* a_tiles,
-                   const float* dx, const float* xs, const uint8_t* w, size_t row_bytes, const float* bias, float* y,
+                   const float* dx, const uint8_t* w, size_t row_bytes, float* wm, const float* bias, float* y,
                    int64_t ldc) {
   const int64_t m_pad = round_up(m, 16), kc = std::min(kKc, k);
   const int64_t a_groups = k / kG;
@@ -603,46 +619,37 @@ void run_int8_pass(const KernelContext& ctx, GgmlType t, int64_t m, int64_t n, i
     const int64_t n0 = task * nc, ncols = std::min(nc, n - n0);
     const int64_t blocks = ceil_div(ncols, 16);
     const int64_t kgroups = kc / kG;
-    // Thread scratch: B tiles + per-group scales / mins of the chunk, the decode rows,
-    // the f32 sums of the chunk, two int32 tile buffers.
+    // Thread scratch: B tiles + per-group scales of the chunk, the decode rows and
+    // their scales, the f32 sums of the chunk, two int32 tile buffers.
     const size_t tiles_bytes = static_cast<size_t>(blocks * 16 * kc);
     const size_t vec_bytes = static_cast<size_t>(blocks * kgroups * 16) * sizeof(float);
-    const size_t rows_bytes = static_cast<size_t>(16 * kc) + 2 * static_cast<size_t>(16 * kgroups) * sizeof(float);
-    auto* bt = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kPackB, align64(tiles_bytes) + 2 * align64(vec_bytes)));
+    const size_t rows_bytes = static_cast<size_t>(16 * kc) + static_cast<size_t>(16 * kgroups) * sizeof(float);
+    auto* bt = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kPackB, align64(tiles_bytes) + align64(vec_bytes)));
     auto* btiles = reinterpret_cast<int8_t*>(bt);
     auto* bws = reinterpret_cast<float*>(bt + align64(tiles_bytes));
-    auto* bwm = reinterpret_cast<float*>(bt + align64(tiles_bytes) + align64(vec_bytes));
     auto* tmp = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kTemp, rows_bytes + 2 * 1024 + 64));
     auto* rows = reinterpret_cast<int8_t*>(tmp);
     auto* row_ws = reinterpret_cast<float*>(tmp + 16 * kc);
-    float* row_wm = row_ws + 16 * kgroups;
     auto* buf0 = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(tmp + rows_bytes) + 63) / 64 * 64);
     int32_t* buf1 = buf0 + 256;
-    auto* acc_all = static_cast<float*>(thread_scratch(ScratchSlot::kPackA, static_cast<size_t>(m_pad * blocks * 16) * 4));
+    const int64_t acc_ld = blocks * 16;
+    auto* acc_all = static_cast<float*>(thread_scratch(ScratchSlot::kPackA, static_cast<size_t>(m_pad * acc_ld) * 4));
     Int8TileScope tiles(kG);
     for (int64_t k0 = 0; k0 < k; k0 += kc) {
       const int64_t kcur = std::min(kc, k - k0), groups = kcur / kG, g0 = k0 / kG;
       for (int64_t b = 0; b < blocks; ++b)
-        fill_int8_tiles(t, w, row_bytes, n, n0 + b * 16, k0, kcur, rows, row_ws, row_wm, btiles + b * 16 * kc,
-                        bws + b * kgroups * 16, bwm + b * kgroups * 16);
+        fill_int8_tiles(t, w, row_bytes, n, n0 + b * 16, k0, kcur, rows, row_ws, btiles + b * 16 * kc,
+                        bws + b * kgroups * 16, wm != nullptr ? wm + g0 : nullptr, a_groups);
       for (int64_t rb = 0; rb < m_pad / 16; ++rb) {
         const int64_t at = rb * a_groups + g0;  // first group of this K block in the row block
-        for (int64_t b = 0; b < blocks; ++b) {
-          __m512 acc[16];
-          for (auto& v : acc) v = _mm512_setzero_ps();
-          int8_tile<kG, kMin>(a_tiles + at * 16 * kG, btiles + b * 16 * kc, dx + at * 16, kMin ? xs + at * 16 : nullptr,
-                              bws + b * kgroups * 16, bwm + b * kgroups * 16, groups, acc, buf0, buf1);
-          float* out = acc_all + (rb * 16) * (blocks * 16) + b * 16;
-          for (int r = 0; r < 16; ++r) {
-            float* o = out + r * blocks * 16;
-            _mm512_storeu_ps(o, k0 == 0 ? acc[r] : _mm512_add_ps(acc[r], _mm512_loadu_ps(o)));
-          }
-        }
+        for (int64_t b = 0; b < blocks; ++b)
+          int8_tile<kG, kShare>(a_tiles + at * 16 * kG, btiles + b * 16 * kc, dx + at * 16, bws + b * kgroups * 16,
+                                groups, acc_all + rb * 16 * acc_ld + b * 16, acc_ld, k0 > 0, buf0, buf1);
       }
     }
     const auto& epilogue_row = detail::isa_kernels(IsaLevel::kAvx512).epilogue_row;
     for (int64_t r = 0; r < m; ++r)
-      epilogue_row(acc_all + r * blocks * 16, bias ? bias + n0 : nullptr, Activation::kIdentity, 0.0f, y + r * ldc + n0,
+      epilogue_row(acc_all + r * acc_ld, bias ? bias + n0 : nullptr, Activation::kIdentity, 0.0f, y + r * ldc + n0,
                    ncols);
   });
 }
@@ -663,24 +670,38 @@ Status amx_dequant_matmul(const KernelContext& ctx, int64_t m, int64_t n, int64_
   if (scratch == nullptr || scratch_bytes < need)
     return Error::invalid_argument("amx_dequant_matmul: scratch of {} bytes, needs {}", scratch_bytes, need);
   const int g = group_size(type);
+  const bool mins = has_min(type);
   const int64_t rows_max = round_up(std::min(m, kAmxRowsPerPass), 16), groups = k / g;
   auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
   auto* a_tiles = reinterpret_cast<int8_t*>(base);
   auto* dx = reinterpret_cast<float*>(base + align64(static_cast<size_t>(rows_max * k)));
   float* xs = dx + align64(static_cast<size_t>(rows_max * groups) * sizeof(float)) / sizeof(float);
+  // The min terms (Q4_K / Q5_K) as one f32 GEMM per pass: y += xs [rows][groups] · wmᵀ,
+  // wm [n][groups] filled by the tile decode (thread scratch of this thread).
+  float* wm = mins ? static_cast<float*>(thread_scratch(ScratchSlot::kShared, static_cast<size_t>(n * groups) * 4))
+                   : nullptr;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(act);
   for (int64_t r0 = 0; r0 < m; r0 += kAmxRowsPerPass) {
     const int64_t rows = std::min(kAmxRowsPerPass, m - r0);
     convert_int8_rows(ctx, type, ab + static_cast<size_t>(r0) * a_row_bytes, a_row_bytes, rows, round_up(rows, 16),
-                      k, a_tiles, dx, has_min(type) ? xs : nullptr);
+                      k, a_tiles, dx, mins ? xs : nullptr);
     float* yp = y + r0 * ldc;
     if (g == 16) {
-      run_int8_pass<16, false>(ctx, type, rows, n, k, a_tiles, dx, xs, wb, row_bytes, bias, yp, ldc);
-    } else if (has_min(type)) {
-      run_int8_pass<32, true>(ctx, type, rows, n, k, a_tiles, dx, xs, wb, row_bytes, bias, yp, ldc);
+      run_int8_pass<16, 16>(ctx, type, rows, n, k, a_tiles, dx, wb, row_bytes, nullptr, bias, yp, ldc);
+    } else if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
+      run_int8_pass<32, 8>(ctx, type, rows, n, k, a_tiles, dx, wb, row_bytes, wm, bias, yp, ldc);
     } else {
-      run_int8_pass<32, false>(ctx, type, rows, n, k, a_tiles, dx, xs, wb, row_bytes, bias, yp, ldc);
+      run_int8_pass<32, 1>(ctx, type, rows, n, k, a_tiles, dx, wb, row_bytes, nullptr, bias, yp, ldc);
+    }
+    if (mins) {
+      GemmParams gp;
+      gp.m = rows;
+      gp.n = n;
+      gp.k = groups;
+      gp.ldc = ldc;
+      gp.beta = 1.0f;
+      gemm(ctx, gp, xs, wm, WeightType::kF32, yp);
     }
   }
   return Status::ok_status();

@@ -41,7 +41,9 @@ size_t amx_dequant_scratch_bytes(formats::GgmlType type, int64_t m, int64_t k);
 /// activation rows already in 8-bit blocks of qmatmul_vec_dot_type(type) (Q8_0 or Q8_K,
 /// a_row_bytes apart), W = n rows of k/block_size GGUF blocks of `type` (row_bytes
 /// apart). TDPBSSD sums each scale group (32 elements, 16 for Q6_K) exactly; the scales
-/// and mins are applied in f32 per group, as the AVX-512 loops do. Requires
+/// are applied in f32 (the mins of Q4_K / Q5_K through a small f32 GEMM), as the AVX-512
+/// loops do up to the order of f32 sums. Uses thread_scratch(kShared) of the calling
+/// thread for the mins. Requires
 /// amx_enabled(ctx.isa); kUnsupported for other types, kInvalidArgument on a short
 /// scratch or k not a multiple of 64.
 [[nodiscard]] Status amx_dequant_matmul(const KernelContext& ctx, int64_t m, int64_t n, int64_t k, const void* act,
