@@ -1,16 +1,16 @@
-// AMX-BF16 build of the many-row matmuls (amx_matmul.h). Function-level target pragma, so
-// the binary runs on any x86-64; only entered when cpu_features() reports usable AMX-BF16
-// tiles (Linux granted XTILEDATA) and AVX-512 BF16.
+// AMX build of the many-row matmuls (amx_matmul.h). Function-level target pragma, so the
+// binary runs on any x86-64; only entered when cpu_features() reports usable AMX-BF16 and
+// AMX-INT8 tiles (Linux granted XTILEDATA) and AVX-512 BF16 (IsaLevel::kAmx).
 //
-// Data flow of one pass (<= kAmxRowsPerPass rows of x):
-//   x rows      -> bf16 rows [m_pad][k_pad] (and the low parts for float weights), once
-//   W chunk     -> per task (a chunk of nc output columns) and K block of <= kKc: decoded
-//                  to f32, rounded to bf16 and transposed into 1 KiB B tiles: tile row p
-//                  holds, for 16 columns, the pairs (w[2p], w[2p+1]) that TDPBF16PS takes
-//   tiles       -> for 32 rows x 32 columns: C0..C3 (tmm0-3) += A0/A1 (tmm4-5) x B0/B1
-//                  (tmm6-7) over a 512-wide K slice whose A rows stay in L1, C kept in an
-//                  f32 accumulator [m_pad][nc] between slices
-//   epilogue    -> act(acc + bias) + beta * C into the caller's rows (AVX-512 table)
+// One pass covers <= kAmxRowsPerPass rows of x; tasks are chunks of output columns, and
+// per K block (<= kKc) a task decodes its chunk of W once into the tiles' layout.
+// - f16 / bf16 pre-packed weights (amx_gemm_prepacked), BF16 tiles: x -> bf16 high and
+//   low parts in tile order (row block of 16, K step of 32, 1 KiB tiles); W -> 1 KiB B
+//   tiles whose row p holds, for 16 columns, the pairs (w[2p], w[2p+1]) TDPBF16PS takes
+//   (and the low parts for f16); 32 x 32 blocks C0..C3 (tmm0-3) += A (tmm4-5) x B
+//   (tmm6-7) over 512-wide K slices, f32 sums [m_pad][nc] between slices; epilogue
+//   act(acc + bias) + beta * C into the caller's rows (AVX-512 table).
+// - GGUF weights (amx_dequant_matmul), INT8 tiles: see the section below.
 #include "backends/cpu/kernels/amx_matmul.h"
 
 #include <algorithm>
@@ -31,7 +31,7 @@ namespace {
 constexpr int64_t kKc = 2048;          // K block of one decoded B chunk (a multiple of 256)
 constexpr int64_t kKSlice = 512;       // K slice of the tile loop (32 A rows of it: 32 KiB)
 constexpr size_t kChunkBytes = 1 << 20;  // decoded B chunk target (in L2)
-constexpr int64_t kTileElems = 512;    // bf16 elements of one B tile (16 rows x 64 bytes)
+constexpr int64_t kTileElems = 512;    // bf16 elements of one tile (16 rows x 64 bytes)
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
@@ -114,11 +114,9 @@ inline __m512 bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_ep
 // A operand: rows [0, rows) of x -> the bf16 high parts and the bf16-rounded remainders
 // x - high, in tile order: row block of 16 rows, then K step of 32, then one 1 KiB tile
 // (16 rows of 64 bytes), so every tile load is contiguous (rows k_pad apart would all
-// fall in one L1 set). Zero past k and for the rows up to rows_pad. row(r, tmp) returns
-// row r's k values (tmp: k floats of thread scratch it may fill).
-template <typename RowFn>
-void convert_rows(const KernelContext& ctx, RowFn&& row, int64_t rows, int64_t rows_pad, int64_t k, int64_t k_pad,
-                  uint16_t* hi, uint16_t* lo) {
+// fall in one L1 set). Zero past k and for the rows up to rows_pad.
+void convert_rows(const KernelContext& ctx, const float* x, int64_t lda, int64_t rows, int64_t rows_pad, int64_t k,
+                  int64_t k_pad, uint16_t* hi, uint16_t* lo) {
   const int64_t steps = k_pad / 32;
   parallel_for(ctx, rows_pad, [&](int64_t r) {
     const int64_t base = (r / 16) * steps * kTileElems + (r % 16) * 32;
@@ -129,8 +127,7 @@ void convert_rows(const KernelContext& ctx, RowFn&& row, int64_t rows, int64_t r
       }
       return;
     }
-    auto* tmp = static_cast<float*>(thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(k) * sizeof(float)));
-    const float* src = row(r, tmp);
+    const float* src = x + r * lda;
     for (int64_t i = 0; i < k_pad; i += 16) {
       const int64_t left = k - i;
       const __mmask16 mask = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
@@ -264,10 +261,10 @@ struct Epilogue {
 };
 
 // One pass: m rows (at most kAmxRowsPerPass) of A already in tiles, n columns, K of k.
-// `fill` writes the B tiles of 16 columns: fill(n0, k0, kpad, hi, lo, rows_scratch).
+// `fill` writes the B tiles of 16 columns: fill(n0, k0, kpad, hi, lo).
 template <bool kLoB, typename Fill>
 void run_pass(const KernelContext& ctx, int64_t m, int64_t n, int64_t k, const uint16_t* a_hi, const uint16_t* a_lo,
-              Fill&& fill, size_t fill_rows_bytes, const Epilogue& ep, float* y, int64_t ldc) {
+              Fill&& fill, const Epilogue& ep, float* y, int64_t ldc) {
   const int64_t k_pad = round_up(k, 32), m_pad = round_up(m, 32), a_steps = k_pad / 32;
   const int64_t kc = std::min(kKc, k_pad);
   const size_t planes_b = kLoB ? 2 : 1;
@@ -285,13 +282,12 @@ void run_pass(const KernelContext& ctx, int64_t m, int64_t n, int64_t k, const u
         thread_scratch(ScratchSlot::kPackB, static_cast<size_t>(blocks * 16 * kc) * 2 * planes_b));
     uint16_t* btiles_lo = kLoB ? btiles + blocks * 16 * kc : nullptr;
     auto* acc = static_cast<float*>(thread_scratch(ScratchSlot::kPackA, static_cast<size_t>(m_pad * nc) * 4));
-    auto* rows = static_cast<float*>(thread_scratch(ScratchSlot::kTemp, std::max<size_t>(fill_rows_bytes, 64)));
     TileScope tiles;
     for (int64_t k0 = 0; k0 < k_pad; k0 += kc) {
       const int64_t kcur = std::min(kc, k_pad - k0), steps = kcur / 32;
       for (int64_t b = 0; b < blocks; ++b)
         fill(n0 + b * 16, k0, kcur, btiles + b * steps * kTileElems,
-             kLoB ? btiles_lo + b * steps * kTileElems : nullptr, rows);
+             kLoB ? btiles_lo + b * steps * kTileElems : nullptr);
       for (int64_t r0 = 0; r0 < m_pad; r0 += 32) {
         for (int64_t ks = 0; ks < kcur; ks += kKSlice) {
           const int64_t slice_steps = std::min(kKSlice, kcur - ks) / 32;
@@ -310,10 +306,6 @@ void run_pass(const KernelContext& ctx, int64_t m, int64_t n, int64_t k, const u
       epilogue_row(acc + r * nc, ep.bias ? ep.bias + n0 : nullptr, ep.act, ep.beta, y + r * ldc + n0, ncols);
   });
 }
-
-}  // namespace
-
-namespace {
 
 // ---------------------------------------------------------------- int8 tiles (GGUF weights)
 // Quantized weights keep llama.cpp's integer sums: x as its 8-bit activation blocks
@@ -716,7 +708,7 @@ void amx_gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const flo
   auto* a_hi = static_cast<uint16_t*>(thread_scratch(ScratchSlot::kShared, 2 * plane));
   uint16_t* a_lo = a_hi + plane / 2;
   const size_t esize = weight_type_size(b.type());
-  auto fill = [&](int64_t n0, int64_t k0, int64_t kpad, uint16_t* hi, uint16_t* lo, float*) {
+  auto fill = [&](int64_t n0, int64_t k0, int64_t kpad, uint16_t* hi, uint16_t* lo) {
     const uint8_t* panel = b.data() + static_cast<size_t>(n0 / 32) * static_cast<size_t>(p.k * 32) * esize;
     fill_panel_tiles(panel, b.type(), p.k, n0 % 32, k0, kpad, hi, lo);
   };
@@ -726,12 +718,11 @@ void amx_gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const flo
   ep.beta = p.beta;
   for (int64_t r0 = 0; r0 < p.m; r0 += kAmxRowsPerPass) {
     const int64_t rows = std::min(kAmxRowsPerPass, p.m - r0);
-    auto row = [&](int64_t r, float*) { return a + (r0 + r) * p.lda; };
-    convert_rows(ctx, row, rows, round_up(rows, 32), p.k, k_pad, a_hi, a_lo);
+    convert_rows(ctx, a + r0 * p.lda, p.lda, rows, round_up(rows, 32), p.k, k_pad, a_hi, a_lo);
     if (lo_b) {
-      run_pass<true>(ctx, rows, p.n, p.k, a_hi, a_lo, fill, 0, ep, c + r0 * p.ldc, p.ldc);
+      run_pass<true>(ctx, rows, p.n, p.k, a_hi, a_lo, fill, ep, c + r0 * p.ldc, p.ldc);
     } else {
-      run_pass<false>(ctx, rows, p.n, p.k, a_hi, a_lo, fill, 0, ep, c + r0 * p.ldc, p.ldc);
+      run_pass<false>(ctx, rows, p.n, p.k, a_hi, a_lo, fill, ep, c + r0 * p.ldc, p.ldc);
     }
   }
 }
