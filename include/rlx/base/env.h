@@ -6,7 +6,8 @@
 //   RLX_IR_DUMP   folder to dump every compile stage's IR into (default: off)
 //   RLX_CPU_ISA   cap the CPU kernels' instruction set: scalar|avx2|avx512|amx
 //   RLX_CPU_AMX_MIN_ROWS  fewest activation rows a matmul needs to run on the AMX tiles
-//                 (default 32; 1 puts every quantized / f16 / bf16 matmul on them)
+//                 (default 32; 1 puts every quantized matmul on them, f16 / bf16 ones
+//                 from 5 rows: fewer take the GEMV)
 //   RLX_CACHE_DIR folder for AOT compile caches and built-in demo models
 //   RLX_CPU_PREPACK  0: the CPU backend packs matmul weights per call instead of once
 //                 (default 1; BackendOptions::prepack_weights)

@@ -655,8 +655,8 @@ Status amx_dequant_matmul(const KernelContext& ctx, int64_t m, int64_t n, int64_
   if (!amx_supports(type))
     return Error::unsupported("amx_dequant_matmul: no tile path for {} weights", formats::ggml_type_name(type));
   if (m <= 0 || n <= 0) return Status::ok_status();
-  if (k % formats::ggml_block_size(type) != 0 || k % 64 != 0)
-    return Error::invalid_argument("amx_dequant_matmul: k={} is not a multiple of {}'s block and of 64", k,
+  if (k <= 0 || k % formats::ggml_block_size(type) != 0 || k % 64 != 0)
+    return Error::invalid_argument("amx_dequant_matmul: k={} is not a positive multiple of {}'s block and of 64", k,
                                    formats::ggml_type_name(type));
   const size_t need = amx_dequant_scratch_bytes(type, m, k);
   if (scratch == nullptr || scratch_bytes < need)

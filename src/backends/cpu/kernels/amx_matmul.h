@@ -21,7 +21,8 @@ namespace rlx::cpu {
 
 /// Fewest activation rows for which dequant_matmul (path kAuto) and gemm_prepacked use
 /// the tiles when resolve_isa(ctx.isa) is kAmx; fewer rows take the AVX-512 loops.
-/// RLX_CPU_AMX_MIN_ROWS sets it (default 32; tests use 1 to put every matmul on them).
+/// RLX_CPU_AMX_MIN_ROWS sets it (default 32; 1 puts every quantized matmul on the tiles,
+/// f16 / bf16 ones from kGemvMaxM + 1 rows).
 int64_t amx_min_rows();
 
 /// Activation rows converted and swept per pass (bounds the scratch; more rows repeat

@@ -94,13 +94,16 @@ void prefill(const KernelContext& ctx, const detail::IsaKernels& kk, const Atten
 void prefill_gemm(const KernelContext& ctx, const detail::IsaKernels& kk, const AttentionParams& p, const Dense& d,
                   const float* q, const float* k, const float* v, float* o) {
   const int64_t S = p.seq_q, D = p.head_dim, KVH = p.n_kv_heads, group = p.n_heads / KVH;
-  const int64_t qblocks = (S + kGemmRows - 1) / kGemmRows;
+  // Blocks of kGemmRows positions, fewer when that leaves threads idle (few KV heads).
+  int64_t block = kGemmRows;
+  while (block > 16 && KVH * ((S + block - 1) / block) < 2 * ctx.n_threads()) block /= 2;
+  const int64_t qblocks = (S + block - 1) / block;
   const KernelContext one = ctx.single_threaded();
   const bool cap = p.softcap > 0.0f;
   // Later query blocks see more keys (causal): hand them out first for balance.
   parallel_for(ctx, KVH * qblocks, [&](int64_t t) {
     const int64_t qb = qblocks - 1 - t / KVH, kvh = t % KVH;
-    const int64_t i0 = qb * kGemmRows, rows = std::min(kGemmRows, S - i0), stacked = group * rows;
+    const int64_t i0 = qb * block, rows = std::min(block, S - i0), stacked = group * rows;
     int64_t lo[kGemmRows], hi[kGemmRows];
     int64_t jlo = p.seq_kv, jhi = 0;
     for (int64_t r = 0; r < rows; ++r) {

@@ -324,8 +324,15 @@ size_t qmatmul_scratch_bytes(GgmlType type, int64_t m, int64_t k, QMatmulPath pa
   path = resolve_path(type, m, k, isa, path);
   const size_t rows = kAlign + align_up(static_cast<size_t>(m) * act_row_bytes(type, k));
   if (path == QMatmulPath::kGemv) return rows;
-  // A run with fewer rows than the build's may take the GEMV path in the same scratch.
-  if (path == QMatmulPath::kAmx) return rows + amx_dequant_scratch_bytes(type, m, k);
+  // A run with fewer rows than the build's (below amx_min_rows()) takes the path it would
+  // without the tiles in the same scratch: the largest of those needs is at the most
+  // rows that still miss the tiles.
+  if (path == QMatmulPath::kAmx) {
+    const int64_t below = std::min(m, amx_min_rows() - 1);
+    const size_t without = below > 0 ? qmatmul_scratch_bytes(type, below, k, auto_path_without_tiles(type, below, isa), isa)
+                                     : 0;
+    return std::max(rows + amx_dequant_scratch_bytes(type, m, k), without);
+  }
   return rows + static_cast<size_t>(m + kMaxMr) * static_cast<size_t>(k_ext(type, k)) * sizeof(float);
 }
 
