@@ -135,7 +135,7 @@ const char* kernel_isa_description() {
   const cpu::IsaLevel level = cpu::resolve_isa(cpu::isa_cap_from_name(env_config().cpu_isa));
   // The quantized matmul kernels take their AVX-512 loops only with VNNI as well; with
   // AMX the matmuls of many rows run on the tiles, everything else on AVX-512.
-  if (level == cpu::IsaLevel::kAmx) return cpu::cpu_features().avx512vnni ? "amx-bf16+avx512-vnni" : "amx-bf16+avx512";
+  if (level == cpu::IsaLevel::kAmx) return cpu::cpu_features().avx512vnni ? "amx+avx512-vnni" : "amx+avx512";
   if (level >= cpu::IsaLevel::kAvx512 && cpu::cpu_features().avx512vnni) return "avx512-vnni";
   return cpu::isa_name(level);
 }

@@ -23,7 +23,7 @@ double measure_peak_int8_ops(int threads);
 /// AMX tiles (what the CPU backend's many-row matmuls use); 0 where the tiles are not
 /// usable or RLX_CPU_ISA caps them off.
 double measure_peak_amx_bf16_flops(int threads);
-/// Which kernel instruction set the CPU backend runs with here: "avx512-vnni",
+/// Which kernel instruction set the CPU backend runs with here: "amx+avx512-vnni", "avx512-vnni",
 /// "avx512", "avx2" or "scalar" (the CPU's best, capped by RLX_CPU_ISA).
 const char* kernel_isa_description();
 /// "AMD EPYC ... (avx512f avx512_vnni ...)" from /proc/cpuinfo.
