@@ -7,6 +7,7 @@
 
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
+#include "rlx/formats/quant_blocks.h"
 
 namespace rlx::formats {
 namespace {
@@ -221,17 +222,6 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   }
   *the_min = -min;
   return scale;
-}
-
-// Unpacks the 6-bit scale and min of sub-block j (0..7) from Q4_K/Q5_K's 12 bytes.
-void get_scale_min_k4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-    *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-  }
 }
 
 // Packs 8 six-bit scales and mins into Q4_K/Q5_K's 12 bytes (inverse of get_scale_min_k4).

@@ -206,6 +206,14 @@ void fill_panel_tiles(const uint8_t* panel, WeightType wt, int64_t k, int64_t co
 // of 32. a_hi / a_lo: the first tile of the upper 16 rows (tiles of one row block are
 // consecutive; the lower 16 rows' tiles start a_rb elements on); b*: the first tile of
 // the two column blocks (consecutive as well). Always adds a_lo·b_hi; kLoB: a_hi·b_lo too.
+// C0..C3 += the 2 x 2 products of the A tiles in tmm4-5 and the B tiles in tmm6-7.
+inline void dp_bf16_2x2() {
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_dpbf16ps(2, 5, 6);
+  _tile_dpbf16ps(3, 5, 7);
+}
+
 template <bool kLoB>
 void tile_block(const uint16_t* a_hi, const uint16_t* a_lo, int64_t a_rb, const uint16_t* b0, const uint16_t* b1,
                 const uint16_t* b0_lo, const uint16_t* b1_lo, int64_t steps, float* acc, int64_t acc_ld, bool first) {
@@ -227,26 +235,17 @@ void tile_block(const uint16_t* a_hi, const uint16_t* a_lo, int64_t a_rb, const 
     _tile_loadd(5, a_hi + a_rb + kb, 64);
     _tile_loadd(6, b0 + kb, 64);
     _tile_loadd(7, b1 + kb, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
+    dp_bf16_2x2();
     if constexpr (kLoB) {
       _tile_loadd(6, b0_lo + kb, 64);
       _tile_loadd(7, b1_lo + kb, 64);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      dp_bf16_2x2();
       _tile_loadd(6, b0 + kb, 64);
       _tile_loadd(7, b1 + kb, 64);
     }
     _tile_loadd(4, a_lo + kb, 64);
     _tile_loadd(5, a_lo + a_rb + kb, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
+    dp_bf16_2x2();
   }
   _tile_stored(0, acc, c_stride);
   _tile_stored(1, acc + 16, c_stride);
@@ -323,16 +322,6 @@ bool has_min(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K; }
 
 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
 
-void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // One weight row's K range [k0, k0 + kc) (src at the block holding k0) -> int8 quants q,
 // per group scale ws and min wm (w = ws * q + wm; wm only for the types with mins).
 void decode_weight_groups(GgmlType t, const uint8_t* src, int64_t kc, int8_t* q, float* ws, float* wm) {
@@ -384,8 +373,8 @@ void decode_weight_groups(GgmlType t, const uint8_t* src, int64_t kc, int8_t* q,
         const uint8_t* ql = blk + (five ? 48 : 16);
         int8_t* out = q + i * 256;
         for (int j = 0; j < 8; ++j) {
-          int sc, m;
-          scale_min_k4(j, scales, &sc, &m);
+          uint8_t sc, m;
+          formats::get_scale_min_k4(j, scales, &sc, &m);
           ws[i * 8 + j] = d * static_cast<float>(sc);
           wm[i * 8 + j] = -(dmin * static_cast<float>(m));
         }
