@@ -511,7 +511,8 @@ TEST(CudaOps, AttentionPrefillTensorCores) {
 
 // The decode attention kernel (one query row over a long key cache): head dims from 16 to
 // 256, groups of 1 to 8 query heads per KV head, f32/f16/bf16, masks and softcap, and
-// positions that give one, a few and many key splits. One compiled graph runs every
+// positions that give one, a few and many key splits, and the one-trip path of short
+// contexts (head_dim 32 / 64 up to 256-1024 visible keys) with and without a window. One compiled graph runs every
 // position in turn (the split counters must be back at zero after each run).
 TEST(CudaOps, AttentionDecode) {
   REQUIRE_CUDA();
@@ -531,6 +532,8 @@ TEST(CudaOps, AttentionDecode) {
       {300, 2, 1, 20, DType::F32, ir::MaskKind::Causal, 0, 0},  // rows not 16-byte aligned
       {900, 16, 4, 64, DType::F16, ir::MaskKind::Causal, 0, 0},
       {400, 8, 2, 128, DType::BF16, ir::MaskKind::Causal, 0, 0},
+      {700, 8, 1, 32, DType::F32, ir::MaskKind::SlidingWindow, 150, 20.0},  // short path: window, softcap
+      {600, 16, 2, 64, DType::BF16, ir::MaskKind::SlidingWindow, 250, 0},
   };
   uint32_t seed = 300;
   for (const Cfg& f : cfgs) {
@@ -550,7 +553,7 @@ TEST(CudaOps, AttentionDecode) {
     ASSERT_TRUE(cg.has_value()) << cg.error().to_string();
     const Tensor tq = f32({1, f.H * f.hd}, seed++, -2, 2), tk = f32({f.T, f.KV * f.hd}, seed++, -2, 2),
                  tv = f32({f.T, f.KV * f.hd}, seed++);
-    for (int32_t pos : {0, 5, 127, 128, 129, 300, static_cast<int32_t>(f.T) - 1}) {
+    for (int32_t pos : {0, 5, 127, 128, 129, 255, 256, 300, 511, 512, static_cast<int32_t>(f.T) - 1}) {
       if (pos >= f.T) continue;
       SCOPED_TRACE(testing::Message() << "pos=" << pos);
       c.inputs["q"] = tq;

@@ -217,6 +217,10 @@ struct AttentionParams {
   /// left at zero after it (the last block of a head (group) merges the splits).
   unsigned* counters = nullptr;
   bool kv_vec = false;  ///< set by launch_attention: K rows are 16-byte aligned
+  /// Decode: rows that see few keys take the one-trip path (one block per query head,
+  /// every K / V load issued at once) when head_dim is 32 or 64 and q, K, V
+  /// are 16-byte aligned (launch_attention checks; false keeps the general path).
+  bool short_ok = true;
   /// Prefill (attention_tc_supported, splits == 1): the tensor-core kernel, with q, k, v
   /// and the softmax weights rounded to f16 for the products (f32 accumulation and
   /// softmax); falls back to the f32 kernel when K / V rows are not 16-byte aligned.

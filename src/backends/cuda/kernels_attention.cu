@@ -6,7 +6,9 @@
 // row) has its own kernel: one block per query head (short contexts) or per KV head's
 // group (long ones), the keys the row actually sees (by its position, read on the
 // device) split evenly across blocks, and the split partials merged by the last block
-// to finish (no second launch).
+// to finish (no second launch); a row that sees few keys (head_dim 32 / 64: up to 256
+// keys in f32, 512 in f16 / bf16 at head_dim 64) takes a one-trip path instead, one block
+// per query head with every K / V load issued at once.
 #include <atomic>
 #include <cfloat>
 #include <climits>
@@ -208,6 +210,143 @@ __device__ __forceinline__ void unpack16(const uint4& u, float* f) {
   }
 }
 
+// Short decode path (attention_decode_kernel, when the row sees at most C keys and
+// head_dim is 32 or 64 with 16-byte aligned q / K / V rows): block (h, 0, b) alone serves
+// query head h in one trip to memory. Right after the position is known every thread
+// issues all its loads: its share of q, of the K rows (TK = RV / 4 threads a key, four
+// 16-byte loads each, PK passes of KP keys) and of the V rows (one 16-byte load per key
+// for RV threads a row, PV keys a thread), so a context of up to C keys costs one
+// memory latency; then the scores (a dot per pass, reduced over the key's TK lanes) go
+// to shared memory, the softmax takes two block reductions, P.V runs from registers and
+// the VG key groups' partial sums are added in shared memory. `smem` holds C + THREADS *
+// E + 2 * THREADS / 32 floats (16-byte aligned). No split partials, no counters.
+constexpr int kShortRegs = 16;  // 16-byte registers a thread holds for K, and again for V
+
+// C: the most keys the short path takes with THREADS threads and RV 16-byte loads a row
+// (0: not served).
+__host__ __device__ constexpr int decode_short_keys(int threads, int rv) {
+  return rv >= 4 && rv <= 32 && threads % rv == 0 ? kShortRegs / 4 * (threads / (rv / 4)) : 0;
+}
+
+template <typename T, int THREADS, int RV>
+__device__ __forceinline__ void attention_decode_short(const AttentionParams& p, float* smem, int64_t b, int h,
+                                                       int kvh, int64_t jb, int n) {
+  constexpr int E = 16 / static_cast<int>(sizeof(T));  // elements a 16-byte load
+  constexpr int HD = RV * E;                          // head_dim
+  constexpr int TK = RV / 4;                          // threads a key (scores)
+  constexpr int KP = THREADS / TK;                    // keys a pass
+  constexpr int PK = kShortRegs / 4;                  // passes
+  constexpr int C = PK * KP;                          // keys at most
+  constexpr int VG = THREADS / RV;                    // key groups of P.V
+  constexpr int PV = C / VG;                          // keys a thread in P.V
+  static_assert(PV == kShortRegs && C == decode_short_keys(THREADS, RV), "register budget");
+  float* sc = smem;                                   // [C] scores, then softmax weights
+  float* red = smem + C;                              // [VG][HD] partial P.V sums
+  float* wmax = red + VG * HD;                        // [THREADS / 32]
+  float* wsum = wmax + THREADS / 32;                  // [THREADS / 32]
+  const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  const int64_t qw = static_cast<int64_t>(p.n_heads) * HD;
+  const int64_t kw4 = static_cast<int64_t>(p.n_kv) * RV;  // a cache row, in 16-byte units
+  const uint4* q4 = reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + b * p.S_full * qw) + h * RV;
+  const uint4* k4 = reinterpret_cast<const uint4*>(static_cast<const T*>(p.k)) + (b * p.T_full + jb) * kw4 + kvh * RV;
+  const uint4* v4 = reinterpret_cast<const uint4*>(static_cast<const T*>(p.v)) + (b * p.T_full + jb) * kw4 + kvh * RV;
+  // Every load of the block goes out here.
+  const int pp = t % TK, kk = t / TK;  // scores: part of the row, first key
+  uint4 qv[4], kr[PK][4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) qv[u] = __ldg(q4 + pp * 4 + u);
+#pragma unroll
+  for (int i = 0; i < PK; ++i)
+    if (kk + i * KP < n)
+#pragma unroll
+      for (int u = 0; u < 4; ++u) kr[i][u] = __ldcs(k4 + (kk + i * KP) * kw4 + pp * 4 + u);
+  const int dv = t % RV, kg = t / RV;  // P.V: 16-byte column of the row, first key
+  uint4 vr[PV];
+#pragma unroll
+  for (int i = 0; i < PV; ++i)
+    if (kg + i * VG < n) vr[i] = __ldcs(v4 + (kg + i * VG) * kw4 + dv);
+  float qf[4 * E];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) unpack16<T>(qv[u], qf + u * E);
+#pragma unroll
+  for (int e = 0; e < 4 * E; ++e) qf[e] *= p.scale;
+  // Scores: pass i, key kk + i KP, this thread's 4 E dims, summed over the key's lanes.
+#pragma unroll
+  for (int i = 0; i < PK; ++i) {
+    const int key = kk + i * KP;
+    float s = 0.0f;
+    if (key < n)
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        float f[E];
+        unpack16<T>(kr[i][u], f);
+#pragma unroll
+        for (int e = 0; e < E; ++e) s = fmaf(f[e], qf[u * E + e], s);
+      }
+#pragma unroll
+    for (int o = TK / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (pp == 0 && key < n) sc[key] = p.softcap > 0.0f ? p.softcap * tanhf(s / p.softcap) : s;
+  }
+  __syncthreads();
+  float mx = -FLT_MAX;
+  for (int j = t; j < n; j += THREADS) mx = fmaxf(mx, sc[j]);
+  mx = warp_max(mx);
+  if (lane == 0) wmax[warp] = mx;
+  __syncthreads();
+  mx = wmax[0];
+#pragma unroll
+  for (int w = 1; w < THREADS / 32; ++w) mx = fmaxf(mx, wmax[w]);
+  float l = 0.0f;
+  for (int j = t; j < n; j += THREADS) {
+    const float e = __expf(sc[j] - mx);
+    sc[j] = e;
+    l += e;
+  }
+  l = warp_sum(l);
+  if (lane == 0) wsum[warp] = l;
+  __syncthreads();
+  float L = 0.0f;
+#pragma unroll
+  for (int w = 0; w < THREADS / 32; ++w) L += wsum[w];
+  // P.V over this thread's keys, then the key groups summed in shared memory.
+  float acc[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) acc[e] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < PV; ++i)
+    if (kg + i * VG < n) {
+      const float w = sc[kg + i * VG];
+      float f[E];
+      unpack16<T>(vr[i], f);
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] = fmaf(w, f[e], acc[e]);
+    }
+  float4* r4 = reinterpret_cast<float4*>(red + kg * HD + dv * E);
+#pragma unroll
+  for (int e = 0; e < E; e += 4) r4[e / 4] = make_float4(acc[e], acc[e + 1], acc[e + 2], acc[e + 3]);
+  __syncthreads();
+  const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+  const int64_t ob = b * p.S_full * qw + static_cast<int64_t>(h) * HD;
+  if constexpr (THREADS >= HD) {
+    // THREADS / HD lanes a dim (neighbours), each adding every (THREADS / HD)-th group.
+    constexpr int PR = THREADS / HD;
+    const int d = t / PR, part = t % PR;
+    float a = 0.0f;
+#pragma unroll
+    for (int g = part; g < VG; g += PR) a += red[g * HD + d];
+#pragma unroll
+    for (int o = PR / 2; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+    if (part == 0) st_f(p.out_dt, p.out, ob + d, a * inv);
+  } else {
+    for (int d = t; d < HD; d += THREADS) {
+      float a = 0.0f;
+#pragma unroll
+      for (int g = 0; g < VG; ++g) a += red[g * HD + d];
+      st_f(p.out_dt, p.out, ob + d, a * inv);
+    }
+  }
+}
+
 // Decode: one query row per (b, h). Block (h, split, b) serves query head h alone while
 // the blocks that have keys fit one wave (`decode_wave`; short contexts, where the chain
 // of dependent instructions per warp bounds this kernel), else the block of each KV
@@ -229,7 +368,7 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   __shared__ __align__(16) float q_s[kMaxGroup * 32 * NC];  // [G][hd], scaled
   __shared__ __align__(16) float p_s[kDecodeWarps][kMaxGroup][kDecodeTile];
   __shared__ float m_s[kDecodeWarps][kMaxGroup], l_s[kDecodeWarps][kMaxGroup];
-  __shared__ float acc_s[kDecodeWarps][kMaxGroup][32 * NC];
+  __shared__ __align__(16) float acc_s[kDecodeWarps][kMaxGroup][32 * NC];  // also the short path's scratch
   __shared__ float w_s[kMaxGroup][kMaxDecodeSplits], ls_s[kMaxGroup][kMaxDecodeSplits];
   __shared__ bool last_s;
   pdl_wait();
@@ -250,6 +389,22 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   if (p.mask == 2) jb = pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
   if (je < jb) je = jb;
   const int64_t n = je - jb;
+  // Short contexts: one block per query head, one trip to memory (attention_decode_short).
+  constexpr int kThreads = kDecodeWarps * 32;
+  constexpr int kRV = 32 * NC * static_cast<int>(sizeof(T)) / 16;  // 16-byte loads a row at head_dim 32 NC
+  constexpr int kShortKeys = decode_short_keys(kThreads, kRV);
+  constexpr bool kShortFits =  // its scratch fits in acc_s
+      kShortKeys + kThreads * (16 / static_cast<int>(sizeof(T))) + kThreads / 16 <= kDecodeWarps * kMaxGroup * 32 * NC;
+  // (head_dim <= 64 only: inlined into the wider kernels, its registers made the
+  // general path spill.)
+  if constexpr (NC <= 2 && kShortKeys > 0 && kShortFits) {
+    if (p.short_ok && n <= kShortKeys) {
+      if (split == 0)
+        attention_decode_short<T, kThreads, kRV>(p, &acc_s[0][0][0], b, static_cast<int>(blockIdx.x),
+                                                  static_cast<int>(blockIdx.x) / G_kv, jb, static_cast<int>(n));
+      return;
+    }
+  }
   int64_t active = (n + kSplitKeys - 1) / kSplitKeys;
   if (active > p.splits) active = p.splits;
   if (active < 1) active = 1;
@@ -713,6 +868,8 @@ void launch_attention(const AttentionParams& p, cudaStream_t s) {
     const int64_t esz = p.dt == DT::F32 ? 4 : 2;
     q.kv_vec = reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && (p.n_kv * p.hd * esz) % 16 == 0 && (p.hd * esz) % 16 == 0;
     const int nc = p.hd <= 32 ? 1 : p.hd <= 64 ? 2 : p.hd <= 128 ? 4 : 8;
+    q.short_ok = p.short_ok && q.kv_vec && p.hd == 32 * nc && reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
+                 reinterpret_cast<uintptr_t>(p.q) % 16 == 0;
     const unsigned threads = static_cast<unsigned>(decode_warps(nc) * 32);
     auto go = [&](auto tag) {
       using T = decltype(tag);
