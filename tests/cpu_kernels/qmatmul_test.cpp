@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backends/cpu/kernels/amx_matmul.h"
@@ -376,10 +377,32 @@ TEST(QMatmul, ActivationQuantizationIsBitExact) {
     EXPECT_EQ(got[0].qs[2], -4);
   }
   {
-    std::vector<formats::BlockQ8_K> want(k / 256), got(k / 256);
-    formats::quantize_activation_q8_k(x.data(), want.data(), k);
-    qmatmul_quantize_activation(GgmlType::Q6_K, x.data(), got.data(), k);
-    EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(want[0])), 0);
+    // Q8_K (vector code on AVX2 / AVX-512): blocks of 256 with the cases its vector
+    // path must get right: halfway products (block 0: amax 127), a tie of +-amax (the
+    // first one sets the sign of the scale), an all-zero and an all -0 block, tiny
+    // values, and blocks with a NaN or an infinity (which take the scalar code).
+    const int64_t kk = 256 * 8;
+    std::vector<float> xk = rng.vec(kk, -3.0f, 3.0f);
+    std::copy(x.begin(), x.end(), xk.begin());  // blocks 0-1: the Q8_0 data above
+    xk[256 * 2 + 200] = -4.0f;                    // block 2: -4 first, +4 later
+    xk[256 * 2 + 230] = 4.0f;
+    for (int i = 0; i < 256; ++i) {
+      xk[static_cast<size_t>(256 * 3 + i)] = 0.0f;
+      xk[static_cast<size_t>(256 * 4 + i)] = -0.0f;
+      xk[static_cast<size_t>(256 * 7 + i)] *= 1e-30f;
+    }
+    xk[256 * 5 + 17] = std::numeric_limits<float>::quiet_NaN();
+    xk[256 * 6 + 100] = std::numeric_limits<float>::infinity();
+    std::vector<formats::BlockQ8_K> want(kk / 256);
+    formats::quantize_activation_q8_k(xk.data(), want.data(), kk);
+    EXPECT_GT(want[2].d, 0.0f);  // -4 came first: d = -max / 127 > 0
+    for (IsaLevel l : test::isa_levels()) {
+      SCOPED_TRACE(testing::Message() << "isa " << static_cast<int>(l));
+      std::vector<formats::BlockQ8_K> got(kk / 256);
+      qmatmul_quantize_activation(GgmlType::Q6_K, xk.data(), got.data(), kk, l);
+      for (size_t b = 0; b < want.size(); ++b)
+        EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(want[b])), 0) << "block " << b;
+    }
   }
   {
     std::vector<formats::BlockQ8_1> got(k / 32);

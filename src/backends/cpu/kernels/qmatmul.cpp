@@ -267,13 +267,13 @@ void run_panels(const KernelContext& ctx, const Call& c, const uint8_t* w, float
 
 }  // namespace
 
-void qmatmul_quantize_activation(GgmlType type, const float* x, void* dst, int64_t k) {
+void qmatmul_quantize_activation(GgmlType type, const float* x, void* dst, int64_t k, IsaLevel isa) {
   switch (qmatmul_vec_dot_type(type)) {
     case GgmlType::Q8_0:
       return quantize_activation_q8<formats::BlockQ8_0, false>(x, static_cast<formats::BlockQ8_0*>(dst), k);
     case GgmlType::Q8_1:
       return quantize_activation_q8<formats::BlockQ8_1, true>(x, static_cast<formats::BlockQ8_1*>(dst), k);
-    case GgmlType::Q8_K: return formats::quantize_activation_q8_k(x, static_cast<formats::BlockQ8_K*>(dst), k);
+    case GgmlType::Q8_K: return detail::qkernels(isa).quantize_q8_k(x, dst, k);
     default: RLX_ASSERT(false && "qmatmul_quantize_activation: not a quantized weight type");
   }
 }
@@ -402,7 +402,7 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
   const int64_t rows_per_task = std::max<int64_t>(1, 4096 / p.k);
   parallel_for(ctx, ceil_div(p.m, rows_per_task), [&](int64_t t) {
     for (int64_t r = t * rows_per_task; r < std::min(p.m, (t + 1) * rows_per_task); ++r)
-      qmatmul_quantize_activation(type, x + r * lda, c.act + static_cast<size_t>(r) * c.a_row_bytes, p.k);
+      qmatmul_quantize_activation(type, x + r * lda, c.act + static_cast<size_t>(r) * c.a_row_bytes, p.k, ctx.isa);
   });
 
   if (path == QMatmulPath::kAmx) {

@@ -63,7 +63,9 @@ formats::GgmlType qmatmul_vec_dot_type(formats::GgmlType type);
 /// Quantizes one activation row of k floats to qmatmul_vec_dot_type(type) blocks at
 /// `dst` (ggml_bytes_for(vec_dot_type, k) bytes), exactly as dequant_matmul does before
 /// its dot products. `type` must be a quantized weight type and k a multiple of its block.
-void qmatmul_quantize_activation(formats::GgmlType type, const float* x, void* dst, int64_t k);
+/// `isa` picks the code (every level gives the same bytes; Q8_K has vector versions).
+void qmatmul_quantize_activation(formats::GgmlType type, const float* x, void* dst, int64_t k,
+                                 IsaLevel isa = IsaLevel::kAmx);
 
 /// Scratch bytes a call with these m and k needs on `path` (kAuto: the path it picks
 /// with resolve_isa(isa); the GEMV path needs only the quantized rows); 0 for

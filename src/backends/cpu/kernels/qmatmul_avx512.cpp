@@ -12,6 +12,7 @@
 
 #include "backends/cpu/kernels/kernel_context.h"
 #include "backends/cpu/kernels/qmatmul_kernels.h"
+#include "rlx/formats/quant.h"
 #include "rlx/formats/quant_blocks.h"
 
 #if defined(__x86_64__)

@@ -31,6 +31,10 @@ inline constexpr uint32_t kKQuantBits =
     kind_bit(QKind::kQ2_K) | kind_bit(QKind::kQ3_K) | kind_bit(QKind::kQ4_K) | kind_bit(QKind::kQ5_K) |
     kind_bit(QKind::kQ6_K);
 
+/// Quantizes k floats (a multiple of 256) into Q8_K activation blocks at dst, bit for bit
+/// as formats::quantize_activation_q8_k.
+using QuantizeQ8KFn = void (*)(const float* x, void* dst, int64_t k);
+
 struct QKernels {
   IsaLevel isa;
   QGemvFn gemv[kQKindCount];
@@ -43,6 +47,8 @@ struct QKernels {
   /// weights to f32 panels at every row count with this ISA (measured by
   /// rlx_kernels_qmatmul_bench's BM_QPrefill).
   uint32_t int_prefill = kKQuantBits;
+  /// The K-quants' activation quantization (every prefill row of every K-quant matmul).
+  QuantizeQ8KFn quantize_q8_k = nullptr;
 };
 
 extern const QKernels kQScalarKernels;

@@ -5,6 +5,7 @@
 
 #include "backends/cpu/kernels/qmatmul_kernels.h"
 #include "rlx/base/half.h"
+#include "rlx/formats/quant.h"
 #include "rlx/formats/quant_blocks.h"
 
 namespace rlx::cpu::detail {
@@ -199,6 +200,10 @@ void gemv_rows(int m, int64_t n_blocks, const uint8_t* w, size_t w_row_bytes, co
       out[r * ldo + (j - n0)] = kDot(w + j * w_row_bytes, act + r * act_row_bytes, n_blocks);
 }
 
+void quantize_q8_k_rows(const float* x, void* dst, int64_t k) {
+  formats::quantize_activation_q8_k(x, static_cast<formats::BlockQ8_K*>(dst), k);
+}
+
 }  // namespace
 
 const QKernels kQScalarKernels = {
@@ -209,6 +214,7 @@ const QKernels kQScalarKernels = {
     4,
     {},
     kKQuantBits,
+    &quantize_q8_k_rows,
 };
 
 const QKernels& qkernels(IsaLevel requested) {
