@@ -770,6 +770,44 @@ TEST(CpuOps, ElementwiseRegionProgram) {
   EXPECT_LT(max_abs_diff(as_f32(out[0]), ref), 1e-6);
 }
 
+// Rows longer than the region evaluator's chunk, an f16 input and an f16 output next to
+// f32 inputs read in place and a broadcast column: the same float operations in the
+// same order as a scalar loop, so the f16 results agree bit for bit.
+TEST(CpuOps, ElementwiseRegionLongRowsMixedDtypes) {
+  GraphBuilder b;
+  const int64_t rows = 3, cols = 700;
+  auto a = b.input("a", DType::F16, {rows, cols});
+  auto bb = b.input("b", DType::F32, {cols});
+  auto c = b.input("c", DType::F32, {rows, 1});
+  ir::RegionAttrs r;
+  r.steps.push_back({ir::OpKind::Binary, static_cast<uint8_t>(BinaryKind::Mul), DType::F32, {-1, -2}});  // a * b
+  r.steps.push_back({ir::OpKind::Binary, static_cast<uint8_t>(BinaryKind::Sub), DType::F32, {0, -3}});   // - c
+  r.steps.push_back({ir::OpKind::Binary, static_cast<uint8_t>(BinaryKind::Div), DType::F32, {1, -2}});   // / b
+  r.steps.push_back({ir::OpKind::Binary, static_cast<uint8_t>(BinaryKind::Max), DType::F16, {2, -1}});   // max(., a)
+  b.output(b.op(ir::OpKind::ElementwiseRegion, {a, bb, c}, r), "y");
+  std::vector<float> av = random_vec(static_cast<size_t>(rows * cols), 173, -2, 2);
+  std::vector<uint16_t> ah(av.size());
+  for (size_t i = 0; i < av.size(); ++i) {
+    ah[i] = f32_to_f16_bits(av[i]);
+    av[i] = f16_bits_to_f32(ah[i]);
+  }
+  std::vector<uint8_t> abytes(ah.size() * 2);
+  std::memcpy(abytes.data(), ah.data(), abytes.size());
+  Tensor at(DType::F16, {rows, cols}, std::move(abytes));
+  Tensor bt = f32_tensor({cols}, 174, 0.5f, 2.0f), ct = f32_tensor({rows, 1}, 175);
+  auto out = run_graph(b, {{"a", at}, {"b", bt}, {"c", ct}});
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(out[0].dtype(), DType::F16);
+  const auto bv = as_f32(bt), cv = as_f32(ct);
+  const auto* got = reinterpret_cast<const uint16_t*>(out[0].bytes().data());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      const float x = av[static_cast<size_t>(i * cols + j)], y = static_cast<float>(bv[static_cast<size_t>(j)]);
+      const float t = (x * y - static_cast<float>(cv[static_cast<size_t>(i)])) / y;
+      ASSERT_EQ(got[i * cols + j], f32_to_f16_bits(t > x ? t : x)) << i << ", " << j;
+    }
+}
+
 TEST(CpuOps, CustomOpThroughKernelRegistry) {
   ir::CustomOpDef def;
   def.name = "test.scale_add";

@@ -6,6 +6,7 @@
 // fused chain and its unfused ops compute the same values.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/cpu_step.h"
 #include "backends/cpu/kernels/elementwise.h"
@@ -18,7 +19,7 @@ using ir::DType;
 using ir::OpKind;
 
 constexpr int kMaxDims = 8;
-constexpr int64_t kChunk = 64;
+constexpr int64_t kChunk = 256;
 
 struct RegionInput {
   DType dtype = DType::F32;
@@ -162,10 +163,9 @@ void run_region(const RegionParams& rp, const Step& s, int64_t b, int64_t e) {
   const size_t lanes = static_cast<size_t>(n_in + n_steps);
   auto* mem = static_cast<uint8_t*>(
       cpu::thread_scratch(cpu::ScratchSlot::kTemp, lanes * (sizeof(T*) + sizeof(T) * kChunk)));
-  T** in_vals = reinterpret_cast<T**>(mem);
-  T** step_vals = in_vals + n_in;
+  const T** in_vals = reinterpret_cast<const T**>(mem);
+  T** step_vals = reinterpret_cast<T**>(mem) + n_in;
   T* lane_mem = reinterpret_cast<T*>(mem + lanes * sizeof(T*));
-  for (int i = 0; i < n_in; ++i) in_vals[i] = lane_mem + static_cast<size_t>(i) * kChunk;
   for (int i = 0; i < n_steps; ++i) step_vals[i] = lane_mem + static_cast<size_t>(n_in + i) * kChunk;
   const int rank = rp.rank;
   const int64_t inner = rp.dims[rank - 1];
@@ -184,7 +184,16 @@ void run_region(const RegionParams& rp, const Step& s, int64_t b, int64_t e) {
       int64_t off = 0;
       for (int d = 0; d < rank; ++d) off += idx[d] * in.strides[d];
       const int64_t st = in.strides[rank - 1];
-      for (int64_t j = 0; j < len; ++j) in_vals[i][j] = load_t<T>(in.dtype, s.in_ptr[static_cast<size_t>(i)], off + j * st);
+      const uint8_t* src = s.in_ptr[static_cast<size_t>(i)];
+      if (std::is_same_v<T, float> && in.dtype == DType::F32 && st == 1) {  // read in place
+        in_vals[i] = reinterpret_cast<const T*>(src) + off;
+        continue;
+      }
+      T* lane = lane_mem + static_cast<size_t>(i) * kChunk;
+      if (st == 0) std::fill_n(lane, len, load_t<T>(in.dtype, src, off));
+      else
+        for (int64_t j = 0; j < len; ++j) lane[j] = load_t<T>(in.dtype, src, off + j * st);
+      in_vals[i] = lane;
     }
     for (int k = 0; k < n_steps; ++k) {
       const ir::RegionStep& st = rp.steps[static_cast<size_t>(k)];
@@ -205,7 +214,13 @@ void run_region(const RegionParams& rp, const Step& s, int64_t b, int64_t e) {
           const T* x = arg(st.args[0]);
           const T* y = arg(st.args[1]);
           const auto bk = static_cast<ir::BinaryKind>(st.kind);
-          for (int64_t j = 0; j < len; ++j) o[j] = binary_op<T>(bk, x[j], y[j]);
+          switch (bk) {  // one loop per kind, so that the compiler vectorizes the common ones
+            case ir::BinaryKind::Add: for (int64_t j = 0; j < len; ++j) o[j] = x[j] + y[j]; break;
+            case ir::BinaryKind::Sub: for (int64_t j = 0; j < len; ++j) o[j] = x[j] - y[j]; break;
+            case ir::BinaryKind::Mul: for (int64_t j = 0; j < len; ++j) o[j] = x[j] * y[j]; break;
+            case ir::BinaryKind::Div: for (int64_t j = 0; j < len; ++j) o[j] = x[j] / y[j]; break;
+            default: for (int64_t j = 0; j < len; ++j) o[j] = binary_op<T>(bk, x[j], y[j]); break;
+          }
           break;
         }
         case OpKind::Compare: {
@@ -232,7 +247,10 @@ void run_region(const RegionParams& rp, const Step& s, int64_t b, int64_t e) {
         for (int64_t j = 0; j < len; ++j) o[j] = round_to<T>(st.dtype, o[j]);
     }
     const T* res = step_vals[n_steps - 1];
-    for (int64_t j = 0; j < len; ++j) store_t<T>(rp.out_dtype, s.out_ptr, pos + j, res[j]);
+    if (std::is_same_v<T, float> && rp.out_dtype == DType::F32)
+      std::memcpy(s.out_ptr + pos * static_cast<int64_t>(sizeof(float)), res, static_cast<size_t>(len) * sizeof(float));
+    else
+      for (int64_t j = 0; j < len; ++j) store_t<T>(rp.out_dtype, s.out_ptr, pos + j, res[j]);
     pos += len;
     idx[rank - 1] += len;
     for (int d = rank - 1; d > 0 && idx[d] >= rp.dims[d]; --d) {
