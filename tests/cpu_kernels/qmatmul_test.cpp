@@ -405,6 +405,29 @@ TEST(QMatmul, ActivationQuantizationIsBitExact) {
     }
   }
   {
+    // Q8_0 / Q8_1 on every ISA level (vector code on AVX2 / AVX-512) against the scalar
+    // table: finite data only (the scalar code's q of a NaN product is an int cast of
+    // NaN), with halfway products, zero, -0 and tiny blocks.
+    std::vector<float> xs = x;
+    for (int i = 64; i < 96; ++i) xs[static_cast<size_t>(i)] = -0.0f;
+    for (int i = 96; i < 128; ++i) xs[static_cast<size_t>(i)] *= 1e-30f;
+    std::vector<formats::BlockQ8_0> want0(k / 32);
+    std::vector<formats::BlockQ8_1> want1(k / 32);
+    qmatmul_quantize_activation(GgmlType::Q4_0, xs.data(), want0.data(), k, IsaLevel::kScalar);
+    qmatmul_quantize_activation(GgmlType::Q5_1, xs.data(), want1.data(), k, IsaLevel::kScalar);
+    for (IsaLevel l : test::isa_levels()) {
+      SCOPED_TRACE(testing::Message() << "isa " << static_cast<int>(l));
+      std::vector<formats::BlockQ8_0> got0(k / 32);
+      std::vector<formats::BlockQ8_1> got1(k / 32);
+      qmatmul_quantize_activation(GgmlType::Q8_0, xs.data(), got0.data(), k, l);
+      qmatmul_quantize_activation(GgmlType::Q4_1, xs.data(), got1.data(), k, l);
+      for (size_t b = 0; b < want0.size(); ++b) {
+        EXPECT_EQ(std::memcmp(&want0[b], &got0[b], sizeof(want0[b])), 0) << "Q8_0 block " << b;
+        EXPECT_EQ(std::memcmp(&want1[b], &got1[b], sizeof(want1[b])), 0) << "Q8_1 block " << b;
+      }
+    }
+  }
+  {
     std::vector<formats::BlockQ8_1> got(k / 32);
     qmatmul_quantize_activation(GgmlType::Q5_1, x.data(), got.data(), k);
     const QActRow want = round_activation(GgmlType::Q8_1, x.data(), k);

@@ -73,31 +73,6 @@ size_t act_row_bytes(GgmlType t, int64_t k) {
   }
 }
 
-// nearbyint for |v| < 2^22 in the default rounding mode (round half to even), inlined
-// and vectorisable: adding 1.5 * 2^23 leaves no fraction bits.
-inline float round_half_even(float v) { return (v + 12582912.0f) - 12582912.0f; }
-
-// Q8_0 / Q8_1 activation blocks as llama.cpp's x86 quantize_row_q8_0 / q8_1 make them:
-// d = amax/127 (stored f16), q = round-half-even(x * 127/amax); Q8_1 adds s = f16(d * Σq)
-// with the unrounded f32 d. Bit-identical to formats::quantize_activation_q8_0.
-template <typename Block, bool kWithSum>
-void quantize_activation_q8(const float* x, Block* y, int64_t k) {
-  for (int64_t b = 0; b < k / formats::kQK; ++b, x += formats::kQK) {
-    float amax = 0.0f;
-    for (int i = 0; i < formats::kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int32_t sum = 0;
-    for (int i = 0; i < formats::kQK; ++i) {
-      const int q = static_cast<int>(round_half_even(x[i] * id));
-      y[b].qs[i] = static_cast<int8_t>(q);
-      sum += q;
-    }
-    y[b].d = f32_to_f16_bits(d);
-    if constexpr (kWithSum) y[b].s = f32_to_f16_bits(d * static_cast<float>(sum));
-  }
-}
-
 // The activation values the dot products see, as f32 (k_ext values; the extra columns
 // of the "_1" types hold s).
 void dequantize_activation_row(GgmlType t, const uint8_t* src, float* dst, int64_t k) {
@@ -269,10 +244,8 @@ void run_panels(const KernelContext& ctx, const Call& c, const uint8_t* w, float
 
 void qmatmul_quantize_activation(GgmlType type, const float* x, void* dst, int64_t k, IsaLevel isa) {
   switch (qmatmul_vec_dot_type(type)) {
-    case GgmlType::Q8_0:
-      return quantize_activation_q8<formats::BlockQ8_0, false>(x, static_cast<formats::BlockQ8_0*>(dst), k);
-    case GgmlType::Q8_1:
-      return quantize_activation_q8<formats::BlockQ8_1, true>(x, static_cast<formats::BlockQ8_1*>(dst), k);
+    case GgmlType::Q8_0: return detail::qkernels(isa).quantize_q8_0(x, dst, k);
+    case GgmlType::Q8_1: return detail::qkernels(isa).quantize_q8_1(x, dst, k);
     case GgmlType::Q8_K: return detail::qkernels(isa).quantize_q8_k(x, dst, k);
     default: RLX_ASSERT(false && "qmatmul_quantize_activation: not a quantized weight type");
   }

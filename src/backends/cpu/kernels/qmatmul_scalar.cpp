@@ -203,6 +203,12 @@ void gemv_rows(int m, int64_t n_blocks, const uint8_t* w, size_t w_row_bytes, co
 void quantize_q8_k_rows(const float* x, void* dst, int64_t k) {
   formats::quantize_activation_q8_k(x, static_cast<formats::BlockQ8_K*>(dst), k);
 }
+void quantize_q8_0_rows(const float* x, void* dst, int64_t k) {
+  quantize_activation_q8<formats::BlockQ8_0, false>(x, static_cast<formats::BlockQ8_0*>(dst), k);
+}
+void quantize_q8_1_rows(const float* x, void* dst, int64_t k) {
+  quantize_activation_q8<formats::BlockQ8_1, true>(x, static_cast<formats::BlockQ8_1*>(dst), k);
+}
 
 }  // namespace
 
@@ -214,6 +220,8 @@ const QKernels kQScalarKernels = {
     4,
     {},
     kKQuantBits,
+    &quantize_q8_0_rows,
+    &quantize_q8_1_rows,
     &quantize_q8_k_rows,
 };
 
