@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/qmatmul_kernels.h"
+#include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
 #include "rlx/formats/quant_blocks.h"
 

@@ -3,14 +3,10 @@
 // compiled for AVX2 (maddubs) and AVX-512 VNNI (vpdpbusd) by qmatmul_avx2/avx512.cpp.
 #pragma once
 
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "backends/cpu/kernels/cpu_features.h"
-#include "rlx/base/half.h"
-#include "rlx/formats/quant_blocks.h"
 
 namespace rlx::cpu::detail {
 
@@ -38,34 +34,6 @@ inline constexpr uint32_t kKQuantBits =
 /// Quantizes k floats into activation blocks at dst (QKernels::quantize_q8_*); every ISA
 /// gives the same bytes.
 using QuantizeActFn = void (*)(const float* x, void* dst, int64_t k);
-
-// nearbyint for |v| < 2^22 in the default rounding mode (round half to even), inlined
-// and vectorisable: adding 1.5 * 2^23 leaves no fraction bits. Only for code built
-// without FMA (qmatmul_scalar.cpp): GCC contracts x * id + c into one FMA where it can,
-// which rounds differently; the vector files reach this through kQScalarKernels.
-inline float round_half_even(float v) { return (v + 12582912.0f) - 12582912.0f; }
-
-// Q8_0 / Q8_1 activation blocks as llama.cpp's x86 quantize_row_q8_0 / q8_1 make them:
-// d = amax/127 (stored f16), q = round-half-even(x * 127/amax); Q8_1 adds s = f16(d * Σq)
-// with the unrounded f32 d. Bit-identical to formats::quantize_activation_q8_0. The
-// scalar table's code, and the vector versions' fallback for blocks with a NaN or an inf.
-template <typename Block, bool kWithSum>
-void quantize_activation_q8(const float* x, Block* y, int64_t k) {
-  for (int64_t b = 0; b < k / formats::kQK; ++b, x += formats::kQK) {
-    float amax = 0.0f;
-    for (int i = 0; i < formats::kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int32_t sum = 0;
-    for (int i = 0; i < formats::kQK; ++i) {
-      const int q = static_cast<int>(round_half_even(x[i] * id));
-      y[b].qs[i] = static_cast<int8_t>(q);
-      sum += q;
-    }
-    y[b].d = f32_to_f16_bits(d);
-    if constexpr (kWithSum) y[b].s = f32_to_f16_bits(d * static_cast<float>(sum));
-  }
-}
 
 struct QKernels {
   IsaLevel isa;

@@ -1,6 +1,8 @@
 // Portable DequantMatMul GEMV loops: one weight row against one quantized activation
 // row at a time, exact integer dot per (sub-)block and f32 scaling in llama.cpp's
 // order (ggml_vec_dot_*_generic). Also the QKernels table lookup.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "backends/cpu/kernels/qmatmul_kernels.h"
@@ -198,6 +200,34 @@ void gemv_rows(int m, int64_t n_blocks, const uint8_t* w, size_t w_row_bytes, co
   for (int64_t j = n0; j < n1; ++j)
     for (int r = 0; r < m; ++r)
       out[r * ldo + (j - n0)] = kDot(w + j * w_row_bytes, act + r * act_row_bytes, n_blocks);
+}
+
+// nearbyint for |v| < 2^22 in the default rounding mode (round half to even): adding
+// 1.5 * 2^23 leaves no fraction bits. Kept in this file, which is built without FMA:
+// GCC contracts x * id + c into one FMA where it can, which rounds differently; the
+// vector files reach this code through kQScalarKernels.
+inline float round_half_even(float v) { return (v + 12582912.0f) - 12582912.0f; }
+
+// Q8_0 / Q8_1 activation blocks as llama.cpp's x86 quantize_row_q8_0 / q8_1 make them:
+// d = amax/127 (stored f16), q = round-half-even(x * 127/amax); Q8_1 adds s = f16(d * Σq)
+// with the unrounded f32 d. Bit-identical to formats::quantize_activation_q8_0. The
+// scalar table's code, and the vector versions' fallback for blocks with a NaN or an inf.
+template <typename Block, bool kWithSum>
+void quantize_activation_q8(const float* x, Block* y, int64_t k) {
+  for (int64_t b = 0; b < k / formats::kQK; ++b, x += formats::kQK) {
+    float amax = 0.0f;
+    for (int i = 0; i < formats::kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int32_t sum = 0;
+    for (int i = 0; i < formats::kQK; ++i) {
+      const int q = static_cast<int>(round_half_even(x[i] * id));
+      y[b].qs[i] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    y[b].d = f32_to_f16_bits(d);
+    if constexpr (kWithSum) y[b].s = f32_to_f16_bits(d * static_cast<float>(sum));
+  }
 }
 
 void quantize_q8_k_rows(const float* x, void* dst, int64_t k) {
