@@ -325,7 +325,8 @@ TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
   }
 }
 
-// The decode-step fusions (SwiGLU GEMV, rope + KV-cache writes) against the same model
+// The decode-step fusions (SwiGLU GEMV, rope + KV-cache writes, those in the q/k/v GEMVs'
+// epilogues) against the same model
 // run with them off, across prefills of changing extent (M = 3, 5: the GEMV path) and
 // decode steps; both runs step by step so that only the fusions differ, and the step
 // lists must show the fusions applied (and not when off). (The default mode,
@@ -358,6 +359,12 @@ TEST(CudaDecode, FusedStepsMatchUnfused) {
     // A fused step's description joins its nodes with " + ".
     EXPECT_NE(fused_steps.find("(rope) + "), std::string::npos) << "rope + KV writes were not fused:\n" << fused_steps;
     EXPECT_EQ(plain_steps.find("(rope) + "), std::string::npos) << plain_steps;
+    // ... and taken over by the q/k/v GEMVs (fuse_gemv_rope_kv): the step that rotates is a matmul.
+    bool in_gemv = false;
+    std::istringstream lines(fused_steps);
+    for (std::string line; std::getline(lines, line);)
+      in_gemv = in_gemv || (line.find("matmul") != std::string::npos && line.find("(rope) + ") != std::string::npos);
+    EXPECT_TRUE(in_gemv) << "rope + KV writes were not moved into the q/k/v GEMVs:\n" << fused_steps;
     if (std::string(type) != "f32") {  // f32 weights: the compiler's own fused_swiglu, no region
       EXPECT_NE(fused_steps.find("swiglu.up') + "), std::string::npos) << "the SwiGLU GEMVs were not fused:\n"
                                                                        << fused_steps;

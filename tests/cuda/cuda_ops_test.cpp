@@ -108,16 +108,19 @@ TEST(CudaBackend, FusionListParsing) {
   };
   auto all = parse("all");
   ASSERT_TRUE(all.has_value());
-  EXPECT_TRUE(all->fuse_swiglu && all->fuse_rope_kv);
+  EXPECT_TRUE(all->fuse_swiglu && all->fuse_rope_kv && all->fuse_gemv_rope_kv);
   for (const char* off : {"0", "off", "none"}) {
     auto o = parse(off);
     ASSERT_TRUE(o.has_value()) << off;
-    EXPECT_FALSE(o->fuse_swiglu || o->fuse_rope_kv) << off;
+    EXPECT_FALSE(o->fuse_swiglu || o->fuse_rope_kv || o->fuse_gemv_rope_kv) << off;
   }
   auto some = parse("rope_kv");
   ASSERT_TRUE(some.has_value());
   EXPECT_TRUE(some->fuse_rope_kv);
-  EXPECT_FALSE(some->fuse_swiglu);
+  EXPECT_FALSE(some->fuse_swiglu || some->fuse_gemv_rope_kv);
+  auto epilogue = parse("swiglu,gemv_rope_kv");  // implies rope_kv
+  ASSERT_TRUE(epilogue.has_value());
+  EXPECT_TRUE(epilogue->fuse_swiglu && epilogue->fuse_rope_kv && epilogue->fuse_gemv_rope_kv);
   auto bad = parse("swiglu,rope");
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().to_string().find("unknown fusion 'rope'"), std::string::npos) << bad.error().to_string();

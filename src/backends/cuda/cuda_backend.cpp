@@ -362,6 +362,11 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     fuse_decode_steps(sh->steps, g, outs, opt.fuse_swiglu, opt.fuse_rope_kv);
   }
   if (opt.group_gemvs) group_sibling_gemvs(sh->steps);
+  if (opt.fuse_rope_kv && opt.fuse_gemv_rope_kv) {
+    std::vector<ValueId> outs;
+    for (const ir::ManifestEntry& e : m.outputs) outs.push_back(e.value);
+    fuse_gemv_rope_kv(sh->steps, g, outs);
+  }
   if (log_level() <= LogLevel::kDebug)
     for (const Step& st : sh->steps) RLX_LOG_DEBUG("cuda step {}: {}", st.index, *st.what);
   shared_ = sh;
@@ -638,7 +643,7 @@ compile::OpSet cuda_supported_ops() {
 
 Status apply_fusion_list(const std::string& list, CudaOptions& o) {
   if (list == "all") return {};
-  o.fuse_swiglu = o.fuse_rope_kv = false;
+  o.fuse_swiglu = o.fuse_rope_kv = o.fuse_gemv_rope_kv = false;
   if (list == "0" || list == "off" || list == "none") return {};
   size_t at = 0;
   while (at <= list.size()) {
@@ -646,9 +651,10 @@ Status apply_fusion_list(const std::string& list, CudaOptions& o) {
     const std::string name = list.substr(at, end - at);
     if (name == "swiglu") o.fuse_swiglu = true;
     else if (name == "rope_kv") o.fuse_rope_kv = true;
+    else if (name == "gemv_rope_kv") o.fuse_rope_kv = o.fuse_gemv_rope_kv = true;
     else
-      return Error::invalid_argument("RLX_CUDA_FUSE='{}': unknown fusion '{}' (known: swiglu, rope_kv; or all, none)",
-                                     list, name);
+      return Error::invalid_argument(
+          "RLX_CUDA_FUSE='{}': unknown fusion '{}' (known: swiglu, rope_kv, gemv_rope_kv; or all, none)", list, name);
     at = end + 1;
   }
   return {};

@@ -295,6 +295,14 @@ struct GemvParams {
   const uint8_t* part_w[kMaxGemvParts] = {};
   void* part_y[kMaxGemvParts] = {};
   int64_t part_N[kMaxGemvParts] = {}, part_d_offset[kMaxGemvParts] = {};
+  /// A decode step's q / k / v products taking over rope and the KV-cache writes (M = 1,
+  /// f32 y, no other epilogue; rkv as for launch_rope_kv with one row, non-neox rope):
+  /// part i's role is 0 (plain output y), kRoleQ (rope -> rkv.q.out), kRoleK (rope -> its
+  /// k cache row, and rkv.k.out when set) or kRoleV (-> its v cache row). A rotated pair
+  /// is two neighbouring rows of one block, exchanged through shared memory.
+  static constexpr uint8_t kRoleQ = 1, kRoleK = 2, kRoleV = 3;
+  uint8_t part_role[kMaxGemvParts] = {};
+  RopeKvParams rkv;
 };
 /// Shared memory the GEMV stages x in (M * K floats plus padding).
 int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K);

@@ -137,6 +137,13 @@ StepBuilder cuda_builder(ir::OpKind kind);
 /// (GemvParams::n_parts); outputs stay where the plan put them. Run after the split
 /// layout is decided; renumbers the steps.
 void group_sibling_gemvs(std::vector<Step>& steps);
+/// Hands each fused rope_kv step (fuse_decode_steps) of a decode step to the GEMVs that
+/// produce its q, k and v when they are one-row GEMVs among the four steps before it and
+/// nothing they run alongside overlaps what it writes: the q/k GEMVs rotate their
+/// outputs (non-neox rope, pairs of neighbouring rows) and write rope(q), the k cache
+/// row (and rope(k) when read elsewhere), the v GEMV its cache row; the rope_kv step
+/// goes. Run after group_sibling_gemvs; renumbers the steps.
+void fuse_gemv_rope_kv(std::vector<Step>& steps, const ir::Graph& g, const std::vector<ir::ValueId>& outputs);
 
 /// Step-level fusions of a decode graph, run after the split layout is decided and
 /// before group_sibling_gemvs; renumbers the steps:

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_step.h"
 #include "backends/cuda/cuda_util.h"
+#include "rlx/base/log.h"
 
 namespace rlx::cuda_backend {
 
@@ -812,7 +813,30 @@ struct LinearParams {
   // decode GEMV (M <= kMaxGemvM): the whole step in one kernel
   bool gemv = false;
   GemvParams gv;
+  // rope and KV-cache writes taken over from a rope_kv step (fuse_gemv_rope_kv): its
+  // pointers are inputs [rkv_in, rkv_in + 8) (bind_rope_kv); `rkv_keep` holds its tables
+  size_t rkv_in = 0;
+  bool rkv_k_out = false;
+  std::shared_ptr<const void> rkv_keep;
 };
+
+/// The run-time pointers of a GEMV that took over a rope_kv step: in[at ..] = q_pos,
+/// k_pos, k_cache, k_start, v_cache, v_start, q_out, k_out.
+void bind_rope_kv(GemvParams& v, const LinearParams& p, const Step& s, const RunCtx& ctx) {
+  if (p.rkv_in == 0) return;
+  const size_t at = p.rkv_in;
+  RopeKvParams& k = v.rkv;
+  k.q.pos = s.in_ptr[at];
+  k.k.pos = s.in_ptr[at + 1];
+  k.k_cache = const_cast<uint8_t*>(s.in_ptr[at + 2]);  // handles are written in place by design
+  k.k_start = s.in_ptr[at + 3];
+  k.v_cache = const_cast<uint8_t*>(s.in_ptr[at + 4]);
+  k.v_start = s.in_ptr[at + 5];
+  k.q.out = const_cast<uint8_t*>(s.in_ptr[at + 6]);
+  k.k.out = p.rkv_k_out ? const_cast<uint8_t*>(s.in_ptr[at + 7]) : nullptr;
+  k.err = ctx.err;
+  k.err_code = s.index + 1;
+}
 
 /// The GEMV path; packed weights of a split-layout type that are stored as in the file
 /// (the executable could not split them) take the generic packed GEMV instead.
@@ -837,6 +861,7 @@ Status gemv_fn(const Step& s, const RunCtx& ctx) {
     v.row_bytes = p.split_row;
     v.d_offset = p.gv.N * p.split_row;
   }
+  bind_rope_kv(v, p, s, ctx);
   launch_gemv(v, ctx.stream);
   return {};
 }
@@ -855,6 +880,7 @@ Status gemv_group_fn(const Step& s, const RunCtx& ctx) {
   v.w = v.part_w[0];
   v.y = v.part_y[0];
   if (s.split) v.row_bytes = p.split_row;
+  bind_rope_kv(v, p, s, ctx);
   launch_gemv(v, ctx.stream);
   return {};
 }
@@ -1242,6 +1268,7 @@ struct RopeKvStepParams {
   int64_t k_src_len = 0, v_src_len = 0;
   bool k_bucket = false, v_bucket = false;
   bool k_out = true;  // rope(k) has readers besides the cache write
+  ir::ValueId q_x = ir::kNoValue, k_x = ir::kNoValue, v = ir::kNoValue;  // what it reads
 };
 
 Status rope_kv_fn(const Step& s, const RunCtx& ctx) {
@@ -1376,6 +1403,9 @@ std::optional<Step> match_rope_kv(const std::vector<Step>& steps, size_t i, cons
   p->k_bucket = pk.src_bucket;
   p->v_bucket = pv.src_bucket;
   p->k_out = k_out;
+  p->q_x = g.node(rq.node).inputs[0];
+  p->k_x = g.node(rk.node).inputs[0];
+  p->v = g.node(uv.node).inputs[1];
   Step f = rq;
   f.fn = &rope_kv_fn;
   f.in = {rq.in[0], rq.in[1], rk.in[0], rk.in[1], uk.in[0], uk.in[2], uv.in[1], uv.in[0], uv.in[2], rk.out};
@@ -1406,6 +1436,118 @@ void fuse_decode_steps(std::vector<Step>& steps, const ir::Graph& g, const std::
       ++i;
     }
   }
+  for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
+  steps = std::move(out);
+}
+
+namespace {
+
+/// Moves rope_kv step r into the decode GEMVs that produce its q, k and v (one grouped
+/// launch or several, among the four steps before it); else says why not.
+const char* fuse_rope_kv_into_gemvs(std::vector<Step>& steps, size_t r, const std::vector<int32_t>& uses) {
+  const Step& rk = steps[r];
+  const RopeKvStepParams& rp = rk.p<RopeKvStepParams>();
+  const RopeKvParams& k = rp.k;
+  // (A bucketed source of one row has an extent of one: it always writes that row.)
+  if (rp.k_src_len != 1 || rp.v_src_len != 1) return "not one row";
+  for (const RopeParams* q : {&k.q, &k.k})
+    if (q->neox || q->rows != 1 || q->x_dt != DT::F32 || q->in_width != q->width || q->in_offset != 0 ||
+        q->head_dim % 2 != 0 || q->n_rot % 2 != 0)
+      return "rope form (neox, rows, dtype or a narrowed input)";
+  if (k.v_dt != DT::F32) return "v cache dtype";
+  for (ir::ValueId v : {rp.q_x, rp.k_x, rp.v})
+    if (v == ir::kNoValue || uses[static_cast<size_t>(v)] != 1) return "q, k or v has other readers";
+  // The producing part of each of q, k, v: (step, part).
+  const ValueRef* want[3] = {&rk.in[0], &rk.in[2], &rk.in[6]};
+  const int64_t width[3] = {k.q.width, k.k.width, k.v_width};
+  size_t at_step[3] = {0, 0, 0};
+  int at_part[3] = {-1, -1, -1};
+  for (int role = 0; role < 3; ++role)
+    for (size_t j = r; j-- > 0 && r - j <= 4 && at_part[role] < 0;) {
+      const Step& s = steps[j];
+      if (s.fn != &gemv_fn && s.fn != &gemv_group_fn) continue;
+      const LinearParams& lp = s.p<LinearParams>();
+      const GemvParams& gv = lp.gv;
+      if (!lp.gemv || lp.swiglu || lp.has_bias || gv.act != 0 || gv.M != 1 || gv.y_dt != DT::F32 || lp.rkv_in != 0)
+        continue;
+      if (s.fn == &gemv_fn && lp.packed && packed_split(lp.q.w_dt) && !s.split) continue;  // the generic packed GEMV
+      const int parts = s.fn == &gemv_group_fn ? gv.n_parts : 1;
+      for (int i = 0; i < parts; ++i) {
+        const ValueRef& out = i == 0 ? s.out : s.in[static_cast<size_t>(parts + i)];
+        const int64_t n = parts > 1 ? gv.part_N[i] : gv.N;
+        if (same_ref(out, *want[role]) && n == width[role]) {
+          at_step[role] = j;
+          at_part[role] = i;
+        }
+      }
+    }
+  if (at_part[0] < 0 || at_part[1] < 0 || at_part[2] < 0) return "q, k or v is not made by a one-row GEMV just before";
+  const size_t first = std::min({at_step[0], at_step[1], at_step[2]});
+  // The GEMVs now write q_out, k_out and the cache rows from step `first` on: nothing
+  // the steps up to r read or write may overlap them (bar q, k, v themselves, which
+  // nothing writes any more).
+  // The reads move earlier too (positions and cache starts): no step in between may
+  // write them. And no step after a producer may write over q, k or v (an in-place
+  // bias add, say): then the GEMV's value is not what rope_kv read.
+  std::vector<const ValueRef*> writes = {&rk.out, &rk.in[4], &rk.in[7]};
+  if (rp.k_out) writes.push_back(&rk.in[9]);
+  const ValueRef* reads[4] = {&rk.in[1], &rk.in[3], &rk.in[5], &rk.in[8]};
+  for (size_t j = first; j < r; ++j) {
+    const Step& s = steps[j];
+    for (const ValueRef* rd : reads)
+      if (!disjoint_refs(s.out, *rd)) return "a step in between writes a position or cache start";
+    for (int role = 0; role < 3; ++role)
+      if (j > at_step[role] && !disjoint_refs(s.out, *want[role])) return "a step in between writes q, k or v";
+    std::vector<const ValueRef*> refs = {&s.out};
+    for (const ValueRef& x : s.in) refs.push_back(&x);
+    for (const ValueRef* x : refs) {
+      if (same_ref(*x, *want[0]) || same_ref(*x, *want[1]) || same_ref(*x, *want[2])) continue;
+      for (const ValueRef* w : writes)
+        if (!disjoint_refs(*w, *x)) return "what it writes overlaps what the GEMVs read";
+    }
+  }
+  const uint8_t roles[3] = {GemvParams::kRoleQ, GemvParams::kRoleK, GemvParams::kRoleV};
+  for (size_t j = first; j < r; ++j) {
+    if (j != at_step[0] && j != at_step[1] && j != at_step[2]) continue;
+    Step& s = steps[j];
+    auto lp = std::make_shared<LinearParams>(s.p<LinearParams>());
+    for (int role = 0; role < 3; ++role)
+      if (at_step[role] == j) lp->gv.part_role[at_part[role]] = roles[role];
+    lp->gv.rkv = k;
+    lp->gv.rkv.k_rows = lp->gv.rkv.v_rows = 1;
+    lp->gv.rkv.q.inv_freq = reinterpret_cast<const double*>(rp.q_table->data());  // kept by rkv_keep
+    lp->gv.rkv.k.inv_freq = reinterpret_cast<const double*>(rp.k_table->data());
+    lp->rkv_in = s.in.size();
+    lp->rkv_k_out = rp.k_out;
+    lp->rkv_keep = rk.params;
+    for (size_t i : {1, 3, 4, 5, 7, 8}) s.in.push_back(rk.in[i]);
+    s.in.push_back(rk.out);
+    s.in.push_back(rk.in[9]);
+    s.params = lp;
+    s.extent_ok = s.extent_ok && rk.extent_ok;
+    if (j == first) s.what = std::make_shared<const std::string>(*s.what + " + " + *rk.what);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void fuse_gemv_rope_kv(std::vector<Step>& steps, const ir::Graph& g, const std::vector<ir::ValueId>& outputs) {
+  std::vector<int32_t> uses = g.use_counts();
+  for (ir::ValueId v : outputs) ++uses[static_cast<size_t>(v)];
+  // First every hand-over (it rewrites earlier steps in place), then the list without
+  // the rope_kv steps that were handed over.
+  std::vector<bool> gone(steps.size(), false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].fn != &rope_kv_fn) continue;
+    const char* why_not = fuse_rope_kv_into_gemvs(steps, i, uses);
+    if (why_not == nullptr) gone[i] = true;
+    else RLX_LOG_DEBUG("cuda: {} stays a launch of its own: {}", *steps[i].what, why_not);
+  }
+  std::vector<Step> out;
+  out.reserve(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (!gone[i]) out.push_back(std::move(steps[i]));
   for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
   steps = std::move(out);
 }

@@ -20,6 +20,7 @@ namespace rlx::cuda_backend {
 namespace {
 
 constexpr int kWarps = 8;  // warps per block
+constexpr int64_t kRoleSmem = kWarps * 2 * sizeof(float);  // gemv_kernel's rows_s (R <= 2)
 
 __device__ __forceinline__ int64_t xpad(int64_t i, int shift) { return i + ((i >> shift) << 2); }
 
@@ -388,6 +389,34 @@ __device__ __forceinline__ void stage_x8(const float* x, int64_t K, uint4* q, fl
   }
 }
 
+// Output row n of a q / k / v product with a rope / KV-cache role (GemvParams::part_role):
+// v is the row's value, partner its rotation partner's (row n ^ 1). The same arithmetic
+// as rope_element and rope_kv_kernel, for one row of q and k.
+__device__ __forceinline__ void store_rope_kv(const RopeKvParams& k, int role, int64_t n, float v, float partner) {
+  if (role == GemvParams::kRoleV) {
+    const int64_t vs = ld_i(k.v_start_dt, k.v_start, 0);
+    if (vs >= 0 && vs < k.v_len) st_f(k.v_dt, k.v_cache, vs * k.v_width + n, v);
+    else if (n == 0) atomicExch(k.err, k.err_code);
+    return;
+  }
+  const RopeParams& r = role == GemvParams::kRoleQ ? k.q : k.k;
+  const int64_t c = n % r.head_dim;
+  float o = v;
+  if (c < r.n_rot) {
+    const double pos = static_cast<double>(ld_i(r.pos_dt, r.pos, 0));
+    double sn, cs;
+    sincos(pos * r.inv_freq[c / 2], &sn, &cs);
+    const float cf = static_cast<float>(cs), sf = static_cast<float>(sn);
+    o = (c & 1) == 0 ? v * cf - partner * sf : partner * sf + v * cf;  // (x0, x1) = (v, partner) or (partner, v)
+  }
+  if (r.out != nullptr) st_f(r.out_dt, r.out, n, o);
+  if (role == GemvParams::kRoleK) {
+    const int64_t ks = ld_i(k.k_start_dt, k.k_start, 0);
+    if (ks >= 0 && ks < k.k_len) st_f(r.out_dt, k.k_cache, ks * r.width + n, o);
+    else if (n == 0) atomicExch(k.err, k.err_code);
+  }
+}
+
 // One warp per group of R rows; MT: 1 or kMaxGemvM (rows of x, run-time M <= MT).
 // X: the type x is rounded to (float weights) or float. kX8 (packed weights, MT = 1):
 // x is staged in 8 bits (stage_x8) and the chunks' dot8 take it.
@@ -402,6 +431,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
   const uint8_t* W = p.w;
   void* Y = p.y;
   int64_t N = p.N, d_offset = p.d_offset, block = blockIdx.x;
+  int role = p.part_role[0];
   if (p.n_parts > 1) {
     constexpr int64_t kRowsPerBlock = static_cast<int64_t>(kWarps) * R;
 #pragma unroll
@@ -412,6 +442,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
       Y = p.part_y[i];
       N = p.part_N[i];
       d_offset = p.part_d_offset[i];
+      role = p.part_role[i];
       if (block < blocks) break;
       block -= blocks;
     }
@@ -478,7 +509,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
         xs[m * ks + xpad(k, C::kPad)] = round_x<X>(ld_f(p.x_dt, p.x, m * K + k));
   }
   __syncthreads();
-  if (!active) return;
+  // (A block with a rope role exchanges rows at the end: all its warps stay.)
+  constexpr bool kRoles = !kSwiglu && MT == 1;
+  if (!active && (!kRoles || role == 0)) return;
   float acc[S][R][MT];
 #pragma unroll
   for (int s = 0; s < S; ++s)
@@ -486,7 +519,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
     for (int r = 0; r < R; ++r)
 #pragma unroll
       for (int m = 0; m < MT; ++m) acc[s][r][m] = 0.0f;
-  for (int64_t c0 = lane;;) {
+  for (int64_t c0 = lane; active;) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c = c0 + 32 * u;
@@ -506,6 +539,21 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
     c0 += 32 * U;
     if (c0 >= chunks) break;
     load_all(c0);
+  }
+  if constexpr (kRoles) {
+    if (role != 0) {
+      __shared__ float rows_s[kWarps * R];  // this block's outputs, in row order
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float v = warp_sum(acc[0][r][0]);
+        if (lane == 0) rows_s[(threadIdx.x >> 5) * R + r] = v;
+      }
+      __syncthreads();
+      const int t = threadIdx.x;
+      const int64_t n = block * kWarps * R + t;
+      if (t < kWarps * R && n < N) store_rope_kv(p.rkv, role, n, rows_s[t], rows_s[t ^ 1]);
+      return;
+    }
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -610,7 +658,8 @@ bool gemv_x8_type(DT w_dt) {
 }
 
 bool gemv_supported(DT w_dt, int64_t M, int64_t K) {
-  if (M < 1 || M > kMaxGemvM || gemv_smem_bytes(w_dt, M, K) > kGemvSmemLimit) return false;
+  // (kRoleSmem: the static rows of the rope / KV-cache epilogue share the 48 KiB.)
+  if (M < 1 || M > kMaxGemvM || gemv_smem_bytes(w_dt, M, K) > kGemvSmemLimit - kRoleSmem) return false;
   switch (w_dt) {
     case DT::F32: return K % 4 == 0;
     case DT::F16: case DT::BF16: return K % 8 == 0;
