@@ -122,10 +122,7 @@ Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const
   if (o.dce) TRY(run.run("eliminate_dead_code", m, eliminate_dead_code));
 
   const auto tp = std::chrono::steady_clock::now();
-  PlanOptions po;
-  po.alignment = o.arena_alignment;
-  po.in_place = o.in_place;
-  ASSIGN_OR_RETURN(res.lir, plan_memory(m, po));
+  ASSIGN_OR_RETURN(res.lir, plan_memory(m, plan_options(o, backend)));
   res.timings.push_back({"plan_memory", PassRunner::ms_since(tp), m.graph.size()});
   TRY(run.dump("lir", print(res.lir)));
   res.total_ms = PassRunner::ms_since(t0);

@@ -203,11 +203,8 @@ Expected<SpecializedModel> ModelCompilePipeline::specialize_locked(const ModelTe
     return Error::invalid_argument("model pipeline: binding '{}' leaves symbols {} unbound", binding.to_string(),
                                    missing);
   ASSIGN_OR_RETURN(ir::Graph bound, ir::bind(tmpl.lir.graph, binding));
-  compile::PlanOptions po;
-  po.alignment = options.arena_alignment;
-  po.in_place = options.in_place;
   SpecializedModel s;
-  ASSIGN_OR_RETURN(s.lir, compile::plan_memory(ir::MirModule{std::move(bound)}, po));
+  ASSIGN_OR_RETURN(s.lir, compile::plan_memory(ir::MirModule{std::move(bound)}, compile::plan_options(options, backend_name())));
   // bind() and plan_memory() keep value ids, so the template's bucket axes apply.
   RLX_ASSERT(s.lir.graph.size() == tmpl.lir.graph.size());
   s.binding = binding;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "rlx/base/status.h"
+#include "rlx/compile/options.h"
 #include "rlx/ir/module.h"
 
 namespace rlx::compile {
@@ -14,7 +15,17 @@ namespace rlx::compile {
 struct PlanOptions {
   int64_t alignment = 64;  ///< arena slot alignment in bytes (power of two)
   bool in_place = true;    ///< allow elementwise outputs to take a dying input's slot
+  /// An RMS norm (or residual add + RMS norm) of at most this many rows keeps its x and
+  /// residual inputs live as long as the readers of its normed rows and their outputs,
+  /// so that a backend may recompute the norm inside those readers (the CUDA decode
+  /// GEMV's norm prologue, with rope and KV-cache writes in its epilogue) without the
+  /// plan placing what they write over its inputs. 0: off.
+  int64_t norm_input_rows = 0;
 };
+
+/// The plan options of a compile for `backend_name`: alignment and in-place reuse from
+/// `o`; norm_input_rows 1 for the CUDA backend.
+PlanOptions plan_options(const CompileOptions& o, std::string_view backend_name);
 
 /// Plans `m`. With unbound symbols the plan holds slot kinds and view roots but sizes and
 /// offsets are 0 and `dynamic_symbols` lists the symbols; specialize() binds and re-plans.
@@ -22,6 +33,8 @@ Expected<ir::LirModule> plan_memory(const ir::MirModule& m, const PlanOptions& o
 
 /// Binds `binding` in `lir`'s graph, re-infers shapes and re-plans (same alignment).
 Expected<ir::LirModule> specialize(const ir::LirModule& lir, const ir::DimBinding& binding);
+/// The same with these plan options.
+Expected<ir::LirModule> specialize(const ir::LirModule& lir, const ir::DimBinding& binding, const PlanOptions& options);
 
 /// Human-readable plan: arena size, unshared sum, bytes saved, one line per value.
 std::string plan_report(const ir::LirModule& lir);
