@@ -73,7 +73,7 @@ class CudaGraphsMode {
           cuda_backend::CudaOptions o = cuda_backend::default_cuda_options();
           o.graphs = graphs;
           o.programmatic_launch = pdl;
-          o.fuse_swiglu = o.fuse_rope_kv = fuse;
+          o.fuse_swiglu = o.fuse_rope_kv = o.fuse_norm_gemv = fuse;
           o.gemv_int8_x = int8_x;
           ASSIGN_OR_RETURN(std::shared_ptr<cuda_backend::CudaBackend> b, cuda_backend::CudaBackend::create(device.ordinal, o));
           return std::shared_ptr<Backend>(std::move(b));
@@ -252,6 +252,115 @@ TEST(CudaDecode, GroupedGemvMatchesReference) {
   }
 }
 
+// A one-row RMS norm (plain, and with its residual add) read only by decode GEMVs is
+// computed in their prologue (fuse_norm_gemv): a single and a grouped product over f16
+// and packed weights (Q4_K: the third product over Q6_K, a GEMV step of its own, as
+// attn_v in a Q4_K_M file), gamma in f32 and f16, against float64 math on the norm
+// computed as the norm kernel does; the residual sum (an output) is x + res exactly; the
+// step list shows the norm inside the GEMV.
+TEST(CudaDecode, NormPrologueGemvMatchesReference) {
+  REQUIRE_CUDA();
+  const int64_t K = 512;
+  const int64_t Ns[3] = {96, 24, 37};
+  const float eps = 1e-5f;
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_K}) {
+    std::vector<Tensor> ws;
+    std::vector<std::vector<float>> deq;
+    for (int i = 0; i < 3; ++i) {
+      if (t == DType::F16) {
+        const std::vector<float> wf = random_vec(static_cast<size_t>(Ns[i] * K), 100 + static_cast<uint32_t>(i));
+        std::vector<uint8_t> bytes(wf.size() * 2);
+        std::vector<float> d(wf.size());
+        for (size_t e = 0; e < wf.size(); ++e) {
+          const uint16_t h = f32_to_f16_bits(wf[e]);
+          std::memcpy(bytes.data() + 2 * e, &h, 2);
+          d[e] = f16_bits_to_f32(h);
+        }
+        ws.push_back(Tensor(DType::F16, {Ns[i], K}, std::move(bytes)));
+        deq.push_back(std::move(d));
+      } else {
+        PackedWeights pw = packed_weights(t == DType::Q4_K && i == 2 ? DType::Q6_K : t, Ns[i], K, 100 + static_cast<uint32_t>(i));
+        ws.push_back(std::move(pw.packed));
+        deq.push_back(std::move(pw.deq));
+      }
+    }
+    for (bool residual : {false, true})
+      for (DType g_dt : {DType::F32, DType::F16})
+        for (int parts : {1, 3}) {
+          SCOPED_TRACE(testing::Message() << ir::dtype_name(t) << (residual ? " residual" : " plain") << " gamma "
+                                          << ir::dtype_name(g_dt) << " parts " << parts);
+          GraphBuilder b;
+          auto x = b.input("x", DType::F32, {1, K});
+          auto r = b.input("r", DType::F32, {1, K});
+          auto gamma = b.param("g", g_dt, {K});
+          auto h = x;
+          if (residual) {
+            h = b.add(x, r);
+            b.output(h, "sum");
+          }
+          auto n = b.rms_norm(h, gamma, eps);
+          for (int i = 0; i < parts; ++i)
+            b.output(b.dequant_matmul(n, b.param(fmt::format("w{}", i), ws[static_cast<size_t>(i)].dtype(), {Ns[i], K})),
+                     fmt::format("y{}", i));
+          if (!residual) b.output(b.add(x, r), "unused");  // keeps input r
+          auto graph = b.build();
+          ASSERT_TRUE(graph.has_value()) << graph.error().to_string();
+          std::vector<float> gv = random_vec(static_cast<size_t>(K), 104, 0.5f, 1.5f);
+          Tensor gt = Tensor::from_f32(gv, {K});
+          if (g_dt == DType::F16) {
+            std::vector<uint8_t> bytes(gv.size() * 2);
+            for (size_t e = 0; e < gv.size(); ++e) {
+              const uint16_t hb = f32_to_f16_bits(gv[e]);
+              std::memcpy(bytes.data() + 2 * e, &hb, 2);
+              gv[e] = f16_bits_to_f32(hb);
+            }
+            gt = Tensor(DType::F16, {K}, std::move(bytes));
+          }
+          std::map<std::string, Tensor> params{{"g", gt}};
+          for (int i = 0; i < parts; ++i) params[fmt::format("w{}", i)] = ws[static_cast<size_t>(i)];
+          const Tensor xt = f32({1, K}, 105, -2, 2), rt = f32({1, K}, 106);
+          const LogLevel level = log_level();
+          set_log_level(LogLevel::kDebug);
+          testing::internal::CaptureStderr();
+          auto out = run_graph(Device::cuda(), *graph, params, {{"x", xt}, {"r", rt}});
+          const std::string steps = testing::internal::GetCapturedStderr();
+          set_log_level(level);
+          ASSERT_TRUE(out.has_value()) << out.error().to_string();
+          bool fused = false;
+          std::istringstream lines(steps);
+          for (std::string line; std::getline(lines, line);)
+            fused = fused || (line.find("cuda step") != std::string::npos && line.find("rms_norm") != std::string::npos &&
+                              line.find("matmul") != std::string::npos);
+          EXPECT_TRUE(fused) << "the norm was not moved into the GEMV:\n" << steps;
+          // The norm as norm_kernel computes it: the sum in f32, squares summed in double.
+          const std::vector<float> xv = *xt.to_f32(), rv = *rt.to_f32();
+          std::vector<float> sv(static_cast<size_t>(K)), nv(static_cast<size_t>(K));
+          double ss = 0;
+          for (size_t e = 0; e < sv.size(); ++e) {
+            sv[e] = residual ? xv[e] + rv[e] : xv[e];
+            ss += static_cast<double>(sv[e]) * sv[e];
+          }
+          const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(K) + eps));
+          for (size_t e = 0; e < nv.size(); ++e) nv[e] = sv[e] * scale * gv[e];
+          if (t == DType::F16)
+            for (float& e : nv) e = f16_bits_to_f32(f32_to_f16_bits(e));
+          else
+            nv = x8_like_gemv(nv);  // the 8-bit x path (default)
+          size_t at = 0;
+          if (residual) {
+            const std::vector<float> got = *(*out)[at++].to_f32();
+            ASSERT_EQ(got.size(), sv.size());
+            EXPECT_EQ(0, std::memcmp(got.data(), sv.data(), sv.size() * 4)) << "the residual sum differs from x + res";
+          }
+          for (int i = 0; i < parts; ++i) {
+            const std::vector<float> ref = reference_product(nv, deq[static_cast<size_t>(i)], 1, Ns[i], K);
+            const double e = rel_l2(*(*out)[at++].to_f32(), ref);
+            EXPECT_LE(e, 1e-5) << "output " << i << ": relative L2 error " << e;
+          }
+        }
+  }
+}
+
 struct DecodeTrace {
   std::vector<std::vector<float>> logits;  // one entry per forward call
 };
@@ -326,7 +435,7 @@ TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
 }
 
 // The decode-step fusions (SwiGLU GEMV, rope + KV-cache writes, those in the q/k/v GEMVs'
-// epilogues) against the same model
+// epilogues, norms in the GEMVs' prologues) against the same model
 // run with them off, across prefills of changing extent (M = 3, 5: the GEMV path) and
 // decode steps; both runs step by step so that only the fusions differ, and the step
 // lists must show the fusions applied (and not when off). (The default mode,
@@ -365,6 +474,20 @@ TEST(CudaDecode, FusedStepsMatchUnfused) {
     for (std::string line; std::getline(lines, line);)
       in_gemv = in_gemv || (line.find("matmul") != std::string::npos && line.find("(rope) + ") != std::string::npos);
     EXPECT_TRUE(in_gemv) << "rope + KV writes were not moved into the q/k/v GEMVs:\n" << fused_steps;
+    // ... and the layers' norms computed by the GEMVs after them (fuse_norm_gemv): steps
+    // that start with the norm and go on with the GEMV (at least the decode graph's four:
+    // two layers), and none kept apart because the plan overlapped what the GEMV writes
+    // with the norm's inputs (PlanOptions::norm_input_rows prevents that).
+    auto count_lines = [](const std::string& steps, const char* a, const char* b) {
+      int n = 0;
+      std::istringstream in(steps);
+      for (std::string line; std::getline(in, line);)
+        if (line.find(a) != std::string::npos && line.find(b) != std::string::npos) ++n;
+      return n;
+    };
+    EXPECT_GE(count_lines(fused_steps, "rms_norm", ") + %"), 4) << "norms were not moved into GEMVs:\n" << fused_steps;
+    EXPECT_EQ(count_lines(fused_steps, "rms_norm", "overlap"), 0) << fused_steps;
+    EXPECT_EQ(count_lines(plain_steps, "rms_norm", ") + %"), 0) << plain_steps;
     if (std::string(type) != "f32") {  // f32 weights: the compiler's own fused_swiglu, no region
       EXPECT_NE(fused_steps.find("swiglu.up') + "), std::string::npos) << "the SwiGLU GEMVs were not fused:\n"
                                                                        << fused_steps;

@@ -108,19 +108,23 @@ TEST(CudaBackend, FusionListParsing) {
   };
   auto all = parse("all");
   ASSERT_TRUE(all.has_value());
-  EXPECT_TRUE(all->fuse_swiglu && all->fuse_rope_kv && all->fuse_gemv_rope_kv);
+  EXPECT_TRUE(all->fuse_swiglu && all->fuse_rope_kv && all->fuse_gemv_rope_kv && all->fuse_norm_gemv);
   for (const char* off : {"0", "off", "none"}) {
     auto o = parse(off);
     ASSERT_TRUE(o.has_value()) << off;
-    EXPECT_FALSE(o->fuse_swiglu || o->fuse_rope_kv || o->fuse_gemv_rope_kv) << off;
+    EXPECT_FALSE(o->fuse_swiglu || o->fuse_rope_kv || o->fuse_gemv_rope_kv || o->fuse_norm_gemv) << off;
   }
   auto some = parse("rope_kv");
   ASSERT_TRUE(some.has_value());
   EXPECT_TRUE(some->fuse_rope_kv);
-  EXPECT_FALSE(some->fuse_swiglu || some->fuse_gemv_rope_kv);
+  EXPECT_FALSE(some->fuse_swiglu || some->fuse_gemv_rope_kv || some->fuse_norm_gemv);
   auto epilogue = parse("swiglu,gemv_rope_kv");  // implies rope_kv
   ASSERT_TRUE(epilogue.has_value());
   EXPECT_TRUE(epilogue->fuse_swiglu && epilogue->fuse_rope_kv && epilogue->fuse_gemv_rope_kv);
+  auto prologue = parse("norm_gemv");
+  ASSERT_TRUE(prologue.has_value());
+  EXPECT_TRUE(prologue->fuse_norm_gemv);
+  EXPECT_FALSE(prologue->fuse_swiglu || prologue->fuse_rope_kv);
   auto bad = parse("swiglu,rope");
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().to_string().find("unknown fusion 'rope'"), std::string::npos) << bad.error().to_string();

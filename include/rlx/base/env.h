@@ -16,7 +16,7 @@
 //                 grouped sibling GEMVs, tensor-core prefill attention (default on;
 //                 CudaOptions)
 //   RLX_CUDA_FUSE the CUDA decode-step fusions to apply: "all" (default), "0" / "off" /
-//                 "none", or a comma list of swiglu, rope_kv
+//                 "none", or a comma list of swiglu, rope_kv, gemv_rope_kv, norm_gemv
 //   RLX_CUDA_PROFILE 1: per-step GPU times of CUDA runs (default off)
 #pragma once
 

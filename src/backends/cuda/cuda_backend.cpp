@@ -367,6 +367,11 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     for (const ir::ManifestEntry& e : m.outputs) outs.push_back(e.value);
     fuse_gemv_rope_kv(sh->steps, g, outs);
   }
+  if (opt.fuse_norm_gemv) {
+    std::vector<ValueId> outs;
+    for (const ir::ManifestEntry& e : m.outputs) outs.push_back(e.value);
+    fuse_norm_gemv(sh->steps, g, lir.plan, outs);
+  }
   if (log_level() <= LogLevel::kDebug)
     for (const Step& st : sh->steps) RLX_LOG_DEBUG("cuda step {}: {}", st.index, *st.what);
   shared_ = sh;
@@ -643,7 +648,7 @@ compile::OpSet cuda_supported_ops() {
 
 Status apply_fusion_list(const std::string& list, CudaOptions& o) {
   if (list == "all") return {};
-  o.fuse_swiglu = o.fuse_rope_kv = o.fuse_gemv_rope_kv = false;
+  o.fuse_swiglu = o.fuse_rope_kv = o.fuse_gemv_rope_kv = o.fuse_norm_gemv = false;
   if (list == "0" || list == "off" || list == "none") return {};
   size_t at = 0;
   while (at <= list.size()) {
@@ -652,9 +657,10 @@ Status apply_fusion_list(const std::string& list, CudaOptions& o) {
     if (name == "swiglu") o.fuse_swiglu = true;
     else if (name == "rope_kv") o.fuse_rope_kv = true;
     else if (name == "gemv_rope_kv") o.fuse_rope_kv = o.fuse_gemv_rope_kv = true;
+    else if (name == "norm_gemv") o.fuse_norm_gemv = true;
     else
       return Error::invalid_argument(
-          "RLX_CUDA_FUSE='{}': unknown fusion '{}' (known: swiglu, rope_kv, gemv_rope_kv; or all, none)", list, name);
+          "RLX_CUDA_FUSE='{}': unknown fusion '{}' (known: swiglu, rope_kv, gemv_rope_kv, norm_gemv; or all, none)", list, name);
     at = end + 1;
   }
   return {};

@@ -38,10 +38,13 @@ struct CudaOptions {
   /// region as one SwiGLU GEMV (`fuse_swiglu`); rope(q), rope(k) and both KV-cache
   /// writes as one launch (`fuse_rope_kv`), and that launch's work moved into the
   /// epilogues of the q / k / v GEMVs where they are one-row GEMVs (`fuse_gemv_rope_kv`,
-  /// needs `fuse_rope_kv`). RLX_CUDA_FUSE selects them (see env.h).
+  /// needs `fuse_rope_kv`); a one-row RMS norm (and its residual add) computed by the
+  /// GEMV after it as a prologue (`fuse_norm_gemv`, fuse_norm_gemv).
+  /// RLX_CUDA_FUSE selects them (see env.h).
   bool fuse_swiglu = true;
   bool fuse_rope_kv = true;
   bool fuse_gemv_rope_kv = true;
+  bool fuse_norm_gemv = true;
   /// Decode GEMVs (one row) over Q8_0 / Q4_0 / Q4_K / Q6_K weights quantize x to 8 bits
   /// per 16 elements and use integer dot products (~0.3 % relative error per product,
   /// as the CPU backend's quantized products; several times fewer instructions than
@@ -59,7 +62,7 @@ struct CudaOptions {
 CudaOptions default_cuda_options();
 
 /// Applies an RLX_CUDA_FUSE list ("all", "0" / "off" / "none", or a comma list of
-/// swiglu, rope_kv, gemv_rope_kv (implies rope_kv)) to `o`'s fusion switches; an unknown name is an error.
+/// swiglu, rope_kv, gemv_rope_kv (implies rope_kv), norm_gemv) to `o`'s fusion switches; an unknown name is an error.
 Status apply_fusion_list(const std::string& list, CudaOptions& o);
 
 /// Number of CUDA devices visible to this process (0 when there is no driver or GPU).

@@ -303,13 +303,26 @@ struct GemvParams {
   static constexpr uint8_t kRoleQ = 1, kRoleK = 2, kRoleV = 3;
   uint8_t part_role[kMaxGemvParts] = {};
   RopeKvParams rkv;
+  /// RMS-norm prologue (fuse_norm_gemv; M = 1, f32 x with x_vec4): the product's x is
+  /// rms_norm(x + norm_res) * norm_gamma, which every block computes from the norm's
+  /// inputs (x, and norm_res when set) as the norm kernel does (sum of squares in
+  /// double); block 0 also stores the residual sum x + norm_res to norm_sum when set.
+  bool norm = false;
+  const void* norm_res = nullptr;
+  const void* norm_gamma = nullptr;
+  void* norm_sum = nullptr;
+  DT norm_g_dt = DT::F32;
+  float norm_eps = 1e-5f;
+  bool norm_gamma_const = false;  ///< no kernel writes gamma (a param): read before pdl_wait
 };
-/// Shared memory the GEMV stages x in (M * K floats plus padding).
-int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K);
+/// Shared memory the GEMV stages x in (M * K floats plus padding; with the norm
+/// prologue also the K floats of the residual sum and K of gamma).
+int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K, bool norm = false);
 /// True for the packed types whose GEMV can take x in 8 bits (GemvParams::x_int8).
 bool gemv_x8_type(DT w_dt);
-/// True when launch_gemv covers weights of `w_dt` at this M and K.
-bool gemv_supported(DT w_dt, int64_t M, int64_t K);
+/// True when launch_gemv covers weights of `w_dt` at this M and K (with the norm
+/// prologue: `norm`).
+bool gemv_supported(DT w_dt, int64_t M, int64_t K, bool norm = false);
 void launch_gemv(const GemvParams& p, cudaStream_t s);
 
 }  // namespace rlx::cuda_backend

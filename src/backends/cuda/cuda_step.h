@@ -145,6 +145,15 @@ void group_sibling_gemvs(std::vector<Step>& steps);
 /// goes. Run after group_sibling_gemvs; renumbers the steps.
 void fuse_gemv_rope_kv(std::vector<Step>& steps, const ir::Graph& g, const std::vector<ir::ValueId>& outputs);
 
+/// Hands each one-row f32 RMS norm step (with or without its residual add) to the decode
+/// GEMVs right after it as a prologue (GemvParams::norm; the first also writes the
+/// residual sum) when their products are the only readers of the normed row and nothing
+/// they write overlaps the norm's inputs (the plan keeps those live through the readers
+/// and their outputs: PlanOptions::norm_input_rows); the norm step goes. Run last;
+/// renumbers the steps.
+void fuse_norm_gemv(std::vector<Step>& steps, const ir::Graph& g, const ir::BufferPlan& plan,
+                    const std::vector<ir::ValueId>& outputs);
+
 /// Step-level fusions of a decode graph, run after the split layout is decided and
 /// before group_sibling_gemvs; renumbers the steps:
 /// - gemv(x, Wg), gemv(x, Wu), region silu(gate) * up -> one SwiGLU GEMV (both products

@@ -818,6 +818,11 @@ struct LinearParams {
   size_t rkv_in = 0;
   bool rkv_k_out = false;
   std::shared_ptr<const void> rkv_keep;
+  // an RMS norm taken over as the GEMV's prologue (fuse_norm_gemv): in[0] is the norm's
+  // x; inputs [norm_in, ..) are its residual (norm_residual), gamma and the sum's half
+  // of its output (norm_sum: this GEMV writes it)
+  size_t norm_in = 0;
+  bool norm_residual = false, norm_sum = false;
 };
 
 /// The run-time pointers of a GEMV that took over a rope_kv step: in[at ..] = q_pos,
@@ -836,6 +841,15 @@ void bind_rope_kv(GemvParams& v, const LinearParams& p, const Step& s, const Run
   k.k.out = p.rkv_k_out ? const_cast<uint8_t*>(s.in_ptr[at + 7]) : nullptr;
   k.err = ctx.err;
   k.err_code = s.index + 1;
+}
+
+/// The run-time pointers of a GEMV that took over an RMS norm (fuse_norm_gemv).
+void bind_norm(GemvParams& v, const LinearParams& p, const Step& s) {
+  if (!v.norm) return;
+  size_t at = p.norm_in;
+  if (p.norm_residual) v.norm_res = s.in_ptr[at++];
+  v.norm_gamma = s.in_ptr[at++];
+  if (p.norm_sum) v.norm_sum = const_cast<uint8_t*>(s.in_ptr[at]);  // the norm's output, now written here
 }
 
 /// The GEMV path; packed weights of a split-layout type that are stored as in the file
@@ -862,6 +876,7 @@ Status gemv_fn(const Step& s, const RunCtx& ctx) {
     v.d_offset = p.gv.N * p.split_row;
   }
   bind_rope_kv(v, p, s, ctx);
+  bind_norm(v, p, s);
   launch_gemv(v, ctx.stream);
   return {};
 }
@@ -881,6 +896,7 @@ Status gemv_group_fn(const Step& s, const RunCtx& ctx) {
   v.y = v.part_y[0];
   if (s.split) v.row_bytes = p.split_row;
   bind_rope_kv(v, p, s, ctx);
+  bind_norm(v, p, s);
   launch_gemv(v, ctx.stream);
   return {};
 }
@@ -1541,6 +1557,138 @@ void fuse_gemv_rope_kv(std::vector<Step>& steps, const ir::Graph& g, const std::
   for (size_t i = 0; i < steps.size(); ++i) {
     if (steps[i].fn != &rope_kv_fn) continue;
     const char* why_not = fuse_rope_kv_into_gemvs(steps, i, uses);
+    if (why_not == nullptr) gone[i] = true;
+    else RLX_LOG_DEBUG("cuda: {} stays a launch of its own: {}", *steps[i].what, why_not);
+  }
+  std::vector<Step> out;
+  out.reserve(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (!gone[i]) out.push_back(std::move(steps[i]));
+  for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
+  steps = std::move(out);
+}
+
+namespace {
+
+/// The GEMV form fuse_norm_gemv takes: one row of f32 x, 16-byte aligned, room for the
+/// prologue's rows in shared memory, no prologue yet.
+bool gemv_takes_norm(const Step& s, int64_t K) {
+  if (s.fn != &gemv_fn && s.fn != &gemv_group_fn) return false;
+  const LinearParams& lp = s.p<LinearParams>();
+  const GemvParams& gv = lp.gv;
+  if (!lp.gemv || gv.M != 1 || !gv.x_vec4 || gv.x_dt != DT::F32 || gv.K != K || gv.norm) return false;
+  if (s.fn == &gemv_fn && lp.packed && packed_split(lp.q.w_dt) && !s.split) return false;  // the generic packed GEMV
+  return gemv_supported(gv.w_dt, 1, gv.K, true);
+}
+
+/// Why one-row RMS norm step i cannot become the prologue of the GEMV steps right after
+/// it, or null after rewriting them to compute it (the caller drops step i). Those steps
+/// (q/k and v over different weight types, say) must be all that reads the normed row;
+/// the first writes the residual sum.
+const char* fuse_norm_into_gemv(std::vector<Step>& steps, size_t i, const ir::Graph& g, const ir::BufferPlan& plan,
+                                const std::vector<ir::ValueId>& outputs) {
+  const Step& ns = steps[i];
+  const NormStepParams& np = ns.p<NormStepParams>();
+  const NormParams& k = np.k;
+  if (!k.rms || np.beta || k.rows != 1 || k.x_dt != DT::F32 || k.out_dt != DT::F32 || k.d % 4 != 0)
+    return "not a one-row f32 RMS norm";
+  const int64_t row_bytes = k.d * 4;
+  ValueRef normed = ns.out, sum = ns.out;
+  normed.offset += np.residual ? row_bytes : 0;
+  normed.bytes = row_bytes;
+  sum.bytes = row_bytes;
+  // The GEMVs that read the normed row, right after the norm, and their products.
+  size_t end = i + 1;
+  int parts = 0;
+  for (; end < steps.size() && same_ref(steps[end].in[0], normed) && steps[end].in[0].bytes == row_bytes; ++end) {
+    if (!gemv_takes_norm(steps[end], k.d)) return "a step that is not a GEMV of the prologue's form reads the normed row";
+    const LinearParams& lp = steps[end].p<LinearParams>();
+    parts += steps[end].fn == &gemv_group_fn ? lp.gv.n_parts : lp.swiglu ? 2 : 1;
+  }
+  if (end == i + 1) return "the next step is not a GEMV over the normed row";
+  const ValueRef& x = ns.in[0];
+  const ValueRef* res = np.residual ? &ns.in[1] : nullptr;
+  const ValueRef& gamma = ns.in[np.residual ? 2 : 1];
+  if (x.offset % 16 != 0 || (res != nullptr && res->offset % 16 != 0) || sum.offset % 16 != 0 ||
+      (k.g_dt == DT::F32 && gamma.offset % 16 != 0))
+    return "alignment";
+  // Nothing but those products may read the normed row (it is no longer written), and
+  // the executable must not copy it out.
+  const ir::ValueId nv = ns.node;
+  auto reads_normed = [&](ir::ValueId v) {
+    const ir::BufferSlot& sl = plan.slots[static_cast<size_t>(v)];
+    const bool view = sl.kind == ir::SlotKind::kView;
+    if ((view ? sl.root : v) != nv) return false;
+    const int64_t lo = view ? sl.offset : 0, hi = lo + sl.size;
+    const int64_t nlo = normed.offset - ns.out.offset;
+    return lo < nlo + row_bytes && nlo < hi;
+  };
+  for (ir::ValueId o : outputs)
+    if (reads_normed(o)) return "the normed row is an output";
+  int readers = 0;
+  for (ir::ValueId v = 0; v < g.size(); ++v) {
+    const ir::Node& n = g.node(v);
+    if (plan.slots[static_cast<size_t>(v)].kind == ir::SlotKind::kView && n.op != OpKind::UpdateSlice) continue;
+    for (ir::ValueId in : n.inputs)
+      if (reads_normed(in)) {
+        // (the GEMVs' products: a FusedSwiGLU node is two of them)
+        if (n.op == OpKind::FusedSwiGLU) readers += 2;
+        else if (n.op == OpKind::MatMul || n.op == OpKind::DequantMatMul || n.op == OpKind::FusedMatMulBiasAct) ++readers;
+        else return "the normed row has other readers";
+        break;
+      }
+  }
+  if (readers != parts) return "the normed row has other readers";
+  // Every block reads x, res and gamma while others write the GEMVs' outputs and block 0
+  // of the first the sum: what the GEMVs write must not overlap those, nor the sum
+  // anything they read.
+  for (size_t j = i + 1; j < end; ++j) {
+    const Step& gs = steps[j];
+    const LinearParams& lp = gs.p<LinearParams>();
+    std::vector<const ValueRef*> writes = {&gs.out};
+    if (gs.fn == &gemv_group_fn)
+      for (int p = 1; p < lp.gv.n_parts; ++p) writes.push_back(&gs.in[static_cast<size_t>(lp.gv.n_parts + p)]);
+    if (lp.rkv_in != 0) {
+      for (size_t a : {2, 4, 6}) writes.push_back(&gs.in[lp.rkv_in + a]);
+      if (lp.rkv_k_out) writes.push_back(&gs.in[lp.rkv_in + 7]);
+    }
+    for (const ValueRef* w : writes)
+      for (const ValueRef* r : {&x, res, &gamma, static_cast<const ValueRef*>(np.residual ? &sum : nullptr)})
+        if (r != nullptr && !disjoint_refs(*w, *r)) return "the GEMV's outputs overlap the norm's inputs";
+    if (np.residual)
+      for (size_t a = 1; a < gs.in.size(); ++a)
+        if (!disjoint_refs(sum, gs.in[a])) return "the sum overlaps what the GEMV reads";
+  }
+  if (np.residual && (!disjoint_refs(sum, x) || !disjoint_refs(sum, *res))) return "the sum overlaps the norm's inputs";
+  for (size_t j = i + 1; j < end; ++j) {
+    Step& gs = steps[j];
+    auto p = std::make_shared<LinearParams>(gs.p<LinearParams>());
+    p->gv.norm = true;
+    p->gv.norm_g_dt = k.g_dt;
+    p->gv.norm_eps = k.eps;
+    p->gv.norm_gamma_const = k.affine_const;
+    p->norm_residual = np.residual;
+    p->norm_sum = np.residual && j == i + 1;
+    p->norm_in = gs.in.size();
+    gs.in[0] = x;
+    if (res != nullptr) gs.in.push_back(*res);
+    gs.in.push_back(gamma);
+    if (p->norm_sum) gs.in.push_back(sum);
+    gs.params = p;
+    gs.extent_ok = gs.extent_ok && ns.extent_ok;
+    gs.what = std::make_shared<const std::string>(*ns.what + " + " + *gs.what);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void fuse_norm_gemv(std::vector<Step>& steps, const ir::Graph& g, const ir::BufferPlan& plan,
+                    const std::vector<ir::ValueId>& outputs) {
+  std::vector<bool> gone(steps.size(), false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].fn != &norm_fn) continue;
+    const char* why_not = fuse_norm_into_gemv(steps, i, g, plan, outputs);
     if (why_not == nullptr) gone[i] = true;
     else RLX_LOG_DEBUG("cuda: {} stays a launch of its own: {}", *steps[i].what, why_not);
   }

@@ -12,6 +12,8 @@
 // Epilogues: + bias and an activation, or silu(x . Wg) * (x . Wu) over a second weight.
 // Sibling products over the same x (q/k/v, gate/up) can share one launch (n_parts): each
 // block finds its part (weights, output, rows) from its index.
+// Prologue: an RMS norm (with its residual add) may be computed by every block from the
+// norm's inputs instead of read as x (GemvParams::norm), which saves the norm's launch.
 // Also the repack kernel that moves the 2-byte block scale of Q8_0 / Q4_0 / Q6_K out of
 // every block (launch_repack_split), run once at set_param.
 #include "backends/cuda/cuda_common.cuh"
@@ -358,14 +360,14 @@ __device__ __forceinline__ float round_x(float v) {
 // 8-bit slots of chunk type C: q = round(x * 127 / max|x|) (0 for an all-zero segment),
 // d = max|x| / 127 (NaN when the segment holds a NaN or an infinity, so that the outputs
 // it meets are not finite, as in f32 math).
-template <typename C>
-__device__ __forceinline__ void stage_x8(const float* x, int64_t K, uint4* q, float2* meta) {
+// x4(i) returns float4 i of x.
+template <typename C, typename X4>
+__device__ __forceinline__ void stage_x8(const X4& x4, int64_t K, uint4* q, float2* meta) {
   const int64_t nc = C::chunks(K);
-  const float4* x4 = reinterpret_cast<const float4*>(x);
   for (int64_t s = threadIdx.x; s < K / 16; s += blockDim.x) {
     float4 v[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = __ldg(x4 + 4 * s + i);
+    for (int i = 0; i < 4; ++i) v[i] = x4(4 * s + i);
     float amax = 0.0f, probe = 0.0f;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -387,6 +389,45 @@ __device__ __forceinline__ void stage_x8(const float* x, int64_t K, uint4* q, fl
     q[slot] = make_uint4(w[0], w[1], w[2], w[3]);
     meta[slot] = make_float2(amax / 127.0f + probe, static_cast<float>(sum));
   }
+}
+
+// The RMS-norm prologue (GemvParams::norm), first half: the residual sum v = x (+ res)
+// into vs (K floats of shared memory; block 0 also stores it to norm_sum) and the
+// norm's scale 1 / sqrt(mean(v^2) + eps), summed in double like norm_kernel.
+__device__ __forceinline__ float norm_prologue(const GemvParams& p, int64_t K, float* vs) {
+  __shared__ double red[32];
+  const float4* x4 = static_cast<const float4*>(p.x);
+  const float4* r4 = static_cast<const float4*>(p.norm_res);
+  double ss = 0;
+  for (int64_t i = threadIdx.x; i < K / 4; i += blockDim.x) {
+    float4 v = x4[i];
+    if (r4 != nullptr) {
+      const float4 r = r4[i];
+      v = make_float4(v.x + r.x, v.y + r.y, v.z + r.z, v.w + r.w);
+      if (blockIdx.x == 0 && p.norm_sum != nullptr) static_cast<float4*>(p.norm_sum)[i] = v;
+    }
+    reinterpret_cast<float4*>(vs)[i] = v;
+    ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
+          static_cast<double>(v.w) * v.w;
+  }
+  ss = block_sum_d(ss, red);  // (its barriers also publish vs)
+  return static_cast<float>(1.0 / sqrt(ss / static_cast<double>(K) + p.norm_eps));
+}
+
+// gamma as f32 into gs (K floats of shared memory).
+__device__ __forceinline__ void stage_gamma(const GemvParams& p, int64_t K, float* gs) {
+  if (p.norm_g_dt == DT::F32) {
+    const float4* g4 = static_cast<const float4*>(p.norm_gamma);  // (16-byte aligned: fuse_norm_gemv checks)
+    for (int64_t i = threadIdx.x; i < K / 4; i += blockDim.x) reinterpret_cast<float4*>(gs)[i] = __ldg(g4 + i);
+  } else {
+    for (int64_t i = threadIdx.x; i < K; i += blockDim.x) gs[i] = ld_f(p.norm_g_dt, p.norm_gamma, i);
+  }
+}
+
+// Second half: float4 i of the normed x, v * scale * gamma (norm_kernel's order).
+__device__ __forceinline__ float4 normed_x4(const float* vs, const float* gs, float scale, int64_t i) {
+  const float4 v = reinterpret_cast<const float4*>(vs)[i], g = reinterpret_cast<const float4*>(gs)[i];
+  return make_float4(v.x * scale * g.x, v.y * scale * g.y, v.z * scale * g.z, v.w * scale * g.w);
 }
 
 // Output row n of a q / k / v product with a rope / KV-cache role (GemvParams::part_role):
@@ -477,28 +518,34 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
           for (int r = 0; r < R; ++r) C::load(regs[u][s][r], rows[r][s], drows[r][s], c);
     }
   };
+  // With the norm prologue, x is computed from the norm's inputs (M = 1, f32, vec4):
+  // vs holds the residual sum, gs gamma in f32.
+  float* vs = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xs) + (kX8 ? K / 16 * (16 + sizeof(float2)) : M * ks * sizeof(float)));
+  float* gs = vs + K;
   // The first weight loads go out before x is staged (and, for weights no kernel writes,
-  // before the kernel before this one has finished), so that their latency overlaps it.
-  if (p.w_const) {
-    if (active) load_all(lane);
-    pdl_wait();
-  } else {
-    pdl_wait();
-    if (active) load_all(lane);
-  }
+  // before the kernel before this one has finished), so that their latency overlaps it;
+  // likewise gamma.
+  if (p.w_const && active) load_all(lane);
+  if (p.norm && p.norm_gamma_const) stage_gamma(p, K, gs);
+  pdl_wait();
+  if (!p.w_const && active) load_all(lane);
   pdl_trigger();
+  if (p.norm && !p.norm_gamma_const) stage_gamma(p, K, gs);
+  const float scale = p.norm ? norm_prologue(p, K, vs) : 1.0f;  // (its barriers publish vs and gs)
+  auto x4_at = [&](int64_t i) {
+    return p.norm ? normed_x4(vs, gs, scale, i) : __ldg(static_cast<const float4*>(p.x) + i);
+  };
   X8 x8{};
   if constexpr (kX8) {
     uint4* q = reinterpret_cast<uint4*>(xs);
     float2* meta = reinterpret_cast<float2*>(q + K / 16);
-    stage_x8<C>(static_cast<const float*>(p.x), K, q, meta);
+    stage_x8<C>(x4_at, K, q, meta);
     x8 = X8{q, meta, chunks};
   } else if (p.x_vec4) {
     for (int m = 0; m < M; ++m) {
-      const float4* x4 = static_cast<const float4*>(p.x) + m * (K / 4);
 #pragma unroll 4
       for (int64_t k4 = threadIdx.x; k4 < K / 4; k4 += blockDim.x) {
-        const float4 v = __ldg(x4 + k4);
+        const float4 v = x4_at(m * (K / 4) + k4);
         *reinterpret_cast<float4*>(xs + m * ks + xpad(4 * k4, C::kPad)) =
             make_float4(round_x<X>(v.x), round_x<X>(v.y), round_x<X>(v.z), round_x<X>(v.w));
       }
@@ -608,13 +655,13 @@ void launch_typed(const GemvParams& p, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>(gemv_blocks(p));
   if constexpr (!std::is_same_v<C, FloatChunk<X>>) {
     if (gemv_x8(p)) {
-      const size_t smem8 = static_cast<size_t>(p.K / 16 * (16 + sizeof(float2)));
+      const size_t smem8 = static_cast<size_t>(p.K / 16 * (16 + sizeof(float2)) + (p.norm ? p.K * 8 : 0));
       if (p.swiglu) launch_k(gemv_kernel<C, X, R, 1, true, true>, grid, kWarps * 32, smem8, s, p);
       else launch_k(gemv_kernel<C, X, R, 1, false, true>, grid, kWarps * 32, smem8, s, p);
       return;
     }
   }
-  const size_t smem = gemv_smem_bytes(p.w_dt, p.M, p.K);
+  const size_t smem = gemv_smem_bytes(p.w_dt, p.M, p.K, p.norm);
   if (p.M == 1) {
     if (p.swiglu) launch_k(gemv_kernel<C, X, R, 1, true>, grid, kWarps * 32, smem, s, p);
     else launch_k(gemv_kernel<C, X, R, 1, false>, grid, kWarps * 32, smem, s, p);
@@ -648,18 +695,19 @@ __global__ void repack_split_kernel(const uint8_t* raw, uint8_t* out, int64_t n_
 
 bool packed_split(DT t) { return split_layout(t); }
 
-int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K) {
+int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K, bool norm) {
   const int sh = pad_shift(w_dt);
-  return M * (K + ((K >> sh) << 2)) * static_cast<int64_t>(sizeof(float));
+  return (M * (K + ((K >> sh) << 2)) + (norm ? 2 * K : 0)) * static_cast<int64_t>(sizeof(float));
 }
 
 bool gemv_x8_type(DT w_dt) {
   return w_dt == DT::Q8_0 || w_dt == DT::Q4_0 || w_dt == DT::Q4_K || w_dt == DT::Q6_K;
 }
 
-bool gemv_supported(DT w_dt, int64_t M, int64_t K) {
-  // (kRoleSmem: the static rows of the rope / KV-cache epilogue share the 48 KiB.)
-  if (M < 1 || M > kMaxGemvM || gemv_smem_bytes(w_dt, M, K) > kGemvSmemLimit - kRoleSmem) return false;
+bool gemv_supported(DT w_dt, int64_t M, int64_t K, bool norm) {
+  // (kRoleSmem: the static rows of the rope / KV-cache epilogue share the 48 KiB, and
+  // norm_prologue's 32 doubles.)
+  if (M < 1 || M > kMaxGemvM || gemv_smem_bytes(w_dt, M, K, norm) > kGemvSmemLimit - kRoleSmem - 32 * 8) return false;
   switch (w_dt) {
     case DT::F32: return K % 4 == 0;
     case DT::F16: case DT::BF16: return K % 8 == 0;
