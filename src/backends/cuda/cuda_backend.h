@@ -39,7 +39,7 @@ struct CudaOptions {
   /// writes as one launch (`fuse_rope_kv`), and that launch's work moved into the
   /// epilogues of the q / k / v GEMVs where they are one-row GEMVs (`fuse_gemv_rope_kv`,
   /// needs `fuse_rope_kv`); a one-row RMS norm (and its residual add) computed by the
-  /// GEMV after it as a prologue (`fuse_norm_gemv`, fuse_norm_gemv).
+  /// GEMVs after it as a prologue (`fuse_norm_gemv`; `norm_gemv` in RLX_CUDA_FUSE).
   /// RLX_CUDA_FUSE selects them (see env.h).
   bool fuse_swiglu = true;
   bool fuse_rope_kv = true;

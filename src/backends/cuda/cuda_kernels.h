@@ -320,9 +320,11 @@ struct GemvParams {
 int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K, bool norm = false);
 /// True for the packed types whose GEMV can take x in 8 bits (GemvParams::x_int8).
 bool gemv_x8_type(DT w_dt);
-/// True when launch_gemv covers weights of `w_dt` at this M and K (with the norm
-/// prologue: `norm`).
-bool gemv_supported(DT w_dt, int64_t M, int64_t K, bool norm = false);
+/// True when launch_gemv covers weights of `w_dt` at this M and K.
+bool gemv_supported(DT w_dt, int64_t M, int64_t K);
+/// True when the launch of `p` (one the GEMV covers) leaves shared memory for the norm
+/// prologue's rows (GemvParams::norm), on the path it takes (8-bit or f32 x).
+bool gemv_norm_fits(const GemvParams& p);
 void launch_gemv(const GemvParams& p, cudaStream_t s);
 
 }  // namespace rlx::cuda_backend

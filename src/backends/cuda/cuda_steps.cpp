@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <optional>
 
 #include "backends/cuda/cuda_step.h"
@@ -1458,6 +1459,23 @@ void fuse_decode_steps(std::vector<Step>& steps, const ir::Graph& g, const std::
 
 namespace {
 
+/// Everything step s writes: its output, and for GEMVs the other parts' outputs of a
+/// grouped launch, the rope / KV-cache writes taken over (fuse_gemv_rope_kv) and the
+/// residual sum of a norm prologue (fuse_norm_gemv).
+std::vector<const ValueRef*> written_by(const Step& s) {
+  std::vector<const ValueRef*> w = {&s.out};
+  if (s.fn != &gemv_fn && s.fn != &gemv_group_fn) return w;
+  const LinearParams& lp = s.p<LinearParams>();
+  if (s.fn == &gemv_group_fn)
+    for (int p = 1; p < lp.gv.n_parts; ++p) w.push_back(&s.in[static_cast<size_t>(lp.gv.n_parts + p)]);
+  if (lp.rkv_in != 0) {
+    for (size_t a : {2, 4, 6}) w.push_back(&s.in[lp.rkv_in + a]);
+    if (lp.rkv_k_out) w.push_back(&s.in[lp.rkv_in + 7]);
+  }
+  if (lp.norm_sum) w.push_back(&s.in.back());
+  return w;
+}
+
 /// Moves rope_kv step r into the decode GEMVs that produce its q, k and v (one grouped
 /// launch or several, among the four steps before it); else says why not.
 const char* fuse_rope_kv_into_gemvs(std::vector<Step>& steps, size_t r, const std::vector<int32_t>& uses) {
@@ -1510,10 +1528,13 @@ const char* fuse_rope_kv_into_gemvs(std::vector<Step>& steps, size_t r, const st
   const ValueRef* reads[4] = {&rk.in[1], &rk.in[3], &rk.in[5], &rk.in[8]};
   for (size_t j = first; j < r; ++j) {
     const Step& s = steps[j];
-    for (const ValueRef* rd : reads)
-      if (!disjoint_refs(s.out, *rd)) return "a step in between writes a position or cache start";
-    for (int role = 0; role < 3; ++role)
-      if (j > at_step[role] && !disjoint_refs(s.out, *want[role])) return "a step in between writes q, k or v";
+    const std::vector<const ValueRef*> sw = written_by(s);
+    for (const ValueRef* w : sw) {
+      for (const ValueRef* rd : reads)
+        if (!disjoint_refs(*w, *rd)) return "a step in between writes a position or cache start";
+      for (int role = 0; role < 3; ++role)
+        if (j > at_step[role] && !disjoint_refs(*w, *want[role])) return "a step in between writes q, k or v";
+    }
     std::vector<const ValueRef*> refs = {&s.out};
     for (const ValueRef& x : s.in) refs.push_back(&x);
     for (const ValueRef* x : refs) {
@@ -1578,8 +1599,13 @@ bool gemv_takes_norm(const Step& s, int64_t K) {
   const GemvParams& gv = lp.gv;
   if (!lp.gemv || gv.M != 1 || !gv.x_vec4 || gv.x_dt != DT::F32 || gv.K != K || gv.norm) return false;
   if (s.fn == &gemv_fn && lp.packed && packed_split(lp.q.w_dt) && !s.split) return false;  // the generic packed GEMV
-  return gemv_supported(gv.w_dt, 1, gv.K, true);
+  return gemv_norm_fits(gv);
 }
+
+// Every block of a GEMV with the prologue reads the norm's inputs and gamma (3 x 4K bytes
+// from L2) and sums squares: worth a launch for the q/k/v and gate/up products (<= 2048
+// blocks of 8 or 16 rows), not for an LM head of 32000 rows and more.
+constexpr int64_t kNormPrologueMaxRows = 16384;
 
 /// Why one-row RMS norm step i cannot become the prologue of the GEMV steps right after
 /// it, or null after rewriting them to compute it (the caller drops step i). Those steps
@@ -1600,12 +1626,16 @@ const char* fuse_norm_into_gemv(std::vector<Step>& steps, size_t i, const ir::Gr
   // The GEMVs that read the normed row, right after the norm, and their products.
   size_t end = i + 1;
   int parts = 0;
+  int64_t rows = 0;
   for (; end < steps.size() && same_ref(steps[end].in[0], normed) && steps[end].in[0].bytes == row_bytes; ++end) {
     if (!gemv_takes_norm(steps[end], k.d)) return "a step that is not a GEMV of the prologue's form reads the normed row";
     const LinearParams& lp = steps[end].p<LinearParams>();
     parts += steps[end].fn == &gemv_group_fn ? lp.gv.n_parts : lp.swiglu ? 2 : 1;
+    rows += steps[end].fn == &gemv_group_fn ? std::accumulate(lp.gv.part_N, lp.gv.part_N + lp.gv.n_parts, int64_t{0})
+                                            : lp.gv.N;
   }
   if (end == i + 1) return "the next step is not a GEMV over the normed row";
+  if (rows > kNormPrologueMaxRows) return "the GEMVs have too many rows for every block to recompute the norm";
   const ValueRef& x = ns.in[0];
   const ValueRef* res = np.residual ? &ns.in[1] : nullptr;
   const ValueRef& gamma = ns.in[np.residual ? 2 : 1];
@@ -1644,15 +1674,7 @@ const char* fuse_norm_into_gemv(std::vector<Step>& steps, size_t i, const ir::Gr
   // anything they read.
   for (size_t j = i + 1; j < end; ++j) {
     const Step& gs = steps[j];
-    const LinearParams& lp = gs.p<LinearParams>();
-    std::vector<const ValueRef*> writes = {&gs.out};
-    if (gs.fn == &gemv_group_fn)
-      for (int p = 1; p < lp.gv.n_parts; ++p) writes.push_back(&gs.in[static_cast<size_t>(lp.gv.n_parts + p)]);
-    if (lp.rkv_in != 0) {
-      for (size_t a : {2, 4, 6}) writes.push_back(&gs.in[lp.rkv_in + a]);
-      if (lp.rkv_k_out) writes.push_back(&gs.in[lp.rkv_in + 7]);
-    }
-    for (const ValueRef* w : writes)
+    for (const ValueRef* w : written_by(gs))
       for (const ValueRef* r : {&x, res, &gamma, static_cast<const ValueRef*>(np.residual ? &sum : nullptr)})
         if (r != nullptr && !disjoint_refs(*w, *r)) return "the GEMV's outputs overlap the norm's inputs";
     if (np.residual)

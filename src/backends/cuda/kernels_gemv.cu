@@ -655,7 +655,7 @@ void launch_typed(const GemvParams& p, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>(gemv_blocks(p));
   if constexpr (!std::is_same_v<C, FloatChunk<X>>) {
     if (gemv_x8(p)) {
-      const size_t smem8 = static_cast<size_t>(p.K / 16 * (16 + sizeof(float2)) + (p.norm ? p.K * 8 : 0));
+      const size_t smem8 = static_cast<size_t>(p.K / 16 * (16 + sizeof(float2)) + (p.norm ? p.K * 8 : 0));  // (gemv_norm_fits)
       if (p.swiglu) launch_k(gemv_kernel<C, X, R, 1, true, true>, grid, kWarps * 32, smem8, s, p);
       else launch_k(gemv_kernel<C, X, R, 1, false, true>, grid, kWarps * 32, smem8, s, p);
       return;
@@ -704,10 +704,18 @@ bool gemv_x8_type(DT w_dt) {
   return w_dt == DT::Q8_0 || w_dt == DT::Q4_0 || w_dt == DT::Q4_K || w_dt == DT::Q6_K;
 }
 
-bool gemv_supported(DT w_dt, int64_t M, int64_t K, bool norm) {
-  // (kRoleSmem: the static rows of the rope / KV-cache epilogue share the 48 KiB, and
-  // norm_prologue's 32 doubles.)
-  if (M < 1 || M > kMaxGemvM || gemv_smem_bytes(w_dt, M, K, norm) > kGemvSmemLimit - kRoleSmem - 32 * 8) return false;
+// Static shared memory of gemv_kernel: the rope / KV-cache epilogue's rows and
+// norm_prologue's 32 doubles share the 48 KiB with the dynamic part.
+constexpr int64_t kStaticSmem = kRoleSmem + 32 * sizeof(double);
+
+bool gemv_norm_fits(const GemvParams& p) {
+  const int64_t dyn = gemv_x8(p) ? p.K / 16 * static_cast<int64_t>(16 + sizeof(float2)) + 8 * p.K
+                                 : gemv_smem_bytes(p.w_dt, p.M, p.K, true);
+  return dyn <= kGemvSmemLimit - kStaticSmem;
+}
+
+bool gemv_supported(DT w_dt, int64_t M, int64_t K) {
+  if (M < 1 || M > kMaxGemvM || gemv_smem_bytes(w_dt, M, K) > kGemvSmemLimit - kStaticSmem) return false;
   switch (w_dt) {
     case DT::F32: return K % 4 == 0;
     case DT::F16: case DT::BF16: return K % 8 == 0;
