@@ -5,7 +5,9 @@
 
 namespace rlx::cli {
 
-/// Read bandwidth of `threads` threads summing a 1 GiB buffer, over `reps` passes.
+/// Read bandwidth of `threads` threads summing a 1 GiB buffer, over `reps` passes that
+/// alternate between a plain loop and one prefetching 4 KiB ahead into L2 (as the decode
+/// GEMVs do).
 struct Bandwidth {
   double best = 0;    ///< bytes/s of the fastest pass
   double median = 0;  ///< bytes/s of the median pass

@@ -28,6 +28,12 @@ EnvConfig read_env() {
     const long n = std::strtol(amx_rows.c_str(), &end, 10);
     if (end && *end == '\0' && n > 0 && n <= 1000000) c.cpu_amx_min_rows = static_cast<int>(n);
   }
+  const std::string gemv_prefetch = get("RLX_CPU_GEMV_PREFETCH");
+  if (!gemv_prefetch.empty()) {
+    char* end = nullptr;
+    const long n = std::strtol(gemv_prefetch.c_str(), &end, 10);
+    if (end && *end == '\0' && n >= 0 && n <= (1 << 20) && n % 64 == 0) c.cpu_gemv_prefetch = static_cast<int>(n);
+  }
   c.cpu_prepack = get("RLX_CPU_PREPACK") != "0";
   auto on = [](const char* name) {
     const std::string v = get(name);

@@ -8,6 +8,8 @@
 //   RLX_CPU_AMX_MIN_ROWS  fewest activation rows a matmul needs to run on the AMX tiles
 //                 (default 32; 1 puts every quantized matmul on them, f16 / bf16 ones
 //                 from 5 rows: fewer take the GEMV)
+//   RLX_CPU_GEMV_PREFETCH  bytes ahead of the weight stream that the CPU decode GEMVs
+//                 prefetch into L2 (default: 4096 on Intel CPUs, 0 = off elsewhere)
 //   RLX_CACHE_DIR folder for AOT compile caches and built-in demo models
 //   RLX_CPU_PREPACK  0: the CPU backend packs matmul weights per call instead of once
 //                 (default 1; BackendOptions::prepack_weights)
@@ -30,6 +32,7 @@ struct EnvConfig {
   std::string ir_dump_dir;
   std::string cpu_isa;
   int cpu_amx_min_rows = 32;  ///< RLX_CPU_AMX_MIN_ROWS (1..1e6; else the default)
+  int cpu_gemv_prefetch = -1;  ///< RLX_CPU_GEMV_PREFETCH (0..1 MiB, multiple of 64); -1: not set
   std::string cache_dir;
   bool cpu_prepack = true;  ///< RLX_CPU_PREPACK (false only for "0")
   bool cuda_graphs = true;             ///< RLX_CUDA_GRAPHS (false for "0" or "off")

@@ -13,11 +13,20 @@
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "backends/cpu/kernels/qmatmul_kernels.h"
+#include "rlx/base/env.h"
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
 #include "rlx/formats/quant_blocks.h"
 
 namespace rlx::cpu {
+
+int detail::gemv_far_prefetch() {
+  static const int bytes = env_config().cpu_gemv_prefetch >= 0      ? env_config().cpu_gemv_prefetch
+                           : cpu_features().vendor == "GenuineIntel" ? 4096
+                                                                     : 0;
+  return bytes;
+}
+
 namespace {
 
 using formats::GgmlType;

@@ -85,6 +85,7 @@ void gemv_wide_rows(int64_t nb, const uint8_t* w, size_t w_row_bytes, const Wide
                     float* out, int64_t ldo) {
   using Block = typename W::Block;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const int far = gemv_far_prefetch();
   for (int64_t j = n0; j < n1; ++j) {
     const Block* wb = reinterpret_cast<const Block*>(w + j * w_row_bytes);
     __m512 acc[M];
@@ -92,6 +93,10 @@ void gemv_wide_rows(int64_t nb, const uint8_t* w, size_t w_row_bytes, const Wide
     int64_t b = 0;
     for (; b + 1 < nb; b += 2) {
       _mm_prefetch(reinterpret_cast<const char*>(wb + b) + 384, _MM_HINT_T0);
+      if (far > 0) {  // (two blocks: 68 bytes, at most two lines)
+        _mm_prefetch(reinterpret_cast<const char*>(wb + b) + far, _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(wb + b) + far + 64, _MM_HINT_T1);
+      }
       const __m512i v = W::pair(wb[b], wb[b + 1]);
       const __m512i neg_bias = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, v));
       const float dw[2] = {h2f(wb[b].d), h2f(wb[b + 1].d)};
