@@ -1,6 +1,7 @@
 // Machine limits for the kernel benchmarks, measured once per run with all threads of
 // a pool: peak f32 FMA FLOP/s (register-only AVX-512 / AVX2 loop) and read bandwidth
-// (streaming sum over 1 GiB, plain and with a 4 KiB L2 prefetch), plus a console reporter that prints each rate next to them.
+// (streaming sum over 1 GiB, plain and with a 4 KiB L2 prefetch), plus a console
+// reporter that prints each rate next to them.
 #pragma once
 
 #include <benchmark/benchmark.h>

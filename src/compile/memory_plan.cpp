@@ -1,5 +1,6 @@
 // Memory planner (last stage of the pipeline): MIR -> LIR. Views alias their root with
-// a byte offset; liveness is inclusive [birth, last use] per root; elementwise ops may
+// a byte offset; liveness is inclusive [birth, last use] per root (a small RMS norm's
+// inputs may be kept longer: PlanOptions::norm_input_rows); elementwise ops may
 // take a dying input's slot (in place); groups are placed largest first at the best
 // (smallest sufficient) aligned gap among time-overlapping placed groups.
 #include "rlx/compile/memory_plan.h"
