@@ -210,21 +210,7 @@ TEST(CudaDecode, GroupedGemvMatchesReference) {
     std::vector<Tensor> ws;
     std::vector<std::vector<float>> deq;
     for (int i = 0; i < 3; ++i) {
-      const int64_t N = Ns[i];
-      if (t == DType::F16) {
-        const std::vector<float> wf = random_vec(static_cast<size_t>(N * K), 90 + static_cast<uint32_t>(i));
-        std::vector<uint8_t> bytes(wf.size() * 2);
-        std::vector<float> d(wf.size());
-        for (size_t e = 0; e < wf.size(); ++e) {
-          const uint16_t h = f32_to_f16_bits(wf[e]);
-          std::memcpy(bytes.data() + 2 * e, &h, 2);
-          d[e] = f16_bits_to_f32(h);
-        }
-        ws.push_back(Tensor(DType::F16, {N, K}, std::move(bytes)));
-        deq.push_back(std::move(d));
-        continue;
-      }
-      PackedWeights pw = packed_weights(t, N, K, 90 + static_cast<uint32_t>(i));
+      PackedWeights pw = packed_weights(t, Ns[i], K, 90 + static_cast<uint32_t>(i));
       ws.push_back(std::move(pw.packed));
       deq.push_back(std::move(pw.deq));
     }
@@ -268,22 +254,9 @@ TEST(CudaDecode, NormPrologueGemvMatchesReference) {
     std::vector<Tensor> ws;
     std::vector<std::vector<float>> deq;
     for (int i = 0; i < 3; ++i) {
-      if (t == DType::F16) {
-        const std::vector<float> wf = random_vec(static_cast<size_t>(Ns[i] * K), 100 + static_cast<uint32_t>(i));
-        std::vector<uint8_t> bytes(wf.size() * 2);
-        std::vector<float> d(wf.size());
-        for (size_t e = 0; e < wf.size(); ++e) {
-          const uint16_t h = f32_to_f16_bits(wf[e]);
-          std::memcpy(bytes.data() + 2 * e, &h, 2);
-          d[e] = f16_bits_to_f32(h);
-        }
-        ws.push_back(Tensor(DType::F16, {Ns[i], K}, std::move(bytes)));
-        deq.push_back(std::move(d));
-      } else {
-        PackedWeights pw = packed_weights(t == DType::Q4_K && i == 2 ? DType::Q6_K : t, Ns[i], K, 100 + static_cast<uint32_t>(i));
-        ws.push_back(std::move(pw.packed));
-        deq.push_back(std::move(pw.deq));
-      }
+      PackedWeights pw = packed_weights(t == DType::Q4_K && i == 2 ? DType::Q6_K : t, Ns[i], K, 100 + static_cast<uint32_t>(i));
+      ws.push_back(std::move(pw.packed));
+      deq.push_back(std::move(pw.deq));
     }
     for (bool residual : {false, true})
       for (DType g_dt : {DType::F32, DType::F16})

@@ -44,7 +44,8 @@ struct PackedWeights {
 };
 
 /// rows x cols values uniform in [-1, 1) from `seed`, quantized row by row to `t`
-/// (a packed dtype whose block divides cols). Failures are reported to the running test.
+/// (f16, or a packed dtype whose block divides cols). Failures are reported to the
+/// running test.
 inline PackedWeights packed_weights(ir::DType t, int64_t rows, int64_t cols, uint32_t seed) {
   const std::vector<float> wf = random_vec(static_cast<size_t>(rows * cols), seed);
   const auto gt = formats::ggml_type_from_name(ir::dtype_name(t));

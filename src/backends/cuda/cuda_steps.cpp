@@ -1459,6 +1459,26 @@ void fuse_decode_steps(std::vector<Step>& steps, const ir::Graph& g, const std::
 
 namespace {
 
+/// Offers every step run by `fn` to `hand_over(i)`, which rewrites other steps to do its
+/// work and returns null, or says why not (logged); first every hand-over (they rewrite
+/// steps in place), then the list without the steps handed over, renumbered.
+template <class HandOver>
+void hand_over_steps(std::vector<Step>& steps, StepFn fn, HandOver&& hand_over) {
+  std::vector<bool> gone(steps.size(), false);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].fn != fn) continue;
+    const char* why_not = hand_over(i);
+    if (why_not == nullptr) gone[i] = true;
+    else RLX_LOG_DEBUG("cuda: {} stays a launch of its own: {}", *steps[i].what, why_not);
+  }
+  std::vector<Step> out;
+  out.reserve(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (!gone[i]) out.push_back(std::move(steps[i]));
+  for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
+  steps = std::move(out);
+}
+
 /// Everything step s writes: its output, and for GEMVs the other parts' outputs of a
 /// grouped launch, the rope / KV-cache writes taken over (fuse_gemv_rope_kv) and the
 /// residual sum of a norm prologue (fuse_norm_gemv).
@@ -1572,21 +1592,7 @@ const char* fuse_rope_kv_into_gemvs(std::vector<Step>& steps, size_t r, const st
 void fuse_gemv_rope_kv(std::vector<Step>& steps, const ir::Graph& g, const std::vector<ir::ValueId>& outputs) {
   std::vector<int32_t> uses = g.use_counts();
   for (ir::ValueId v : outputs) ++uses[static_cast<size_t>(v)];
-  // First every hand-over (it rewrites earlier steps in place), then the list without
-  // the rope_kv steps that were handed over.
-  std::vector<bool> gone(steps.size(), false);
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].fn != &rope_kv_fn) continue;
-    const char* why_not = fuse_rope_kv_into_gemvs(steps, i, uses);
-    if (why_not == nullptr) gone[i] = true;
-    else RLX_LOG_DEBUG("cuda: {} stays a launch of its own: {}", *steps[i].what, why_not);
-  }
-  std::vector<Step> out;
-  out.reserve(steps.size());
-  for (size_t i = 0; i < steps.size(); ++i)
-    if (!gone[i]) out.push_back(std::move(steps[i]));
-  for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
-  steps = std::move(out);
+  hand_over_steps(steps, &rope_kv_fn, [&](size_t i) { return fuse_rope_kv_into_gemvs(steps, i, uses); });
 }
 
 namespace {
@@ -1707,19 +1713,7 @@ const char* fuse_norm_into_gemv(std::vector<Step>& steps, size_t i, const ir::Gr
 
 void fuse_norm_gemv(std::vector<Step>& steps, const ir::Graph& g, const ir::BufferPlan& plan,
                     const std::vector<ir::ValueId>& outputs) {
-  std::vector<bool> gone(steps.size(), false);
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (steps[i].fn != &norm_fn) continue;
-    const char* why_not = fuse_norm_into_gemv(steps, i, g, plan, outputs);
-    if (why_not == nullptr) gone[i] = true;
-    else RLX_LOG_DEBUG("cuda: {} stays a launch of its own: {}", *steps[i].what, why_not);
-  }
-  std::vector<Step> out;
-  out.reserve(steps.size());
-  for (size_t i = 0; i < steps.size(); ++i)
-    if (!gone[i]) out.push_back(std::move(steps[i]));
-  for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
-  steps = std::move(out);
+  hand_over_steps(steps, &norm_fn, [&](size_t i) { return fuse_norm_into_gemv(steps, i, g, plan, outputs); });
 }
 
 StepBuilder cuda_builder(OpKind kind) {
