@@ -278,10 +278,9 @@ Expected<LirModule> plan_memory(const MirModule& m, const PlanOptions& opt) {
 }
 
 Expected<LirModule> specialize(const LirModule& lir, const DimBinding& binding) {
-  ASSIGN_OR_RETURN(Graph bound, bind(lir.graph, binding));
   PlanOptions opt;
   opt.alignment = lir.plan.alignment;
-  return plan_memory(MirModule{std::move(bound)}, opt);
+  return specialize(lir, binding, opt);
 }
 
 Expected<LirModule> specialize(const LirModule& lir, const DimBinding& binding, const PlanOptions& options) {
