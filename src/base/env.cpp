@@ -34,7 +34,9 @@ EnvConfig read_env() {
     const long n = std::strtol(gemv_prefetch.c_str(), &end, 10);
     if (end && *end == '\0' && n >= 0 && n <= (1 << 20) && n % 64 == 0) c.cpu_gemv_prefetch = static_cast<int>(n);
   }
+  if (const std::string zmm = get("RLX_CPU_GEMV_ZMM"); zmm == "0" || zmm == "1") c.cpu_gemv_zmm = zmm == "1";
   c.cpu_prepack = get("RLX_CPU_PREPACK") != "0";
+  c.cpu_profile = get("RLX_CPU_PROFILE") == "1";
   auto on = [](const char* name) {
     const std::string v = get(name);
     return v != "0" && v != "off";

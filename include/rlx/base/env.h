@@ -10,6 +10,11 @@
 //                 from 5 rows: fewer take the GEMV)
 //   RLX_CPU_GEMV_PREFETCH  bytes ahead of the weight stream that the CPU decode GEMVs
 //                 prefetch into L2 (default: 4096 on Intel CPUs, 0 = off elsewhere)
+//   RLX_CPU_GEMV_ZMM  0: one-row quantized GEMVs (decode) on the 256-bit loops shared
+//                 with m > 1; 1: on their own 512-bit loops (Q4_K, Q6_K, Q8_0; default:
+//                 1 on Intel CPUs, 0 elsewhere)
+//   RLX_CPU_PROFILE 1: per-step times of CPU runs, summed per op and printed to stderr
+//                 when the executable goes away (default off)
 //   RLX_CACHE_DIR folder for AOT compile caches and built-in demo models
 //   RLX_CPU_PREPACK  0: the CPU backend packs matmul weights per call instead of once
 //                 (default 1; BackendOptions::prepack_weights)
@@ -33,6 +38,8 @@ struct EnvConfig {
   std::string cpu_isa;
   int cpu_amx_min_rows = 32;  ///< RLX_CPU_AMX_MIN_ROWS (1..1e6; else the default)
   int cpu_gemv_prefetch = -1;  ///< RLX_CPU_GEMV_PREFETCH (0..1 MiB, multiple of 64); -1: not set
+  int cpu_gemv_zmm = -1;       ///< RLX_CPU_GEMV_ZMM ("0" or "1"); -1: not set
+  bool cpu_profile = false;    ///< RLX_CPU_PROFILE (true only for "1")
   std::string cache_dir;
   bool cpu_prepack = true;  ///< RLX_CPU_PREPACK (false only for "0")
   bool cuda_graphs = true;             ///< RLX_CUDA_GRAPHS (false for "0" or "off")

@@ -3,16 +3,20 @@
 // (shared by clones, copy-on-write on set_param); matmul weights are packed into the
 // GEMM panel layout when they are set (shared ones once per backend, through
 // PackedWeightCache); handles persist across runs, and the run loop does no lookups
-// and no allocation.
+// and no allocation. With RLX_CPU_PROFILE=1 each step is timed and the sums per op
+// (and weight dtype) go to stderr when the executable goes away.
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "backends/cpu/cpu_step.h"
 #include "rlx/base/aligned_buffer.h"
 #include "rlx/base/env.h"
 #include "rlx/base/half.h"
+#include "runtime/step_profile.h"
 
 namespace rlx::cpu_backend {
 namespace {
@@ -37,6 +41,9 @@ struct PackSite {
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable() = default;
+  CpuExecutable(const CpuExecutable&) = delete;
+  CpuExecutable& operator=(const CpuExecutable&) = delete;
+  ~CpuExecutable() override { report_profile(); }
 
   Status init(const ir::LirModule& lir, const ExtentInfo& extent, std::shared_ptr<cpu::ThreadPool> pool,
               std::shared_ptr<PackedWeightCache> packed);
@@ -90,7 +97,24 @@ class CpuExecutable final : public Executable {
   std::vector<std::shared_ptr<const cpu::PackedB>> packed_;  // per pack site; null until its param is set
   ExtentInfo extent_;
   StepCtx ctx_;
+
+  // RLX_CPU_PROFILE: every step's wall time, summed over runs.
+  struct Profile {
+    std::shared_ptr<const std::vector<std::string>> groups;  // per step (runtime::profile_group)
+    std::vector<double> step_ms;
+    int64_t runs = 0;
+    double run_ms = 0;
+  };
+  std::unique_ptr<Profile> prof_;
+  void report_profile() const;
 };
+
+void CpuExecutable::report_profile() const {
+  if (!prof_ || prof_->runs == 0) return;
+  const std::string header = fmt::format("rlx cpu profile: {} steps, {} runs, {} threads: {:.3f} ms/run", steps_.size(),
+                                         prof_->runs, ctx_.n_threads, prof_->run_ms / static_cast<double>(prof_->runs));
+  std::fputs(runtime::format_profile(header, *prof_->groups, prof_->step_ms, prof_->runs).c_str(), stderr);
+}
 
 uint8_t* CpuExecutable::base(StorageKind k, int32_t index) const {
   switch (k) {
@@ -253,6 +277,20 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
     steps_.push_back(std::move(s));
   }
   n_live_steps_ = static_cast<int>(steps_.size());
+  if (env_config().cpu_profile) {
+    auto groups = std::make_shared<std::vector<std::string>>();
+    for (const Step& st : steps_) {
+      // The weight's dtype joins the group: a Q4_K_M model's Q4_K and Q6_K matmuls apart.
+      const ir::Node& n = g.node(st.node);
+      std::string_view weight;
+      for (size_t i = 0; i < st.in.size(); ++i)
+        if (st.in[i].kind == StorageKind::kParam) weight = ir::dtype_name(g.node(n.inputs[i]).dtype);
+      groups->push_back(runtime::profile_group(g.describe(st.node), weight));
+    }
+    prof_ = std::make_unique<Profile>();
+    prof_->groups = std::move(groups);
+    prof_->step_ms.assign(steps_.size(), 0.0);
+  }
   // A param that another step reads in its own layout (e.g. a tied embedding: Gather and
   // LM head) stays unpacked: packing it would keep both layouts resident.
   std::erase_if(pack_sites_, [&](const PackSite& site) { return read_plain[site.param]; });
@@ -353,9 +391,24 @@ Status CpuExecutable::run(std::span<const void* const> inputs) {
     uint8_t* dst = arena + input_offsets_[i];
     if (dst != inputs[i]) std::memcpy(dst, inputs[i], static_cast<size_t>(input_bytes_[i]));
   }
-  for (const Step& s : steps_) {
-    Status st = s.fn(s, ctx_);
-    if (!st.ok()) return st;
+  if (prof_) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    Clock::time_point t = start;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      Status st = steps_[i].fn(steps_[i], ctx_);
+      if (!st.ok()) return st;
+      const Clock::time_point now = Clock::now();
+      prof_->step_ms[i] += std::chrono::duration<double, std::milli>(now - t).count();
+      t = now;
+    }
+    prof_->run_ms += std::chrono::duration<double, std::milli>(t - start).count();
+    ++prof_->runs;
+  } else {
+    for (const Step& s : steps_) {
+      Status st = s.fn(s, ctx_);
+      if (!st.ok()) return st;
+    }
   }
   for (const StagedOutput& o : staged_)
     std::memcpy(arena + o.dst_offset, base(o.src.kind, o.src.index) + o.src.offset, static_cast<size_t>(o.src.bytes));
@@ -413,6 +466,11 @@ Expected<std::unique_ptr<Executable>> CpuExecutable::clone() const {
   c->packed_ = packed_;  // shared like params_; a set_param on either side repacks for that side only
   c->extent_ = extent_;
   c->ctx_ = ctx_;
+  if (prof_) {
+    c->prof_ = std::make_unique<Profile>();
+    c->prof_->groups = prof_->groups;
+    c->prof_->step_ms.assign(steps_.size(), 0.0);
+  }
   c->resolve();
   return std::unique_ptr<Executable>(std::move(c));
 }

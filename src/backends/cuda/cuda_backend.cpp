@@ -10,7 +10,6 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +20,7 @@
 #include "rlx/base/env.h"
 #include "rlx/base/log.h"
 #include "rlx/runtime/tensor.h"
+#include "runtime/step_profile.h"
 
 namespace rlx::cuda_backend {
 namespace {
@@ -176,34 +176,17 @@ void CudaExecutable::resolve() {
 
 void CudaExecutable::report_profile() const {
   if (!prof_ || prof_->runs == 0) return;
-  std::vector<std::pair<std::string, std::pair<double, int>>> by_op;  // op name -> (ms, steps)
+  std::vector<std::string> groups;
   double total = 0;
   for (size_t i = 0; i < steps_.size(); ++i) {
-    // "%3 (rms_norm 'blk.0.attn_norm')" -> "rms_norm attn_norm" (layers summed)
-    const std::string& w = *steps_[i].what;
-    const size_t a = w.find('(');
-    std::string op = a == std::string::npos ? w : w.substr(a + 1);
-    if (!op.empty() && op.back() == ')') op.pop_back();
-    for (size_t at = op.find("blk."); at != std::string::npos; at = op.find("blk.")) {
-      size_t e = at + 4;
-      while (e < op.size() && std::isdigit(static_cast<unsigned char>(op[e]))) ++e;
-      op.erase(at, e < op.size() && op[e] == '.' ? e + 1 - at : e - at);
-    }
-    std::erase(op, '\'');
-    auto it = std::find_if(by_op.begin(), by_op.end(), [&](const auto& e) { return e.first == op; });
-    if (it == by_op.end()) it = by_op.insert(by_op.end(), {op, {0.0, 0}});
-    it->second.first += prof_->step_ms[i];
-    it->second.second += 1;
+    groups.push_back(runtime::profile_group(*steps_[i].what));
     total += prof_->step_ms[i];
   }
-  std::sort(by_op.begin(), by_op.end(), [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
   const double runs = prof_->runs;
-  std::string out = fmt::format("rlx cuda profile: {} steps, {} runs: GPU {:.3f} ms/run (kernels back to back), host {:.3f} ms/run\n",
-                                steps_.size(), prof_->runs, total / runs, prof_->host_ms / runs);
-  for (const auto& [op, v] : by_op)
-    out += fmt::format("  {:<40} {:4} steps {:9.3f} ms/run {:8.2f} us/step\n", op, v.second, v.first / runs,
-                       1000.0 * v.first / runs / v.second);
-  std::fputs(out.c_str(), stderr);
+  const std::string header =
+      fmt::format("rlx cuda profile: {} steps, {} runs: GPU {:.3f} ms/run (kernels back to back), host {:.3f} ms/run",
+                  steps_.size(), prof_->runs, total / runs, prof_->host_ms / runs);
+  std::fputs(runtime::format_profile(header, groups, prof_->step_ms, prof_->runs).c_str(), stderr);
 }
 
 Status CudaExecutable::allocate() {
