@@ -5,7 +5,8 @@
 #                   conformance suite with each path forced: default (AMX where usable),
 #                   RLX_CPU_AMX_MIN_ROWS=1 (every matmul on the tiles), avx512, avx2
 #   KERNELS=1       rlx_kernels_qmatmul_bench prefill + the f16/bf16 GEMM (KFILTER), prefill
-#                   attention of rlx_kernels_gemm_bench (AFILTER), on CPUS
+#                   attention of rlx_kernels_gemm_bench (AFILTER), on CPUS; again with each
+#                   setting of KAB (e.g. KAB="RLX_CPU_GEMV_ZMM=0")
 #   MODELS="q4_k_m q8_0 f16"  rlx synth --preset llama-3.2-1b of each type, then rlx bench
 #                   on CPUS with the default ISA and with AB (e.g. AB="RLX_CPU_ISA=avx512")
 #   CPUS=0,1        the cores the benchmarks are pinned to (taskset); THREADS = their count
@@ -27,12 +28,14 @@ if [ "${TESTS:-1}" = 1 ]; then
   done
 fi
 if [ "${KERNELS:-1}" = 1 ]; then
-  echo "== kernels on cpus $CPUS ($THREADS threads)"
-  RLX_THREADS=$THREADS taskset -c $CPUS $D/rlx_kernels_qmatmul_bench \
-    --benchmark_filter="${KFILTER:-BM_QPrefill/M:512/K:2048/N:8192/type:(12|14|8)/|BM_HalfGemm}" --benchmark_min_time=0.3 2>&1 |
-    grep -vE "^-+$|Run on|CPU Caches|L[123] |Load Average|\*\*\*" | head -60
-  RLX_THREADS=$THREADS taskset -c $CPUS $D/rlx_kernels_gemm_bench --benchmark_filter="${AFILTER:-BM_Attention/S:512}" \
-    --benchmark_min_time=0.3 2>&1 | grep -E "BM_|limits" | head -10
+  for env in "" ${KAB:-}; do
+    echo "== kernels ${env:-default} on cpus $CPUS ($THREADS threads)"
+    env $env RLX_THREADS=$THREADS taskset -c $CPUS $D/rlx_kernels_qmatmul_bench \
+      --benchmark_filter="${KFILTER:-BM_QPrefill/M:512/K:2048/N:8192/type:(12|14|8)/|BM_HalfGemm}" --benchmark_min_time=0.3 2>&1 |
+      grep -vE "^-+$|Run on|CPU Caches|L[123] |Load Average|\*\*\*" | head -60
+    env $env RLX_THREADS=$THREADS taskset -c $CPUS $D/rlx_kernels_gemm_bench --benchmark_filter="${AFILTER:-BM_Attention/S:512}" \
+      --benchmark_min_time=0.3 2>&1 | grep -E "BM_|limits" | head -10
+  done
 fi
 for ty in ${MODELS:-}; do
   m=/tmp/m_$ty.gguf

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/amx_matmul.h"
+#include "backends/cpu/kernels/qmatmul_kernels.h"
 #include "cpu_kernels/test_util.h"
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
@@ -351,6 +352,100 @@ TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
         }
       }
     }
+  }
+}
+
+// The one-row 512-bit loops (QKernels::gemv_one_row: Q4_K, Q6_K, Q8_0), called directly
+// whatever RLX_CPU_GEMV_ZMM says: against the llama.cpp-emulating reference at the tight
+// bound and against the shared loop, at block counts that leave the Q8_0 loop 0-3
+// blocks past its steps of four, on a column range that does not start at row 0.
+TEST(QMatmul, OneRowZmmLoopsMatchTheSharedLoops) {
+  const detail::QKernels& qk = detail::qkernels(IsaLevel::kAvx512);
+  if (qk.isa != IsaLevel::kAvx512) GTEST_SKIP() << "no AVX-512 VNNI here: " << describe_cpu_features(cpu_features());
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  struct Case {
+    GgmlType type;
+    detail::QKind kind;
+    int64_t k;
+  };
+  const Case cases[] = {{GgmlType::Q4_K, detail::QKind::kQ4_K, 256},  {GgmlType::Q4_K, detail::QKind::kQ4_K, 1280},
+                        {GgmlType::Q6_K, detail::QKind::kQ6_K, 256},  {GgmlType::Q6_K, detail::QKind::kQ6_K, 1280},
+                        {GgmlType::Q8_0, detail::QKind::kQ8_0, 32},   {GgmlType::Q8_0, detail::QKind::kQ8_0, 128},
+                        {GgmlType::Q8_0, detail::QKind::kQ8_0, 224},  {GgmlType::Q8_0, detail::QKind::kQ8_0, 352},
+                        {GgmlType::Q8_0, detail::QKind::kQ8_0, 2080}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(c.type) << " k=" << c.k);
+    const detail::QGemvFn one_row = qk.gemv_one_row[static_cast<int>(c.kind)];
+    ASSERT_NE(one_row, nullptr);
+    const int64_t n = 45, n0 = 6, k = c.k;
+    const QWeights w = make_weights(rng, c.type, n, k);
+    const std::vector<float> x = rng.vec(k, -2.0f, 2.0f);
+    const Expected e = reference(c.type, x, k, w, nullptr, 1, n, k);
+    const GgmlType vt = qmatmul_vec_dot_type(c.type);
+    std::vector<uint8_t> act(static_cast<size_t>(*formats::ggml_bytes_for(vt, k)));
+    qmatmul_quantize_activation(c.type, x.data(), act.data(), k, IsaLevel::kAvx512);
+    const int64_t nb = k / formats::ggml_block_size(c.type);
+    std::vector<float> got(static_cast<size_t>(n), NAN), shared(static_cast<size_t>(n), NAN);
+    one_row(1, nb, w.packed.data(), w.row_bytes, act.data(), act.size(), n0, n, got.data() + n0, n);
+    qk.gemv[static_cast<int>(c.kind)](1, nb, w.packed.data(), w.row_bytes, act.data(), act.size(), n0, n,
+                                      shared.data() + n0, n);
+    for (int64_t j = 0; j < n0; ++j) EXPECT_TRUE(std::isnan(got[static_cast<size_t>(j)]));
+    for (int64_t j = n0; j < n; ++j) {
+      const size_t i = static_cast<size_t>(j);
+      EXPECT_NEAR(got[i], e.emulated[i], kTightRel * e.abs_sum[i] + 1e-6) << "row " << j;
+      EXPECT_NEAR(got[i], shared[i], kTightRel * e.abs_sum[i] + 1e-6) << "row " << j;
+    }
+  }
+}
+
+// The largest integer sums the one-row K-quant loops see: every weight at its top code
+// (Q4_K 15 with scale and min 63; Q6_K 63, i.e. +31, with scale -128 and 127) against
+// activations of +-127, blocks written by hand, results worked out here in f64. A lane's
+// four products then sum to 4 * 63 * 127 = 32004 for Q6_K, the most its int16 step holds.
+TEST(QMatmul, OneRowZmmLoopsAtTheLargestSums) {
+  const detail::QKernels& qk = detail::qkernels(IsaLevel::kAvx512);
+  if (qk.isa != IsaLevel::kAvx512) GTEST_SKIP() << "no AVX-512 VNNI here: " << describe_cpu_features(cpu_features());
+  constexpr int64_t kBlocks = 3;
+  std::vector<formats::BlockQ8_K> act(kBlocks);
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    formats::BlockQ8_K& a = act[static_cast<size_t>(b)];
+    a.d = 0.5f + static_cast<float>(b);
+    const int sign = b == 1 ? -1 : 1;  // block 1: all -127
+    for (int i = 0; i < 256; ++i) a.qs[i] = static_cast<int8_t>(sign * 127);
+    for (int g = 0; g < 16; ++g) a.bsums[g] = static_cast<int16_t>(sign * 127 * 16);
+  }
+  const double dx_sum_signed = 0.5 * 1 + 1.5 * -1 + 2.5 * 1;  // Σ_b d_x * sign, per element 127
+  {
+    std::vector<formats::BlockQ4_K> w(kBlocks);
+    for (formats::BlockQ4_K& b : w) {
+      b.d = f32_to_f16_bits(0.25f);
+      b.dmin = f32_to_f16_bits(0.125f);
+      std::memset(b.scales, 0xFF, sizeof b.scales);  // every 6-bit scale and min = 63
+      std::memset(b.qs, 0xFF, sizeof b.qs);          // every value 15
+    }
+    // Per element: d * 63 * 15 * q_x - dmin * 63 * q_x.
+    const double want = 256 * 127 * dx_sum_signed * (0.25 * 63 * 15 - 0.125 * 63);
+    float got = NAN;
+    qk.gemv_one_row[static_cast<int>(detail::QKind::kQ4_K)](1, kBlocks, reinterpret_cast<const uint8_t*>(w.data()),
+                                                           sizeof(formats::BlockQ4_K) * kBlocks,
+                                                           reinterpret_cast<const uint8_t*>(act.data()), 0, 0, 1, &got, 1);
+    EXPECT_NEAR(got, want, 1e-6 * std::fabs(want));
+  }
+  for (int scale : {127, -128}) {
+    std::vector<formats::BlockQ6_K> w(kBlocks);
+    for (formats::BlockQ6_K& b : w) {
+      b.d = f32_to_f16_bits(0.25f);
+      std::memset(b.ql, 0xFF, sizeof b.ql);
+      std::memset(b.qh, 0xFF, sizeof b.qh);  // every value 63 - 32 = 31
+      for (int8_t& sc : b.scales) sc = static_cast<int8_t>(scale);
+    }
+    const double want = 256 * 127 * dx_sum_signed * 0.25 * scale * 31;
+    float got = NAN;
+    qk.gemv_one_row[static_cast<int>(detail::QKind::kQ6_K)](1, kBlocks, reinterpret_cast<const uint8_t*>(w.data()),
+                                                           sizeof(formats::BlockQ6_K) * kBlocks,
+                                                           reinterpret_cast<const uint8_t*>(act.data()), 0, 0, 1, &got, 1);
+    EXPECT_NEAR(got, want, 1e-6 * std::fabs(want)) << "scale " << scale;
   }
 }
 

@@ -9,6 +9,21 @@
 
 namespace rlx::cpu::detail {
 
+/// How far ahead of the weight stream being read the decode GEMVs (quantized and
+/// f16/bf16/f32 panels) prefetch into L2, in bytes (RLX_CPU_GEMV_PREFETCH; default 4096
+/// on Intel CPUs, 0 = off elsewhere). On a Sapphire Rapids host (2 threads) a 4 KiB lead
+/// lifted Q8_0 decode from 12-13 to 16-19 tok/s: the loops' own near prefetches into L1
+/// keep too few lines in flight to cover DRAM latency, and the hardware streamer stops
+/// at every 4 KiB page. On a Zen 4 VM it cost Q8_0 decode ~13 % (Q4_K_M unchanged),
+/// hence off there.
+int gemv_far_prefetch();
+
+/// Whether one-row quantized GEMVs (decode) take their own 512-bit loops (Q4_K, Q6_K,
+/// Q8_0; QKernels::gemv_one_row) instead of the loops shared with m > 1
+/// (RLX_CPU_GEMV_ZMM; default on for Intel CPUs: Zen 4 runs 512-bit operations as two
+/// 256-bit halves, where fewer instructions are not fewer operations).
+bool gemv_one_row_zmm();
+
 /// What a GEMM micro-tile does with its accumulators (see gemm.h for the formula
 /// C = act(A·B + bias) + beta·C). `first`/`last` mark the first/last K block; the
 /// driver only splits K when act is identity or beta is 0.

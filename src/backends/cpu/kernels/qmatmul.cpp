@@ -27,6 +27,12 @@ int detail::gemv_far_prefetch() {
   return bytes;
 }
 
+bool detail::gemv_one_row_zmm() {
+  static const bool on = env_config().cpu_gemv_zmm >= 0 ? env_config().cpu_gemv_zmm == 1
+                                                        : cpu_features().vendor == "GenuineIntel";
+  return on;
+}
+
 namespace {
 
 using formats::GgmlType;
@@ -153,7 +159,9 @@ void add_bias(const float* bias, float* y, int64_t cols) {
 void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* y) {
   const detail::QKernels& qk = detail::qkernels(ctx.isa);
   const int kind = static_cast<int>(*qkind(c.type));
-  const detail::QGemvFn fn = qk.gemv[kind];
+  const detail::QGemvFn fn = c.m == 1 && qk.gemv_one_row[kind] != nullptr && detail::gemv_one_row_zmm()
+                                 ? qk.gemv_one_row[kind]
+                                 : qk.gemv[kind];
   const int64_t max_rows = qk.max_rows_of[kind] != 0 ? qk.max_rows_of[kind] : qk.max_rows;
   const int64_t nb = c.k / formats::ggml_block_size(c.type);
   // Chunks of weight rows: enough tasks to balance, small enough (<= 256 KiB) to stay in

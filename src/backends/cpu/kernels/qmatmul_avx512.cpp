@@ -13,6 +13,7 @@
 #include "backends/cpu/kernels/kernel_context.h"
 #include "backends/cpu/kernels/qmatmul_kernels.h"
 #include "rlx/base/half.h"
+#include "rlx/base/status.h"
 #include "rlx/formats/quant.h"
 #include "rlx/formats/quant_blocks.h"
 
@@ -401,6 +402,236 @@ void gemv_quad(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* a
   with_rows(m, [&](auto rows) { gemv_quad_rows<Q, rows()>(n_quads, w, wrb, x, n0, n1, out, ldo); });
 }
 
+// ---------------------------------------------------------------- one-row 512-bit loops (decode)
+// m = 1 for the kinds a quantized decode spends its time in (Q4_K_M: Q4_K and Q6_K;
+// Q8_0), taken when gemv_one_row_zmm() says so. 64 elements per vpdpbusd; the K-quants'
+// per-group scales reach the int32 lanes by one vpdpwssd against a word permute of the
+// block's scales (the low word of each lane holds its whole sum of four products,
+// |Σ| <= 4 * 63 * 127 < 2^15, and the permute zeroes the high word), so a super-block
+// costs Q4_K 2 weight loads, 6 logic ops, 4 + 4 dots and 4 permutes where the 256-bit
+// loop above spends ~3x the vector operations. The activation row is laid out once per
+// call in the order the weights unpack to.
+
+// One Q8_K block as the one-row loops read it.
+struct alignas(64) KAct {
+  int8_t q[256];   // Q4_K: 32-element chunks in the order 0 2 1 3 4 6 5 7; Q6_K: as is
+  int16_t bs[16];  // Q4_K: bsums summed per chunk (8); Q6_K: the 16 bsums
+  float d;
+};
+static_assert(sizeof(KAct) == 320);
+
+template <bool kQ4K>
+void k_activation_row(const BlockQ8_K* a, int64_t nb, KAct* out) {
+  constexpr int kChunkOrder[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+  for (int64_t b = 0; b < nb; ++b) {
+    KAct& o = out[b];
+    if constexpr (kQ4K) {
+      for (int i = 0; i < 8; ++i) std::memcpy(o.q + 32 * i, a[b].qs + 32 * kChunkOrder[i], 32);
+      for (int c = 0; c < 8; ++c) o.bs[c] = static_cast<int16_t>(a[b].bsums[2 * c] + a[b].bsums[2 * c + 1]);
+      for (int c = 8; c < 16; ++c) o.bs[c] = 0;
+    } else {
+      std::memcpy(o.q, a[b].qs, sizeof o.q);
+      std::memcpy(o.bs, a[b].bsums, sizeof o.bs);
+    }
+    o.d = a[b].d;
+  }
+}
+
+// Word 2i of lane i: index `first` for lanes 0-7 and `second` for lanes 8-15.
+inline __m512i lane_pick(int first, int second) {
+  return _mm512_inserti64x4(_mm512_set1_epi32(first), _mm256_set1_epi32(second), 1);
+}
+// Lanes 4g..4g+3 take index base + g (16-element groups).
+inline __m512i group_pick(int base) {
+  return _mm512_setr_epi32(base, base, base, base, base + 1, base + 1, base + 1, base + 1, base + 2, base + 2,
+                           base + 2, base + 2, base + 3, base + 3, base + 3, base + 3);
+}
+constexpr __mmask32 kLowWords = 0x55555555;
+// Lane i = its int32 in `p` times the int16 scale that `pick` selects from `scales`.
+inline __m512i scaled_dot(__m512i acc, __m512i p, __m512i pick, __m512i scales) {
+  return _mm512_dpwssd_epi32(acc, p, _mm512_maskz_permutexvar_epi16(kLowWords, pick, scales));
+}
+inline float hsum128(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+inline void prefetch_far(const void* p, int far, int bytes) {
+  for (int o = 0; o < bytes; o += 64) _mm_prefetch(static_cast<const char*>(p) + far + o, _MM_HINT_T1);
+}
+
+void gemv_q4_k_one_row(int64_t nb, const uint8_t* w, size_t w_row_bytes, const KAct* x, int64_t n0, int64_t n1,
+                       float* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+  const __m512i pick0 = lane_pick(0, 2), pick1 = lane_pick(1, 3), pick2 = lane_pick(4, 6), pick3 = lane_pick(5, 7);
+  const int far = gemv_far_prefetch();
+  constexpr uint32_t lo6 = 0x3F3F3F3F, lo4 = 0x0F0F0F0F, hi2 = 0x03030303;
+  for (int64_t j = n0; j < n1; ++j) {
+    const auto* blocks = reinterpret_cast<const BlockQ4_K*>(w + j * w_row_bytes);
+    __m512 acc = _mm512_setzero_ps();
+    __m128 acc_min = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ4_K& blk = blocks[b];
+      _mm_prefetch(reinterpret_cast<const char*>(&blk) + 2 * sizeof(BlockQ4_K), _MM_HINT_T0);
+      if (far > 0) prefetch_far(&blk, far, sizeof(BlockQ4_K));
+      uint32_t s[3];
+      std::memcpy(s, blk.scales, 12);
+      const __m128i sc = _mm_setr_epi32(static_cast<int>(s[0] & lo6),
+                                        static_cast<int>((s[2] & lo4) | (((s[0] >> 6) & hi2) << 4)),
+                                        static_cast<int>(s[1] & lo6),
+                                        static_cast<int>(((s[2] >> 4) & lo4) | (((s[1] >> 6) & hi2) << 4)));
+      const __m256i sc16 = _mm256_cvtepu8_epi16(sc);  // words 0..7 scales, 8..15 mins
+      const __m512i scales = _mm512_castsi256_si512(sc16);
+      const KAct& a = x[b];
+      const __m512i q0 = _mm512_loadu_si512(blk.qs), q1 = _mm512_loadu_si512(blk.qs + 64);
+      const __m512i p0 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q0, low4), _mm512_load_si512(a.q));
+      const __m512i p1 =
+          _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4), _mm512_load_si512(a.q + 64));
+      const __m512i p2 = _mm512_dpbusd_epi32(zero, _mm512_and_si512(q1, low4), _mm512_load_si512(a.q + 128));
+      const __m512i p3 =
+          _mm512_dpbusd_epi32(zero, _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4), _mm512_load_si512(a.q + 192));
+      const __m512i s01 = scaled_dot(scaled_dot(zero, p0, pick0, scales), p1, pick1, scales);
+      const __m512i s23 = scaled_dot(scaled_dot(zero, p2, pick2, scales), p3, pick3, scales);
+      const __m128i mins = _mm_madd_epi16(_mm256_extracti128_si256(sc16, 1), _mm_load_si128(reinterpret_cast<const __m128i*>(a.bs)));
+      uint32_t d_dmin;  // d and dmin, adjacent f16
+      std::memcpy(&d_dmin, &blk.d, 4);
+      const __m128 dx = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d_dmin))), _mm_set1_ps(a.d));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), _mm512_broadcastss_ps(dx), acc);
+      acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(mins), _mm_shuffle_ps(dx, dx, 0x55), acc_min);
+    }
+    out[j - n0] = _mm512_reduce_add_ps(acc) - hsum128(acc_min);
+  }
+}
+
+// Q6_K: per half of the block, 64 bytes of ql give elements 0..63 (low nibbles) and
+// 64..127 (high), their two high bits come from the half's 32 qh bytes broadcast to both
+// 256-bit lanes and shifted per lane; values are u - 32, the offset taken as 32 * Σ
+// scale * bsum once per block.
+void gemv_q6_k_one_row(int64_t nb, const uint8_t* w, size_t w_row_bytes, const KAct* x, int64_t n0, int64_t n1,
+                       float* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30), zero = _mm512_setzero_si512();
+  // Elements 0..31 take qh bits 0-1 (<< 4), 32..63 bits 2-3 (<< 2); 64..95 bits 4-5, 96..127 bits 6-7 (>> 2).
+  const __m512i shift_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+  const __m512i shift_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+  const __m512i pick[4] = {group_pick(0), group_pick(4), group_pick(8), group_pick(12)};
+  const int far = gemv_far_prefetch();
+  for (int64_t j = n0; j < n1; ++j) {
+    const auto* blocks = reinterpret_cast<const BlockQ6_K*>(w + j * w_row_bytes);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ6_K& blk = blocks[b];
+      _mm_prefetch(reinterpret_cast<const char*>(&blk) + 2 * sizeof(BlockQ6_K), _MM_HINT_T0);
+      if (far > 0) prefetch_far(&blk, far, sizeof(BlockQ6_K));
+      const __m256i sc16 = _mm256_cvtepi8_epi16(load16(blk.scales));
+      const __m512i scales = _mm512_castsi256_si512(sc16);
+      const KAct& a = x[b];
+      __m512i isum[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i l = _mm512_loadu_si512(blk.ql + 64 * h);
+        const __m512i hb = _mm512_broadcast_i64x4(load32(blk.qh + 32 * h));
+        // (A & B) | C
+        const __m512i u_lo = _mm512_ternarylogic_epi32(l, low4, _mm512_and_si512(_mm512_sllv_epi16(hb, shift_lo), bits45), 0xEA);
+        const __m512i u_hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), low4,
+                                                       _mm512_and_si512(_mm512_srlv_epi16(hb, shift_hi), bits45), 0xEA);
+        const __m512i p_lo = _mm512_dpbusd_epi32(zero, u_lo, _mm512_load_si512(a.q + 128 * h));
+        const __m512i p_hi = _mm512_dpbusd_epi32(zero, u_hi, _mm512_load_si512(a.q + 128 * h + 64));
+        isum[h] = scaled_dot(scaled_dot(zero, p_lo, pick[2 * h], scales), p_hi, pick[2 * h + 1], scales);
+      }
+      const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(a.bs)), sc16), 5);
+      const __m512i total = _mm512_sub_epi32(_mm512_add_epi32(isum[0], isum[1]), _mm512_zextsi256_si512(offset));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_set1_ps(a.d * h2f(blk.d)), acc);
+    }
+    out[j - n0] = _mm512_reduce_add_ps(acc);
+  }
+}
+
+// QGemvFn for m = 1 (Q4_K, Q6_K): the activation row into per-thread scratch, then the loop.
+template <bool kQ4K>
+void gemv_k_one_row(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* act, size_t, int64_t n0,
+                    int64_t n1, float* out, int64_t) {
+  RLX_ASSERT(m == 1);
+  auto* x = static_cast<KAct*>(thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(nb) * sizeof(KAct)));
+  k_activation_row<kQ4K>(reinterpret_cast<const BlockQ8_K*>(act), nb, x);
+  if constexpr (kQ4K) {
+    gemv_q4_k_one_row(nb, w, wrb, x, n0, n1, out);
+  } else {
+    gemv_q6_k_one_row(nb, w, wrb, x, n0, n1, out);
+  }
+}
+
+// Q8_0, m = 1: the weights made unsigned by flipping their sign bit (w + 128), the
+// activations' share of that, -128 * Σ of each lane's four values, stored per block as
+// the dot's starting value; per four blocks one f16 convert of the four weight scales,
+// per pair one permute that spreads them over the pair's lanes.
+struct Q8Row {
+  const int8_t* q;    // nb * 32 values
+  const int32_t* xc;  // nb * 8 lane starts
+  const float* d;     // nb scales
+};
+
+// q, xc and d each start on a 64-byte boundary.
+inline size_t q8_part_bytes(int64_t nb) { return (static_cast<size_t>(nb) * 32 + 63) / 64 * 64; }
+inline size_t q8_row_bytes(int64_t nb) { return 2 * q8_part_bytes(nb) + (static_cast<size_t>(nb) * 4 + 63) / 64 * 64; }
+
+Q8Row q8_activation_row(const BlockQ8_0* a, int64_t nb, uint8_t* buf) {
+  auto* q = reinterpret_cast<int8_t*>(buf);
+  auto* xc = reinterpret_cast<int32_t*>(buf + q8_part_bytes(nb));
+  auto* d = reinterpret_cast<float*>(buf + 2 * q8_part_bytes(nb));
+  const __m256i ones = _mm256_set1_epi8(1);
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i v = load32(a[b].qs);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q + 32 * b), v);
+    const __m256i sum4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, v);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(xc + 8 * b), _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sum4, 7)));
+    d[b] = h2f(a[b].d);
+  }
+  return Q8Row{q, xc, d};
+}
+
+void gemv_q8_0_one_row_loop(int64_t nb, const uint8_t* w, size_t w_row_bytes, const Q8Row& x, int64_t n0, int64_t n1,
+                            float* out) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i pick01 = lane_pick(0, 1), pick23 = lane_pick(2, 3);
+  const int far = gemv_far_prefetch();
+  for (int64_t j = n0; j < n1; ++j) {
+    const auto* wb = reinterpret_cast<const BlockQ8_0*>(w + j * w_row_bytes);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+      _mm_prefetch(reinterpret_cast<const char*>(wb + b) + 384, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wb + b) + 448, _MM_HINT_T0);
+      if (far > 0) prefetch_far(wb + b, far, 4 * sizeof(BlockQ8_0));
+      const uint64_t d4 = uint64_t{wb[b].d} | uint64_t{wb[b + 1].d} << 16 | uint64_t{wb[b + 2].d} << 32 |
+                          uint64_t{wb[b + 3].d} << 48;
+      const __m512 scale4 = _mm512_castps128_ps512(
+          _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<long long>(d4))), _mm_loadu_ps(x.d + b)));
+      const __m512i v01 = pair_of(load32(wb[b].qs), load32(wb[b + 1].qs));
+      const __m512i v23 = pair_of(load32(wb[b + 2].qs), load32(wb[b + 3].qs));
+      const __m512i s01 = _mm512_dpbusd_epi32(_mm512_load_si512(x.xc + 8 * b), _mm512_xor_si512(v01, flip),
+                                              _mm512_load_si512(x.q + 32 * b));
+      const __m512i s23 = _mm512_dpbusd_epi32(_mm512_load_si512(x.xc + 8 * b + 16), _mm512_xor_si512(v23, flip),
+                                              _mm512_load_si512(x.q + 32 * b + 64));
+      acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), _mm512_permutexvar_ps(pick01, scale4), acc0);
+      acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s23), _mm512_permutexvar_ps(pick23, scale4), acc1);
+    }
+    float tail = 0.0f;
+    for (; b < nb; ++b) {
+      const __m256i s = _mm256_dpbusd_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(x.xc + 8 * b)),
+                                            _mm256_xor_si256(load32(wb[b].qs), _mm512_castsi512_si256(flip)),
+                                            _mm256_load_si256(reinterpret_cast<const __m256i*>(x.q + 32 * b)));
+      tail += hsum(_mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(h2f(wb[b].d) * x.d[b])));
+    }
+    out[j - n0] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) + tail;
+  }
+}
+
+void gemv_q8_0_one_row(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* act, size_t, int64_t n0,
+                       int64_t n1, float* out, int64_t) {
+  RLX_ASSERT(m == 1);
+  auto* buf = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kTemp, q8_row_bytes(nb)));
+  const Q8Row x = q8_activation_row(reinterpret_cast<const BlockQ8_0*>(act), nb, buf);
+  gemv_q8_0_one_row_loop(nb, w, wrb, x, n0, n1, out);
+}
+
 constexpr QKernels make_avx512_table() {
   QKernels t = make_qtable(IsaLevel::kAvx512);
   t.gemv[static_cast<int>(QKind::kQ4_0)] = &gemv_quad<QuadQ4_0>;
@@ -413,6 +644,9 @@ constexpr QKernels make_avx512_table() {
   t.int_prefill |= kind_bit(QKind::kQ4_0) | kind_bit(QKind::kQ4_1) | kind_bit(QKind::kQ5_0) |
                    kind_bit(QKind::kQ5_1) | kind_bit(QKind::kQ8_0);
   t.max_rows_of[static_cast<int>(QKind::kQ8_0)] = kWideRows;
+  t.gemv_one_row[static_cast<int>(QKind::kQ4_K)] = &gemv_k_one_row<true>;
+  t.gemv_one_row[static_cast<int>(QKind::kQ6_K)] = &gemv_k_one_row<false>;
+  t.gemv_one_row[static_cast<int>(QKind::kQ8_0)] = &gemv_q8_0_one_row;
   for (QKind k : {QKind::kQ4_0, QKind::kQ4_1, QKind::kQ5_0, QKind::kQ5_1}) t.max_rows_of[static_cast<int>(k)] = kQuadRows;
   return t;
 }

@@ -7,16 +7,9 @@
 #include <cstdint>
 
 #include "backends/cpu/kernels/cpu_features.h"
+#include "backends/cpu/kernels/isa_kernels.h"
 
 namespace rlx::cpu::detail {
-
-/// How far ahead of the weight row being read the GEMV loops prefetch into L2, in bytes
-/// (RLX_CPU_GEMV_PREFETCH; default 4096 on Intel CPUs, 0 = off elsewhere). On a
-/// Sapphire Rapids host (2 threads) a 4 KiB lead lifted Q8_0 decode from 12-13 to 16-19
-/// tok/s: the loops' own near prefetches into L1 keep too few lines in flight to cover
-/// DRAM latency, and the hardware streamer stops at every 4 KiB page. On a Zen 4 VM it
-/// cost Q8_0 decode ~13 % (Q4_K_M unchanged), hence off there.
-int gemv_far_prefetch();
 
 /// Weight block types with an integer dot path, in table order.
 enum class QKind : uint8_t { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kCount };
@@ -60,6 +53,9 @@ struct QKernels {
   QuantizeActFn quantize_q8_0 = nullptr;
   QuantizeActFn quantize_q8_1 = nullptr;
   QuantizeActFn quantize_q8_k = nullptr;
+  /// m = 1 loops of their own for some kinds (nullptr: gemv[kind] serves m = 1 too);
+  /// the driver takes them when gemv_one_row_zmm() is on.
+  QGemvFn gemv_one_row[kQKindCount] = {};
 };
 
 extern const QKernels kQScalarKernels;
