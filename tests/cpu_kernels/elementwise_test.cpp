@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -214,6 +215,45 @@ TEST(Elementwise, CompareAndWhere) {
     ASSERT_TRUE(where_f32(ctx, cond.data(), {9, 1}, a.data(), ad, b.data(), bd, y.data()).ok());
     for (int64_t i = 0; i < ad.numel(); ++i) ASSERT_EQ(y[i], cond[i / 13] ? a[i] : b[i % 13]) << i;
   }
+}
+
+// round_to_half gives what the scalar conversions give, bit for bit, on every ISA level:
+// ties at both types' half-ulp (even and odd last bits), the f16 range's edges (65504,
+// the first value that rounds to infinity, subnormals down to below half the smallest),
+// infinities and NaN; in place and into another buffer, with a length that leaves a tail.
+TEST(Elementwise, RoundToHalfMatchesTheScalarConversions) {
+  std::vector<float> x = {0.0f, -0.0f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f,
+                          65504.0f, 65519.99f, 65520.0f, -65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-26f,
+                          3e-6f, -7.7e-5f, 1e30f, -1e38f, 3.4e38f, std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), std::nanf(""), -std::nanf("")};
+  test::Rng rng;
+  RLX_TRACE_SEED(rng);
+  for (float v : rng.vec(37, -1000.0f, 1000.0f)) x.push_back(v);
+  const int64_t n = static_cast<int64_t>(x.size());
+  auto same = [](float got, float want) {
+    uint32_t g, w;
+    std::memcpy(&g, &got, 4);
+    std::memcpy(&w, &want, 4);
+    return g == w || (std::isnan(got) && std::isnan(want));
+  };
+  for (const KernelContext& ctx : test::contexts()) {
+    SCOPED_TRACE(test::describe(ctx));
+    std::vector<float> y(x.size(), -1.0f), in_place = x;
+    round_to_half(ctx, x.data(), y.data(), n, ElemType::kF16);
+    round_to_half(ctx, in_place.data(), in_place.data(), n, ElemType::kF16);
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = f16_bits_to_f32(f32_to_f16_bits(x[i]));
+      ASSERT_TRUE(same(y[i], want)) << "f16 " << i << ": " << x[i] << " -> " << y[i] << ", want " << want;
+      ASSERT_TRUE(same(in_place[i], want)) << "f16 in place " << i;
+    }
+    round_to_half(ctx, x.data(), y.data(), n, ElemType::kBF16);
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = bf16_bits_to_f32(f32_to_bf16_bits(x[i]));
+      ASSERT_TRUE(same(y[i], want)) << "bf16 " << i << ": " << x[i] << " -> " << y[i] << ", want " << want;
+    }
+  }
+  EXPECT_EQ(f16_bits_to_f32(f32_to_f16_bits(1.0f + 0x1p-11f)), 1.0f);  // the tie rounds to even
+  EXPECT_TRUE(std::isinf(f16_bits_to_f32(f32_to_f16_bits(65520.0f))));
 }
 
 TEST(Elementwise, Casts) {

@@ -225,12 +225,7 @@ Status gemm_fast(const Step& s, const StepCtx& ctx) {
   float* c = s.outf();
   if (g.round_a) {
     float* rounded = reinterpret_cast<float*>(ctx.scratch + g.round_off);
-    const bool f16 = g.b_dt == DType::F16;
-    const int64_t n = M * g.K;
-    parallel_for(ctx, n, 1 << 14, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
-        rounded[i] = f16 ? f16_bits_to_f32(f32_to_f16_bits(a[i])) : bf16_bits_to_f32(f32_to_bf16_bits(a[i]));
-    });
+    cpu::round_to_half(kc, a, rounded, M * g.K, g.b_dt == DType::F16 ? cpu::ElemType::kF16 : cpu::ElemType::kBF16);
     a = rounded;
   }
   // B operand i (node input i + 1): its packed copy when the executable made one.

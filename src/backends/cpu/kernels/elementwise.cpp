@@ -10,6 +10,7 @@
 
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "rlx/base/half.h"
+#include "rlx/base/status.h"
 
 namespace rlx::cpu {
 namespace {
@@ -348,6 +349,18 @@ void cast(const KernelContext& ctx, const void* x, ElemType from, void* y, ElemT
         convert(static_cast<const From*>(xs), static_cast<To*>(ys), i1 - i0);
       });
     });
+  });
+}
+
+void round_to_half(const KernelContext& ctx, const float* x, float* y, int64_t n, ElemType half) {
+  RLX_ASSERT(half == ElemType::kF16 || half == ElemType::kBF16);
+  if (n <= 0) return;
+  const detail::IsaKernels& kk = detail::isa_kernels(ctx.isa);
+  const auto row = half == ElemType::kF16 ? kk.round_to_f16 : kk.round_to_bf16;
+  const int64_t tasks = n_tasks_for(ctx, n);
+  parallel_for(ctx, tasks, [&](int64_t t) {
+    const int64_t i0 = n * t / tasks, i1 = n * (t + 1) / tasks;
+    row(x + i0, y + i0, i1 - i0);
   });
 }
 

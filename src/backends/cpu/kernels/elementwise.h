@@ -54,4 +54,9 @@ Status where_f32(const KernelContext& ctx, const uint8_t* cond, const Dims& cond
 /// nearest even. Same type is a copy. x and y must not overlap unless identical.
 void cast(const KernelContext& ctx, const void* x, ElemType from, void* y, ElemType to, int64_t n);
 
+/// y = x rounded to `half` (kF16 or kBF16, nearest even, NaN kept) and back to f32, as
+/// cast to that type and back would give; y may be x. What the reference engines do
+/// to activations before a dot product with f16 / bf16 weights.
+void round_to_half(const KernelContext& ctx, const float* x, float* y, int64_t n, ElemType half);
+
 }  // namespace rlx::cpu

@@ -110,6 +110,9 @@ struct IsaKernels {
   /// for i < m (m <= 4), panels [p0, p1), all gemm_nr columns (padding included).
   void (*gemv_panels)(int m, int64_t k, const float* a, int64_t lda, const void* panels, WeightType wt,
                       int64_t p0, int64_t p1, float* out, int64_t ldo);
+  /// y = x rounded to f16 / bf16 (nearest even) and back to f32; y may be x.
+  void (*round_to_f16)(const float* x, float* y, int64_t n);
+  void (*round_to_bf16)(const float* x, float* y, int64_t n);
 };
 
 extern const IsaKernels kScalarKernels;
