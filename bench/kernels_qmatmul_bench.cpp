@@ -181,7 +181,7 @@ void BM_HalfGemm(benchmark::State& st) {
 }
 BENCHMARK(BM_HalfGemm)
     ->ArgNames({"M", "K", "N", "bf16"})
-    ->ArgsProduct({{64, 512}, {2048}, {8192}, {0, 1}})
+    ->ArgsProduct({{64, 256, 512}, {2048}, {8192}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
