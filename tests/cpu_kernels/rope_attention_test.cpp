@@ -2,9 +2,11 @@
 // positions, softcap, strided KV views, decode with T split) vs float64 references.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/attention.h"
 #include "backends/cpu/kernels/rope.h"
 #include "cpu_kernels/test_util.h"
@@ -140,10 +142,28 @@ void run_attention(const AttnCase& c) {
   p.mask = c.mask;
   p.window = c.window;
   p.q_pos = c.positions ? pos.data() : nullptr;
+  // On the AMX tiles (prefills of 16+ rows whose stacked GQA rows reach amx_min_rows())
+  // q, k, p and v enter as bf16 high + low parts: each product within 2^-15 relative,
+  // so a score within scale * Σ|q||k| * 2^-15 =: e, a softmax weight within 2e relative,
+  // and an output within (2e + 2^-15) * max|v|.
+  double qk_max = 0, v_max = 0;
+  for (int64_t i = 0; i < c.S; ++i)
+    for (int64_t h = 0; h < c.H; ++h)
+      for (int64_t j = 0; j < c.T; ++j) {
+        double a = 0;
+        for (int64_t e = 0; e < c.D; ++e)
+          a += std::fabs(double(q[(i * c.H + h) * c.D + e]) * k[j * ks + (h / (c.H / c.KVH)) * c.D + e]);
+        qk_max = std::max(qk_max, a);
+      }
+  for (float x : v) v_max = std::max(v_max, double(std::fabs(x)));
+  const double tile_err = 0x1p-15, score_err = scale * qk_max * tile_err;
+  const double amx_tol = (2 * score_err + tile_err) * v_max + 2e-5;
   for (const KernelContext& ctx : test::contexts()) {
     std::vector<float> o(want.size(), 99.0f);
     attention_f32(ctx, p, q.data(), k.data(), v.data(), o.data());
-    ASSERT_TRUE(all_close(o, want, 2e-5, 2e-5))
+    // (a task stacks at most 64 query rows of each head of its group)
+    const bool tiles = amx_enabled(ctx.isa) && c.S >= 16 && c.H / c.KVH * std::min<int64_t>(c.S, 64) >= amx_min_rows();
+    ASSERT_TRUE(tiles ? all_close(o, want, amx_tol, 2e-5) : all_close(o, want, 2e-5, 2e-5))
         << test::describe(ctx) << " S=" << c.S << " T=" << c.T << " H=" << c.H << " KVH=" << c.KVH << " D=" << c.D
         << " mask=" << int(c.mask) << " softcap=" << c.softcap;
   }

@@ -51,9 +51,11 @@ size_t amx_dequant_scratch_bytes(formats::GgmlType type, int64_t m, int64_t k);
                                         size_t a_row_bytes, formats::GgmlType type, const void* w, size_t row_bytes,
                                         const float* bias, float* y, int64_t ldc, void* scratch, size_t scratch_bytes);
 
-/// gemm_prepacked on the tiles: C = act(A·B + bias) + beta·C for f16 or bf16 B packed by
-/// pack_b for AVX-512 (nr 32); gemm_prepacked keeps f32 weights on the exact f32 path. p must be resolved (lda, ldc set). Requires amx_enabled(ctx.isa);
-/// scratch is per thread (thread_scratch).
+/// gemm_prepacked on the tiles: C = act(A·B + bias) + beta·C for f16, bf16 or f32 B packed
+/// by pack_b for AVX-512 (nr 32); f32 B splits like A (three products), so gemm_prepacked
+/// keeps f32 weights on the exact f32 path and prefill attention calls this directly.
+/// p must be resolved (lda, ldc set). Requires amx_enabled(ctx.isa); scratch is per
+/// thread (thread_scratch kShared, kPackA, kPackB).
 void amx_gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* a, const PackedB& b, float* c);
 
 /// Multiply-add FLOPs of one TDPBF16PS (16 x 16 outputs, 32 products each).

@@ -1,12 +1,15 @@
 // Attention driver: per-query visible key ranges from the mask and the task grids: over
 // (head, query block) for prefill; for decode over (kv head, head group), or over
 // ranges of whole cache rows for long contexts with the merge of the ranges' partial
-// softmax states. The math lives in isa_impl.inc (attn_rows, attn_decode_rows).
+// softmax states. The math lives in isa_impl.inc (attn_rows, attn_decode_rows); long
+// prefills run their two GEMMs per key block on the micro-tiles or, where usable, on
+// the AMX tiles (amx_gemm_prepacked: bf16 high + low parts, ~2^-16 per product).
 #include "backends/cpu/kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "rlx/base/half.h"
@@ -90,7 +93,9 @@ void prefill(const KernelContext& ctx, const detail::IsaKernels& kk, const Atten
 // packing serves them all), and per block of kGemmKeys keys scores = q kᵀ and
 // o += p v run through the f32 GEMM micro-tiles, with the online softmax (running max
 // and sum per row, o rescaled) between them in the vector kernels. Same math as
-// attn_rows without its horizontal sum per score.
+// attn_rows without its horizontal sum per score. With AMX and at least amx_min_rows()
+// stacked rows both GEMMs run on the BF16 tiles against the key block's K and V packed
+// into panels (S = 256, T = 512, 32 / 8 heads of 64 on the AMX host: see bench/NOTES.md).
 void prefill_gemm(const KernelContext& ctx, const detail::IsaKernels& kk, const AttentionParams& p, const Dense& d,
                   const float* q, const float* k, const float* v, float* o) {
   const int64_t S = p.seq_q, D = p.head_dim, KVH = p.n_kv_heads, group = p.n_heads / KVH;
@@ -100,6 +105,7 @@ void prefill_gemm(const KernelContext& ctx, const detail::IsaKernels& kk, const 
   const int64_t qblocks = (S + block - 1) / block;
   const KernelContext one = ctx.single_threaded();
   const bool cap = p.softcap > 0.0f;
+  const bool amx = amx_enabled(ctx.isa);
   // Later query blocks see more keys (causal): hand them out first for balance.
   parallel_for(ctx, KVH * qblocks, [&](int64_t t) {
     const int64_t qb = qblocks - 1 - t / KVH, kvh = t % KVH;
@@ -116,7 +122,19 @@ void prefill_gemm(const KernelContext& ctx, const detail::IsaKernels& kk, const 
     // Scratch: stacked q rows [stacked][D], their outputs [stacked][D], scores
     // [stacked][kGemmKeys], running max and sum [stacked].
     const size_t floats = static_cast<size_t>(stacked * (2 * D + kGemmKeys + 2));
-    auto* qs = static_cast<float*>(thread_scratch(ScratchSlot::kShared, floats * sizeof(float)));
+    auto* qs = static_cast<float*>(thread_scratch(ScratchSlot::kAttention, floats * sizeof(float)));
+    const bool tiles = amx && stacked >= amx_min_rows();
+    // One GEMM of the key block (A and C dense): on the tiles against B packed for it,
+    // else on the micro-tiles.
+    auto block_gemm = [&](GemmParams g, const float* a, const float* b, float* c) {
+      if (tiles) {
+        g.lda = g.k;
+        g.ldc = g.n;
+        amx_gemm_prepacked(one, g, a, pack_b(one, g.k, g.n, g.b_transposed, g.ldb, b, WeightType::kF32), c);
+      } else {
+        gemm(one, g, a, b, WeightType::kF32, c);
+      }
+    };
     float* os = qs + stacked * D;
     float* s = os + stacked * D;
     float* m = s + stacked * kGemmKeys;
@@ -136,7 +154,7 @@ void prefill_gemm(const KernelContext& ctx, const detail::IsaKernels& kk, const 
       g.n = jn;
       g.k = D;
       g.ldb = d.ks;
-      gemm(one, g, qs, k + j0 * d.ks + kvh * D, WeightType::kF32, s);
+      block_gemm(g, qs, k + j0 * d.ks + kvh * D, s);
       for (int64_t row = 0; row < stacked; ++row) {
         const int64_t r = row % rows;
         float* sr = s + row * jn;
@@ -169,7 +187,7 @@ void prefill_gemm(const KernelContext& ctx, const detail::IsaKernels& kk, const 
       g2.b_transposed = false;
       g2.ldb = d.vs;
       g2.beta = 1.0f;
-      gemm(one, g2, s, v + j0 * d.vs + kvh * D, WeightType::kF32, os);
+      block_gemm(g2, s, v + j0 * d.vs + kvh * D, os);
     }
     for (int64_t g = 0; g < group; ++g)
       for (int64_t r = 0; r < rows; ++r) {

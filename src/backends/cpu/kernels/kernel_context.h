@@ -88,7 +88,9 @@ struct Dims {
 };
 
 /// Identifies one of the per-thread scratch buffers (distinct users must not share).
-enum class ScratchSlot : int { kPackA = 0, kPackB = 1, kTemp = 2, kShared = 3, kCount = 4 };
+/// kAttention: prefill attention's own rows, live while it calls the GEMM kernels
+/// (which use the others).
+enum class ScratchSlot : int { kPackA = 0, kPackB = 1, kTemp = 2, kShared = 3, kAttention = 4, kCount = 5 };
 
 /// Returns a 64-byte aligned buffer of at least `bytes` bytes owned by the calling
 /// thread. The buffer only grows, so steady-state calls do not allocate. Contents are
