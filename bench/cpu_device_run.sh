@@ -10,7 +10,7 @@
 #   MODELS="q4_k_m q8_0 f16"  rlx synth --preset llama-3.2-1b of each type, then rlx bench
 #                   on CPUS with the default ISA and with AB (e.g. AB="RLX_CPU_ISA=avx512")
 #   CPUS=0,1        the cores the benchmarks are pinned to (taskset); THREADS = their count
-#   PREFILL="64 512" CTX="128" STEPS=8
+#   PREFILL="64 512" CTX="128" STEPS=8 BENCH_ARGS="--chunk 512" (more rlx bench flags)
 set -uo pipefail
 [ -d .cpurun ] || tar -xJf .devpack/cpurun.tar.xz
 D=$PWD/.cpurun
@@ -43,6 +43,6 @@ for ty in ${MODELS:-}; do
   for env in "" ${AB:-}; do
     echo "== rlx bench $ty ${env:-default} (cpus $CPUS)"
     env $env taskset -c $CPUS $D/rlx bench --model $m --threads $THREADS --prefill ${PREFILL:-64 512} \
-      --ctx ${CTX:-128} --steps ${STEPS:-8} 2>&1 | grep -vE "^rlx bench: measuring"
+      --ctx ${CTX:-128} --steps ${STEPS:-8} ${BENCH_ARGS:-} 2>&1 | grep -vE "^rlx bench: measuring"
   done
 done

@@ -25,6 +25,7 @@ struct BenchArgs {
   std::string model, json_out, kv = "f32";
   int threads = 0;
   int decode_steps = 16;
+  int64_t chunk = models::LoadOptions{}.max_chunk;
   std::vector<int64_t> prefill = {64, 512};
   std::vector<int64_t> contexts = {128, 1024};
 };
@@ -71,6 +72,7 @@ int run_bench(const BenchArgs& a) {
   lo.threads = threads;
   lo.ctx = std::max(max_ctx, max_prefill) + a.decode_steps + 8;
   lo.kv_dtype = a.kv == "f16" ? ir::DType::F16 : ir::DType::F32;
+  lo.max_chunk = a.chunk;
   auto t0 = std::chrono::steady_clock::now();
   auto model = models::LanguageModel::load(a.model, lo);
   if (!model) return report(model.error());
@@ -200,6 +202,8 @@ void add_bench_command(CLI::App& app, Runner* run) {
   cmd->add_option("--prefill", a->prefill, "prompt lengths to time")->check(CLI::PositiveNumber);
   cmd->add_option("--ctx", a->contexts, "contexts at which decode is timed")->check(CLI::PositiveNumber);
   cmd->add_option("--steps", a->decode_steps, "decode steps per context")->check(CLI::PositiveNumber);
+  cmd->add_option("--chunk", a->chunk, "most prompt tokens per prefill run (longer prompts run in chunks)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([run, a] { *run = [a] { return run_bench(*a); }; });
 }
 
