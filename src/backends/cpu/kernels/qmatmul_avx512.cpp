@@ -1,6 +1,7 @@
 // AVX-512 VNNI build of the DequantMatMul GEMV loops (qmatmul_simd.inc): u8 x s8 dots
 // through vpdpbusd (256-bit, AVX512VL), plus 512-bit loops of its own for Q8_0 (two blocks
-// per zmm) and for Q4_0 / Q4_1 / Q5_0 / Q5_1 (four blocks per step). Function-level target
+// per zmm), for Q4_0 / Q4_1 / Q5_0 / Q5_1 (four blocks per step) and, for one activation
+// row (decode), for Q4_K / Q6_K / Q8_0 (QKernels::gemv_one_row). Function-level target
 // pragma, so the binary runs on any x86-64; only called when cpu_features() reports
 // AVX-512 and VNNI.
 #include <algorithm>
