@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernels/amx_matmul.h"
@@ -188,6 +191,43 @@ TEST(Gemm, PrepackedGemvRowsAndKRemainders) {
     for (int64_t m = 1; m <= kGemvMaxM; ++m)
       for (int64_t k : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{258}})
         run_case({m, 100, k, true, Activation::kGelu, true, 0.5f, true}, wt, true);
+}
+
+// pack_b_into writes the same panels as pack_b into caller memory (packed_b_bytes of
+// it; the bytes after them untouched) and the GEMM against either gives the same C, for
+// both B layouts, a row stride and every weight type.
+TEST(Gemm, PackIntoCallerMemoryMatchesPackB) {
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  for (WeightType wt : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
+    for (bool trans : {true, false}) {
+      const int64_t m = 40, n = 45, k = 70, ldb = (trans ? k : n) + 3;
+      const Weights w = make_weights(rng, (trans ? n : k) * ldb, wt);
+      const std::vector<float> a = rng.vec(m * k);
+      GemmParams p;
+      p.m = m;
+      p.n = n;
+      p.k = k;
+      for (const KernelContext& ctx : test::contexts()) {
+        SCOPED_TRACE(test::describe(ctx) + " wt=" + std::to_string(int(wt)) + " trans=" + std::to_string(trans));
+        const PackedB owned = pack_b(ctx, k, n, trans, ldb, w.ptr(wt), wt);
+        const size_t bytes = packed_b_bytes(ctx, k, n, wt);
+        ASSERT_EQ(bytes, owned.bytes());
+        AlignedBuffer mem(bytes + 64, 64);
+        std::fill(mem.data(), mem.data() + mem.size(), uint8_t{0xA5});
+        const PackedB view = pack_b_into(ctx, k, n, trans, ldb, w.ptr(wt), wt, mem.data());
+        EXPECT_EQ(view.data(), mem.data());
+        EXPECT_EQ(view.k(), k);
+        EXPECT_EQ(view.n(), n);
+        EXPECT_EQ(view.nr(), owned.nr());
+        EXPECT_EQ(std::memcmp(view.data(), owned.data(), bytes), 0);
+        for (size_t i = bytes; i < mem.size(); ++i) ASSERT_EQ(mem.data()[i], 0xA5) << i;
+        std::vector<float> c1(static_cast<size_t>(m * n)), c2(c1.size());
+        gemm_prepacked(ctx, p, a.data(), owned, c1.data());
+        gemm_prepacked(ctx, p, a.data(), view, c2.data());
+        EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)), 0);
+      }
+    }
 }
 
 TEST(Gemm, EmptyDims) {

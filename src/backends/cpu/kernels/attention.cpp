@@ -120,17 +120,23 @@ void prefill_gemm(const KernelContext& ctx, const detail::IsaKernels& kk, const 
       }
     }
     // Scratch: stacked q rows [stacked][D], their outputs [stacked][D], scores
-    // [stacked][kGemmKeys], running max and sum [stacked].
-    const size_t floats = static_cast<size_t>(stacked * (2 * D + kGemmKeys + 2));
-    auto* qs = static_cast<float*>(thread_scratch(ScratchSlot::kAttention, floats * sizeof(float)));
+    // [stacked][kGemmKeys], running max and sum [stacked]; on the tiles, the panels of
+    // one key block's K or V after them.
     const bool tiles = amx && stacked >= amx_min_rows();
-    // One GEMM of the key block (A and C dense): on the tiles against B packed for it,
-    // else on the micro-tiles.
+    const size_t floats = static_cast<size_t>(stacked * (2 * D + kGemmKeys + 2));
+    const size_t panel_at = (floats * sizeof(float) + 63) / 64 * 64;
+    const size_t panel_bytes = tiles ? std::max(packed_b_bytes(one, D, kGemmKeys, WeightType::kF32),
+                                                packed_b_bytes(one, kGemmKeys, D, WeightType::kF32))
+                                     : 0;
+    auto* qs = static_cast<float*>(thread_scratch(ScratchSlot::kAttention, panel_at + panel_bytes));
+    void* panels = reinterpret_cast<uint8_t*>(qs) + panel_at;
+    // One GEMM of the key block (A and C dense): on the tiles against B packed for it
+    // (into the scratch: nothing is allocated per run), else on the micro-tiles.
     auto block_gemm = [&](GemmParams g, const float* a, const float* b, float* c) {
       if (tiles) {
         g.lda = g.k;
         g.ldc = g.n;
-        amx_gemm_prepacked(one, g, a, pack_b(one, g.k, g.n, g.b_transposed, g.ldb, b, WeightType::kF32), c);
+        amx_gemm_prepacked(one, g, a, pack_b_into(one, g.k, g.n, g.b_transposed, g.ldb, b, WeightType::kF32, panels), c);
       } else {
         gemm(one, g, a, b, WeightType::kF32, c);
       }

@@ -214,21 +214,30 @@ PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed
   return pack_b(ctx, k, n, b_transposed, ldb, b, b_type, SIZE_MAX, nullptr);
 }
 
-PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
-               WeightType b_type, size_t step_bytes, const std::function<void(int64_t)>& done) {
-  const IsaKernels& kk = detail::isa_kernels(ctx.isa);
+PackedB PackedB::header(int64_t k, int64_t n, WeightType type, IsaLevel isa, int nr) {
   PackedB out;
   out.k_ = k;
   out.n_ = n;
-  out.type_ = b_type;
-  out.isa_ = kk.isa;
-  out.nr_ = kk.gemm_nr;
+  out.type_ = type;
+  out.isa_ = isa;
+  out.nr_ = nr;
+  return out;
+}
+
+size_t packed_b_bytes(const KernelContext& ctx, int64_t k, int64_t n, WeightType b_type) {
+  const int nr = detail::isa_kernels(ctx.isa).gemm_nr;
+  return static_cast<size_t>(ceil_div(n, nr) * k * nr) * weight_type_size(b_type);
+}
+
+namespace {
+// Packs every panel of B ([N,K] if b_transposed else [K,N], row stride ldb or 0 for
+// dense) into dst, about step_bytes at a time, calling done(columns packed) after each.
+void pack_all_panels(const KernelContext& ctx, const IsaKernels& kk, int64_t k, int64_t n, bool b_transposed,
+                     int64_t ldb, const void* b, WeightType b_type, uint8_t* dst, size_t step_bytes,
+                     const std::function<void(int64_t)>& done) {
   if (ldb == 0) ldb = b_transposed ? k : n;
   const int64_t n_panels = ceil_div(n, kk.gemm_nr);
   const size_t panel_bytes = static_cast<size_t>(k * kk.gemm_nr) * weight_type_size(b_type);
-  if (n_panels == 0 || k == 0) return out;
-  out.buf_ = AlignedBuffer(static_cast<size_t>(n_panels) * panel_bytes, 64);
-  uint8_t* dst = out.buf_.data();
   const int64_t step = static_cast<int64_t>(std::clamp<size_t>(step_bytes / panel_bytes, 1, static_cast<size_t>(n_panels)));
   for (int64_t p0 = 0; p0 < n_panels; p0 += step) {
     const int64_t p1 = std::min(n_panels, p0 + step);
@@ -238,6 +247,28 @@ PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed
     });
     if (done) done(std::min(n, p1 * kk.gemm_nr));
   }
+}
+}  // namespace
+
+PackedB pack_b_into(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
+                    WeightType b_type, void* dst) {
+  const IsaKernels& kk = detail::isa_kernels(ctx.isa);
+  PackedB out = PackedB::header(k, n, b_type, kk.isa, kk.gemm_nr);
+  if (n <= 0 || k <= 0) return out;
+  auto* d = static_cast<uint8_t*>(dst);
+  pack_all_panels(ctx, kk, k, n, b_transposed, ldb, b, b_type, d, SIZE_MAX, nullptr);
+  // A non-owning handle (aliasing an empty owner): nothing is allocated or freed.
+  out.buf_ = AlignedBuffer::view(d, packed_b_bytes(ctx, k, n, b_type), std::shared_ptr<const void>(std::shared_ptr<const void>(), d));
+  return out;
+}
+
+PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
+               WeightType b_type, size_t step_bytes, const std::function<void(int64_t)>& done) {
+  const IsaKernels& kk = detail::isa_kernels(ctx.isa);
+  PackedB out = PackedB::header(k, n, b_type, kk.isa, kk.gemm_nr);
+  if (n <= 0 || k <= 0) return out;
+  out.buf_ = AlignedBuffer(packed_b_bytes(ctx, k, n, b_type), 64);
+  pack_all_panels(ctx, kk, k, n, b_transposed, ldb, b, b_type, out.buf_.data(), step_bytes, done);
   return out;
 }
 

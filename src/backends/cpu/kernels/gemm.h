@@ -43,6 +43,9 @@ class PackedB {
  private:
   friend PackedB pack_b(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType, size_t,
                         const std::function<void(int64_t)>&);
+  friend PackedB pack_b_into(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType, void*);
+  // The fields of a packing for ISA table `isa` (nr columns a panel), no panels yet.
+  static PackedB header(int64_t k, int64_t n, WeightType type, IsaLevel isa, int nr);
   AlignedBuffer buf_;
   int64_t k_ = 0, n_ = 0;
   WeightType type_ = WeightType::kF32;
@@ -70,6 +73,14 @@ PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed
 /// packed so far, e.g. to release the pages of a file-mapped B as they are consumed.
 PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb,
                const void* b, WeightType b_type, size_t step_bytes, const std::function<void(int64_t)>& done);
+
+/// Bytes pack_b_into needs for a k x n B of `b_type` (resolve_isa(ctx.isa)'s panels).
+size_t packed_b_bytes(const KernelContext& ctx, int64_t k, int64_t n, WeightType b_type);
+/// pack_b into caller memory (packed_b_bytes bytes at `dst`, 64-byte aligned, e.g. thread
+/// scratch) without allocating: the result reads `dst`, does not own it, and is valid
+/// while `dst` holds the panels. For B that changes every call (attention's K and V).
+PackedB pack_b_into(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
+                    WeightType b_type, void* dst);
 
 /// GEMM against a pre-packed B (p.b_transposed and p.ldb are ignored; p.k and p.n must
 /// match the packing). Runs with the ISA the weights were packed for. M <= kGemvMaxM
