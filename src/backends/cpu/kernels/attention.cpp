@@ -95,7 +95,7 @@ void prefill(const KernelContext& ctx, const detail::IsaKernels& kk, const Atten
 // and sum per row, o rescaled) between them in the vector kernels. Same math as
 // attn_rows without its horizontal sum per score. With AMX and at least amx_min_rows()
 // stacked rows both GEMMs run on the BF16 tiles against the key block's K and V packed
-// into panels (S = 256, T = 512, 32 / 8 heads of 64 on the AMX host: see bench/NOTES.md).
+// into panels (1.4x the micro-tiles at S = T = 512 on the AMX host: bench/NOTES.md).
 void prefill_gemm(const KernelContext& ctx, const detail::IsaKernels& kk, const AttentionParams& p, const Dense& d,
                   const float* q, const float* k, const float* v, float* o) {
   const int64_t S = p.seq_q, D = p.head_dim, KVH = p.n_kv_heads, group = p.n_heads / KVH;
