@@ -416,7 +416,7 @@ void gemv_quad(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* a
 // One Q8_K block as the one-row loops read it.
 struct alignas(64) KAct {
   int8_t q[256];   // Q4_K: 32-element chunks in the order 0 2 1 3 4 6 5 7; Q6_K: as is
-  int16_t bs[16];  // Q4_K: bsums summed per chunk (8); Q6_K: the 16 bsums
+  int16_t bs[16];  // Q4_K: bsums summed per chunk (the first 8); Q6_K: the 16 bsums
   float d;
 };
 static_assert(sizeof(KAct) == 320);
@@ -429,7 +429,6 @@ void k_activation_row(const BlockQ8_K* a, int64_t nb, KAct* out) {
     if constexpr (kQ4K) {
       for (int i = 0; i < 8; ++i) std::memcpy(o.q + 32 * i, a[b].qs + 32 * kChunkOrder[i], 32);
       for (int c = 0; c < 8; ++c) o.bs[c] = static_cast<int16_t>(a[b].bsums[2 * c] + a[b].bsums[2 * c + 1]);
-      for (int c = 8; c < 16; ++c) o.bs[c] = 0;
     } else {
       std::memcpy(o.q, a[b].qs, sizeof o.q);
       std::memcpy(o.bs, a[b].bsums, sizeof o.bs);
