@@ -293,6 +293,70 @@ TEST_P(QMatmulTypes, AmxPrefill) {
   }
 }
 
+// The K-quant tile loops at their largest integer sums. Q4_K / Q5_K fold each 6-bit scale
+// into the weight quants as 8 * (sc >> 3) + (sc & 7), unsigned bytes up to 31 * 7 = 217 for
+// Q5_K; Q6_K sums groups of 16. Every quant sits at the top or bottom of its range with
+// the extreme scales (Q4_K / Q5_K: quants 15 / 31, scales and mins 63; Q6_K: +31 with 127,
+// -32 with -128), against activations of +-v per superblock (Q8_K quants +-127); blocks
+// written by hand, results worked out here in f64.
+TEST(QMatmul, AmxPrefillAtTheLargestSums) {
+  if (!amx_enabled(IsaLevel::kAmx))
+    GTEST_SKIP() << "no usable AMX-BF16 tiles here: " << describe_cpu_features(cpu_features());
+  constexpr int64_t kBlocks = 3, m = 48, n = 20, k = kBlocks * 256;
+  std::vector<float> x(static_cast<size_t>(m * k));
+  auto value = [](int64_t r, int64_t b) { return static_cast<float>((r + 1) * (b == 1 ? -0.375 : 0.5)); };
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(r * k + i)] = value(r, i / 256);
+  struct Case {
+    GgmlType type;
+    int q6_scale;  // Q6_K: the scale of every group (quants +31 for 127, -32 for -128)
+  };
+  for (const Case& c : {Case{GgmlType::Q4_K, 0}, Case{GgmlType::Q5_K, 0}, Case{GgmlType::Q6_K, 127},
+                        Case{GgmlType::Q6_K, -128}}) {
+    SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(c.type) << " " << c.q6_scale);
+    const size_t block_bytes = formats::ggml_block_bytes(c.type);
+    std::vector<uint8_t> w(static_cast<size_t>(n * kBlocks) * block_bytes);
+    double per_x = 0.0;  // every weight's value
+    for (int64_t i = 0; i < n * kBlocks; ++i) {
+      uint8_t* b = w.data() + static_cast<size_t>(i) * block_bytes;
+      if (c.type == GgmlType::Q6_K) {
+        auto* q6 = reinterpret_cast<formats::BlockQ6_K*>(b);
+        const uint8_t bits = c.q6_scale > 0 ? 0xFF : 0x00;  // quants 63 - 32 or 0 - 32
+        std::memset(q6->ql, bits, sizeof q6->ql);
+        std::memset(q6->qh, bits, sizeof q6->qh);
+        for (int8_t& sc : q6->scales) sc = static_cast<int8_t>(c.q6_scale);
+        q6->d = f32_to_f16_bits(0.25f);
+        per_x = 0.25 * c.q6_scale * (c.q6_scale > 0 ? 31 : -32);
+      } else {
+        const uint16_t d = f32_to_f16_bits(0.25f), dmin = f32_to_f16_bits(0.125f);
+        std::memcpy(b, &d, 2);
+        std::memcpy(b + 2, &dmin, 2);
+        std::memset(b + 4, 0xFF, block_bytes - 4);  // scales and mins 63, quants 15 (Q5_K: 31)
+        per_x = 0.25 * 63 * (c.type == GgmlType::Q5_K ? 31 : 15) - 0.125 * 63;
+      }
+    }
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &test::test_pool()}) {
+      std::vector<uint8_t> scratch(qmatmul_scratch_bytes(c.type, m, k, QMatmulPath::kAmx, IsaLevel::kAmx));
+      std::vector<float> y(static_cast<size_t>(m * n), NAN);
+      QMatmulParams p;
+      p.m = m;
+      p.n = n;
+      p.k = k;
+      p.path = QMatmulPath::kAmx;
+      ASSERT_TRUE(dequant_matmul(KernelContext{pool, IsaLevel::kAmx}, p, c.type, x.data(), w.data(), y.data(),
+                                 QMatmulScratch{scratch.data(), scratch.size()})
+                      .ok());
+      for (int64_t r = 0; r < m; ++r) {
+        double want = 0.0;
+        for (int64_t b = 0; b < kBlocks; ++b) want += 256.0 * value(r, b) * per_x;
+        for (int64_t col = 0; col < n; ++col)
+          ASSERT_NEAR(y[static_cast<size_t>(r * n + col)], want, 1e-6 * std::fabs(want))
+              << "row " << r << " col " << col;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, QMatmulTypes, ::testing::ValuesIn(kQuantTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) {
                            return std::string(formats::ggml_type_name(i.param));

@@ -1,6 +1,6 @@
 // AMX build of the many-row matmuls (amx_matmul.h). Function-level target pragma, so the
 // binary runs on any x86-64; only entered when cpu_features() reports usable AMX-BF16 and
-// AMX-INT8 tiles (Linux granted XTILEDATA) and AVX-512 BF16 (IsaLevel::kAmx).
+// AMX-INT8 tiles (Linux granted XTILEDATA), AVX-512 BF16 and VNNI (IsaLevel::kAmx).
 //
 // One pass covers <= kAmxRowsPerPass rows of x; tasks are chunks of output columns, and
 // per K block (<= kKc) a task decodes its chunk of W once into the tiles' layout.
@@ -43,6 +43,9 @@ size_t align64(size_t v) { return (v + 63) / 64 * 64; }
 
 int amx_group_size(formats::GgmlType t) { return t == formats::GgmlType::Q6_K ? 16 : 32; }
 
+// Q4_K / Q5_K run the superblock-sum loop (see its section below).
+bool uses_split_sums(formats::GgmlType t) { return t == formats::GgmlType::Q4_K || t == formats::GgmlType::Q5_K; }
+
 size_t a_plane_bytes(int64_t m, int64_t k) {
   return align64(static_cast<size_t>(round_up(std::min(m, kAmxRowsPerPass), 32)) *
                  static_cast<size_t>(round_up(k, 32)) * sizeof(uint16_t));
@@ -70,7 +73,10 @@ size_t amx_dequant_scratch_bytes(formats::GgmlType type, int64_t m, int64_t k) {
   if (m <= 0 || k <= 0 || !amx_supports(type)) return 0;
   const int64_t rows = round_up(std::min(m, kAmxRowsPerPass), 16);
   const int64_t groups = k / amx_group_size(type);
-  return 64 + align64(static_cast<size_t>(rows * k)) + 2 * align64(static_cast<size_t>(rows * groups) * sizeof(float));
+  // A tiles, per row and tile step the activation scale, for Q4_K / Q5_K the group-sum pairs.
+  const size_t pairs = uses_split_sums(type) ? align64(static_cast<size_t>(rows * (k / 256) * 4) * 4) : 0;
+  return 64 + align64(static_cast<size_t>(rows * k)) + align64(static_cast<size_t>(rows * groups) * sizeof(float)) +
+         pairs;
 }
 
 }  // namespace rlx::cpu
@@ -82,7 +88,7 @@ size_t amx_dequant_scratch_bytes(formats::GgmlType type, int64_t m, int64_t k) {
 #pragma GCC diagnostic ignored "-Wpsabi"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16,amx-int8")
+#pragma GCC target("avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,amx-tile,amx-bf16,amx-int8")
 
 namespace rlx::cpu {
 namespace {
@@ -96,7 +102,8 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Loads the tile configuration on the calling thread and releases it on scope exit.
+// Loads the tile configuration (all eight tiles 16 rows x 64 bytes: the BF16 loops and
+// the Q4_K / Q5_K int8 loop) on the calling thread and releases it on scope exit.
 class TileScope {
  public:
   TileScope() {
@@ -312,23 +319,22 @@ void run_pass(const KernelContext& ctx, int64_t m, int64_t n, int64_t k, const u
 
 // ---------------------------------------------------------------- int8 tiles (GGUF weights)
 // Quantized weights keep llama.cpp's integer sums: x as its 8-bit activation blocks
-// (Q8_0 / Q8_K, made by dequant_matmul), W as its integer quants, TDPBSSD per scale
-// group (32 or 16 elements) into an int32 tile, then in f32
+// (Q8_0 / Q8_K, made by dequant_matmul), W as its integer quants. Q8_0, Q4_0, Q5_0 and
+// Q6_K: TDPBSSD per scale group (32 or 16 elements) into an int32 tile, then in f32
 //   Q8_0 x:  acc += float(sum) * (d_x * w_scale)            per group
-//   Q8_K x:  part += float(sum) * w_scale per group, acc += part * d_x per 256
-// and for Q4_K / Q5_K the min terms (d_x * sum of a group's x quants) * w_min as one
-// small f32 GEMM per pass.
+//   Q8_K x:  part += float(sum) * w_scale per group, acc += part * d_x per 256.
+// Q4_K / Q5_K fold their integer group scales into the weights and sum whole superblocks
+// (the section after this one).
 
 using formats::GgmlType;
 
 int group_size(GgmlType t) { return amx_group_size(t); }
-bool has_min(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K; }
 
 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
 
-// One weight row's K range [k0, k0 + kc) (src at the block holding k0) -> int8 quants q,
-// per group scale ws and min wm (w = ws * q + wm; wm only for the types with mins).
-void decode_weight_groups(GgmlType t, const uint8_t* src, int64_t kc, int8_t* q, float* ws, float* wm) {
+// One weight row's K range [k0, k0 + kc) (src at the block holding k0) -> int8 quants q
+// and per group scale ws (w = ws * q): Q8_0, Q4_0, Q5_0, Q6_K.
+void decode_weight_groups(GgmlType t, const uint8_t* src, int64_t kc, int8_t* q, float* ws) {
   switch (t) {
     case GgmlType::Q8_0: {
       const auto* b = reinterpret_cast<const formats::BlockQ8_0*>(src);
@@ -362,41 +368,6 @@ void decode_weight_groups(GgmlType t, const uint8_t* src, int64_t kc, int8_t* q,
       }
       return;
     }
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K: {
-      const bool five = t == GgmlType::Q5_K;
-      const size_t bytes = five ? sizeof(formats::BlockQ5_K) : sizeof(formats::BlockQ4_K);
-      for (int64_t i = 0; i < kc / 256; ++i) {
-        const uint8_t* blk = src + static_cast<size_t>(i) * bytes;
-        uint16_t dh, mh;
-        std::memcpy(&dh, blk, 2);
-        std::memcpy(&mh, blk + 2, 2);
-        const float d = f16(dh), dmin = f16(mh);
-        const uint8_t* scales = blk + 4;
-        const uint8_t* qh = five ? blk + 16 : nullptr;
-        const uint8_t* ql = blk + (five ? 48 : 16);
-        int8_t* out = q + i * 256;
-        for (int j = 0; j < 8; ++j) {
-          uint8_t sc, m;
-          formats::get_scale_min_k4(j, scales, &sc, &m);
-          ws[i * 8 + j] = d * static_cast<float>(sc);
-          wm[i * 8 + j] = -(dmin * static_cast<float>(m));
-        }
-        for (int pair = 0; pair < 4; ++pair) {
-          const uint8_t* qs = ql + pair * 32;
-          for (int l = 0; l < 32; ++l) {
-            int lo = qs[l] & 15, hi = qs[l] >> 4;
-            if (five) {
-              lo |= ((qh[l] >> (2 * pair)) & 1) << 4;
-              hi |= ((qh[l] >> (2 * pair + 1)) & 1) << 4;
-            }
-            out[pair * 64 + l] = static_cast<int8_t>(lo);
-            out[pair * 64 + 32 + l] = static_cast<int8_t>(hi);
-          }
-        }
-      }
-      return;
-    }
     case GgmlType::Q6_K: {
       const auto* b = reinterpret_cast<const formats::BlockQ6_K*>(src);
       for (int64_t i = 0; i < kc / 256; ++i) {
@@ -423,20 +394,18 @@ void decode_weight_groups(GgmlType t, const uint8_t* src, int64_t kc, int8_t* q,
 // B of 16 weight rows (output columns n0.., zero past n) over [k0, k0 + kc): int8 tiles
 // in TDPBSSD's layout (tile row p: 4 consecutive K quants of each column), K steps of 64
 // one after the other (group j's tile at j * g * 16 bytes), per group the 16 columns'
-// scales ws[j][16], and for the types with mins each real column's mins at
-// wm + column * wm_ld (groups of this K block).
+// scales ws[j][16].
 void fill_int8_tiles(GgmlType t, const uint8_t* w, size_t row_bytes, int64_t n, int64_t n0, int64_t k0, int64_t kc,
-                     int8_t* rows, float* row_ws, int8_t* tiles, float* ws, float* wm, int64_t wm_ld) {
+                     int8_t* rows, float* row_ws, int8_t* tiles, float* ws) {
   const int g = group_size(t);
   const int64_t groups = kc / g;
   const int64_t block = formats::ggml_block_size(t);
   const size_t block_bytes = formats::ggml_block_bytes(t);
-  const bool mins = has_min(t);
   for (int j = 0; j < 16; ++j) {
     int8_t* q = rows + j * kc;
     if (n0 + j < n) {
       const uint8_t* src = w + static_cast<size_t>(n0 + j) * row_bytes + static_cast<size_t>(k0 / block) * block_bytes;
-      decode_weight_groups(t, src, kc, q, row_ws + j * groups, mins ? wm + (n0 + j) * wm_ld : nullptr);
+      decode_weight_groups(t, src, kc, q, row_ws + j * groups);
     } else {
       std::memset(q, 0, static_cast<size_t>(kc));
       for (int64_t i = 0; i < groups; ++i) row_ws[j * groups + i] = 0.0f;
@@ -453,41 +422,46 @@ void fill_int8_tiles(GgmlType t, const uint8_t* w, size_t row_bytes, int64_t n, 
 }
 
 // A of one pass: rows of 8-bit activation blocks (Q8_0 or Q8_K, a_row_bytes apart) ->
-// int8 tiles (row block of 16, group j: 16 rows of g quants at (rb * groups + j) * 16 * g),
-// per row and group the activation scale dx[rb][j][16] and, for weights with mins, per
-// row and group the scaled quant sum xs[r][j] = d * sum q (row-major, for the min GEMM).
+// int8 tiles of K width tile_k (the group size, or 64 for Q4_K / Q5_K): row block of 16,
+// step j (16 rows of tile_k quants) at (rb * steps + j) * 16 * tile_k, and per row and
+// step the activation scale dx[rb][j][16]. For Q4_K / Q5_K (bsp not null) also, per row
+// and superblock, the quant sums of its groups of 32 as int16 pairs (groups 2p, 2p + 1)
+// bsp[rb][superblock][p][16], for the min terms.
 void convert_int8_rows(const KernelContext& ctx, GgmlType t, const uint8_t* act, size_t a_row_bytes, int64_t rows,
-                       int64_t rows_pad, int64_t k, int8_t* tiles, float* dx, float* xs) {
-  const int g = group_size(t);
-  const int64_t groups = k / g;
+                       int64_t rows_pad, int64_t k, int tile_k, int8_t* tiles, float* dx, int32_t* bsp) {
+  const int64_t steps = k / tile_k, superblocks = k / 256;
   const bool k_act = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+  RLX_ASSERT(k_act || tile_k == 32);
   parallel_for(ctx, rows_pad, [&](int64_t r) {
     const int64_t rb = r / 16, rr = r % 16;
-    for (int64_t j = 0; j < groups; ++j) {
-      int8_t* dst = tiles + ((rb * groups + j) * 16 + rr) * g;
-      float& d = dx[(rb * groups + j) * 16 + rr];
-      if (r >= rows) {
-        std::memset(dst, 0, static_cast<size_t>(g));
+    const uint8_t* row = r < rows ? act + static_cast<size_t>(r) * a_row_bytes : nullptr;
+    for (int64_t j = 0; j < steps; ++j) {
+      int8_t* dst = tiles + ((rb * steps + j) * 16 + rr) * tile_k;
+      float& d = dx[(rb * steps + j) * 16 + rr];
+      if (row == nullptr) {
+        std::memset(dst, 0, static_cast<size_t>(tile_k));
         d = 0.0f;
-        continue;
-      }
-      const uint8_t* row = act + static_cast<size_t>(r) * a_row_bytes;
-      if (k_act) {
-        const auto* b = reinterpret_cast<const formats::BlockQ8_K*>(row) + (j * g) / 256;
-        const int64_t off = (j * g) % 256;
-        std::memcpy(dst, b->qs + off, static_cast<size_t>(g));
+      } else if (k_act) {
+        const auto* b = reinterpret_cast<const formats::BlockQ8_K*>(row) + (j * tile_k) / 256;
+        std::memcpy(dst, b->qs + (j * tile_k) % 256, static_cast<size_t>(tile_k));
         d = b->d;
-        if (xs != nullptr) {
-          int bs = 0;
-          for (int64_t h = off / 16; h < (off + g) / 16; ++h) bs += b->bsums[h];
-          xs[r * groups + j] = b->d * static_cast<float>(bs);
-        }
       } else {
         const auto* b = reinterpret_cast<const formats::BlockQ8_0*>(row) + j;
         std::memcpy(dst, b->qs, 32);
         d = f16(b->d);
       }
     }
+    if (bsp == nullptr) return;
+    for (int64_t sb = 0; sb < superblocks; ++sb)
+      for (int p = 0; p < 4; ++p) {
+        uint32_t pair = 0;
+        if (row != nullptr) {
+          const int16_t* bs = (reinterpret_cast<const formats::BlockQ8_K*>(row) + sb)->bsums + 4 * p;
+          const auto lo = static_cast<uint16_t>(bs[0] + bs[1]), hi = static_cast<uint16_t>(bs[2] + bs[3]);
+          pair = static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
+        }
+        bsp[((rb * superblocks + sb) * 4 + p) * 16 + rr] = static_cast<int32_t>(pair);
+      }
   });
 }
 
@@ -587,12 +561,10 @@ class Int8TileScope {
   Int8TileScope& operator=(const Int8TileScope&) = delete;
 };
 
-// One pass of at most kAmxRowsPerPass rows: y = x · Wᵀ + bias without the min terms
-// (their mins land in wm [n][k / kG] for the caller's GEMM).
+// One pass of at most kAmxRowsPerPass rows: y = x · Wᵀ + bias (Q8_0, Q4_0, Q5_0, Q6_K).
 template <int kG, int kShare>
 void run_int8_pass(const KernelContext& ctx, GgmlType t, int64_t m, int64_t n, int64_t k, const int8_t* a_tiles,
-                   const float* dx, const uint8_t* w, size_t row_bytes, float* wm, const float* bias, float* y,
-                   int64_t ldc) {
+                   const float* dx, const uint8_t* w, size_t row_bytes, const float* bias, float* y, int64_t ldc) {
   const int64_t m_pad = round_up(m, 16), kc = std::min(kKc, k);
   const int64_t a_groups = k / kG;
   int64_t nc = 256;
@@ -624,12 +596,272 @@ void run_int8_pass(const KernelContext& ctx, GgmlType t, int64_t m, int64_t n, i
       const int64_t kcur = std::min(kc, k - k0), groups = kcur / kG, g0 = k0 / kG;
       for (int64_t b = 0; b < blocks; ++b)
         fill_int8_tiles(t, w, row_bytes, n, n0 + b * 16, k0, kcur, rows, row_ws, btiles + b * 16 * kc,
-                        bws + b * kgroups * 16, wm != nullptr ? wm + g0 : nullptr, a_groups);
+                        bws + b * kgroups * 16);
       for (int64_t rb = 0; rb < m_pad / 16; ++rb) {
         const int64_t at = rb * a_groups + g0;  // first group of this K block in the row block
         for (int64_t b = 0; b < blocks; ++b)
           int8_tile<kG, kShare>(a_tiles + at * 16 * kG, btiles + b * 16 * kc, dx + at * 16, bws + b * kgroups * 16,
                                 groups, acc_all + rb * 16 * acc_ld + b * 16, acc_ld, k0 > 0, buf0, buf1);
+      }
+    }
+    const auto& epilogue_row = detail::isa_kernels(IsaLevel::kAvx512).epilogue_row;
+    for (int64_t r = 0; r < m; ++r)
+      epilogue_row(acc_all + r * acc_ld, bias ? bias + n0 : nullptr, Activation::kIdentity, 0.0f, y + r * ldc + n0,
+                   ncols);
+  });
+}
+
+// ---------------------------------------------------------------- Q4_K / Q5_K: superblock sums
+// A group's 6-bit scale sc splits into 8 * (sc >> 3) + (sc & 7), and a weight quant q
+// (at most 31) times either part fits an unsigned byte (31 * 7 = 217). So W becomes two
+// unsigned int8 planes, q * (sc >> 3) and q * (sc & 7), and TDPBSUD (signed x, unsigned
+// W) over a whole superblock of 256 gives the two sums whose 8 * hi + lo is exactly the
+// integer sum llama.cpp forms, Σ_j sc_j · (Σ x_q · q over group j). The min terms
+// Σ_j m_j · (Σ x_q over group j) are integers as well: vpdpwssd of the 6-bit mins with the
+// activations' group sums (Q8_K's bsums), per superblock. So the f32 step runs once per
+// superblock (d_x · (d_w · sums − dmin_w · min sums)) instead of once per group of 32 plus
+// an f32 GEMM for the mins, and every tile product spans the full K of 64 instead of 32.
+// H200 host, 2 threads, BM_QPrefill Q4_K 512 x 2048 x 8192 (four alternated rounds, a
+// loaded host): 25.0-29.4 ms with the per-group loop and min GEMM, 16.6-20.0 ms with this.
+
+constexpr int64_t kSplitStepBytes = 2048;  // one K step of 64: the hi tile, then the lo tile
+constexpr int64_t kSplitSuperBytes = 4 * kSplitStepBytes;
+
+// One Q4_K / Q5_K weight row's K range [0, kc) (src at its first superblock) -> the
+// planes hi / lo, per superblock d (dsb) and dmin (dmn), per group of 32 the min (mins).
+void decode_split_row(GgmlType t, const uint8_t* src, int64_t kc, uint8_t* hi, uint8_t* lo, float* dsb, float* dmn,
+                      uint8_t* mins) {
+  const bool five = t == GgmlType::Q5_K;
+  const size_t bytes = five ? sizeof(formats::BlockQ5_K) : sizeof(formats::BlockQ4_K);
+  for (int64_t i = 0; i < kc / 256; ++i) {
+    const uint8_t* blk = src + static_cast<size_t>(i) * bytes;
+    uint16_t dh, mh;
+    std::memcpy(&dh, blk, 2);
+    std::memcpy(&mh, blk + 2, 2);
+    dsb[i] = f16(dh);
+    dmn[i] = f16(mh);
+    const uint8_t* qh = five ? blk + 16 : nullptr;
+    const uint8_t* ql = blk + (five ? 48 : 16);
+    uint8_t sc[8];
+    for (int j = 0; j < 8; ++j) formats::get_scale_min_k4(j, blk + 4, &sc[j], &mins[i * 8 + j]);
+    for (int pair = 0; pair < 4; ++pair) {
+      const uint8_t* qs = ql + pair * 32;
+      const uint8_t h0 = sc[2 * pair] >> 3, l0 = sc[2 * pair] & 7;
+      const uint8_t h1 = sc[2 * pair + 1] >> 3, l1 = sc[2 * pair + 1] & 7;
+      uint8_t* oh = hi + i * 256 + pair * 64;
+      uint8_t* ol = lo + i * 256 + pair * 64;
+      for (int l = 0; l < 32; ++l) {
+        int q0 = qs[l] & 15, q1 = qs[l] >> 4;
+        if (five) {
+          q0 |= ((qh[l] >> (2 * pair)) & 1) << 4;
+          q1 |= ((qh[l] >> (2 * pair + 1)) & 1) << 4;
+        }
+        oh[l] = static_cast<uint8_t>(q0 * h0);
+        ol[l] = static_cast<uint8_t>(q0 * l0);
+        oh[32 + l] = static_cast<uint8_t>(q1 * h1);
+        ol[32 + l] = static_cast<uint8_t>(q1 * l1);
+      }
+    }
+  }
+}
+
+// Per superblock and column block, what the f32 step needs besides the tile sums.
+struct SplitScales {
+  float d[16];          // the columns' superblock scales
+  float dmin[16];       // and min scales
+  int32_t mins[4][16];  // group mins (m_2p, m_2p+1) as int16 pairs, for vpdpwssd
+};
+static_assert(sizeof(SplitScales) == 384);
+
+// B of 16 weight rows (output columns n0.., zero past n) over [k0, k0 + kc): per K step
+// of 64 the hi tile then the lo tile (TDPBSUD layout), so superblock s of the block starts
+// at s * kSplitSuperBytes, and its SplitScales at scales[s]. rows: scratch of
+// 2 * 16 * kc bytes; row_scales: of 16 * (kc / 256) * (8 + 8) bytes.
+void fill_split_tiles(GgmlType t, const uint8_t* w, size_t row_bytes, int64_t n, int64_t n0, int64_t k0, int64_t kc,
+                      uint8_t* rows, float* row_scales, uint8_t* tiles, SplitScales* scales) {
+  const int64_t sbs = kc / 256;
+  uint8_t* rows_lo = rows + 16 * kc;
+  float* row_dmin = row_scales + 16 * sbs;
+  auto* row_mins = reinterpret_cast<uint8_t*>(row_dmin + 16 * sbs);  // [16][sbs * 8]
+  for (int j = 0; j < 16; ++j) {
+    if (n0 + j < n) {
+      const uint8_t* block0 =
+          w + static_cast<size_t>(n0 + j) * row_bytes + static_cast<size_t>(k0 / 256) * formats::ggml_block_bytes(t);
+      decode_split_row(t, block0, kc, rows + j * kc, rows_lo + j * kc, row_scales + j * sbs, row_dmin + j * sbs,
+                       row_mins + j * sbs * 8);
+    } else {
+      std::memset(rows + j * kc, 0, static_cast<size_t>(kc));
+      std::memset(rows_lo + j * kc, 0, static_cast<size_t>(kc));
+      std::memset(row_mins + j * sbs * 8, 0, static_cast<size_t>(sbs * 8));
+      for (int64_t i = 0; i < sbs; ++i) row_scales[j * sbs + i] = row_dmin[j * sbs + i] = 0.0f;
+    }
+  }
+  for (int64_t i = 0; i < sbs; ++i) {
+    SplitScales& sc = scales[i];
+    for (int j = 0; j < 16; ++j) {
+      sc.d[j] = row_scales[j * sbs + i];
+      sc.dmin[j] = row_dmin[j * sbs + i];
+      const uint8_t* m = row_mins + (j * sbs + i) * 8;
+      for (int p = 0; p < 4; ++p) sc.mins[p][j] = static_cast<int32_t>(m[2 * p] | (m[2 * p + 1] << 16));
+    }
+  }
+  for (int plane = 0; plane < 2; ++plane) {
+    const uint8_t* src = plane == 0 ? rows : rows_lo;
+    for (int64_t s = 0; s < kc / 64; ++s) {
+      __m512i r[16];
+      for (int j = 0; j < 16; ++j) r[j] = _mm512_loadu_si512(src + j * kc + s * 64);
+      transpose16(r);
+      uint8_t* dst = tiles + s * kSplitStepBytes + plane * 1024;
+      for (int p = 0; p < 16; ++p) _mm512_storeu_si512(dst + p * 64, r[p]);
+    }
+  }
+}
+
+// The f32 step of one stored superblock for 16 rows: per row r
+//   d_x[r] · (d_w · (8 · hi + lo) − dmin_w · Σ_j m_j · bsum_j[r])
+// added into acc[r] (rows acc_ld floats apart; written when !add). bsp: the rows'
+// group-sum pairs [4][16] of this superblock (convert_int8_rows), dx: their scales.
+inline void split_epilogue(const int32_t* buf_hi, const int32_t* buf_lo, const SplitScales& sc, const int32_t* bsp,
+                           const float* dx, float* acc, int64_t acc_ld, bool add) {
+  const __m512 dw = _mm512_loadu_ps(sc.d), dmin = _mm512_loadu_ps(sc.dmin);
+  const __m512i m0 = _mm512_loadu_si512(sc.mins[0]), m1 = _mm512_loadu_si512(sc.mins[1]);
+  const __m512i m2 = _mm512_loadu_si512(sc.mins[2]), m3 = _mm512_loadu_si512(sc.mins[3]);
+  for (int r = 0; r < 16; ++r) {
+    const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(buf_hi + r * 16), 3),
+                                         _mm512_load_si512(buf_lo + r * 16));
+    __m512i msum = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_set1_epi32(bsp[r]), m0);
+    msum = _mm512_dpwssd_epi32(msum, _mm512_set1_epi32(bsp[16 + r]), m1);
+    msum = _mm512_dpwssd_epi32(msum, _mm512_set1_epi32(bsp[32 + r]), m2);
+    msum = _mm512_dpwssd_epi32(msum, _mm512_set1_epi32(bsp[48 + r]), m3);
+    const __m512 v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum), dmin, _mm512_mul_ps(_mm512_cvtepi32_ps(sum), dw));
+    float* o = acc + r * acc_ld;
+    _mm512_storeu_ps(o, _mm512_fmadd_ps(v, _mm512_set1_ps(dx[r]), add ? _mm512_loadu_ps(o) : _mm512_setzero_ps()));
+  }
+}
+
+// The row blocks of one split pass at a K block: A tiles (K steps of 64, 1 KiB apart),
+// their scales dx [step][16] and group-sum pairs bsp [superblock][4][16], each at the
+// row block's first K step / superblock of this K block.
+struct SplitRows {
+  const int8_t* a;
+  const float* dx;
+  const int32_t* bsp;
+  const int8_t* tile(int64_t sb) const { return a + sb * 4096; }
+  const float* scale(int64_t sb) const { return dx + sb * 4 * 16; }
+  const int32_t* pairs(int64_t sb) const { return bsp + sb * 64; }
+};
+
+// One row block x one column block over `sbs` superblocks into acc: tiles 0-1 the hi / lo
+// sums, 2 the A tile, 3-4 the hi / lo B tiles.
+void split_block_1x1(const SplitRows& x, const uint8_t* b, const SplitScales* scales, int64_t sbs, float* acc,
+                     int64_t acc_ld, bool accumulate, int32_t* buf) {
+  for (int64_t sb = 0; sb < sbs; ++sb) {
+    const int8_t* a = x.tile(sb);
+    const uint8_t* bs = b + sb * kSplitSuperBytes;
+    _tile_zero(0);
+    _tile_zero(1);
+    for (int st = 0; st < 4; ++st) {
+      _tile_loadd(2, a + st * 1024, 64);
+      _tile_loadd(3, bs + st * kSplitStepBytes, 64);
+      _tile_dpbsud(0, 2, 3);
+      _tile_loadd(4, bs + st * kSplitStepBytes + 1024, 64);
+      _tile_dpbsud(1, 2, 4);
+    }
+    _tile_stored(0, buf, 64);
+    _tile_stored(1, buf + 256, 64);
+    split_epilogue(buf, buf + 256, scales[sb], x.pairs(sb), x.scale(sb), acc, acc_ld, accumulate || sb > 0);
+  }
+}
+
+// Two row blocks x one column block over `sbs` superblocks into acc (the second row
+// block's rows 16 on): tiles 0-3 the hi / lo sums of rows 0-15 and 16-31, 4-5 the A tiles
+// of a K step, 6-7 its hi / lo B tiles, so each B tile serves two products and four
+// independent sums are in flight.
+void split_block_2x1(const SplitRows& x0, const SplitRows& x1, const uint8_t* b, const SplitScales* scales,
+                     int64_t sbs, float* acc, int64_t acc_ld, bool accumulate, int32_t* buf) {
+  for (int64_t sb = 0; sb < sbs; ++sb) {
+    const int8_t* a0 = x0.tile(sb);
+    const int8_t* a1 = x1.tile(sb);
+    const uint8_t* bs = b + sb * kSplitSuperBytes;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int st = 0; st < 4; ++st) {
+      _tile_loadd(4, a0 + st * 1024, 64);
+      _tile_loadd(6, bs + st * kSplitStepBytes, 64);
+      _tile_dpbsud(0, 4, 6);
+      _tile_loadd(5, a1 + st * 1024, 64);
+      _tile_dpbsud(2, 5, 6);
+      _tile_loadd(7, bs + st * kSplitStepBytes + 1024, 64);
+      _tile_dpbsud(1, 4, 7);
+      _tile_dpbsud(3, 5, 7);
+    }
+    _tile_stored(0, buf, 64);
+    _tile_stored(1, buf + 256, 64);
+    _tile_stored(2, buf + 512, 64);
+    _tile_stored(3, buf + 768, 64);
+    const bool add = accumulate || sb > 0;
+    split_epilogue(buf, buf + 256, scales[sb], x0.pairs(sb), x0.scale(sb), acc, acc_ld, add);
+    split_epilogue(buf + 512, buf + 768, scales[sb], x1.pairs(sb), x1.scale(sb), acc + 16 * acc_ld, acc_ld, add);
+  }
+}
+
+// One pass of at most kAmxRowsPerPass rows for Q4_K / Q5_K: y = x · Wᵀ + bias, mins
+// included. a_tiles / dx / bsp from convert_int8_rows with tile_k 64.
+void run_split_pass(const KernelContext& ctx, GgmlType t, int64_t m, int64_t n, int64_t k, const int8_t* a_tiles,
+                    const float* dx, const int32_t* bsp, const uint8_t* w, size_t row_bytes, const float* bias,
+                    float* y, int64_t ldc) {
+  const int64_t m_pad = round_up(m, 16), kc = std::min(kKc, k);
+  const int64_t a_steps = k / 64, a_sbs = k / 256;
+  int64_t nc = std::min<int64_t>(256, round_up(n, 16));  // B tiles of a chunk: 2 * nc * kc bytes
+  const int threads = ctx.n_threads();
+  while (nc > 16 && ceil_div(n, nc) < 2 * threads) nc = round_up(nc / 2, 16);
+  const int64_t tasks = ceil_div(n, nc);
+  parallel_for(ctx, tasks, [&](int64_t task) {
+    const int64_t n0 = task * nc, ncols = std::min(nc, n - n0);
+    const int64_t blocks = ceil_div(ncols, 16), ksbs = kc / 256;
+    // Thread scratch: the chunk's B tiles and SplitScales, the decode rows and their
+    // scales, the f32 sums of the chunk, four int32 tile buffers.
+    const int64_t block_bytes = 2 * 16 * kc;  // B tiles of one column block
+    const size_t tiles_bytes = static_cast<size_t>(blocks * block_bytes);
+    const size_t scales_bytes = static_cast<size_t>(blocks * ksbs) * sizeof(SplitScales);
+    const size_t rows_bytes = static_cast<size_t>(2 * 16 * kc) + align64(static_cast<size_t>(16 * ksbs) * 16);
+    auto* bt = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kPackB, align64(tiles_bytes) + scales_bytes));
+    auto* bscales = reinterpret_cast<SplitScales*>(bt + align64(tiles_bytes));
+    auto* tmp = static_cast<uint8_t*>(thread_scratch(ScratchSlot::kTemp, rows_bytes + 4 * 1024 + 64));
+    auto* row_scales = reinterpret_cast<float*>(tmp + 2 * 16 * kc);
+    auto* buf = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(tmp + rows_bytes) + 63) / 64 * 64);
+    const int64_t acc_ld = blocks * 16;
+    auto* acc_all = static_cast<float*>(thread_scratch(ScratchSlot::kPackA, static_cast<size_t>(m_pad * acc_ld) * 4));
+    TileScope tiles;  // all eight tiles 16 x 64 bytes
+    for (int64_t k0 = 0; k0 < k; k0 += kc) {
+      const int64_t kcur = std::min(kc, k - k0), sbs = kcur / 256;
+      for (int64_t b = 0; b < blocks; ++b)
+        fill_split_tiles(t, w, row_bytes, n, n0 + b * 16, k0, kcur, tmp, row_scales, bt + b * block_bytes,
+                         bscales + b * ksbs);
+      auto rows_at = [&](int64_t rb, int64_t sb0) {
+        const int64_t step = rb * a_steps + k0 / 64 + sb0 * 4;
+        return SplitRows{a_tiles + step * 1024, dx + step * 16, bsp + (rb * a_sbs + k0 / 256 + sb0) * 64};
+      };
+      const int64_t row_blocks = m_pad / 16;
+      int64_t rb = 0;
+      // Pairs of row blocks superblock by superblock: a pair's A tiles of one superblock
+      // (8 KiB) stay in L1 while the column blocks' B tiles pass. (Slices of 2 and 8
+      // superblocks, and one row block at a time, ran no faster in alternated runs.)
+      for (; rb + 1 < row_blocks; rb += 2) {
+        for (int64_t sb = 0; sb < sbs; ++sb) {
+          const SplitRows x0 = rows_at(rb, sb), x1 = rows_at(rb + 1, sb);
+          for (int64_t b = 0; b < blocks; ++b)
+            split_block_2x1(x0, x1, bt + b * block_bytes + sb * kSplitSuperBytes, bscales + b * ksbs + sb, 1,
+                            acc_all + rb * 16 * acc_ld + b * 16, acc_ld, k0 > 0 || sb > 0, buf);
+        }
+      }
+      for (; rb < row_blocks; ++rb) {
+        const SplitRows x = rows_at(rb, 0);
+        for (int64_t b = 0; b < blocks; ++b)
+          split_block_1x1(x, bt + b * block_bytes, bscales + b * ksbs, sbs, acc_all + rb * 16 * acc_ld + b * 16,
+                          acc_ld, k0 > 0, buf);
       }
     }
     const auto& epilogue_row = detail::isa_kernels(IsaLevel::kAvx512).epilogue_row;
@@ -655,38 +887,26 @@ Status amx_dequant_matmul(const KernelContext& ctx, int64_t m, int64_t n, int64_
   if (scratch == nullptr || scratch_bytes < need)
     return Error::invalid_argument("amx_dequant_matmul: scratch of {} bytes, needs {}", scratch_bytes, need);
   const int g = group_size(type);
-  const bool mins = has_min(type);
+  const bool split = uses_split_sums(type);
   const int64_t rows_max = round_up(std::min(m, kAmxRowsPerPass), 16), groups = k / g;
   auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
   auto* a_tiles = reinterpret_cast<int8_t*>(base);
   auto* dx = reinterpret_cast<float*>(base + align64(static_cast<size_t>(rows_max * k)));
-  float* xs = dx + align64(static_cast<size_t>(rows_max * groups) * sizeof(float)) / sizeof(float);
-  // The min terms (Q4_K / Q5_K) as one f32 GEMM per pass: y += xs [rows][groups] · wmᵀ,
-  // wm [n][groups] filled by the tile decode (thread scratch of this thread).
-  float* wm = mins ? static_cast<float*>(thread_scratch(ScratchSlot::kShared, static_cast<size_t>(n * groups) * 4))
-                   : nullptr;
+  auto* bsp =
+      split ? reinterpret_cast<int32_t*>(dx + align64(static_cast<size_t>(rows_max * groups) * 4) / 4) : nullptr;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* ab = static_cast<const uint8_t*>(act);
   for (int64_t r0 = 0; r0 < m; r0 += kAmxRowsPerPass) {
     const int64_t rows = std::min(kAmxRowsPerPass, m - r0);
     convert_int8_rows(ctx, type, ab + static_cast<size_t>(r0) * a_row_bytes, a_row_bytes, rows, round_up(rows, 16),
-                      k, a_tiles, dx, mins ? xs : nullptr);
+                      k, split ? 64 : g, a_tiles, dx, bsp);
     float* yp = y + r0 * ldc;
-    if (g == 16) {
-      run_int8_pass<16, 16>(ctx, type, rows, n, k, a_tiles, dx, wb, row_bytes, nullptr, bias, yp, ldc);
-    } else if (type == GgmlType::Q4_K || type == GgmlType::Q5_K) {
-      run_int8_pass<32, 8>(ctx, type, rows, n, k, a_tiles, dx, wb, row_bytes, wm, bias, yp, ldc);
+    if (split) {
+      run_split_pass(ctx, type, rows, n, k, a_tiles, dx, bsp, wb, row_bytes, bias, yp, ldc);
+    } else if (g == 16) {
+      run_int8_pass<16, 16>(ctx, type, rows, n, k, a_tiles, dx, wb, row_bytes, bias, yp, ldc);
     } else {
-      run_int8_pass<32, 1>(ctx, type, rows, n, k, a_tiles, dx, wb, row_bytes, nullptr, bias, yp, ldc);
-    }
-    if (mins) {
-      GemmParams gp;
-      gp.m = rows;
-      gp.n = n;
-      gp.k = groups;
-      gp.ldc = ldc;
-      gp.beta = 1.0f;
-      gemm(ctx, gp, xs, wm, WeightType::kF32, yp);
+      run_int8_pass<32, 1>(ctx, type, rows, n, k, a_tiles, dx, wb, row_bytes, bias, yp, ldc);
     }
   }
   return Status::ok_status();

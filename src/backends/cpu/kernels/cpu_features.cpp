@@ -94,7 +94,8 @@ CpuFeatures detect() {
   if (f.max_isa == IsaLevel::kAvx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl &&
       f.avx512dq)
     f.max_isa = IsaLevel::kAvx512;
-  if (f.max_isa == IsaLevel::kAvx512 && f.amx_usable && f.amx_bf16 && f.amx_int8 && f.avx512bf16) f.max_isa = IsaLevel::kAmx;
+  if (f.max_isa == IsaLevel::kAvx512 && f.amx_usable && f.amx_bf16 && f.amx_int8 && f.avx512bf16 && f.avx512vnni)
+    f.max_isa = IsaLevel::kAmx;
 #endif
   return f;
 }

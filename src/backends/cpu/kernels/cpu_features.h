@@ -15,7 +15,7 @@ enum class IsaLevel : uint8_t {
   kScalar = 0,  ///< portable C++ (any x86-64)
   kAvx2 = 1,    ///< AVX2 + FMA + F16C, 256-bit vectors
   kAvx512 = 2,  ///< AVX-512 F/BW/VL/DQ, 512-bit vectors
-  kAmx = 3,     ///< AVX-512 (+BF16) and the AMX tiles (BF16 and INT8) for matmuls of many rows
+  kAmx = 3,     ///< AVX-512 (+BF16, VNNI) and the AMX tiles (BF16 and INT8) for matmuls of many rows
 };
 
 /// What the CPU and the operating system support. `os_*` flags mean the OS saves
