@@ -773,38 +773,33 @@ void split_block_1x1(const SplitRows& x, const uint8_t* b, const SplitScales* sc
   }
 }
 
-// Two row blocks x one column block over `sbs` superblocks into acc (the second row
-// block's rows 16 on): tiles 0-3 the hi / lo sums of rows 0-15 and 16-31, 4-5 the A tiles
-// of a K step, 6-7 its hi / lo B tiles, so each B tile serves two products and four
-// independent sums are in flight.
-void split_block_2x1(const SplitRows& x0, const SplitRows& x1, const uint8_t* b, const SplitScales* scales,
-                     int64_t sbs, float* acc, int64_t acc_ld, bool accumulate, int32_t* buf) {
-  for (int64_t sb = 0; sb < sbs; ++sb) {
-    const int8_t* a0 = x0.tile(sb);
-    const int8_t* a1 = x1.tile(sb);
-    const uint8_t* bs = b + sb * kSplitSuperBytes;
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int st = 0; st < 4; ++st) {
-      _tile_loadd(4, a0 + st * 1024, 64);
-      _tile_loadd(6, bs + st * kSplitStepBytes, 64);
-      _tile_dpbsud(0, 4, 6);
-      _tile_loadd(5, a1 + st * 1024, 64);
-      _tile_dpbsud(2, 5, 6);
-      _tile_loadd(7, bs + st * kSplitStepBytes + 1024, 64);
-      _tile_dpbsud(1, 4, 7);
-      _tile_dpbsud(3, 5, 7);
-    }
-    _tile_stored(0, buf, 64);
-    _tile_stored(1, buf + 256, 64);
-    _tile_stored(2, buf + 512, 64);
-    _tile_stored(3, buf + 768, 64);
-    const bool add = accumulate || sb > 0;
-    split_epilogue(buf, buf + 256, scales[sb], x0.pairs(sb), x0.scale(sb), acc, acc_ld, add);
-    split_epilogue(buf + 512, buf + 768, scales[sb], x1.pairs(sb), x1.scale(sb), acc + 16 * acc_ld, acc_ld, add);
+// Two row blocks x one column block over one superblock, the sums added into acc (the
+// second row block's rows 16 on; written when !add): tiles 0-3 the hi / lo sums of rows
+// 0-15 and 16-31, 4-5 the A tiles of a K step, 6-7 its hi / lo B tiles, so each B tile
+// serves two products and four independent sums are in flight. x0 / x1 at the
+// superblock; b: its B tiles; sc: its scales.
+void split_block_2x1(const SplitRows& x0, const SplitRows& x1, const uint8_t* b, const SplitScales& sc, float* acc,
+                     int64_t acc_ld, bool add, int32_t* buf) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int st = 0; st < 4; ++st) {
+    _tile_loadd(4, x0.a + st * 1024, 64);
+    _tile_loadd(6, b + st * kSplitStepBytes, 64);
+    _tile_dpbsud(0, 4, 6);
+    _tile_loadd(5, x1.a + st * 1024, 64);
+    _tile_dpbsud(2, 5, 6);
+    _tile_loadd(7, b + st * kSplitStepBytes + 1024, 64);
+    _tile_dpbsud(1, 4, 7);
+    _tile_dpbsud(3, 5, 7);
   }
+  _tile_stored(0, buf, 64);
+  _tile_stored(1, buf + 256, 64);
+  _tile_stored(2, buf + 512, 64);
+  _tile_stored(3, buf + 768, 64);
+  split_epilogue(buf, buf + 256, sc, x0.bsp, x0.dx, acc, acc_ld, add);
+  split_epilogue(buf + 512, buf + 768, sc, x1.bsp, x1.dx, acc + 16 * acc_ld, acc_ld, add);
 }
 
 // One pass of at most kAmxRowsPerPass rows for Q4_K / Q5_K: y = x · Wᵀ + bias, mins
@@ -853,7 +848,7 @@ void run_split_pass(const KernelContext& ctx, GgmlType t, int64_t m, int64_t n, 
         for (int64_t sb = 0; sb < sbs; ++sb) {
           const SplitRows x0 = rows_at(rb, sb), x1 = rows_at(rb + 1, sb);
           for (int64_t b = 0; b < blocks; ++b)
-            split_block_2x1(x0, x1, bt + b * block_bytes + sb * kSplitSuperBytes, bscales + b * ksbs + sb, 1,
+            split_block_2x1(x0, x1, bt + b * block_bytes + sb * kSplitSuperBytes, bscales[b * ksbs + sb],
                             acc_all + rb * 16 * acc_ld + b * 16, acc_ld, k0 > 0 || sb > 0, buf);
         }
       }
