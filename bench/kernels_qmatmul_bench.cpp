@@ -159,10 +159,13 @@ BENCHMARK(BM_F32Gemm)
     ->UseRealTime();
 
 // ---- f16 / bf16 weights pre-packed (what F16 / BF16 models' prefill runs: the AMX tiles
-// where usable, else the f32 micro-tiles converting the weights in registers).
+// where usable, else the f32 micro-tiles converting the weights in registers). cold = 1:
+// the weights rotate through copies of >= 1 GiB in all, so every call reads them from
+// memory, as a model's prefill does; cold = 0: one copy (in the last-level cache).
 void BM_HalfGemm(benchmark::State& st) {
   const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
   const WeightType wt = st.range(3) != 0 ? WeightType::kBF16 : WeightType::kF16;
+  const bool cold = st.range(4) != 0;
   const std::vector<float> a = random_floats(M * K, 13), b = random_floats(N * K, 7);
   std::vector<uint16_t> bh(b.size());
   for (size_t i = 0; i < b.size(); ++i) bh[i] = wt == WeightType::kF16 ? f32_to_f16_bits(b[i]) : f32_to_bf16_bits(b[i]);
@@ -171,17 +174,22 @@ void BM_HalfGemm(benchmark::State& st) {
   p.m = M;
   p.n = N;
   p.k = K;
-  const PackedB pb = pack_b(ctx(), K, N, true, 0, bh.data(), wt);
+  const size_t bytes = bh.size() * sizeof(uint16_t);
+  const size_t copies = cold ? std::max<size_t>(2, ((size_t{1} << 30) + bytes - 1) / bytes) : 1;
+  std::vector<PackedB> packed;
+  for (size_t i = 0; i < copies; ++i) packed.push_back(pack_b(ctx(), K, N, true, 0, bh.data(), wt));
+  size_t next = 0;
   for (auto _ : st) {
-    gemm_prepacked(ctx(), p, a.data(), pb, c.data());
+    gemm_prepacked(ctx(), p, a.data(), packed[next], c.data());
+    next = (next + 1) % copies;
     benchmark::ClobberMemory();
   }
-  st.SetLabel(wt == WeightType::kF16 ? "f16" : "bf16");
+  st.SetLabel(std::string(wt == WeightType::kF16 ? "f16" : "bf16") + (cold ? " cold" : ""));
   bench::set_flops(st, 2.0 * M * N * K);
 }
 BENCHMARK(BM_HalfGemm)
-    ->ArgNames({"M", "K", "N", "bf16"})
-    ->ArgsProduct({{64, 256, 512}, {2048}, {8192}, {0, 1}})
+    ->ArgNames({"M", "K", "N", "bf16", "cold"})
+    ->ArgsProduct({{64, 256, 512}, {2048}, {8192}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
