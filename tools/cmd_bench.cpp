@@ -205,14 +205,14 @@ void add_bench_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("bench", "Benchmark a GGUF model: load, prefill, decode, memory, vs machine limits");
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--threads", a->threads, "threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", a->threads, "threads (0 = all cores)")->check(kThreadCount);
   cmd->add_option("--json", a->json_out, "write the figures as JSON here");
   cmd->add_option("--kv", a->kv, "KV cache dtype")->check(CLI::IsMember({"f32", "f16"}));
-  cmd->add_option("--prefill", a->prefill, "prompt lengths to time")->check(CLI::PositiveNumber);
-  cmd->add_option("--ctx", a->contexts, "contexts at which decode is timed")->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", a->decode_steps, "decode steps per context")->check(CLI::PositiveNumber);
+  cmd->add_option("--prefill", a->prefill, "prompt lengths to time")->check(kTokenCount);
+  cmd->add_option("--ctx", a->contexts, "contexts at which decode is timed")->check(kTokenCount);
+  cmd->add_option("--steps", a->decode_steps, "decode steps per context")->check(kTokenCount);
   cmd->add_option("--chunk", a->chunk, "most prompt tokens per prefill run (longer prompts run in chunks)")
-      ->check(CLI::PositiveNumber);
+      ->check(kTokenCount);
   cmd->callback([run, a] { *run = [a] { return run_bench(*a); }; });
 }
 

@@ -109,7 +109,7 @@ void add_compile_command(CLI::App& app, Runner* run) {
   cmd->add_option("--device", a->device, "cpu | cuda[:N]");
   cmd->add_option("--profile", a->profile, "compile profile: a preset name or a *.rlx.toml file");
   cmd->add_option("--policy", a->policy, "fusion policy for HIR")->check(CLI::IsMember({"direct", "fusable"}));
-  cmd->add_option("--seq", a->seq, "value bound to SEQ when the graph is symbolic")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", a->seq, "value bound to SEQ when the graph is symbolic")->check(kTokenCount);
   cmd->callback([run, a] { *run = [a] { return run_compile(*a); }; });
 }
 

@@ -236,18 +236,18 @@ void add_run_command(CLI::App& app, Runner* run) {
   cmd->add_option("--template", a->chat_template, "chat template when the model has none")
       ->check(CLI::IsMember({"llama3", "chatml", "gemma"}));
   cmd->add_option("--system", a->system, "system message for --chat");
-  cmd->add_option("-n", a->n, "tokens to generate")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--temp", a->sampling.temperature, "temperature (0 = greedy)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", a->sampling.top_k, "top-k (0 = off)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("-n", a->n, "tokens to generate")->check(CLI::Range(int64_t{0}, kMaxTokens));
+  cmd->add_option("--temp", a->sampling.temperature, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--top-k", a->sampling.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", a->sampling.top_p, "top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-p", a->sampling.min_p, "min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repeat-penalty", a->sampling.repetition_penalty, "repetition penalty (1 = off)");
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
-  cmd->add_option("--ctx", a->ctx, "context length (KV cache rows)")->check(CLI::PositiveNumber);
+  cmd->add_option("--ctx", a->ctx, "context length (KV cache rows)")->check(kTokenCount);
   cmd->add_option("--device", a->device, "cpu | cuda[:N]");
-  cmd->add_option("--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(kThreadCount);
   cmd->add_flag("--demo", a->demo, "compile and run one transformer block and print the compile report");
-  cmd->add_option("--seq", a->seq, "rows for --demo")->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", a->seq, "rows for --demo")->check(kTokenCount);
   cmd->callback([run, a, prompt] {
     a->prompt_given = prompt->count() > 0;
     *run = [a] { return a->demo ? run_demo(*a) : run_model(*a); };

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -12,6 +13,12 @@
 namespace rlx::cli {
 
 using Runner = std::function<int()>;
+
+/// Bounds of the numeric flags, so that a bad value is reported against a sensible range
+/// ("--threads: Value x not in range 0 to 4096").
+inline constexpr int64_t kMaxTokens = int64_t{1} << 24;
+inline const CLI::Range kThreadCount{0, 4096};
+inline const CLI::Range kTokenCount{int64_t{1}, kMaxTokens};
 
 /// Prints "rlx: <error>" on stderr and returns the exit code for it.
 int report(const Error& e);

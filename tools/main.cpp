@@ -1,5 +1,7 @@
 // rlx: the command-line program. Each subcommand lives in its own cmd_*.cpp.
 #include <cstdio>
+#include <functional>
+#include <string>
 
 #include "commands.h"
 
@@ -31,6 +33,21 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // "rlx --bogus" or "rlx bogus": CLI11 reports only the missing subcommand; name what
+    // was given instead, and the commands there are.
+    if (argc > 1 && dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+      std::string commands;
+      bool known = false;
+      for (CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>{})) {
+        known = known || sub->check_name(argv[1]);
+        commands += (commands.empty() ? "" : ", ") + sub->get_name();
+      }
+      if (!known) {
+        std::fprintf(stderr, "rlx: '%s' is not a command (commands: %s)\nRun with --help for more information.\n",
+                     argv[1], commands.c_str());
+        return e.get_exit_code();
+      }
+    }
     return app.exit(e);
   }
   return runner ? runner() : 0;

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Tests of the rlx program as a user meets it: bad flags, missing and hostile files end
+# with a non-zero exit and one message naming what was wrong (and where), and good input
+# runs. Needs nothing outside the repository: the model is made by `rlx synth`.
+# Usage: tests/cli/cli_test.sh PATH_TO_RLX
+set -u
+rlx=${1:?usage: cli_test.sh PATH_TO_RLX}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+cases=0
+
+# check NAME EXPECT PATTERN -- ARGS...: runs rlx ARGS; EXPECT is "ok" (exit 0) or "fail"
+# (non-zero exit, no crash: the status is below 128); PATTERN is an extended regular
+# expression that stdout + stderr must contain.
+check() {
+  local name=$1 expect=$2 pattern=$3
+  shift 4
+  cases=$((cases + 1))
+  local out status
+  out=$("$rlx" "$@" 2>&1)
+  status=$?
+  local bad=""
+  if [ "$expect" = ok ] && [ $status -ne 0 ]; then bad="exit $status, expected 0"; fi
+  if [ "$expect" = fail ] && { [ $status -eq 0 ] || [ $status -ge 128 ]; }; then
+    bad="exit $status, expected an error exit"
+  fi
+  if [ -z "$bad" ] && ! grep -Eq -- "$pattern" <<<"$out"; then bad="output lacks /$pattern/"; fi
+  if [ -n "$bad" ]; then
+    failures=$((failures + 1))
+    echo "FAIL $name: $bad"
+    echo "---- rlx $*"
+    echo "$out" | tail -20
+    echo "----"
+  else
+    echo "ok   $name"
+  fi
+}
+
+model=$work/tiny.gguf
+check synth ok "wrote .*tiny\.gguf" -- synth --preset tiny --type q8_0 --seed 3 -o "$model"
+check info ok "architecture: llama" -- info "$model"
+
+# Files: missing, not GGUF, truncated, empty.
+echo "hello" >"$work/text.gguf"
+head -c 300 "$model" >"$work/truncated.gguf"
+: >"$work/empty.gguf"
+check info_missing fail "missing\.gguf" -- info "$work/missing.gguf"
+check info_not_gguf fail "text\.gguf.*magic" -- info "$work/text.gguf"
+check info_truncated fail "truncated\.gguf: byte [0-9]+" -- info "$work/truncated.gguf"
+check info_empty fail "empty\.gguf" -- info "$work/empty.gguf"
+check bench_missing_model fail "--model: File does not exist" -- bench --model "$work/missing.gguf"
+
+# Commands and flags.
+check no_command fail "subcommand is required" --
+check unknown_command fail "'bogus' is not a command \(commands: run, info" -- bogus
+check unknown_flag fail "'--bogus' is not a command" -- --bogus
+check unknown_sub_flag fail "--bogus" -- info "$model" --bogus
+check threads_not_a_number fail "--threads: Value x not in range 0 to 4096" -- bench --model "$model" --threads x
+check prefill_zero fail "--prefill: Value 0 not in range 1 to" -- bench --model "$model" --prefill 0
+check kv_type fail "--kv: .*f32" -- bench --model "$model" --kv q4
+check top_p fail "--top-p: Value 2 not in range" -- run --top-p 2
+check quantize_type fail "q9_x not in" -- quantize "$model" "$work/out.gguf" q9_x
+
+# Good input end to end.
+check synth_f32 ok "wrote" -- synth --preset tiny --type f32 -o "$work/f32.gguf"
+check quantize ok "wrote .*q4\.gguf \(q4_k_m\)" -- quantize "$work/f32.gguf" "$work/q4.gguf" q4_k_m
+# The tiny model's rows (64) are no multiple of a K-quant's 256: the mix falls back to Q8_0.
+check info_quantized ok "Q8_0 +15 tensors" -- info "$work/q4.gguf"
+check bench ok "first token +8 tokens" -- bench --model "$model" --threads 1 --prefill 8 --ctx 8 --steps 2 \
+  --json "$work/bench.json"
+if ! grep -q '"time_to_first_token_ms"' "$work/bench.json" 2>/dev/null; then
+  failures=$((failures + 1))
+  echo "FAIL bench_json: no time_to_first_token_ms in the JSON"
+fi
+
+echo "$cases cases, $failures failed"
+[ $failures -eq 0 ]
