@@ -6,6 +6,7 @@
 // process.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
@@ -27,6 +28,7 @@ struct BenchArgs {
   std::string model, json_out, kv = "f32";
   int threads = 0;
   int decode_steps = 16;
+  int repeat = 3;  // timed runs per figure; the median is reported (a shared machine's load moves single runs)
   int64_t chunk = models::LoadOptions{}.max_chunk;
   std::vector<int64_t> prefill = {64, 512};
   std::vector<int64_t> contexts = {128, 1024};
@@ -40,6 +42,12 @@ double peak_rss_bytes() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_maxrss) * 1024.0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 std::vector<int32_t> token_run(int64_t n, int64_t vocab) {
@@ -72,7 +80,7 @@ int run_bench(const BenchArgs& a) {
   const int64_t max_prefill = *std::max_element(a.prefill.begin(), a.prefill.end());
   models::LoadOptions lo;
   lo.threads = threads;
-  lo.ctx = std::max(max_ctx, max_prefill) + a.decode_steps + 8;
+  lo.ctx = std::max(max_ctx, max_prefill) + static_cast<int64_t>(a.repeat) * a.decode_steps + 8;
   lo.kv_dtype = a.kv == "f16" ? ir::DType::F16 : ir::DType::F32;
   lo.max_chunk = a.chunk;
   auto t0 = std::chrono::steady_clock::now();
@@ -94,6 +102,7 @@ int run_bench(const BenchArgs& a) {
     bool decode;
     double work;  // FLOP per token (prefill) or bytes per token (decode)
     double first_ms = 0;  // prefill: the first forward of this length (compile included)
+    double tps_min = 0, tps_max = 0;  // over the timed runs
   };
   std::vector<Row> rows;
   const double flops_per_token = 2.0 * static_cast<double>(n_params);
@@ -104,14 +113,21 @@ int run_bench(const BenchArgs& a) {
     auto r = m.forward(toks, false);  // compiles the bucket on first use: time to first token
     if (!r) return report(r.error());
     const double ttft_ms = ms_since(first);
-    m.reset();
-    auto t = std::chrono::steady_clock::now();
-    r = m.forward(toks, false);
-    if (!r) return report(r.error());
-    const double ms = ms_since(t);
+    std::vector<double> runs_ms;
+    for (int i = 0; i < a.repeat; ++i) {
+      m.reset();
+      auto t = std::chrono::steady_clock::now();
+      r = m.forward(toks, false);
+      if (!r) return report(r.error());
+      runs_ms.push_back(ms_since(t));
+    }
+    const double ms = median(runs_ms);
     const double tps = n * 1000.0 / ms;
-    rows.push_back({"prefill " + std::to_string(n), tps, ms, false, flops_per_token, ttft_ms});
-    out["prefill"][std::to_string(n)] = {{"tokens_per_s", tps}, {"ms", ms}, {"time_to_first_token_ms", ttft_ms}};
+    const auto [fastest, slowest] = std::minmax_element(runs_ms.begin(), runs_ms.end());
+    rows.push_back({"prefill " + std::to_string(n), tps, ms, false, flops_per_token, ttft_ms, n * 1000.0 / *slowest,
+                    n * 1000.0 / *fastest});
+    out["prefill"][std::to_string(n)] = {
+        {"tokens_per_s", tps}, {"ms", ms}, {"ms_runs", runs_ms}, {"time_to_first_token_ms", ttft_ms}};
   }
   const double kv_bytes_per_pos = 2.0 * static_cast<double>(c.n_layer * c.n_head_kv * c.head_dim) *
                                   (a.kv == "f16" ? 2 : 4);
@@ -122,17 +138,27 @@ int run_bench(const BenchArgs& a) {
     int32_t next = 1;
     r = m.forward(std::span<const int32_t>(&next, 1), false);  // warm the decode executable
     if (!r) return report(r.error());
-    auto t = std::chrono::steady_clock::now();
-    for (int i = 0; i < a.decode_steps; ++i) {
-      r = m.forward(std::span<const int32_t>(&next, 1), false);
-      if (!r) return report(r.error());
+    // Timed runs of decode_steps tokens each, one after the other (the context grows by
+    // repeat * decode_steps; the KV bytes count the mean position read).
+    std::vector<double> runs_ms;
+    for (int k = 0; k < a.repeat; ++k) {
+      auto t = std::chrono::steady_clock::now();
+      for (int i = 0; i < a.decode_steps; ++i) {
+        r = m.forward(std::span<const int32_t>(&next, 1), false);
+        if (!r) return report(r.error());
+      }
+      runs_ms.push_back(ms_since(t) / a.decode_steps);
     }
-    const double ms = ms_since(t);
-    const double tps = a.decode_steps * 1000.0 / ms;
-    const double bytes_per_token = static_cast<double>(weight_bytes) + kv_bytes_per_pos * static_cast<double>(ctx);
-    rows.push_back({"decode @ctx " + std::to_string(ctx), tps, ms / a.decode_steps, true, bytes_per_token});
+    const double ms = median(runs_ms);
+    const double tps = 1000.0 / ms;
+    const auto [fastest, slowest] = std::minmax_element(runs_ms.begin(), runs_ms.end());
+    const double mean_pos = static_cast<double>(ctx) + 1.0 + 0.5 * a.repeat * a.decode_steps;
+    const double bytes_per_token = static_cast<double>(weight_bytes) + kv_bytes_per_pos * mean_pos;
+    rows.push_back({"decode @ctx " + std::to_string(ctx), tps, ms, true, bytes_per_token, 0.0, 1000.0 / *slowest,
+                    1000.0 / *fastest});
     out["decode"][std::to_string(ctx)] = {{"tokens_per_s", tps},
-                                          {"ms_per_token", ms / a.decode_steps},
+                                          {"ms_per_token", ms},
+                                          {"ms_per_token_runs", runs_ms},
                                           {"bytes_per_token", bytes_per_token},
                                           {"bytes_per_s", tps * bytes_per_token}};
   }
@@ -184,6 +210,13 @@ int run_bench(const BenchArgs& a) {
   if (!first_tokens.empty())
     std::printf("first token            %s (a fresh prompt: the first forward of its length, compile included)\n",
                 first_tokens.c_str());
+  if (a.repeat > 1) {
+    std::string spread;
+    for (const Row& r : rows)
+      spread += fmt::format("{}{} {:.1f}-{:.1f}", spread.empty() ? "" : ", ", r.phase, r.tps_min, r.tps_max);
+    std::printf("runs                   %d per figure, median shown; tokens/s range: %s\n", a.repeat, spread.c_str());
+  }
+  out["runs_per_figure"] = a.repeat;
   const double kv_total = kv_bytes_per_pos * static_cast<double>(lo.ctx);
   std::printf("\npeak resident %.1f MB (file %.1f MB + KV cache %.1f MB = %.1f MB)\n", rss / 1e6, weight_bytes / 1e6,
               kv_total / 1e6, (weight_bytes + kv_total) / 1e6);
@@ -210,7 +243,9 @@ void add_bench_command(CLI::App& app, Runner* run) {
   cmd->add_option("--kv", a->kv, "KV cache dtype")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--prefill", a->prefill, "prompt lengths to time")->check(kTokenCount);
   cmd->add_option("--ctx", a->contexts, "contexts at which decode is timed")->check(kTokenCount);
-  cmd->add_option("--steps", a->decode_steps, "decode steps per context")->check(kTokenCount);
+  cmd->add_option("--steps", a->decode_steps, "decode steps per context and run")->check(kTokenCount);
+  cmd->add_option("--repeat", a->repeat, "timed runs per figure (the median is shown)")
+      ->check(CLI::Range(1, 100));
   cmd->add_option("--chunk", a->chunk, "most prompt tokens per prefill run (longer prompts run in chunks)")
       ->check(kTokenCount);
   cmd->callback([run, a] { *run = [a] { return run_bench(*a); }; });

@@ -58,6 +58,7 @@ check unknown_flag fail "'--bogus' is not a command" -- --bogus
 check unknown_sub_flag fail "--bogus" -- info "$model" --bogus
 check threads_not_a_number fail "--threads: Value x not in range 0 to 4096" -- bench --model "$model" --threads x
 check prefill_zero fail "--prefill: Value 0 not in range 1 to" -- bench --model "$model" --prefill 0
+check repeat_zero fail "--repeat: Value 0 not in range 1 to 100" -- bench --model "$model" --repeat 0
 check kv_type fail "--kv: .*f32" -- bench --model "$model" --kv q4
 check top_p fail "--top-p: Value 2 not in range" -- run --top-p 2
 check quantize_type fail "q9_x not in" -- quantize "$model" "$work/out.gguf" q9_x
@@ -67,8 +68,8 @@ check synth_f32 ok "wrote" -- synth --preset tiny --type f32 -o "$work/f32.gguf"
 check quantize ok "wrote .*q4\.gguf \(q4_k_m\)" -- quantize "$work/f32.gguf" "$work/q4.gguf" q4_k_m
 # The tiny model's rows (64) are no multiple of a K-quant's 256: the mix falls back to Q8_0.
 check info_quantized ok "Q8_0 +15 tensors" -- info "$work/q4.gguf"
-check bench ok "first token +8 tokens" -- bench --model "$model" --threads 1 --prefill 8 --ctx 8 --steps 2 \
-  --json "$work/bench.json"
+check bench ok "runs +2 per figure, median shown" -- bench --model "$model" --threads 1 --prefill 8 --ctx 8 \
+  --steps 2 --repeat 2 --json "$work/bench.json"
 if ! grep -q '"time_to_first_token_ms"' "$work/bench.json" 2>/dev/null; then
   failures=$((failures + 1))
   echo "FAIL bench_json: no time_to_first_token_ms in the JSON"
