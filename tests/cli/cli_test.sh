@@ -63,11 +63,28 @@ check kv_type fail "--kv: .*f32" -- bench --model "$model" --kv q4
 check top_p fail "--top-p: Value 2 not in range" -- run --top-p 2
 check quantize_type fail "q9_x not in" -- quantize "$model" "$work/out.gguf" q9_x
 
+check logits_bad_token fail "--tokens: 'x' is not a token id" -- logits --model "$model" --tokens 1,2,x --out "$work/l.bin"
+check logits_out_of_vocab fail "token id 999999 is outside the vocabulary \[0, 512\)" -- logits --model "$model" \
+  --tokens 1,2,999999 --out "$work/l.bin"
+check logits_unwritable fail "cannot write '$work/no/such/dir/l.bin'" -- logits --model "$model" --tokens 1,2 \
+  --out "$work/no/such/dir/l.bin"
+check run_bad_device fail "unknown device 'gpu'" -- run --model "$model" -p hi --device gpu
+printf 'fusion = [\n' >"$work/broken.rlx.toml"
+printf '[fusion]\nfoo = 1\n' >"$work/typo.rlx.toml"
+check profile_broken fail "broken\.rlx\.toml:1: " -- compile --profile "$work/broken.rlx.toml"
+check profile_typo fail "typo\.rlx\.toml:2: unknown key 'fusion\.foo'" -- compile --profile "$work/typo.rlx.toml"
+check profile_missing fail "compile profile 'nosuch' cannot be opened" -- compile --profile nosuch
+
 # Good input end to end.
 check synth_f32 ok "wrote" -- synth --preset tiny --type f32 -o "$work/f32.gguf"
 check quantize ok "wrote .*q4\.gguf \(q4_k_m\)" -- quantize "$work/f32.gguf" "$work/q4.gguf" q4_k_m
 # The tiny model's rows (64) are no multiple of a K-quant's 256: the mix falls back to Q8_0.
 check info_quantized ok "Q8_0 +15 tensors" -- info "$work/q4.gguf"
+check logits ok "" -- logits --model "$model" --tokens 1,2,3 --out "$work/l.bin"
+if [ "$(stat -c %s "$work/l.bin" 2>/dev/null)" != $((3 * 512 * 4)) ]; then
+  failures=$((failures + 1))
+  echo "FAIL logits_size: $work/l.bin is not 3 x 512 float32"
+fi
 check bench ok "runs +2 per figure, median shown" -- bench --model "$model" --threads 1 --prefill 8 --ctx 8 \
   --steps 2 --repeat 2 --json "$work/bench.json"
 if ! grep -q '"time_to_first_token_ms"' "$work/bench.json" 2>/dev/null; then
