@@ -166,13 +166,15 @@ int run_model(const RunArgs& a) {
   lo.batch = static_cast<int64_t>(a.prompts.size());
   if (a.chat && lo.batch > 1) return report(Error::invalid_argument("--chat takes one -p prompt, got {}", lo.batch));
   int last_pct = -1;
-  lo.on_weight_progress = [&last_pct](int64_t done, int64_t total) {
-    if (total < 100'000'000) return;  // progress only for large models
-    const int pct = static_cast<int>(100 * done / total);
-    if (pct / 5 != last_pct / 5) std::fprintf(stderr, "\rrlx: loading weights %3d%% of %.0f MB", pct, total / 1e6);
-    last_pct = pct;
-    if (done == total) std::fputc('\n', stderr);
-  };
+  if (stderr_is_terminal()) {
+    lo.on_weight_progress = [&last_pct](int64_t done, int64_t total) {
+      if (total < 100'000'000) return;  // progress only for large models
+      const int pct = static_cast<int>(100 * done / total);
+      if (pct / 5 != last_pct / 5) std::fprintf(stderr, "\rrlx: loading weights %3d%% of %.0f MB", pct, total / 1e6);
+      last_pct = pct;
+      if (done == total) std::fputc('\n', stderr);
+    };
+  }
   const auto t0 = std::chrono::steady_clock::now();
   auto model = models::LanguageModel::load(path, lo);
   if (!model) return report(model.error());

@@ -23,6 +23,10 @@ inline const CLI::Range kTokenCount{int64_t{1}, kMaxTokens};
 /// Prints "rlx: <error>" on stderr and returns the exit code for it.
 int report(const Error& e);
 
+/// True when stderr is a terminal: progress lines (rewritten in place with '\r') are
+/// shown only then, so that logs get the final messages alone.
+bool stderr_is_terminal();
+
 void add_info_command(CLI::App& app, Runner* run);
 void add_compile_command(CLI::App& app, Runner* run);
 void add_run_command(CLI::App& app, Runner* run);

@@ -1,4 +1,6 @@
 // rlx: the command-line program. Each subcommand lives in its own cmd_*.cpp.
+#include <unistd.h>
+
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -6,6 +8,8 @@
 #include "commands.h"
 
 namespace rlx::cli {
+
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
 
 int report(const Error& e) {
   std::fprintf(stderr, "rlx: %s\n", e.to_string().c_str());
