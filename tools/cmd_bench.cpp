@@ -205,8 +205,11 @@ int run_bench(const BenchArgs& a) {
     }
   }
   std::string first_tokens;
-  for (const Row& r : rows)
-    if (!r.decode) first_tokens += fmt::format("{}{} tokens {:.1f} ms", first_tokens.empty() ? "" : ", ", r.phase.substr(8), r.first_ms);
+  for (const Row& r : rows) {
+    if (r.decode) continue;
+    first_tokens +=
+        fmt::format("{}{} tokens {:.1f} ms", first_tokens.empty() ? "" : ", ", r.phase.substr(8), r.first_ms);
+  }
   if (!first_tokens.empty())
     std::printf("first token            %s (a fresh prompt: the first forward of its length, compile included)\n",
                 first_tokens.c_str());

@@ -63,7 +63,8 @@ check kv_type fail "--kv: .*f32" -- bench --model "$model" --kv q4
 check top_p fail "--top-p: Value 2 not in range" -- run --top-p 2
 check quantize_type fail "q9_x not in" -- quantize "$model" "$work/out.gguf" q9_x
 
-check logits_bad_token fail "--tokens: 'x' is not a token id" -- logits --model "$model" --tokens 1,2,x --out "$work/l.bin"
+check logits_bad_token fail "--tokens: 'x' is not a token id" -- logits --model "$model" --tokens 1,2,x \
+  --out "$work/l.bin"
 check logits_out_of_vocab fail "token id 999999 is outside the vocabulary \[0, 512\)" -- logits --model "$model" \
   --tokens 1,2,999999 --out "$work/l.bin"
 check logits_unwritable fail "cannot write '$work/no/such/dir/l.bin'" -- logits --model "$model" --tokens 1,2 \
