@@ -21,15 +21,7 @@ void add_quantize_command(CLI::App& app, Runner* run) {
     *run = [in, out, mix] {
       models::QuantizeOptions o;
       o.mix = *mix;
-      int last = -1;
-      if (stderr_is_terminal()) {
-        o.progress = [&last](double f) {
-          const int pct = static_cast<int>(f * 100);
-          if (pct / 5 != last / 5) std::fprintf(stderr, "\rrlx quantize: %3d%%", pct);
-          last = pct;
-          if (f >= 1.0) std::fputc('\n', stderr);
-        };
-      }
+      o.progress = terminal_progress("rlx quantize", 5);
       if (Status s = models::quantize_gguf(*in, *out, o); !s.ok()) return report(s.error());
       std::error_code ec;
       const auto in_size = std::filesystem::file_size(*in, ec), out_size = std::filesystem::file_size(*out, ec);

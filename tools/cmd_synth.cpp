@@ -20,15 +20,7 @@ void add_synth_command(CLI::App& app, Runner* run) {
   cmd->callback([run, o, out] {
     *run = [o, out] {
       models::SynthOptions opts = *o;
-      int last = -1;
-      if (stderr_is_terminal()) {
-        opts.progress = [&last](double f) {
-          const int pct = static_cast<int>(f * 100);
-          if (pct / 10 != last / 10) std::fprintf(stderr, "\rrlx synth: %3d%%", pct);
-          last = pct;
-          if (f >= 1.0) std::fputc('\n', stderr);
-        };
-      }
+      opts.progress = terminal_progress("rlx synth", 10);
       if (Status s = models::write_synthetic_gguf(opts, *out); !s.ok()) return report(s.error());
       std::fprintf(stderr, "rlx: wrote %s\n", out->c_str());
       return 0;

@@ -27,6 +27,10 @@ int report(const Error& e);
 /// shown only then, so that logs get the final messages alone.
 bool stderr_is_terminal();
 
+/// A progress callback (fraction done, 0..1) that rewrites "\r<label>: NN%" on stderr
+/// every `step_pct` percent and ends the line at 1; empty when stderr is no terminal.
+std::function<void(double)> terminal_progress(const char* label, int step_pct);
+
 void add_info_command(CLI::App& app, Runner* run);
 void add_compile_command(CLI::App& app, Runner* run);
 void add_run_command(CLI::App& app, Runner* run);

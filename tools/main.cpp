@@ -11,6 +11,16 @@ namespace rlx::cli {
 
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
 
+std::function<void(double)> terminal_progress(const char* label, int step_pct) {
+  if (!stderr_is_terminal()) return {};
+  return [label, step_pct, last = -1](double f) mutable {
+    const int pct = static_cast<int>(f * 100);
+    if (pct / step_pct != last / step_pct) std::fprintf(stderr, "\r%s: %3d%%", label, pct);
+    last = pct;
+    if (f >= 1.0) std::fputc('\n', stderr);
+  };
+}
+
 int report(const Error& e) {
   std::fprintf(stderr, "rlx: %s\n", e.to_string().c_str());
   switch (e.code()) {
