@@ -196,7 +196,8 @@ ValueId emit_attention_primitives(GraphBuilder& b, ValueId q, ValueId k, ValueId
 // The primitive form (x[P.., S, W], D = head_dim, half = n_rot / 2, H = heads read):
 //   xs  = narrow(x, last, offset, width) when width > 0; cast to f32 when x is not f32
 //   ang = mul(reshape(cast(pos, f32), [S, 1]), inv_freq)   inv_freq: f32[half] constant
-//   c, s = cos(ang), sin(ang), reshaped to [S, 1, half] (neox) or [S, 1, half, 1] (normal)
+//   c, s = cos(ang), sin(ang) (times attn_factor when it is not 1), reshaped to
+//          [S, 1, half] (neox) or [S, 1, half, 1] (normal)
 //   xh  = reshape(xs, [P.., S, H, D]); r = narrow(xh, last, 0, n_rot) when n_rot < D
 //   neox:   a = narrow(r, last, 0, half), b = narrow(r, last, half, half)
 //   normal: r2 = reshape(r, [P.., S, H, half, 2]); a, b = narrow(r2, last, 0 | 1, 1)
@@ -221,8 +222,14 @@ ValueId emit_rope_primitives(GraphBuilder& b, ValueId x, ValueId pos, const Rope
   const ValueId posf = b.reshape(b.cast(pos, DType::F32), Shape{S, Dim(1)});
   const ValueId ang = b.mul(posf, b.constant_f32(Shape{Dim(half)}, inv_f));
   const Shape cs_shape = neox ? Shape{S, Dim(1), Dim(half)} : Shape{S, Dim(1), Dim(half), Dim(1)};
-  const ValueId c = b.reshape(b.activation(ActKind::Cos, ang), cs_shape);
-  const ValueId s = b.reshape(b.activation(ActKind::Sin, ang), cs_shape);
+  // cos / sin of the angles, times attn_factor (YaRN / LongRoPE magnitude) when not 1.
+  auto table = [&](ActKind k) {
+    ValueId t = b.activation(k, ang);
+    if (r.attn_factor != 1.0) t = b.mul(t, b.scalar(static_cast<float>(r.attn_factor)));
+    return b.reshape(t, cs_shape);
+  };
+  const ValueId c = table(ActKind::Cos);
+  const ValueId s = table(ActKind::Sin);
 
   std::vector<Dim> heads(xsh.begin(), xsh.end() - 1);
   heads.emplace_back(H);

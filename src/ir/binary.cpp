@@ -78,6 +78,10 @@ struct AttrWriter {
     w.uv(v.size());
     for (int64_t x : v) w.iv(x);
   }
+  void operator()(const char*, const std::vector<double>& v) {
+    w.uv(v.size());
+    for (double x : v) w.f64(x);
+  }
   void operator()(const char*, const ConstantData& v) {
     const size_t n = v.bytes ? v.bytes->size() : 0;
     w.uv(n);
@@ -230,6 +234,11 @@ struct AttrReader {
     const size_t n = r.count(name);
     v.clear();
     for (size_t i = 0; i < n && r.ok(); ++i) v.push_back(r.iv(name));
+  }
+  void operator()(const char* name, std::vector<double>& v) {
+    const size_t n = r.count(name, 8);
+    v.clear();
+    for (size_t i = 0; i < n && r.ok(); ++i) v.push_back(r.f64(name));
   }
   void operator()(const char* name, ConstantData& v) {
     const std::string_view b = r.bytes(name);

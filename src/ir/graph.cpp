@@ -124,6 +124,11 @@ struct AttrHasher {
     h.u64(v.size());
     for (int64_t x : v) h.i64(x);
   }
+  void operator()(const char* name, const std::vector<double>& v) {
+    h.str(name);
+    h.u64(v.size());
+    for (double x : v) h.f64(x);
+  }
   void dim(const Dim& d) {
     h.i64(d.coeff);
     for (SymbolId s : d.syms) h.str(s ? symbol_name(s) : "");

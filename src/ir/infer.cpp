@@ -137,7 +137,7 @@ Expected<TensorType> infer_rope(const TensorType& x, const TensorType& pos, cons
     return bad(fmt::format("rope width {} is not a multiple of head_dim {}", w.value(), r.head_dim));
   if (pos.shape.rank() != 1 || pos.shape[0] != x.shape[x.shape.rank() - 2])
     return bad(fmt::format("rope positions must be [{}], got {}", x.shape[x.shape.rank() - 2].to_string(), str(pos)));
-  if (r.theta <= 0) return bad("rope theta must be positive");
+  TRY(check_rope_attrs(r));
   std::vector<Dim> out(x.shape.begin(), x.shape.end());
   out.back() = w;
   return TensorType{x.dtype, Shape(out)};
@@ -512,6 +512,11 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       ASSIGN_OR_RETURN(TensorType v, infer_linear(x, in[3], true, true));
       const auto& a = b.attn;
       TRY(check_heads(a));
+      if (b.use_rope) {
+        RopeAttrs r = b.rope;
+        if (r.n_rot == 0) r.n_rot = a.head_dim;
+        TRY(check_rope_attrs(r));
+      }
       if (q.shape.back() != Dim(a.n_heads * a.head_dim) || k.shape.back() != Dim(a.n_kv_heads * a.head_dim) ||
           v.shape != k.shape)
         return bad(fmt::format("attention_block projections do not match heads: q {} k {} v {}", str(q), str(k), str(v)));

@@ -626,6 +626,18 @@ class Parser {
       TRY(expect(',', "or ']' in a list of integers"));
     }
   }
+  Status parse_value(std::vector<double>& v) {
+    TRY(expect('[', "to open a list of numbers"));
+    v.clear();
+    if (accept(']')) return {};
+    for (;;) {
+      double x = 0;
+      TRY(parse_value(x));
+      v.push_back(x);
+      if (accept(']')) return {};
+      TRY(expect(',', "or ']' in a list of numbers"));
+    }
+  }
   template <typename E>
   std::enable_if_t<std::is_enum_v<E>, Status> parse_value(E& v) {
     const Token& t = next();

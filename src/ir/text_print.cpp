@@ -144,6 +144,11 @@ struct ValueFormatter {
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
     return s + "]";
   }
+  std::string operator()(const std::vector<double>& v) const {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + fmt::format("{}", v[i]);
+    return s + "]";
+  }
   std::string operator()(const ConstantData& v) const { return format_data(v, dtype); }
   std::string operator()(const std::vector<RegionStep>& steps) const {
     std::string s = "[";

@@ -1,4 +1,4 @@
-// RoPE (layouts, partial rotation, linear/llama3 scaling) and attention (GQA, masks,
+// RoPE (layouts, partial rotation, frequency tables, magnitude scale) and attention (GQA, masks,
 // positions, softcap, strided KV views, decode with T split) vs float64 references.
 #include <gtest/gtest.h>
 
@@ -17,36 +17,27 @@ namespace {
 using test::all_close;
 using test::Rng;
 
-// HF `_compute_llama3_parameters`, written independently in double.
-double llama3_freq(double f, double factor, double lo_f, double hi_f, double old_ctx) {
-  const double wavelen = 2 * M_PI / f;
-  const double lo_wl = old_ctx / lo_f, hi_wl = old_ctx / hi_f;
-  const double scaled = wavelen > lo_wl ? f / factor : f;
-  const double smooth = (old_ctx / wavelen - lo_f) / (hi_f - lo_f);
-  const double smoothed = (1 - smooth) * scaled / factor + smooth * scaled;
-  const bool medium = !(wavelen < hi_wl) && !(wavelen > lo_wl);
-  return medium ? smoothed : scaled;
-}
-
-TEST(Rope, LayoutsScalingsAndPartialRotation) {
+// The kernel rotates by the caller's pair frequencies (any scaling is folded into
+// them, see ir::rope_inv_freq) and scales the rotated pairs by mscale.
+TEST(Rope, LayoutsFrequencyTablesAndPartialRotation) {
   Rng rng;
   RLX_TRACE_SEED(rng);
   for (RopeLayout layout : {RopeLayout::kNormal, RopeLayout::kNeox})
-    for (RopeScaling scaling : {RopeScaling::kNone, RopeScaling::kLinear, RopeScaling::kLlama3})
+    for (float mscale : {1.0f, 1.1386f})
       for (int64_t n_rot : {int64_t{0}, int64_t{10}}) {
         RopeParams p;
         p.seq = 5;
         p.n_heads = 3;
         p.head_dim = 16;
         p.n_rot = n_rot;
-        p.theta = 500000.0f;
         p.layout = layout;
-        p.scaling = scaling;
-        p.factor = 8.0f;
-        p.low_freq_factor = 1.0f;
-        p.high_freq_factor = 4.0f;
-        p.original_context = 64;  // small, so all three llama3 bands occur for head_dim 16
+        p.mscale = mscale;
         const int64_t rot = n_rot ? n_rot : p.head_dim, half = rot / 2;
+        // Base frequencies divided by uneven per-pair factors, as a rope_freqs table does.
+        std::vector<double> freq(static_cast<size_t>(half));
+        for (int64_t i = 0; i < half; ++i)
+          freq[i] = std::pow(500000.0, -2.0 * double(i) / double(rot)) / (1.0 + 3.5 * double(i % 3));
+        p.inv_freq = freq.data();
         std::vector<float> x = rng.vec(p.seq * p.n_heads * p.head_dim);
         std::vector<int32_t> pos = {0, 1, 7, 1000, 123456};
         std::vector<double> want(x.size());
@@ -56,10 +47,7 @@ TEST(Rope, LayoutsScalingsAndPartialRotation) {
             double* yh = want.data() + (s * p.n_heads + h) * p.head_dim;
             for (int64_t d = 0; d < p.head_dim; ++d) yh[d] = xh[d];
             for (int64_t i = 0; i < half; ++i) {
-              double f = std::pow(double(p.theta), -2.0 * double(i) / double(rot));
-              if (scaling == RopeScaling::kLinear) f /= p.factor;
-              if (scaling == RopeScaling::kLlama3) f = llama3_freq(f, 8, 1, 4, 64);
-              const double c = std::cos(pos[s] * f), sn = std::sin(pos[s] * f);
+              const double c = mscale * std::cos(pos[s] * freq[i]), sn = mscale * std::sin(pos[s] * freq[i]);
               const int64_t i0 = layout == RopeLayout::kNormal ? 2 * i : i;
               const int64_t i1 = layout == RopeLayout::kNormal ? 2 * i + 1 : i + half;
               yh[i0] = xh[i0] * c - xh[i1] * sn;
@@ -70,7 +58,7 @@ TEST(Rope, LayoutsScalingsAndPartialRotation) {
           std::vector<float> y(x.size());
           rope_f32(ctx, p, x.data(), pos.data(), y.data());
           ASSERT_TRUE(all_close(y, want, 2e-5, 1e-5))
-              << test::describe(ctx) << " layout " << int(layout) << " scaling " << int(scaling) << " n_rot " << n_rot;
+              << test::describe(ctx) << " layout " << int(layout) << " mscale " << mscale << " n_rot " << n_rot;
           std::vector<float> inplace = x;
           rope_f32(ctx, p, inplace.data(), pos.data(), inplace.data());
           ASSERT_EQ(inplace, y);

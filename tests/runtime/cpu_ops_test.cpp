@@ -513,9 +513,9 @@ std::vector<double> rope_ref(const std::vector<float>& x, const std::vector<int3
         const double a = pos[s] * inv[i];
         const int64_t i0 = r.layout == ir::RopeLayout::Neox ? i : 2 * i;
         const int64_t i1 = r.layout == ir::RopeLayout::Neox ? i + half : 2 * i + 1;
-        const double x0 = x[in + i0], x1 = x[in + i1];
-        y[out + i0] = x0 * std::cos(a) - x1 * std::sin(a);
-        y[out + i1] = x0 * std::sin(a) + x1 * std::cos(a);
+        const double x0 = x[in + i0], x1 = x[in + i1], m = r.attn_factor;
+        y[out + i0] = m * (x0 * std::cos(a) - x1 * std::sin(a));
+        y[out + i1] = m * (x0 * std::sin(a) + x1 * std::cos(a));
       }
     }
   return y;
@@ -525,15 +525,22 @@ TEST(CpuOps, RopeLayoutsPartialRotaryScaling) {
   const int64_t S = 5, H = 3, D = 8;
   const std::vector<int32_t> pos{0, 3, 7, 100, 2};
   for (int layout = 0; layout < 2; ++layout) {
-    for (int64_t n_rot : {int64_t{8}, int64_t{4}}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const int64_t n_rot = variant == 1 ? 4 : 8;
       ir::RopeAttrs r;
       r.head_dim = D;
       r.n_rot = n_rot;
       r.layout = static_cast<ir::RopeLayout>(layout);
       r.theta = 500.0;
-      r.scaling = n_rot == 4 ? ir::RopeScaling::Linear : ir::RopeScaling::Llama3;
+      r.scaling = variant == 0   ? ir::RopeScaling::Llama3
+                  : variant == 1 ? ir::RopeScaling::Linear
+                                 : ir::RopeScaling::Yarn;
       r.factor = 2.0;
       r.original_context = 16;  // puts the llama3 wavelengths on both sides of the band
+      if (variant == 2) {       // yarn with per-pair factors and a magnitude scale
+        r.freq_factors = {1.0, 2.5, 1.25, 4.0};
+        r.attn_factor = 1.07;
+      }
       GraphBuilder b;
       auto x = b.input("x", DType::F32, {S, H * D});
       auto p = b.input("pos", DType::I32, {S});
@@ -541,7 +548,7 @@ TEST(CpuOps, RopeLayoutsPartialRotaryScaling) {
       Tensor xt = f32_tensor({S, H * D}, 130 + layout);
       auto out = run_graph(b, {{"x", xt}, {"pos", int_tensor<int32_t>(DType::I32, {S}, pos)}});
       ASSERT_EQ(out.size(), 1u);
-      EXPECT_LT(max_abs_diff(as_f32(out[0]), rope_ref(as_f32(xt), pos, S, H, r)), 1e-5) << layout << " " << n_rot;
+      EXPECT_LT(max_abs_diff(as_f32(out[0]), rope_ref(as_f32(xt), pos, S, H, r)), 1e-5) << layout << " " << variant;
     }
   }
 }
@@ -558,6 +565,10 @@ TEST(CpuOps, RopeColumnSliceFusedNarrowAndPrimitiveForm) {
       r.n_rot = layout == 0 ? 8 : 6;
       r.layout = static_cast<ir::RopeLayout>(layout);
       r.theta = 10000.0;
+      if (layout == 1) {  // per-pair factors and a magnitude scale reach every form
+        r.freq_factors = {1.0, 3.0, 8.0};
+        r.attn_factor = 1.2;
+      }
       const Tensor xt = f32_tensor({S, W}, 150 + layout);
       const Tensor pt = int_tensor<int32_t>(DType::I32, {S}, pos);
       std::vector<float> xr = as_f32(xt);

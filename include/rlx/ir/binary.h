@@ -25,7 +25,7 @@
 namespace rlx::ir {
 
 /// Bumped whenever the byte layout or any attrs `fields()` list changes.
-inline constexpr uint32_t kLirBinaryVersion = 2;  // 2: the sample op
+inline constexpr uint32_t kLirBinaryVersion = 3;  // 2: the sample op; 3: rope yarn / factors
 
 /// The binary form of `m`.
 std::string encode_lir_binary(const LirModule& m);

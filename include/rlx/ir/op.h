@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "rlx/base/status.h"
 #include "rlx/ir/dtype.h"
 #include "rlx/ir/shape.h"
 
@@ -54,7 +55,7 @@ inline bool is_elementwise(OpKind k) { return op_info(k).category == OpCategory:
 #define RLX_REDUCE_KINDS(X) X(Sum, "sum") X(Mean, "mean") X(Max, "max") X(Min, "min")
 #define RLX_MASK_KINDS(X) X(None, "none") X(Causal, "causal") X(SlidingWindow, "sliding_window")
 #define RLX_ROPE_LAYOUTS(X) X(Normal, "normal") X(Neox, "neox")
-#define RLX_ROPE_SCALINGS(X) X(None, "none") X(Linear, "linear") X(Llama3, "llama3")
+#define RLX_ROPE_SCALINGS(X) X(None, "none") X(Linear, "linear") X(Llama3, "llama3") X(Yarn, "yarn")
 
 #define RLX_ENUM_MEMBER(name, text) name,
 enum class ActKind : uint8_t { RLX_ACT_KINDS(RLX_ENUM_MEMBER) };
@@ -168,30 +169,52 @@ struct NormAttrs {
 /// With width > 0 the op reads columns [offset, offset + width) of each input row (the
 /// q or k slice of a fused qkv projection, see fuse_narrow_rope) and outputs `width`
 /// columns; width = 0 means the whole row (offset must then be 0).
+///
+/// Pair i turns by pos * inv_freq[i] (rope_inv_freq): theta^(-2i/n_rot), scaled as
+/// `scaling` says, then divided by freq_factors[i] when the model file gives per-pair
+/// factors (GGUF rope_freqs / rope_factors_long|short, HF longrope factors). The
+/// rotated pair is multiplied by attn_factor (YaRN's and LongRoPE's magnitude scale).
 struct RopeAttrs {
   int64_t head_dim = 0;
   int64_t n_rot = 0;
   RopeLayout layout = RopeLayout::Normal;
   double theta = 10000.0;
   RopeScaling scaling = RopeScaling::None;
-  double factor = 1.0;                ///< linear: pos / factor; llama3: low-frequency divisor
+  double factor = 1.0;                ///< linear: pos / factor; llama3: low-frequency divisor; yarn: context scale
   double low_freq_factor = 1.0;       ///< llama3 only
   double high_freq_factor = 4.0;      ///< llama3 only
-  int64_t original_context = 8192;    ///< llama3 only
+  int64_t original_context = 8192;    ///< llama3 and yarn: the context the model was trained at
+  double beta_fast = 32.0;            ///< yarn: rotations per original context where extrapolation ends
+  double beta_slow = 1.0;             ///< yarn: rotations per original context where interpolation starts
+  double ext_factor = 1.0;            ///< yarn: weight of the extrapolated frequency in the ramp (0: interpolate)
+  std::vector<double> freq_factors;   ///< empty, or n_rot/2 positive divisors of the pair frequencies
+  double attn_factor = 1.0;           ///< the rotated pairs are scaled by this (cos and sin times attn_factor)
   int64_t offset = 0;                 ///< first input column read
   int64_t width = 0;                  ///< columns read and written (0 = the input's width)
   template <class V> void fields(V&& v) {
     v("head_dim", head_dim); v("n_rot", n_rot); v("layout", layout); v("theta", theta);
     v("scaling", scaling); v("factor", factor); v("low_freq_factor", low_freq_factor);
     v("high_freq_factor", high_freq_factor); v("original_context", original_context);
+    v("beta_fast", beta_fast); v("beta_slow", beta_slow); v("ext_factor", ext_factor);
+    v("freq_factors", freq_factors); v("attn_factor", attn_factor);
     v("offset", offset); v("width", width);
   }
   friend bool operator==(const RopeAttrs&, const RopeAttrs&) = default;
 };
 /// The rotation frequencies of `r`, in double: inv_freq[i] = theta^(-2i/n_rot) for
 /// i < n_rot/2, then scaled as r.scaling says (linear: / factor; llama3: by wavelength,
-/// as Llama 3.1 defines it). Every backend and the primitive rope form use this table.
+/// as Llama 3.1 defines it; yarn: a ramp between the interpolated and extrapolated
+/// frequency over the correction range of beta_fast..beta_slow rotations, as YaRN
+/// defines it), then divided by r.freq_factors[i] when given. Every backend and the
+/// primitive rope form use this table.
 std::vector<double> rope_inv_freq(const RopeAttrs& r);
+/// YaRN's correction range [low, high] of pair indices (floored / ceiled, clamped to
+/// [0, n_rot - 1]): pairs below low keep their frequency, pairs above high are fully
+/// interpolated.
+std::pair<double, double> rope_yarn_range(const RopeAttrs& r);
+/// An error naming the field when r's scaling fields are out of range (a factor that is
+/// not positive and finite, freq_factors of the wrong length, ...).
+Status check_rope_attrs(const RopeAttrs& r);
 /// Multi-head attention. q[.., S, n_heads*head_dim], k/v[.., T, n_kv_heads*head_dim];
 /// query head h reads kv head h / (n_heads / n_kv_heads). Optional q_pos[S] gives each
 /// query's absolute position (keys sit at 0..T-1); without it queries are aligned to
@@ -290,7 +313,9 @@ struct AttentionBlockAttrs {
     v("rope_n_rot", rope.n_rot); v("rope_layout", rope.layout); v("rope_theta", rope.theta);
     v("rope_scaling", rope.scaling); v("rope_factor", rope.factor);
     v("rope_low_freq_factor", rope.low_freq_factor); v("rope_high_freq_factor", rope.high_freq_factor);
-    v("rope_original_context", rope.original_context);
+    v("rope_original_context", rope.original_context); v("rope_beta_fast", rope.beta_fast);
+    v("rope_beta_slow", rope.beta_slow); v("rope_ext_factor", rope.ext_factor);
+    v("rope_freq_factors", rope.freq_factors); v("rope_attn_factor", rope.attn_factor);
     v("use_rope", use_rope); v("qkv_bias", qkv_bias); v("qk_norm", qk_norm);
     v("qk_norm_eps", qk_norm_eps); v("kv_cache", kv_cache); v("prescale_q", prescale_q);
     v("batch", batch);

@@ -25,32 +25,10 @@ struct RopeParams {
   int64_t head_dim = 0, n_rot = 0;
   bool neox = false;
   DType x_dt = DType::F32, out_dt = DType::F32, pos_dt = DType::I32;
-  cpu::RopeParams kernel;  // the f32 kernel's view of the same attrs (f32 x/out, i32 pos)
+  float mscale = 1.0f;           // attn_factor: the rotated pairs' scale
   std::vector<double> inv_freq;  // n_rot / 2
+  cpu::RopeParams kernel;        // the f32 kernel's view (f32 x/out, i32 pos); inv_freq set per call
 };
-
-cpu::RopeParams kernel_rope_params(const ir::RopeAttrs& r) {
-  cpu::RopeParams k;
-  k.head_dim = r.head_dim;
-  k.n_rot = r.n_rot;
-  k.theta = static_cast<float>(r.theta);
-  k.layout = r.layout == ir::RopeLayout::Neox ? cpu::RopeLayout::kNeox : cpu::RopeLayout::kNormal;
-  k.scaling = r.scaling == ir::RopeScaling::Linear   ? cpu::RopeScaling::kLinear
-              : r.scaling == ir::RopeScaling::Llama3 ? cpu::RopeScaling::kLlama3
-                                                     : cpu::RopeScaling::kNone;
-  k.factor = static_cast<float>(r.factor);
-  k.low_freq_factor = static_cast<float>(r.low_freq_factor);
-  k.high_freq_factor = static_cast<float>(r.high_freq_factor);
-  k.original_context = r.original_context;
-  return k;
-}
-
-// The f32 kernel's frequencies are computed from float attrs; use it only where that
-// loses nothing (every attr exactly representable as a float).
-bool float_exact(const ir::RopeAttrs& r) {
-  auto exact = [](double v) { return static_cast<double>(static_cast<float>(v)) == v; };
-  return exact(r.theta) && exact(r.factor) && exact(r.low_freq_factor) && exact(r.high_freq_factor);
-}
 
 // f32 in/out with i32 positions: the kernels library rope, one call per
 // slice of S rows (positions repeat every S rows).
@@ -61,6 +39,7 @@ Status rope_f32_fn(const Step& s, const StepCtx& ctx) {
   const auto* pos = reinterpret_cast<const int32_t*>(s.in_ptr[1]);
   for (int64_t r0 = 0; r0 < rows; r0 += p.seq) {
     cpu::RopeParams k = p.kernel;
+    k.inv_freq = p.inv_freq.data();
     k.seq = std::min(p.seq, rows - r0);
     rope_f32(kc, k, s.inf(0) + r0 * p.in_width + p.offset, pos, s.outf() + r0 * p.width);
   }
@@ -79,8 +58,8 @@ Status rope_fn(const Step& s, const StepCtx& ctx) {
       const double pos = static_cast<double>(load_i(p.pos_dt, s.in_ptr[1], r % p.seq));
       for (int64_t i = 0; i < half; ++i) {
         const double ang = pos * p.inv_freq[static_cast<size_t>(i)];
-        cs[static_cast<size_t>(i)] = static_cast<float>(std::cos(ang));
-        sn[static_cast<size_t>(i)] = static_cast<float>(std::sin(ang));
+        cs[static_cast<size_t>(i)] = static_cast<float>(std::cos(ang)) * p.mscale;
+        sn[static_cast<size_t>(i)] = static_cast<float>(std::sin(ang)) * p.mscale;
       }
       const int64_t in_base = r * p.in_width + p.offset, out_base = r * p.width;
       for (int64_t h = 0; h < n_heads; ++h) {
@@ -229,11 +208,15 @@ Status build_rope(BuildCtx& ctx, Step& step) {
   p->out_dt = n.dtype;
   p->pos_dt = ctx.input(1).dtype;
   p->inv_freq = ir::rope_inv_freq(r);
-  p->kernel = kernel_rope_params(r);
+  p->mscale = static_cast<float>(r.attn_factor);
+  p->kernel.head_dim = r.head_dim;
+  p->kernel.n_rot = r.n_rot;
+  p->kernel.layout = p->neox ? cpu::RopeLayout::kNeox : cpu::RopeLayout::kNormal;
+  p->kernel.mscale = p->mscale;
   p->kernel.n_heads = p->width / r.head_dim;
   p->kernel.x_stride = p->in_width;
   p->kernel.y_stride = p->width;
-  const bool fast = p->x_dt == DType::F32 && p->out_dt == DType::F32 && p->pos_dt == DType::I32 && float_exact(r);
+  const bool fast = p->x_dt == DType::F32 && p->out_dt == DType::F32 && p->pos_dt == DType::I32;
   step.fn = fast ? &rope_f32_fn : &rope_fn;
   step.params = p;
   step.scalable = ctx.outer_is_bucket(ctx.id, n.shape.rank() - 1);
