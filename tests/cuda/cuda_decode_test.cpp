@@ -163,10 +163,10 @@ TEST(CudaDecode, GemvPackedLongRowsMatchReference) {
         ASSERT_TRUE(out.has_value()) << out.error().to_string();
         const auto xv = *xt.to_f32();
         const auto y = *(*out)[0].to_f32();
-        const bool x8 = int8_x && M == 1 && gemv_x8_type(t);
-        const double e = rel_l2(y, reference_product(x8 ? x8_like_gemv(xv) : xv, deq, M, N, K));
+        const std::vector<float> seen = x_as_cuda_sees_it(t, xv, M, int8_x);
+        const double e = rel_l2(y, reference_product(seen, deq, M, N, K));
         EXPECT_LE(e, 1e-5) << "relative L2 error " << e;
-        if (x8) {  // 8 bits per 16 elements: ~0.2 % on these uniform values
+        if (seen != xv) {  // 8 bits per 16 or 32 elements: ~0.2 % on these uniform values
           const double e_f32 = rel_l2(y, reference_product(xv, deq, M, N, K));
           EXPECT_LE(e_f32, 1e-2) << "relative L2 error against f32 x " << e_f32;
           EXPECT_GT(e_f32, 1e-6) << "x was not quantized: the 8-bit path did not run";
@@ -229,7 +229,7 @@ TEST(CudaDecode, GroupedGemvMatchesReference) {
       auto xv = *xt.to_f32();
       if (t == DType::F16)
         for (float& e : xv) e = f16_bits_to_f32(f32_to_f16_bits(e));
-      if (M == 1 && gemv_x8_type(t)) xv = x8_like_gemv(xv);  // the 8-bit x path (default)
+      xv = x_as_cuda_sees_it(t, xv, M, true);  // the 8-bit x path is the default
       for (int i = 0; i < 3; ++i) {
         const std::vector<float> ref = reference_product(xv, deq[static_cast<size_t>(i)], M, Ns[i], K);
         const double e = rel_l2(*(*out)[static_cast<size_t>(i)].to_f32(), ref);
@@ -324,7 +324,7 @@ TEST(CudaDecode, NormPrologueGemvMatchesReference) {
           if (t == DType::F16)
             for (float& e : nv) e = f16_bits_to_f32(f32_to_f16_bits(e));
           else
-            nv = x8_like_gemv(nv);  // the 8-bit x path (default)
+            nv = x_as_cuda_sees_it(t, nv, 1, true);  // the 8-bit x path (default)
           size_t at = 0;
           if (residual) {
             const std::vector<float> got = *(*out)[at++].to_f32();

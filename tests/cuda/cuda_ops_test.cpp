@@ -259,6 +259,11 @@ TEST(CudaOps, NormsRopeSoftmaxReduce) {
   ra.factor = 8;
   ra.original_context = 64;
   b.output(b.rope(x, pos, ra), "rope_neox");
+  ra.scaling = ir::RopeScaling::Yarn;  // yarn ramp, per-pair factors and the magnitude scale
+  ra.factor = 4;
+  ra.freq_factors = {1, 1, 2, 4, 8, 1.5, 3, 1};
+  ra.attn_factor = 1.1386;
+  b.output(b.rope(x, pos, ra), "rope_yarn");
   b.output(b.softmax(x, -1), "sm_last");
   b.output(b.softmax(x, 0), "sm_first");
   b.output(b.reduce(ir::ReduceKind::Sum, x, {1}), "sum");
@@ -459,6 +464,28 @@ TEST(CudaOps, Attention) {
   }
 }
 
+// An f32 q over an f16 K / V cache (the f16 KV cache of a language model): CUDA rounds q
+// to f16 first, as llama.cpp does for K·Q and as the CPU backend's kernel does; prefill,
+// decode (one query row) and the tensor-core prefill sizes, against the CPU backend.
+TEST(CudaOps, AttentionF32QueriesOverHalfCache) {
+  REQUIRE_CUDA();
+  struct Cfg {
+    int64_t S, T, H, KV, hd;
+  };
+  uint32_t seed = 90;
+  for (const Cfg& f : {Cfg{9, 9, 4, 2, 64}, Cfg{1, 300, 8, 2, 64}, Cfg{1, 40, 4, 4, 32}, Cfg{70, 70, 4, 2, 64}}) {
+    GraphBuilder b;
+    const auto [q, k, v, a] = attention_inputs(b, f.S, f.T, f.H, f.KV, f.hd, ir::MaskKind::Causal, 0, 0);
+    b.output(b.attention(q, b.cast(k, DType::F16), b.cast(v, DType::F16), a), "o");
+    Case c;
+    c.inputs["q"] = f32({f.S, f.H * f.hd}, seed++);
+    c.inputs["k"] = f32({f.T, f.KV * f.hd}, seed++);
+    c.inputs["v"] = f32({f.T, f.KV * f.hd}, seed++);
+    SCOPED_TRACE(testing::Message() << "S=" << f.S << " T=" << f.T << " hd=" << f.hd);
+    expect_match(b, c, 2e-3);  // the CPU rounds the softmax weights to f16 too; the f32 CUDA kernel does not
+  }
+}
+
 // The tensor-core prefill attention (64 or more query rows, head_dim 64 / 128; q, k, v
 // and the softmax weights rounded to f16 for the products): row counts that are not a
 // multiple of the 64-row block, GQA, masks, softcap, explicit positions over a longer
@@ -649,7 +676,7 @@ TEST(CudaOps, DequantMatMulPacked) {
       auto out = run_on(Device::cuda(), *g, c);
       ASSERT_TRUE(out.has_value()) << out.error().to_string();
       auto xv = *c.inputs["x"].to_f32();
-      if (M == 1 && gemv_x8_type(t)) xv = x8_like_gemv(xv);  // the GEMV's 8-bit x (default)
+      xv = x_as_cuda_sees_it(t, xv, M, true);  // (the GEMV's 8-bit x is the default)
       const double e = rel_l2(*(*out)[0].to_f32(), reference_product(xv, deq, M, N, K));
       // GEMV: f32 math on exact weights (and on 8-bit x at M = 1); M > 8: x and weights
       // in f16 through cuBLAS.

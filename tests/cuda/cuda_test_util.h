@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
 #include "rlx/rlx.h"
 
@@ -76,6 +77,30 @@ inline std::vector<float> x8_like_gemv(const std::vector<float>& x) {
   return out;
 }
 
+/// x rounded to llama.cpp's Q8_0 activations (its quantize_row_q8_0): per block of 32,
+/// d = f16(max|x| / 127), x' = d * round-half-even(x * 127 / max|x|).
+inline std::vector<float> q8_0_like_llama_cpp(const std::vector<float>& x) {
+  EXPECT_EQ(x.size() % 32, 0u) << "q8_0_like_llama_cpp: not whole 32-element blocks";
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b + 32 <= x.size(); b += 32) {
+    float amax = 0.0f;
+    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b + i]));
+    const float id = amax > 0.0f ? 127.0f / amax : 0.0f, d = f16_bits_to_f32(f32_to_f16_bits(amax / 127.0f));
+    for (size_t i = 0; i < 32; ++i) out[b + i] = d * std::nearbyint(x[b + i] * id);
+  }
+  return out;
+}
+
+/// The x a CUDA product over weights of type t sees: llama.cpp's Q8_0 activations for
+/// Q8_0 / Q4_0 weights (every path), the GEMV's 16-element 8-bit segments for the other
+/// packed types it runs at M = 1 with int8_x, else x itself (float weights: the caller
+/// rounds to the weights' type).
+inline std::vector<float> x_as_cuda_sees_it(ir::DType t, const std::vector<float>& x, int64_t M, bool int8_x) {
+  if (t == ir::DType::Q8_0 || t == ir::DType::Q4_0) return q8_0_like_llama_cpp(x);
+  if (int8_x && M == 1 && (t == ir::DType::Q4_K || t == ir::DType::Q6_K)) return x8_like_gemv(x);
+  return x;
+}
+
 /// The graph y = x [M, K] . w[N, K]^T (input "x" f32, param "w" of type t, output "y").
 inline Expected<ir::Graph> dequant_matmul_graph(ir::DType t, int64_t M, int64_t N, int64_t K) {
   ir::GraphBuilder b;
@@ -95,11 +120,6 @@ inline std::vector<float> reference_product(const std::vector<float>& x, const s
       ref[static_cast<size_t>(m * N + n)] = static_cast<float>(s);
     }
   return ref;
-}
-
-/// True for the packed types whose one-row GEMV takes x in 8 bits (by default).
-inline bool gemv_x8_type(ir::DType t) {
-  return t == ir::DType::Q8_0 || t == ir::DType::Q4_0 || t == ir::DType::Q4_K || t == ir::DType::Q6_K;
 }
 
 /// ||a - b|| / ||b|| (||a - b|| when b is zero); NaN counts as a mismatch.

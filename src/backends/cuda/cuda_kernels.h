@@ -114,12 +114,14 @@ struct NormParams {
 };
 void launch_norm(const NormParams& p, cudaStream_t s);
 
-/// Rotary embedding; inv_freq (n_rot/2 doubles) lives in device memory.
+/// Rotary embedding; inv_freq (n_rot/2 doubles, every scaling folded in) lives in
+/// device memory; the rotated pairs are multiplied by mscale (the attention factor).
 struct RopeParams {
   const void* x = nullptr;
   const void* pos = nullptr;
   void* out = nullptr;
   const double* inv_freq = nullptr;
+  float mscale = 1.0f;
   DT x_dt = DT::F32, out_dt = DT::F32, pos_dt = DT::I32;
   int64_t rows = 0, seq = 0, width = 0, head_dim = 0, n_rot = 0;
   int64_t in_width = 0, in_offset = 0;  ///< input row length and first column read
@@ -259,6 +261,13 @@ struct QGemvParams {
   int64_t M = 1, N = 0, K = 0, row_bytes = 0, d_offset = 0;
 };
 void launch_qgemv(const QGemvParams& p, cudaStream_t s);
+/// True for the packed weight types whose products llama.cpp's CPU backend takes over x
+/// rounded to Q8_0 blocks (Q8_0, Q4_0): the CUDA matmuls round x the same way.
+bool q8_0_activations(DT w);
+/// x [rows, K] (f32, K a multiple of 32) rounded to llama.cpp's Q8_0 activations: per
+/// block of 32, x' = f16(max|x| / 127) * round-half-even(x * 127 / max|x|) (not finite
+/// values pass through), written as out_dt (F32 or F16).
+void launch_round_q8_0(const float* x, void* out, DT out_dt, int64_t rows, int64_t K, cudaStream_t s);
 /// Dequantizes packed W [N, K] into f16 (row-major) for the cuBLAS prefill path.
 void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int64_t K, int64_t row_bytes,
                         int64_t d_offset, cudaStream_t s);

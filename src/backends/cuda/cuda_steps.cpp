@@ -546,6 +546,7 @@ Status build_rope(BuildCtx& ctx, Step& step) {
   p->k.head_dim = r.head_dim;
   p->k.n_rot = r.n_rot;
   p->k.neox = r.layout == ir::RopeLayout::Neox;
+  p->k.mscale = static_cast<float>(r.attn_factor);
   p->k.x_dt = to_dt(ctx.input(0).dtype);
   p->k.out_dt = to_dt(n.dtype);
   p->k.pos_dt = to_dt(ctx.input(1).dtype);
@@ -726,6 +727,11 @@ struct AttnStepParams {
   bool q_bucket = false, k_bucket = false;
   int64_t partial_off = 0;
   int64_t counters_off = 0;  // in RunCtx::zeroed (decode with splits)
+  // q of another float type than the K / V cache (f32 q over an f16 cache): q is first
+  // rounded to the cache's type into scratch, as llama.cpp rounds it for K·Q.
+  bool cast_q = false;
+  RegionParams cast_k;
+  int64_t q_off = 0;
 };
 
 Status attention_fn(const Step& s, const RunCtx& ctx) {
@@ -736,6 +742,13 @@ Status attention_fn(const Step& s, const RunCtx& ctx) {
     if (p.k_bucket) k.T = k.T_full / ctx.upper * ctx.actual;
   }
   k.q = s.in_ptr[0];
+  if (p.cast_q) {
+    RegionParams c = p.cast_k;
+    c.in[0] = s.in_ptr[0];
+    c.out = ctx.scratch + p.q_off;
+    TRY(launch_checked(s, c, ctx, "q cast"));
+    k.q = c.out;
+  }
   k.k = s.in_ptr[1];
   k.v = s.in_ptr[2];
   k.q_pos = s.in_ptr.size() > 3 ? s.in_ptr[3] : nullptr;
@@ -751,13 +764,27 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   const auto& a = n.attr<ir::AttentionAttrs>();
   const auto qd = ctx.input(0).shape.static_dims();
   const auto kd = ctx.input(1).shape.static_dims();
-  const DType dt = ctx.input(0).dtype;
-  if (!float_dt(dt) || ctx.input(1).dtype != dt || ctx.input(2).dtype != dt || !float_dt(n.dtype))
+  const DType q_dt = ctx.input(0).dtype, dt = ctx.input(1).dtype;  // dt: the K / V (cache) type
+  if (!float_dt(q_dt) || !float_dt(dt) || ctx.input(2).dtype != dt || !float_dt(n.dtype))
     return step_error(ctx, "attention dtypes");
   if (!attention_head_dim_supported(a.head_dim)) return step_error(ctx, "head_dim {}", a.head_dim);
   if (a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0) return step_error(ctx, "heads {} / kv heads {}", a.n_heads, a.n_kv_heads);
   auto p = std::make_shared<AttnStepParams>();
   AttentionParams& k = p->k;
+  if (q_dt != dt) {
+    const int64_t q_elems = *ctx.input(0).shape.num_elements();
+    p->cast_q = true;
+    p->q_off = ctx.scratch(q_elems * dt_size(to_dt(dt)));
+    RegionParams& c = p->cast_k;
+    c.rank = 1;
+    c.dims[0] = c.total = q_elems;
+    c.n_in = 1;
+    c.in_dt[0] = to_dt(q_dt);
+    c.strides[0][0] = 1;
+    c.out_dt = to_dt(dt);
+    c.steps[0] = {RegionOp::kCast, 0, to_dt(dt), {-1, 0, 0}};
+    c.n_steps = 1;
+  }
   const size_t r = qd.size();
   k.S = k.S_full = qd[r - 2];
   k.T = k.T_full = kd[r - 2];
@@ -804,6 +831,7 @@ struct LinearParams {
   bool swiglu = false;
   bool cast_x = false;   // x converted to the weights' dtype into scratch first
   RegionParams cast_k;
+  bool round_x = false;  // x rounded to llama.cpp's Q8_0 activations into scratch first (Q8_0 / Q4_0 weights)
   int64_t x_off = 0, c_off = 0, u_off = 0;  // scratch offsets (cast x, gemm result, up result)
   bool c_in_scratch = false;
   // packed DequantMatMul
@@ -905,7 +933,11 @@ Status gemv_group_fn(const Step& s, const RunCtx& ctx) {
 Status linear_fn(const Step& s, const RunCtx& ctx) {
   const LinearParams& p = s.p<LinearParams>();
   const void* x = s.in_ptr[0];
-  if (p.cast_x) {
+  if (p.round_x) {  // (f16 for the cuBLAS path, f32 for the GEMV)
+    launch_round_q8_0(static_cast<const float*>(x), ctx.scratch + p.x_off, p.cast_x ? DT::F16 : DT::F32, p.g.M,
+                      p.g.K, ctx.stream);
+    x = ctx.scratch + p.x_off;
+  } else if (p.cast_x) {
     RegionParams k = p.cast_k;
     k.in[0] = x;
     k.out = ctx.scratch + p.x_off;
@@ -1008,12 +1040,17 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
       p->split_row = split_row_bytes(w.dtype, g.K);
       step.split_inputs = swiglu ? 6 : 2;
     }
+    // x as llama.cpp's CPU backend sees it for these weights: Q8_0 blocks (the decode
+    // GEMV, launch_gemv, rounds it itself while staging it; the others read it rounded).
+    p->round_x = q8_0_activations(p->q.w_dt);
     if (g.M > 8) {  // prefill: dequantize to f16 and use cuBLAS (f16 x f16 -> f32)
       p->wdq_off = ctx.scratch(g.N * g.K * 2);
       g.ab_dt = DT::F16;
       g.c_dt = DT::F32;
       p->cast_x = true;
       p->x_off = ctx.scratch(g.M * g.K * 2);
+    } else if (p->round_x) {
+      p->x_off = ctx.scratch(g.M * g.K * 4);
     }
   } else {
     if (!float_dt(w.dtype)) return step_error(ctx, "weights of {}", ir::dtype_name(w.dtype));
@@ -1059,6 +1096,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     }
     p->gemv = true;
     p->cast_x = false;
+    p->round_x = false;  // the GEMV rounds x while staging it
     step.fn = &gemv_fn;
     step.params = p;
     return {};

@@ -62,6 +62,7 @@ struct FloatChunk {
   static constexpr int kPad = 5;
   static constexpr int kUnroll = 8;  // chunks per lane and row loaded before use
   static constexpr int kRows = 1;    // rows per warp (one weight matrix)
+  static constexpr bool kQ8Act = false;  // x as it is (f32, or 16-element 8-bit segments)
   static constexpr int kElems = 16 / static_cast<int>(sizeof(W));
   struct Regs {
     uint4 q;
@@ -108,6 +109,7 @@ struct Q8Chunk {
   static constexpr int kPad = 5;
   static constexpr int kUnroll = 4;
   static constexpr int kRows = 2;
+  static constexpr bool kQ8Act = true;  // x rounded as llama.cpp rounds it for this type: Q8_0 blocks of 32
   struct Regs {
     uint4 q;
     float d;
@@ -160,6 +162,7 @@ struct Q40Chunk {
   static constexpr int kPad = 5;
   static constexpr int kUnroll = 4;
   static constexpr int kRows = 2;
+  static constexpr bool kQ8Act = true;  // x rounded as llama.cpp rounds it for this type: Q8_0 blocks of 32
   struct Regs {
     uint4 q;
     float d;
@@ -206,6 +209,7 @@ struct Q4KChunk {
   static constexpr int kPad = 6;
   static constexpr int kUnroll = 4;
   static constexpr int kRows = 2;
+  static constexpr bool kQ8Act = false;  // x as it is (f32, or 16-element 8-bit segments)
   struct Regs {
     uint4 hdr, q;
   };
@@ -280,6 +284,7 @@ struct Q6KChunk {
   static constexpr int kPad = 7;
   static constexpr int kUnroll = 2;
   static constexpr int kRows = 2;
+  static constexpr bool kQ8Act = false;  // x as it is (f32, or 16-element 8-bit segments)
   struct Regs {
     uint4 qa, qb, qh, sc;
     float d;
@@ -356,25 +361,52 @@ __device__ __forceinline__ float round_x(float v) {
   else return v;
 }
 
+// llama.cpp's Q8_0 activation block (quantize_row_q8_0) from the block's max|x|: the
+// scale d = amax / 127 rounded to f16 and 127 / amax, the factor that makes the quants
+// (q = round-half-even(x * 127 / amax); __float2int_rn rounds half to even).
+struct Q8Scale {
+  float d, id;
+};
+__device__ __forceinline__ Q8Scale q8_0_scale(float amax) {
+  return {__half2float(__float2half_rn(amax / 127.0f)), amax > 0.0f ? 127.0f / amax : 0.0f};
+}
+
 // Stages the 16-element segments of f32 x (16-byte aligned, K of them x 16) into the
 // 8-bit slots of chunk type C: q = round(x * 127 / max|x|) (0 for an all-zero segment),
 // d = max|x| / 127 (NaN when the segment holds a NaN or an infinity, so that the outputs
-// it meets are not finite, as in f32 math).
-// x4(i) returns float4 i of x.
+// it meets are not finite, as in f32 math). For C::kQ8Act the max and d are those of the
+// 32-element block (two segments, neighbouring lanes), d rounded to f16: llama.cpp's Q8_0
+// activations, so that the integer dot products equal its CPU backend's.
+// x4(i) returns float4 i of x. Every thread of the block calls it (the trip count is
+// uniform, so that the lanes of a warp can exchange their maxima).
 template <typename C, typename X4>
 __device__ __forceinline__ void stage_x8(const X4& x4, int64_t K, uint4* q, float2* meta) {
-  const int64_t nc = C::chunks(K);
-  for (int64_t s = threadIdx.x; s < K / 16; s += blockDim.x) {
-    float4 v[4];
+  const int64_t nc = C::chunks(K), n_seg = K / 16;
+  for (int64_t base = 0; base < n_seg; base += blockDim.x) {
+    const int64_t s = base + threadIdx.x;
+    const bool on = s < n_seg;
+    float4 v[4] = {};
+    if (on) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = x4(4 * s + i);
+      for (int i = 0; i < 4; ++i) v[i] = x4(4 * s + i);
+    }
     float amax = 0.0f, probe = 0.0f;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w))));
       probe += ((v[i].x * 0.0f + v[i].y * 0.0f) + (v[i].z * 0.0f + v[i].w * 0.0f));  // NaN unless all finite
     }
-    const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    float d, id;
+    if constexpr (C::kQ8Act) {  // K is a multiple of 32: both segments of a block are on or off
+      amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+      const Q8Scale sc = q8_0_scale(amax);
+      d = sc.d;
+      id = sc.id;
+    } else {
+      d = amax / 127.0f;
+      id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    }
+    if (!on) continue;
     uint32_t w[4];
     int sum = 0;
 #pragma unroll
@@ -387,8 +419,29 @@ __device__ __forceinline__ void stage_x8(const X4& x4, int64_t K, uint4* q, floa
     }
     const int64_t slot = C::seg_slot(s, nc);
     q[slot] = make_uint4(w[0], w[1], w[2], w[3]);
-    meta[slot] = make_float2(amax / 127.0f + probe, static_cast<float>(sum));
+    meta[slot] = make_float2(d + probe, static_cast<float>(sum));
   }
+}
+
+// x rounded to llama.cpp's Q8_0 activations (as stage_x8 quantizes them, then times d),
+// for the f32-x path: v is float4 k4 of a row; the 8 float4 of a 32-element block sit in
+// 8 neighbouring lanes. Every thread of the warp calls it (off lanes with zeros).
+__device__ __forceinline__ float4 round_q8_0_x4(float4 v) {
+  float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+  amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 4));
+  const Q8Scale sc = q8_0_scale(amax);
+  auto r = [&](float e) { return isfinite(e) ? sc.d * static_cast<float>(__float2int_rn(e * sc.id)) : e; };
+  return make_float4(r(v.x), r(v.y), r(v.z), r(v.w));
+}
+// The same for one element per lane: the 32 lanes of a warp hold one block.
+__device__ __forceinline__ float round_q8_0_x1(float v) {
+  float amax = fabsf(v);
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+  const Q8Scale sc = q8_0_scale(amax);
+  return isfinite(v) ? sc.d * static_cast<float>(__float2int_rn(v * sc.id)) : v;
 }
 
 // The RMS-norm prologue (GemvParams::norm), first half: the residual sum v = x (+ res)
@@ -447,7 +500,7 @@ __device__ __forceinline__ void store_rope_kv(const RopeKvParams& k, int role, i
     const double pos = static_cast<double>(ld_i(r.pos_dt, r.pos, 0));
     double sn, cs;
     sincos(pos * r.inv_freq[c / 2], &sn, &cs);
-    const float cf = static_cast<float>(cs), sf = static_cast<float>(sn);
+    const float cf = static_cast<float>(cs) * r.mscale, sf = static_cast<float>(sn) * r.mscale;
     o = (c & 1) == 0 ? v * cf - partner * sf : partner * sf + v * cf;  // (x0, x1) = (v, partner) or (partner, v)
   }
   if (r.out != nullptr) st_f(r.out_dt, r.out, n, o);
@@ -541,6 +594,20 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
     float2* meta = reinterpret_cast<float2*>(q + K / 16);
     stage_x8<C>(x4_at, K, q, meta);
     x8 = X8{q, meta, chunks};
+  } else if (C::kQ8Act && p.x_vec4) {  // uniform trip counts: blocks of 32 are whole warps' lanes
+    for (int m = 0; m < M; ++m)
+      for (int64_t b4 = 0; b4 < K / 4; b4 += blockDim.x) {
+        const int64_t k4 = b4 + threadIdx.x;
+        const float4 v = round_q8_0_x4(k4 < K / 4 ? x4_at(m * (K / 4) + k4) : make_float4(0, 0, 0, 0));
+        if (k4 < K / 4) *reinterpret_cast<float4*>(xs + m * ks + xpad(4 * k4, C::kPad)) = v;
+      }
+  } else if (C::kQ8Act) {
+    for (int m = 0; m < M; ++m)
+      for (int64_t b = 0; b < K; b += blockDim.x) {
+        const int64_t k = b + threadIdx.x;
+        const float v = round_q8_0_x1(k < K ? ld_f(p.x_dt, p.x, m * K + k) : 0.0f);
+        if (k < K) xs[m * ks + xpad(k, C::kPad)] = v;
+      }
   } else if (p.x_vec4) {
     for (int m = 0; m < M; ++m) {
 #pragma unroll 4

@@ -2,7 +2,8 @@
 // types and sizes launch_gemv, kernels_gemv.cu, does not cover): one warp per output
 // column n, each lane decoding 32-element units of W's row n straight from the packed
 // blocks (either layout) and dotting them with up to 8 rows of x. Larger M goes through
-// launch_dequant_f16 + cuBLAS (see cuda_steps.cpp).
+// launch_dequant_f16 + cuBLAS (see cuda_steps.cpp). Also the rounding of x to llama.cpp's
+// Q8_0 activations that both paths take for Q8_0 / Q4_0 weights (launch_round_q8_0).
 #include "backends/cuda/cuda_common.cuh"
 
 namespace rlx::cuda_backend {
@@ -49,7 +50,36 @@ __global__ void __launch_bounds__(kWarps * 32) qgemv_kernel(const QGemvParams p)
   }
 }
 
+// One warp per 32-element block of x, one element per lane (K is a multiple of 32).
+template <typename O>
+__global__ void round_q8_0_kernel(const float* x, O* out, int64_t blocks) {
+  pdl_wait();
+  pdl_trigger();
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x >> 5);
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5); b < blocks; b += warps) {
+    const float v = x[b * 32 + lane];
+    float amax = fabsf(v);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    const float d = __half2float(__float2half_rn(amax / 127.0f)), id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const float r = isfinite(v) ? d * static_cast<float>(__float2int_rn(v * id)) : v;
+    if constexpr (std::is_same_v<O, float>) out[b * 32 + lane] = r;
+    else out[b * 32 + lane] = __float2half_rn(r);
+  }
+}
+
 }  // namespace
+
+bool q8_0_activations(DT w) { return w == DT::Q8_0 || w == DT::Q4_0; }
+
+void launch_round_q8_0(const float* x, void* out, DT out_dt, int64_t rows, int64_t K, cudaStream_t s) {
+  const int64_t blocks = rows * (K / 32);
+  if (blocks <= 0) return;
+  const unsigned g = static_cast<unsigned>(std::min<int64_t>((blocks + kWarps - 1) / kWarps, 65535));
+  if (out_dt == DT::F16) launch_k(round_q8_0_kernel<__half>, g, kWarps * 32, 0, s, x, static_cast<__half*>(out), blocks);
+  else launch_k(round_q8_0_kernel<float>, g, kWarps * 32, 0, s, x, static_cast<float*>(out), blocks);
+}
 
 void launch_qgemv(const QGemvParams& p, cudaStream_t s) {
   const unsigned g = static_cast<unsigned>((p.N + kWarps - 1) / kWarps);

@@ -134,7 +134,7 @@ __device__ __forceinline__ void rope_element(const RopeParams& p, int64_t e, voi
   const double pos = static_cast<double>(ld_i(p.pos_dt, p.pos, r % p.seq));
   double sn, cs;
   sincos(pos * p.inv_freq[i], &sn, &cs);
-  const float c = static_cast<float>(cs), s = static_cast<float>(sn);
+  const float c = static_cast<float>(cs) * p.mscale, s = static_cast<float>(sn) * p.mscale;
   const int64_t i0 = p.neox ? i : 2 * i;
   const int64_t i1 = p.neox ? i + half : 2 * i + 1;
   const float x0 = ld_f(p.x_dt, p.x, xb + i0), x1 = ld_f(p.x_dt, p.x, xb + i1);
