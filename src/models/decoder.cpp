@@ -12,7 +12,7 @@ namespace {
 
 using ir::ValueId;
 
-ir::AttentionBlockAttrs attention_attrs(const ModelConfig& c, int64_t il) {
+ir::AttentionBlockAttrs attention_attrs(const ModelConfig& c, int64_t il, int64_t ctx) {
   ir::AttentionBlockAttrs a;
   a.attn.n_heads = c.n_head;
   a.attn.n_kv_heads = c.n_head_kv;
@@ -24,11 +24,13 @@ ir::AttentionBlockAttrs attention_attrs(const ModelConfig& c, int64_t il) {
     a.attn.mask = ir::MaskKind::SlidingWindow;
     a.attn.window = c.sliding_window;
   }
-  a.rope = c.rope;
+  a.rope = c.rope_for_context(ctx);
   a.rope.head_dim = c.head_dim;
-  if (c.rope_theta_local > 0 && c.layer_is_sliding(il)) {
+  if (c.rope_theta_local > 0 && c.layer_is_sliding(il)) {  // Gemma 3 local layers: plain rope
     a.rope.theta = c.rope_theta_local;
     a.rope.scaling = ir::RopeScaling::None;
+    a.rope.freq_factors.clear();
+    a.rope.attn_factor = 1.0;
   }
   a.qkv_bias = c.qkv_bias;
   a.qk_norm = c.qk_norm;
@@ -44,7 +46,7 @@ Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, 
   AttentionSpec as;
   as.prefix = blk;
   as.layer = il;
-  as.attrs = attention_attrs(c, il);
+  as.attrs = attention_attrs(c, il, o.ctx);
   as.ctx = o.ctx;
   as.kv_dtype = o.kv_dtype;
   as.batch = o.batch;

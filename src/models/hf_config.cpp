@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "models/rope_config.h"
 #include "rlx/models/model_config.h"
 
 namespace rlx::models {
@@ -35,30 +36,6 @@ struct Reader {
   }
 };
 
-// Reads theta and scaling from a rope parameter object (rope_parameters / rope_scaling).
-Status read_rope(const json& r, const std::string& path, ir::RopeAttrs* rope) {
-  if (!r.is_object()) return {};
-  if (auto t = r.find("rope_theta"); t != r.end() && t->is_number()) rope->theta = t->get<double>();
-  std::string type = "default";
-  if (auto t = r.find("rope_type"); t != r.end() && t->is_string()) type = t->get<std::string>();
-  else if (auto t2 = r.find("type"); t2 != r.end() && t2->is_string()) type = t2->get<std::string>();
-  if (type == "default") return {};
-  Reader rr{r, path};
-  if (type == "linear") {
-    rope->scaling = ir::RopeScaling::Linear;
-    rope->factor = rr.opt_float("factor", 1.0);
-  } else if (type == "llama3") {
-    rope->scaling = ir::RopeScaling::Llama3;
-    rope->factor = rr.opt_float("factor", 8.0);
-    rope->low_freq_factor = rr.opt_float("low_freq_factor", 1.0);
-    rope->high_freq_factor = rr.opt_float("high_freq_factor", 4.0);
-    rope->original_context = rr.opt_int("original_max_position_embeddings", 8192);
-  } else {
-    return Error::unsupported("{}: rope type '{}' is not supported (default, linear, llama3)", path, type);
-  }
-  return {};
-}
-
 }  // namespace
 
 Expected<ModelConfig> config_from_hf(const std::string& path) {
@@ -81,9 +58,10 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   else if (type == "gemma") c.arch = Arch::Gemma;
   else if (type == "gemma2") c.arch = Arch::Gemma2;
   else if (type == "gemma3_text" || type == "gemma3") c.arch = Arch::Gemma3;
+  else if (type == "phi3") c.arch = Arch::Phi3;
   else
     return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, qwen2, qwen3, gemma, gemma2, "
-                              "gemma3_text)", path, type);
+                              "gemma3_text, phi3)", path, type);
 
   ASSIGN_OR_RETURN(c.n_vocab, r.req_int("vocab_size"));
   ASSIGN_OR_RETURN(c.n_embd, r.req_int("hidden_size"));
@@ -99,15 +77,23 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   c.rope.head_dim = c.head_dim;
   c.rope.n_rot = c.head_dim;
   c.rope.theta = r.opt_float("rope_theta", 10000.0);
-  if (auto it = j.find("rope_scaling"); it != j.end()) TRY(read_rope(*it, path, &c.rope));
+  if (j.contains("partial_rotary_factor")) {  // top level (Phi, StableLM); rope_parameters may say it too
+    json partial = json::object();
+    partial["partial_rotary_factor"] = j["partial_rotary_factor"];
+    TRY(detail::read_hf_rope(partial, j, path, &c.rope, &c.rope_long_factors));
+  }
+  if (auto it = j.find("rope_scaling"); it != j.end())
+    TRY(detail::read_hf_rope(*it, j, path, &c.rope, &c.rope_long_factors));
   if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) {
     if (it->contains("full_attention")) {  // per layer type (gemma3)
-      TRY(read_rope((*it)["full_attention"], path, &c.rope));
+      TRY(detail::read_hf_rope((*it)["full_attention"], j, path, &c.rope, &c.rope_long_factors));
       ir::RopeAttrs local = c.rope;
-      if (it->contains("sliding_attention")) TRY(read_rope((*it)["sliding_attention"], path, &local));
+      std::vector<double> local_long;
+      if (it->contains("sliding_attention"))
+        TRY(detail::read_hf_rope((*it)["sliding_attention"], j, path, &local, &local_long));
       c.rope_theta_local = local.theta;
     } else {
-      TRY(read_rope(*it, path, &c.rope));
+      TRY(detail::read_hf_rope(*it, j, path, &c.rope, &c.rope_long_factors));
     }
   }
   if (auto it = j.find("rope_local_base_freq"); it != j.end() && it->is_number()) c.rope_theta_local = it->get<double>();
@@ -118,7 +104,8 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       return Error::invalid_file("{}: layer_types has {} entries for {} layers", path, c.sliding_layers.size(),
                                  c.n_layer);
   }
-  if (c.sliding_window > 0 && c.sliding_layers.empty() && type == "mistral") c.sliding = SlidingPattern::All;
+  if (c.sliding_window > 0 && c.sliding_layers.empty() && (type == "mistral" || type == "phi3"))
+    c.sliding = SlidingPattern::All;
   if (type == "qwen2" && !r.opt_bool("use_sliding_window", false)) c.sliding_window = 0;
 
   switch (c.arch) {
@@ -127,6 +114,9 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       break;
     case Arch::Qwen2:
       c.qkv_bias = true;
+      break;
+    case Arch::Phi3:
+      c.fused_projections = true;
       break;
     case Arch::Qwen3:
       c.qk_norm = true;

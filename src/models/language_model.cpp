@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "rlx/compile/profile.h"
+#include "rlx/base/log.h"
 #include "rlx/formats/gguf.h"
 
 namespace rlx::models {
@@ -41,6 +42,21 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
     ASSIGN_OR_RETURN(m->config_, config_from_gguf(*shared));
     m->weights_ = std::make_unique<GgufWeightSource>(shared);
   }
+  if (m->config_.fused_projections) m->weights_ = split_fused_projections(std::move(m->weights_), m->config_);
+  // Every stored tensor must be read by the model or be known to be safe to ignore: a
+  // leftover usually is a feature of the file RLX does not implement (as rope_freqs was).
+  DecoderOptions probe;
+  probe.seq = ir::Dim::symbol(ir::SEQ);
+  probe.ctx = options.ctx;
+  probe.kv_dtype = options.kv_dtype;
+  probe.batch = options.batch;
+  ASSIGN_OR_RETURN(BuiltModel probe_model, build_decoder(m->config_, *m->weights_, probe));
+  std::vector<std::string> ignorable = {"rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"};
+  if (m->config_.tied_embeddings) ignorable.push_back("output.weight");  // a stored copy of the tied embeddings
+  m->unused_ = models::unused_tensors(*m->weights_, probe_model.param_names, ignorable);
+  for (const std::string& name : m->unused_)
+    RLX_LOG_WARN("{}: tensor '{}' is not used by the {} model (ignored; the file may hold a feature RLX does not run)",
+                 path, name, arch_name(m->config_.arch));
   BackendOptions backend;
   backend.threads = options.threads;
   ASSIGN_OR_RETURN(Session session, Session::create(options.device, backend));
@@ -67,7 +83,7 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
   if (profile_name.empty()) {
     const char* family = config_.arch == Arch::Qwen3 || config_.arch == Arch::Qwen2 ? "qwen3"
-                         : config_.arch == Arch::Llama                              ? "llama32"
+                         : config_.arch == Arch::Llama || config_.arch == Arch::Phi3 ? "llama32"
                                                                                     : "gemma";
     profile_name = fmt::format("{}_{}", family, decode ? "decode" : "prefill");
   }

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "models/rope_config.h"
 #include "rlx/formats/gguf.h"
 
 namespace rlx::models {
@@ -15,8 +16,15 @@ const char* arch_name(Arch a) {
     case Arch::Gemma: return "gemma";
     case Arch::Gemma2: return "gemma2";
     case Arch::Gemma3: return "gemma3";
+    case Arch::Phi3: return "phi3";
   }
   return "?";
+}
+
+ir::RopeAttrs ModelConfig::rope_for_context(int64_t ctx) const {
+  ir::RopeAttrs r = rope;
+  if (!rope_long_factors.empty() && ctx > rope.original_context) r.freq_factors = rope_long_factors;
+  return r;
 }
 
 bool ModelConfig::layer_is_sliding(int64_t il) const {
@@ -70,9 +78,10 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   else if (arch == "gemma") c.arch = Arch::Gemma;
   else if (arch == "gemma2") c.arch = Arch::Gemma2;
   else if (arch == "gemma3") c.arch = Arch::Gemma3;
+  else if (arch == "phi3") c.arch = Arch::Phi3;
   else
-    return Error::unsupported("{}: architecture '{}' is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3)",
-                              f.name(), arch);
+    return Error::unsupported(
+        "{}: architecture '{}' is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3)", f.name(), arch);
   if (auto n = f.get_string("general.name")) c.name = std::string(*n);
 
   auto req_int = [&](const std::string& key) -> Expected<int64_t> {
@@ -115,16 +124,7 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   }
   c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
 
-  if (auto scaling = f.get_string(arch + ".rope.scaling.type")) {
-    if (*scaling == "linear") {
-      c.rope.scaling = ir::RopeScaling::Linear;
-      c.rope.factor = opt_float("rope.scaling.factor", 1.0);
-    } else if (*scaling == "none") {
-      c.rope.scaling = ir::RopeScaling::None;
-    } else {
-      return Error::unsupported("{}: rope scaling '{}' is not supported", f.name(), std::string(*scaling));
-    }
-  }
+  TRY(detail::read_gguf_rope(f, arch, &c));
 
   switch (c.arch) {
     case Arch::Llama:
@@ -135,6 +135,12 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
     case Arch::Qwen2:
       c.rope.layout = ir::RopeLayout::Neox;
       c.qkv_bias = true;
+      break;
+    case Arch::Phi3:
+      c.rope.layout = ir::RopeLayout::Neox;
+      c.fused_projections = true;
+      c.sliding_window = opt_int("attention.sliding_window", 0);
+      if (c.sliding_window > 0) c.sliding = SlidingPattern::All;
       break;
     case Arch::Qwen3:
       c.rope.layout = ir::RopeLayout::Neox;

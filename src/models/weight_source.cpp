@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <set>
+
+#include <fmt/ranges.h>
 
 #include "rlx/base/half.h"
 #include "rlx/formats/gguf.h"
@@ -47,6 +50,27 @@ bool GgufWeightSource::has(std::string_view name) const { return file_->find_ten
 
 std::string GgufWeightSource::describe() const { return file_->name(); }
 
+std::vector<std::pair<std::string, std::string>> GgufWeightSource::stored_tensors() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const formats::GgufTensor& t : file_->tensors()) out.emplace_back(t.name, t.name);
+  return out;
+}
+
+std::vector<std::string> unused_tensors(const WeightSource& source, const std::vector<std::string>& used,
+                                        const std::vector<std::string>& ignorable) {
+  const std::set<std::string, std::less<>> read(used.begin(), used.end()), skip(ignorable.begin(), ignorable.end());
+  auto is_rotary_cache = [](std::string_view n) {  // rotary_emb.inv_freq of older HF checkpoints: recomputed
+    constexpr std::string_view kSuffix = "rotary_emb.inv_freq";
+    return n.size() >= kSuffix.size() && n.substr(n.size() - kSuffix.size()) == kSuffix;
+  };
+  std::vector<std::string> out;
+  for (const auto& [stored, gguf] : source.stored_tensors()) {
+    if (read.count(gguf) || skip.count(gguf) || is_rotary_cache(stored)) continue;
+    out.push_back(gguf.empty() || gguf == stored ? stored : fmt::format("{} (as {})", stored, gguf));
+  }
+  return out;
+}
+
 Expected<WeightView> GgufWeightSource::take(std::string_view name) const {
   ASSIGN_OR_RETURN(const formats::GgufTensor* t, file_->tensor(name));
   auto dt = dtype_of(t->type, name);
@@ -59,6 +83,69 @@ Expected<WeightView> GgufWeightSource::take(std::string_view name) const {
   w.owner = file_;
   w.file_mapped = file_->mapping() != nullptr;  // null: parsed from bytes in memory
   return w;
+}
+
+namespace {
+
+// Row views of fused matrices (see split_fused_projections).
+class RowSliceSource : public WeightSource {
+ public:
+  struct Slice {
+    std::string source;  // the stored (fused) tensor
+    int64_t row0 = 0, rows = 0;
+  };
+  RowSliceSource(std::unique_ptr<WeightSource> inner, std::map<std::string, Slice, std::less<>> slices)
+      : inner_(std::move(inner)), slices_(std::move(slices)) {}
+  bool has(std::string_view name) const override {
+    auto it = slices_.find(name);
+    return it != slices_.end() ? inner_->has(it->second.source) : inner_->has(name);
+  }
+  Expected<WeightView> take(std::string_view name) const override {
+    auto it = slices_.find(name);
+    if (it == slices_.end()) return inner_->take(name);
+    const Slice& s = it->second;
+    ASSIGN_OR_RETURN(WeightView w, inner_->take(s.source));
+    if (w.shape.size() != 2 || w.shape[0] < s.row0 + s.rows || w.shape[0] <= 0)
+      return Error::invalid_file("{}: tensor '{}' has shape [{}], too few rows for '{}' (rows {}..{})", describe(),
+                                 s.source, fmt::join(w.shape, ", "), name, s.row0, s.row0 + s.rows);
+    // Rows are whole blocks for every stored type, so a row range is a byte range.
+    const size_t row_bytes = w.bytes.size() / static_cast<size_t>(w.shape[0]);
+    w.name = std::string(name);
+    w.bytes = w.bytes.subspan(static_cast<size_t>(s.row0) * row_bytes, static_cast<size_t>(s.rows) * row_bytes);
+    w.shape[0] = s.rows;
+    return w;
+  }
+  std::string describe() const override { return inner_->describe(); }
+  // A fused tensor counts as read when its first slice is.
+  std::vector<std::pair<std::string, std::string>> stored_tensors() const override {
+    std::map<std::string, std::string, std::less<>> first_slice;
+    for (const auto& [name, s] : slices_)
+      if (s.row0 == 0) first_slice[s.source] = name;
+    auto out = inner_->stored_tensors();
+    for (auto& [stored, gguf] : out)
+      if (auto it = first_slice.find(gguf); it != first_slice.end()) gguf = it->second;
+    return out;
+  }
+
+ private:
+  std::unique_ptr<WeightSource> inner_;
+  std::map<std::string, Slice, std::less<>> slices_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightSource> split_fused_projections(std::unique_ptr<WeightSource> inner, const ModelConfig& c) {
+  std::map<std::string, RowSliceSource::Slice, std::less<>> slices;
+  const int64_t q = c.n_head * c.head_dim, kv = c.n_head_kv * c.head_dim;
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const std::string qkv = fmt::format("blk.{}.attn_qkv.weight", il), up = fmt::format("blk.{}.ffn_up.weight", il);
+    slices[fmt::format("blk.{}.attn_q.weight", il)] = {qkv, 0, q};
+    slices[fmt::format("blk.{}.attn_k.weight", il)] = {qkv, q, kv};
+    slices[fmt::format("blk.{}.attn_v.weight", il)] = {qkv, q + kv, kv};
+    slices[fmt::format("blk.{}.ffn_gate.weight", il)] = {up, 0, c.n_ff};
+    slices[up] = {up, c.n_ff, c.n_ff};
+  }
+  return std::make_unique<RowSliceSource>(std::move(inner), std::move(slices));
 }
 
 std::string hf_to_gguf_name(std::string_view hf, bool post_norms) {
@@ -79,6 +166,8 @@ std::string hf_to_gguf_name(std::string_view hf, bool post_norms) {
       {"self_attn.o_proj.weight", "attn_output.weight"},
       {"self_attn.q_norm.weight", "attn_q_norm.weight"},
       {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // Phi-3: q | k | v rows
+      {"mlp.gate_up_proj.weight", "ffn_up.weight"},       // Phi-3: gate | up rows
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},
@@ -112,6 +201,17 @@ Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open
     if (!g.empty()) s->gguf_to_hf_[g] = std::string(hf);
   }
   return s;
+}
+
+std::vector<std::pair<std::string, std::string>> SafetensorsWeightSource::stored_tensors() const {
+  std::map<std::string, std::string, std::less<>> hf_to_gguf;
+  for (const auto& [g, hf] : gguf_to_hf_) hf_to_gguf[hf] = g;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (std::string_view hf : model_->tensor_names()) {
+    auto it = hf_to_gguf.find(hf);
+    out.emplace_back(std::string(hf), it == hf_to_gguf.end() ? std::string() : it->second);
+  }
+  return out;
 }
 
 bool SafetensorsWeightSource::has(std::string_view name) const { return gguf_to_hf_.find(name) != gguf_to_hf_.end(); }

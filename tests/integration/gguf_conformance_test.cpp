@@ -22,6 +22,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The device the suite runs on: RLX_TEST_DEVICE (cpu, cuda), cpu by default. CI runs it
+// on the CPU; on a GPU machine the same suite checks the CUDA backend.
+Device test_device() {
+  const char* env = std::getenv("RLX_TEST_DEVICE");
+  if (env == nullptr) return Device::cpu();
+  auto d = Device::parse(env);
+  if (!d) {
+    ADD_FAILURE() << "RLX_TEST_DEVICE: " << d.error().to_string();
+    return Device::cpu();
+  }
+  return *d;
+}
+
 fs::path conformance_dir() {
   if (const char* env = std::getenv("RLX_CONFORMANCE_DIR")) return env;
   return fs::path(RLX_SOURCE_DIR) / ".." / "shared" / "conformance";
@@ -104,6 +117,7 @@ TEST_P(GgufConformance, MatchesLlamaCpp) {
   models::LoadOptions lo;
   lo.ctx = m["settings"]["n_ctx"];
   lo.threads = 2;
+  lo.device = test_device();
   lo.kv_dtype = c.kv == "f16" ? ir::DType::F16 : ir::DType::F32;
   auto model = models::LanguageModel::load(c.model, lo);
   ASSERT_TRUE(model) << model.error().to_string();

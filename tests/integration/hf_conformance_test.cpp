@@ -18,6 +18,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The device the suite runs on: RLX_TEST_DEVICE (cpu, cuda), cpu by default. CI runs it
+// on the CPU; on a GPU machine the same suite checks the CUDA backend.
+Device test_device() {
+  const char* env = std::getenv("RLX_TEST_DEVICE");
+  if (env == nullptr) return Device::cpu();
+  auto d = Device::parse(env);
+  if (!d) {
+    ADD_FAILURE() << "RLX_TEST_DEVICE: " << d.error().to_string();
+    return Device::cpu();
+  }
+  return *d;
+}
+
 fs::path hf_dir() {
   if (const char* env = std::getenv("RLX_CONFORMANCE_DIR")) return fs::path(env) / "hf";
   return fs::path(RLX_SOURCE_DIR) / ".." / "shared" / "conformance" / "hf";
@@ -41,6 +54,7 @@ TEST_P(HfConformance, MatchesTransformers) {
     models::LoadOptions lo;
     lo.ctx = static_cast<int64_t>(tokens.size()) + 8;
     lo.threads = 2;
+  lo.device = test_device();
     auto model = models::LanguageModel::load(dir.string(), lo);
     ASSERT_TRUE(model) << model.error().to_string();
     auto logits = (*model)->forward(tokens, /*all_rows=*/true);
@@ -62,7 +76,7 @@ TEST_P(HfConformance, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfConformance,
                          ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma2",
-                                           "gemma3"),
+                                           "gemma3", "phi3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

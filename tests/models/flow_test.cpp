@@ -40,6 +40,11 @@ class MapSource : public WeightSource {
                       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4), nullptr};
   }
   std::string describe() const override { return "memory"; }
+  std::vector<std::pair<std::string, std::string>> stored_tensors() const override {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [name, t] : tensors_) out.emplace_back(name, name);
+    return out;
+  }
   const std::map<std::string, std::pair<std::vector<int64_t>, std::vector<float>>>& all() const { return tensors_; }
 
  private:

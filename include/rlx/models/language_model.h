@@ -81,6 +81,10 @@ class LanguageModel {
   Expected<std::vector<std::vector<float>>> forward_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows);
   /// Forgets the cached context of every sequence (next forward starts at position 0).
   void reset();
+  /// Tensors of the model file that the model does not read and that are not known to
+  /// be safe to ignore (each was logged as a warning at load): usually a feature of the
+  /// file that RLX does not implement.
+  const std::vector<std::string>& unused_tensors() const { return unused_; }
   /// Executables compiled so far (one per prefill bucket / decode and per output kind:
   /// logits, greedy token, sampled token). Each stays until the model is destroyed.
   size_t compiled_executables() const { return variants_.size(); }
@@ -114,6 +118,7 @@ class LanguageModel {
   Variant* cache_owner_ = nullptr;  // the executable whose handles hold the live KV cache
   bool shared_cache_ = true;        // variants share one set of handles (no copies when switching)
   std::vector<int64_t> n_past_;     // per sequence
+  std::vector<std::string> unused_;  // see unused_tensors()
 };
 
 }  // namespace rlx::models

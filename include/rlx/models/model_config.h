@@ -16,7 +16,7 @@ class GgufFile;
 
 namespace rlx::models {
 
-enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3 };
+enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3 };
 const char* arch_name(Arch a);
 
 enum class FfnKind : uint8_t { SwiGLU, GeGLU };
@@ -41,11 +41,17 @@ struct ModelConfig {
   int64_t n_ff = 0;
   int64_t n_ctx_train = 0;
   double norm_eps = 1e-5;
-  ir::RopeAttrs rope;        ///< head_dim, n_rot, layout, theta, scaling
+  ir::RopeAttrs rope;        ///< head_dim, n_rot, layout, theta, scaling, per-pair factors
+  /// LongRoPE (Phi-3): the per-pair factors for contexts beyond rope.original_context;
+  /// rope.freq_factors then holds the short ones. Empty for every other model.
+  std::vector<double> rope_long_factors;
   double rope_theta_local = 0;  ///< Gemma 3 local layers (0 = same as rope.theta)
   bool tied_embeddings = false;
   bool qkv_bias = false;
   bool qk_norm = false;
+  /// Phi-3: q, k and v are one stored matrix (attn_qkv, rows q | k | v) and the FFN's
+  /// gate and up another (ffn_up, rows gate | up); the weights are served as row views.
+  bool fused_projections = false;
   FfnKind ffn = FfnKind::SwiGLU;
   /// GeGLU only: round the GELU input and output to f16, as llama.cpp's CPU backend
   /// does (it evaluates GELU through an f16 table). Set for GGUF files so that their
@@ -63,6 +69,9 @@ struct ModelConfig {
   int64_t bos_id = -1;
   int64_t eos_id = -1;
 
+  /// The rope of a model built for `ctx` positions: LongRoPE's long factors when ctx
+  /// exceeds the original context (as llama.cpp picks them), else `rope` itself.
+  ir::RopeAttrs rope_for_context(int64_t ctx) const;
   /// True if layer `il` uses the sliding-window mask.
   bool layer_is_sliding(int64_t il) const;
   /// Checks internal consistency (positive sizes, heads divide, n_rot fits); errors name the field.
@@ -75,7 +84,7 @@ struct ModelConfig {
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& file);
 
 /// Reads a Hugging Face `config.json` (llama, mistral, qwen2, qwen3, gemma, gemma2,
-/// gemma3_text). Errors name the file and the key.
+/// gemma3_text, phi3). Errors name the file and the key.
 Expected<ModelConfig> config_from_hf(const std::string& config_json_path);
 
 }  // namespace rlx::models

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "rlx/base/status.h"
@@ -41,7 +42,17 @@ class WeightSource {
   virtual Expected<WeightView> take(std::string_view name) const = 0;
   /// Human name of the source (file path) for messages.
   virtual std::string describe() const = 0;
+  /// Every tensor the source stores: its stored name and the GGUF name it serves under
+  /// (empty when no model tensor maps to it).
+  virtual std::vector<std::pair<std::string, std::string>> stored_tensors() const = 0;
 };
+
+/// The stored tensors of `source` that a model neither reads (`used`, GGUF names) nor
+/// knows to be safe to ignore (`ignorable`, GGUF names of tensors consumed elsewhere, such
+/// as rope factors read into the config; and the rotary caches some checkpoints keep).
+/// Each is described as "name" (or "hf_name (as gguf_name)").
+std::vector<std::string> unused_tensors(const WeightSource& source, const std::vector<std::string>& used,
+                                        const std::vector<std::string>& ignorable);
 
 /// Tensors of an opened GGUF file. Holds the file (and so its mapping).
 class GgufWeightSource : public WeightSource {
@@ -50,6 +61,7 @@ class GgufWeightSource : public WeightSource {
   bool has(std::string_view name) const override;
   Expected<WeightView> take(std::string_view name) const override;
   std::string describe() const override;
+  std::vector<std::pair<std::string, std::string>> stored_tensors() const override;
   const formats::GgufFile& file() const { return *file_; }
 
  private:
@@ -68,6 +80,7 @@ class SafetensorsWeightSource : public WeightSource {
   bool has(std::string_view name) const override;
   Expected<WeightView> take(std::string_view name) const override;
   std::string describe() const override { return path_; }
+  std::vector<std::pair<std::string, std::string>> stored_tensors() const override;
 
  private:
   SafetensorsWeightSource() = default;
@@ -76,6 +89,11 @@ class SafetensorsWeightSource : public WeightSource {
   std::map<std::string, std::string, std::less<>> gguf_to_hf_;
   bool norm_plus_one_ = false;
 };
+
+/// For a model with fused projections (ModelConfig::fused_projections, Phi-3): serves
+/// blk.N.attn_q / attn_k / attn_v as row ranges of blk.N.attn_qkv and blk.N.ffn_gate /
+/// ffn_up as the two halves of the stored blk.N.ffn_up — views, nothing is copied.
+std::unique_ptr<WeightSource> split_fused_projections(std::unique_ptr<WeightSource> inner, const ModelConfig& config);
 
 /// Hugging Face tensor name -> GGUF name ("model.layers.3.self_attn.q_proj.weight"
 /// -> "blk.3.attn_q.weight"); empty when the name has no GGUF counterpart.
