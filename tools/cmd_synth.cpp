@@ -1,5 +1,5 @@
 // `rlx synth --arch llama|qwen3|gemma2 --preset NAME --type f32|f16|q8_0|q4_k_m --seed S -o FILE`:
-// writes a GGUF with seeded random weights at real shapes and a small vocabulary.
+// writes a GGUF with seeded random weights at real shapes and a generated vocabulary.
 #include <cstdio>
 
 #include "commands.h"
@@ -11,7 +11,8 @@ void add_synth_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("synth", "Write a synthetic model (seeded random weights) as GGUF");
   auto o = std::make_shared<models::SynthOptions>();
   auto out = std::make_shared<std::string>();
-  cmd->add_option("--arch", o->arch, "llama | qwen3 | gemma2")->check(CLI::IsMember({"llama", "qwen3", "gemma2"}));
+  cmd->add_option("--arch", o->arch, "llama | qwen3 | gemma2 (default: the preset's family; llama for tiny)")
+      ->check(CLI::IsMember({"llama", "qwen3", "gemma2"}));
   cmd->add_option("--preset", o->preset, "tiny | llama-3.2-1b | qwen3-0.6b | gemma-2-2b")
       ->check(CLI::IsMember(models::synth_presets()));
   cmd->add_option("--type", o->type, "f32 | f16 | q8_0 | q4_k_m")->check(CLI::IsMember(models::synth_types()));

@@ -1,6 +1,8 @@
-// Synthetic GGUF writer: architecture presets, a generated SentencePiece vocabulary
-// (control tokens, 256 byte-fallback tokens, characters and frequent English pieces),
-// and per-tensor seeded N(0, 0.02²) weights (norm weights 1 + 0.02·N(0,1)).
+// Synthetic GGUF writer: architecture presets, a generated vocabulary (synth_vocab.h)
+// and per-tensor seeded N(0, 0.02²) weights (norm weights 1 + 0.02·N(0,1)). The
+// llama-3.2-1b preset is laid out like a Llama 3.2 1B GGUF from
+// llama.cpp's converter: its keys, its byte-level BPE vocabulary of 128,256 tokens, its
+// rope_freqs.weight (Llama 3 rope factors) and its tensors.
 #include "rlx/models/synth.h"
 
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "models/synth_vocab.h"
 #include "rlx/base/hash.h"
 #include "rlx/formats/gguf_writer.h"
 #include "rlx/models/quantize.h"
@@ -16,21 +19,29 @@ namespace rlx::models {
 namespace {
 
 using formats::GgmlType;
+using formats::GgufMetaValue;
 
 struct Preset {
   int64_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx;
   double rope_theta;
+  std::string arch;     ///< the family a real-model preset belongs to ("" = any)
+  bool llama3 = false;  ///< Llama 3's vocabulary, rope factors and keys
 };
+
+// Llama 3.1 / 3.2's rope scaling, from which the converter computes rope_freqs.
+constexpr double kLlama3Factor = 32.0, kLlama3LowFreq = 1.0, kLlama3HighFreq = 4.0;
+constexpr int64_t kLlama3OriginalContext = 8192;
 
 Expected<Preset> find_preset(const std::string& name) {
   static const std::map<std::string, Preset> kPresets = {
-      {"tiny", {64, 2, 4, 2, 16, 128, 512, 512, 10000.0}},
-      {"llama-3.2-1b", {2048, 16, 32, 8, 64, 8192, 32000, 4096, 500000.0}},
-      {"qwen3-0.6b", {1024, 28, 16, 8, 128, 3072, 32000, 4096, 1000000.0}},
-      {"gemma-2-2b", {2304, 26, 8, 4, 256, 9216, 32000, 4096, 10000.0}},
+      {"tiny", {64, 2, 4, 2, 16, 128, 512, 512, 10000.0, "", false}},
+      {"llama-3.2-1b", {2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0, "llama", true}},
+      {"qwen3-0.6b", {1024, 28, 16, 8, 128, 3072, 32000, 4096, 1000000.0, "qwen3", false}},
+      {"gemma-2-2b", {2304, 26, 8, 4, 256, 9216, 32000, 4096, 10000.0, "gemma2", false}},
   };
   auto it = kPresets.find(name);
-  if (it == kPresets.end()) return Error::invalid_argument("unknown preset '{}' (tiny, llama-3.2-1b, qwen3-0.6b, gemma-2-2b)", name);
+  if (it == kPresets.end())
+    return Error::invalid_argument("unknown preset '{}' (tiny, llama-3.2-1b, qwen3-0.6b, gemma-2-2b)", name);
   return it->second;
 }
 
@@ -67,56 +78,170 @@ class Rng {
   uint64_t s_[4];
 };
 
-// A SentencePiece vocabulary: <unk> <s> </s>, <0x00>..<0xFF>, then pieces by score.
-struct Vocab {
-  std::vector<std::string> tokens;
-  std::vector<float> scores;
-  std::vector<int32_t> types;  // 1 normal, 2 unknown, 3 control, 6 byte
+
+// The per-pair divisors llama.cpp's converter writes as rope_freqs.weight for Llama 3
+// rope scaling: the base frequency over the scaled one (HF's llama3 rule).
+std::vector<float> llama3_rope_factors(int64_t n_rot, double theta) {
+  constexpr double kPi = 3.14159265358979323846;
+  std::vector<float> out;
+  const double ctx = static_cast<double>(kLlama3OriginalContext);
+  const double low_wl = ctx / kLlama3LowFreq, high_wl = ctx / kLlama3HighFreq;
+  for (int64_t i = 0; i < n_rot / 2; ++i) {
+    const double freq = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(n_rot));
+    const double wavelen = 2 * kPi / freq;
+    double f = 1.0;
+    if (wavelen > low_wl) {
+      f = kLlama3Factor;
+    } else if (wavelen >= high_wl) {
+      const double smooth = (ctx / wavelen - kLlama3LowFreq) / (kLlama3HighFreq - kLlama3LowFreq);
+      f = 1.0 / ((1 - smooth) / kLlama3Factor + smooth);
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
+uint32_t file_type_of(const std::string& type) {
+  if (type == "f16") return 1;
+  if (type == "q8_0") return 7;
+  if (type == "q4_k_m") return 15;
+  return 0;
+}
+
+// A tensor of the plan: rows = 0 is a vector of cols; `factors` holds fixed values.
+struct PlannedTensor {
+  std::string name;
+  int64_t rows = 0, cols = 0, layer = -1;
+  GgmlType type = GgmlType::F32;
+  std::vector<float> factors;
 };
 
-Vocab make_vocab(int64_t n_vocab) {
-  Vocab v;
-  auto add = [&](std::string t, float score, int32_t type) {
-    v.tokens.push_back(std::move(t));
-    v.scores.push_back(score);
-    v.types.push_back(type);
-  };
-  add("<unk>", 0.0f, 2);
-  add("<s>", 0.0f, 3);
-  add("</s>", 0.0f, 3);
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    add(buf, 0.0f, 6);
+struct Plan {
+  std::vector<std::pair<std::string, GgufMetaValue>> metadata;
+  std::vector<PlannedTensor> tensors;
+  std::vector<std::string> tokens;
+};
+
+std::vector<GgufMetaValue> strings(const std::vector<std::string>& v) {
+  std::vector<GgufMetaValue> out;
+  out.reserve(v.size());
+  for (const auto& s : v) out.push_back(GgufMetaValue::string(s));
+  return out;
+}
+
+// Llama 3's chat format, short: the key matters to tools that look for it.
+constexpr const char* kLlama3ChatTemplate =
+    "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+    "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}{%- if "
+    "add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}";
+
+Expected<Plan> make_plan(const SynthOptions& o) {
+  ASSIGN_OR_RETURN(Preset p, find_preset(o.preset));
+  const std::string a = !o.arch.empty() ? o.arch : !p.arch.empty() ? p.arch : "llama";
+  if (a != "llama" && a != "qwen3" && a != "gemma2")
+    return Error::invalid_argument("unknown --arch '{}' (llama, qwen3, gemma2)", a);
+  if (!p.arch.empty() && a != p.arch)
+    return Error::invalid_argument("preset '{}' is a {} model; --arch {} does not fit it (leave --arch out)", o.preset,
+                                   p.arch, a);
+  bool type_ok = false;
+  for (const auto& t : synth_types()) type_ok |= t == o.type;
+  if (!type_ok) return Error::invalid_argument("unknown --type '{}' (f32, f16, q8_0, q4_k_m)", o.type);
+  const bool gemma = a == "gemma2";
+  const bool llama3 = p.llama3;
+  Plan plan;
+  auto meta = [&](std::string key, GgufMetaValue v) { plan.metadata.emplace_back(std::move(key), std::move(v)); };
+  auto u32 = [](int64_t v) { return GgufMetaValue::u32(static_cast<uint32_t>(v)); };
+  meta("general.architecture", GgufMetaValue::string(a));
+  meta("general.type", GgufMetaValue::string("model"));
+  meta("general.name",
+       GgufMetaValue::string(fmt::format("rlx-synth {} {} {} seed {}", a, o.preset, o.type, o.seed)));
+  if (llama3) {
+    meta("general.finetune", GgufMetaValue::string("synthetic"));
+    meta("general.basename", GgufMetaValue::string("rlx-synth-llama-3.2"));
+    meta("general.size_label", GgufMetaValue::string("1B"));
+    meta("general.license", GgufMetaValue::string("apache-2.0"));
+    meta("general.tags", GgufMetaValue::array(formats::GgufValueType::kString, strings({"rlx", "synthetic"})));
+    meta("general.languages", GgufMetaValue::array(formats::GgufValueType::kString, strings({"en"})));
   }
-  const std::string sp = "\xE2\x96\x81";  // ▁
-  std::vector<std::string> pieces;
-  for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(std::string(1, c));
-  for (char c = 'A'; c <= 'Z'; ++c) pieces.push_back(std::string(1, c));
-  for (char c : std::string("0123456789.,!?'\"-:;()")) pieces.push_back(std::string(1, c));
-  pieces.push_back(sp);
-  static const char* kWords[] = {"the", "and", "a", "to", "was", "he", "she", "it", "of", "in", "that", "her",
-                                 "his", "they", "said", "with", "on", "for", "you", "had", "day", "one", "time",
-                                 "upon", "once", "there", "little", "girl", "boy", "play", "happy", "big", "very",
-                                 "mom", "dog", "cat", "friend", "tree", "ball", "park", "named", "lily", "tom"};
-  for (const char* w : kWords) pieces.push_back(sp + w);
-  for (const char* w : kWords) pieces.push_back(w);
-  for (char a = 'a'; a <= 'z'; ++a)
-    for (char b = 'a'; b <= 'z'; ++b) pieces.push_back(std::string{a, b});
-  for (char a = 'a'; a <= 'z'; ++a)
-    for (char b = 'a'; b <= 'z'; ++b) pieces.push_back(sp + std::string{a, b});
-  size_t i = 0;
-  while (static_cast<int64_t>(v.tokens.size()) < n_vocab) {
-    std::string p;
-    if (i < pieces.size()) {
-      p = pieces[i];
-    } else {  // unique filler pieces, least likely
-      p = sp + "x" + std::to_string(i);
+  meta(a + ".block_count", u32(p.n_layer));
+  meta(a + ".context_length", u32(p.n_ctx));
+  meta(a + ".embedding_length", u32(p.n_embd));
+  meta(a + ".feed_forward_length", u32(p.n_ff));
+  meta(a + ".attention.head_count", u32(p.n_head));
+  meta(a + ".attention.head_count_kv", u32(p.n_head_kv));
+  meta(a + ".rope.freq_base", GgufMetaValue::f32(static_cast<float>(p.rope_theta)));
+  meta(a + ".attention.layer_norm_rms_epsilon", GgufMetaValue::f32(gemma ? 1e-6f : 1e-5f));
+  meta(a + ".attention.key_length", u32(p.head_dim));
+  meta(a + ".attention.value_length", u32(p.head_dim));
+  if (gemma) {
+    meta(a + ".attn_logit_softcapping", GgufMetaValue::f32(50.0f));
+    meta(a + ".final_logit_softcapping", GgufMetaValue::f32(30.0f));
+    meta(a + ".attention.sliding_window", u32(4096));
+  }
+  meta("general.file_type", u32(file_type_of(o.type)));
+  meta(a + ".vocab_size", u32(p.n_vocab));
+  meta(a + ".rope.dimension_count", u32(p.head_dim));
+  detail::SynthVocab v = llama3 ? detail::make_llama3_vocab() : detail::make_spm_vocab(p.n_vocab);
+  meta("tokenizer.ggml.model", GgufMetaValue::string(v.model));
+  if (!v.pre.empty()) meta("tokenizer.ggml.pre", GgufMetaValue::string(v.pre));
+  meta("tokenizer.ggml.tokens", GgufMetaValue::array(formats::GgufValueType::kString, strings(v.tokens)));
+  if (!v.scores.empty()) {
+    std::vector<GgufMetaValue> sc;
+    for (float x : v.scores) sc.push_back(GgufMetaValue::f32(x));
+    meta("tokenizer.ggml.scores", GgufMetaValue::array(formats::GgufValueType::kF32, std::move(sc)));
+  }
+  std::vector<GgufMetaValue> ty;
+  for (int32_t x : v.types) ty.push_back(GgufMetaValue::i32(x));
+  meta("tokenizer.ggml.token_type", GgufMetaValue::array(formats::GgufValueType::kI32, std::move(ty)));
+  if (!v.merges.empty())
+    meta("tokenizer.ggml.merges", GgufMetaValue::array(formats::GgufValueType::kString, strings(v.merges)));
+  meta("tokenizer.ggml.bos_token_id", u32(v.bos));
+  meta("tokenizer.ggml.eos_token_id", u32(v.eos));
+  if (v.unk >= 0) meta("tokenizer.ggml.unknown_token_id", u32(v.unk));
+  if (llama3) {
+    meta("tokenizer.chat_template", GgufMetaValue::string(kLlama3ChatTemplate));
+  } else {
+    meta("tokenizer.ggml.add_bos_token", GgufMetaValue::boolean(true));
+    meta("tokenizer.ggml.add_eos_token", GgufMetaValue::boolean(false));
+  }
+  meta("general.quantization_version", u32(2));
+  plan.tokens = std::move(v.tokens);
+
+  // Tensors in the converter's order; rows x cols is the row-major [out][in] matrix.
+  auto add = [&](std::string name, int64_t rows, int64_t cols, int64_t layer) -> Status {
+    PlannedTensor t{std::move(name), rows, cols, layer, GgmlType::F32, {}};
+    if (rows > 0) {
+      ASSIGN_OR_RETURN(t.type, mix_weight_type(o.type, t.name, rows, cols, layer, p.n_layer, /*tied_embeddings=*/true));
     }
-    add(p, -static_cast<float>(i), 1);
-    ++i;
+    plan.tensors.push_back(std::move(t));
+    return {};
+  };
+  if (llama3) {
+    plan.tensors.push_back(
+        {"rope_freqs.weight", 0, p.head_dim / 2, -1, GgmlType::F32, llama3_rope_factors(p.head_dim, p.rope_theta)});
   }
-  return v;
+  TRY(add("token_embd.weight", p.n_vocab, p.n_embd, -1));
+  const int64_t q = p.n_head * p.head_dim, kv = p.n_head_kv * p.head_dim;
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
+    TRY(add(n("attn_norm.weight"), 0, p.n_embd, il));
+    TRY(add(n("attn_q.weight"), q, p.n_embd, il));
+    TRY(add(n("attn_k.weight"), kv, p.n_embd, il));
+    TRY(add(n("attn_v.weight"), kv, p.n_embd, il));
+    TRY(add(n("attn_output.weight"), p.n_embd, q, il));
+    if (a == "qwen3") {
+      TRY(add(n("attn_q_norm.weight"), 0, p.head_dim, il));
+      TRY(add(n("attn_k_norm.weight"), 0, p.head_dim, il));
+    }
+    if (gemma) TRY(add(n("post_attention_norm.weight"), 0, p.n_embd, il));
+    TRY(add(n("ffn_norm.weight"), 0, p.n_embd, il));
+    TRY(add(n("ffn_gate.weight"), p.n_ff, p.n_embd, il));
+    TRY(add(n("ffn_up.weight"), p.n_ff, p.n_embd, il));
+    TRY(add(n("ffn_down.weight"), p.n_embd, p.n_ff, il));
+    if (gemma) TRY(add(n("post_ffw_norm.weight"), 0, p.n_embd, il));
+  }
+  TRY(add("output_norm.weight", 0, p.n_embd, -1));
+  return plan;
 }
 
 }  // namespace
@@ -124,77 +249,33 @@ Vocab make_vocab(int64_t n_vocab) {
 std::vector<std::string> synth_presets() { return {"tiny", "llama-3.2-1b", "qwen3-0.6b", "gemma-2-2b"}; }
 std::vector<std::string> synth_types() { return {"f32", "f16", "q8_0", "q4_k_m"}; }
 
+Expected<SynthLayout> synth_layout(const SynthOptions& o) {
+  ASSIGN_OR_RETURN(Plan plan, make_plan(o));
+  SynthLayout l;
+  for (const auto& [key, value] : plan.metadata) l.keys.push_back(key);
+  for (const PlannedTensor& t : plan.tensors) {
+    SynthLayout::Tensor lt;
+    lt.name = t.name;
+    lt.type = std::string(formats::ggml_type_name(t.type));
+    lt.dims = t.rows > 0 ? std::vector<int64_t>{t.cols, t.rows} : std::vector<int64_t>{t.cols};
+    lt.values = t.factors;
+    l.tensors.push_back(std::move(lt));
+  }
+  l.tokens = std::move(plan.tokens);
+  return l;
+}
+
 Status write_synthetic_gguf(const SynthOptions& o, const std::string& path) {
-  if (o.arch != "llama" && o.arch != "qwen3" && o.arch != "gemma2")
-    return Error::invalid_argument("unknown --arch '{}' (llama, qwen3, gemma2)", o.arch);
-  bool type_ok = false;
-  for (const auto& t : synth_types()) type_ok |= t == o.type;
-  if (!type_ok) return Error::invalid_argument("unknown --type '{}' (f32, f16, q8_0, q4_k_m)", o.type);
-  ASSIGN_OR_RETURN(Preset p, find_preset(o.preset));
-  const std::string& a = o.arch;
-  const bool gemma = a == "gemma2";
-
+  ASSIGN_OR_RETURN(Plan plan, make_plan(o));
   formats::GgufWriter w;
-  TRY(w.add_string("general.architecture", a));
-  TRY(w.add_string("general.name", fmt::format("rlx-synth {} {} {} seed {}", a, o.preset, o.type, o.seed)));
-  TRY(w.add_u32(a + ".context_length", static_cast<uint32_t>(p.n_ctx)));
-  TRY(w.add_u32(a + ".embedding_length", static_cast<uint32_t>(p.n_embd)));
-  TRY(w.add_u32(a + ".block_count", static_cast<uint32_t>(p.n_layer)));
-  TRY(w.add_u32(a + ".feed_forward_length", static_cast<uint32_t>(p.n_ff)));
-  TRY(w.add_u32(a + ".attention.head_count", static_cast<uint32_t>(p.n_head)));
-  TRY(w.add_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(p.n_head_kv)));
-  TRY(w.add_u32(a + ".attention.key_length", static_cast<uint32_t>(p.head_dim)));
-  TRY(w.add_u32(a + ".attention.value_length", static_cast<uint32_t>(p.head_dim)));
-  TRY(w.add_u32(a + ".rope.dimension_count", static_cast<uint32_t>(p.head_dim)));
-  TRY(w.add_f32(a + ".rope.freq_base", static_cast<float>(p.rope_theta)));
-  TRY(w.add_f32(a + ".attention.layer_norm_rms_epsilon", gemma ? 1e-6f : 1e-5f));
-  if (gemma) {
-    TRY(w.add_f32(a + ".attn_logit_softcapping", 50.0f));
-    TRY(w.add_f32(a + ".final_logit_softcapping", 30.0f));
-    TRY(w.add_u32(a + ".attention.sliding_window", 4096));
-  }
-  const Vocab v = make_vocab(p.n_vocab);
-  TRY(w.add_string("tokenizer.ggml.model", "llama"));
-  TRY(w.add_string_array("tokenizer.ggml.tokens", v.tokens));
-  TRY(w.add_f32_array("tokenizer.ggml.scores", v.scores));
-  TRY(w.add_i32_array("tokenizer.ggml.token_type", v.types));
-  TRY(w.add_u32("tokenizer.ggml.bos_token_id", 1));
-  TRY(w.add_u32("tokenizer.ggml.eos_token_id", 2));
-  TRY(w.add_u32("tokenizer.ggml.unknown_token_id", 0));
-  TRY(w.add_bool("tokenizer.ggml.add_bos_token", true));
-  TRY(w.add_bool("tokenizer.ggml.add_eos_token", false));
-
-  // Tensors, in the usual order; dims are GGUF "ne" (innermost first).
-  struct T {
-    std::string name;
-    int64_t rows, cols;  // rows = 0: a vector of cols
-    int64_t layer;
-  };
-  std::vector<T> tensors{{"token_embd.weight", p.n_vocab, p.n_embd, -1}};
-  const int64_t q = p.n_head * p.head_dim, kv = p.n_head_kv * p.head_dim;
-  for (int64_t il = 0; il < p.n_layer; ++il) {
-    auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
-    tensors.push_back({n("attn_norm.weight"), 0, p.n_embd, il});
-    tensors.push_back({n("attn_q.weight"), q, p.n_embd, il});
-    tensors.push_back({n("attn_k.weight"), kv, p.n_embd, il});
-    tensors.push_back({n("attn_v.weight"), kv, p.n_embd, il});
-    tensors.push_back({n("attn_output.weight"), p.n_embd, q, il});
-    if (a == "qwen3") {
-      tensors.push_back({n("attn_q_norm.weight"), 0, p.head_dim, il});
-      tensors.push_back({n("attn_k_norm.weight"), 0, p.head_dim, il});
-    }
-    if (gemma) tensors.push_back({n("post_attention_norm.weight"), 0, p.n_embd, il});
-    tensors.push_back({n("ffn_norm.weight"), 0, p.n_embd, il});
-    tensors.push_back({n("ffn_gate.weight"), p.n_ff, p.n_embd, il});
-    tensors.push_back({n("ffn_up.weight"), p.n_ff, p.n_embd, il});
-    tensors.push_back({n("ffn_down.weight"), p.n_embd, p.n_ff, il});
-    if (gemma) tensors.push_back({n("post_ffw_norm.weight"), 0, p.n_embd, il});
-  }
-  tensors.push_back({"output_norm.weight", 0, p.n_embd, -1});
-
+  for (auto& [key, value] : plan.metadata) TRY(w.add(key, std::move(value)));
   std::vector<float> values;
-  for (size_t ti = 0; ti < tensors.size(); ++ti) {
-    const T& t = tensors[ti];
+  for (size_t ti = 0; ti < plan.tensors.size(); ++ti) {
+    const PlannedTensor& t = plan.tensors[ti];
+    if (!t.factors.empty()) {
+      TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, t.factors));
+      continue;
+    }
     StableHasher h;
     h.u64(o.seed);
     h.str(t.name);
@@ -206,11 +287,9 @@ Status write_synthetic_gguf(const SynthOptions& o, const std::string& path) {
     if (is_norm) {
       TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, values));
     } else {
-      ASSIGN_OR_RETURN(GgmlType type, mix_weight_type(o.type, t.name, t.rows, t.cols, t.layer, p.n_layer,
-                                                       /*tied_embeddings=*/true));
-      TRY(w.add_tensor_f32(t.name, type, {t.cols, t.rows}, values));
+      TRY(w.add_tensor_f32(t.name, t.type, {t.cols, t.rows}, values));
     }
-    if (o.progress) o.progress(0.9 * static_cast<double>(ti + 1) / static_cast<double>(tensors.size()));
+    if (o.progress) o.progress(0.9 * static_cast<double>(ti + 1) / static_cast<double>(plan.tensors.size()));
   }
   const std::string tmp = path + ".tmp";
   TRY(w.write_file(tmp));

@@ -40,6 +40,8 @@ check() {
 model=$work/tiny.gguf
 check synth ok "wrote .*tiny\.gguf" -- synth --preset tiny --type q8_0 --seed 3 -o "$model"
 check info ok "architecture: llama" -- info "$model"
+check synth_arch_mismatch fail "preset 'llama-3.2-1b' is a llama model; --arch gemma2 does not fit" -- \
+  synth --arch gemma2 --preset llama-3.2-1b -o "$work/never.gguf"
 
 # Files: missing, not GGUF, truncated, empty.
 echo "hello" >"$work/text.gguf"

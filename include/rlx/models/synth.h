@@ -1,6 +1,7 @@
 // Synthetic models: GGUF files with seeded random weights at the shapes of real
-// models, plus a small SentencePiece-style vocabulary so text tokenizes. Used by
-// tests, benchmarks and as the built-in default model of `rlx run`.
+// models, plus a vocabulary so text tokenizes (SentencePiece-style, or Llama 3's
+// byte-level BPE layout for the llama-3.2-1b preset). Used by tests, benchmarks and as
+// the built-in default model of `rlx run`.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,9 @@
 namespace rlx::models {
 
 struct SynthOptions {
-  std::string arch = "llama";   ///< llama | qwen3 | gemma2
+  /// llama | qwen3 | gemma2; empty: the preset's family (llama for tiny). A preset of a
+  /// real model (llama-3.2-1b, qwen3-0.6b, gemma-2-2b) takes only its own family.
+  std::string arch;
   std::string preset = "tiny";  ///< tiny | llama-3.2-1b | qwen3-0.6b | gemma-2-2b
   std::string type = "f32";     ///< f32 | f16 | q8_0 | q4_k_m
   uint64_t seed = 0;
@@ -24,6 +27,22 @@ struct SynthOptions {
 /// Names of the presets and types `write_synthetic_gguf` accepts.
 std::vector<std::string> synth_presets();
 std::vector<std::string> synth_types();
+
+/// What `write_synthetic_gguf` writes for `options`, without generating weights: the
+/// metadata keys in file order, every tensor (name, GGML type name, GGUF dims innermost
+/// first) and the vocabulary's pieces by id.
+struct SynthLayout {
+  struct Tensor {
+    std::string name;
+    std::string type;
+    std::vector<int64_t> dims;
+    std::vector<float> values;  ///< fixed contents (rope factors); empty for seeded weights
+  };
+  std::vector<std::string> keys;
+  std::vector<Tensor> tensors;
+  std::vector<std::string> tokens;
+};
+Expected<SynthLayout> synth_layout(const SynthOptions& options);
 
 /// Writes the model to `path` (atomically: a temp file renamed into place).
 /// Errors name the bad option or the I/O failure.
