@@ -3,7 +3,10 @@
 # (both folders are git-ignored; the device call carries .devpack): the stripped `rlx`
 # and `rlx_cuda_tests` of a CUDA build, the non-system shared libraries they load, the
 # small conformance models and, for the comparison with llama.cpp, their reference
-# logits with the tokens they were made from (refs/cases.txt: case, model, tokens).
+# logits with the tokens they were made from (refs/cases.txt: case, model, tokens); and
+# `rlx_integration_tests` with a trimmed conformance folder (.devrun/conformance: the
+# GGUF cases of those models whose references are small, and a few HF checkpoints), which
+# the run script executes with RLX_TEST_DEVICE=cuda.
 # Usage: bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY]
 # OLD_TESTS_BINARY, if given, goes along as rlx_cuda_tests_old (a baseline in the same call).
 set -euo pipefail
@@ -11,9 +14,9 @@ build=${1:-build-cuda}
 old=${2:-}
 conf=${RLX_CONFORMANCE_DIR:-../shared/conformance}
 rm -rf .devrun && mkdir -p .devrun/lib .devrun/models .devrun/refs .devpack
-cp "$build/tools/rlx" "$build/tests/rlx_cuda_tests" .devrun/
+cp "$build/tools/rlx" "$build/tests/rlx_cuda_tests" "$build/tests/rlx_integration_tests" .devrun/
 [ -z "$old" ] || cp "$old" .devrun/rlx_cuda_tests_old
-strip .devrun/rlx .devrun/rlx_cuda_tests
+strip .devrun/rlx .devrun/rlx_cuda_tests .devrun/rlx_integration_tests
 # Libraries from this machine's packages that the GPU machine may lack (CUDA's own and
 # the C/C++ runtime are there).
 ldd .devrun/rlx .devrun/rlx_cuda_tests | awk '/=> \// {print $3}' | sort -u |
@@ -24,7 +27,7 @@ import json, shutil, sys
 conf = sys.argv[1]
 seqs = json.load(open(f"{conf}/tokens.json"))["sequences"]
 cases = ["stories260K-F32__tok512-8__kvf32", "stories260K-Q8_0__tok512-8__kvf32",
-         "llama-tiny-Q4_K_M__spm-8__kvf32", "gemma2-tiny-Q8_0__spm-8__kvf32"]
+         "llama-tiny-Q4_K_M__spm-8__kvf32", "gemma2-tiny-Q8_0__spm-8__kvf32", "llama3-tiny-F32__tok512-64__kvf32"]
 lines = []
 for c in json.load(open(f"{conf}/index.json"))["cases"]:
     if c["case"] not in cases:
@@ -35,6 +38,26 @@ for c in json.load(open(f"{conf}/index.json"))["cases"]:
     lines.append(f"{c['case']} {c['model'].split('/')[-1]} {toks}")
 open(".devrun/refs/cases.txt", "w").write("\n".join(lines) + "\n")
 print(f"{len(lines)} conformance cases")
+# The trimmed suite: every case of the packed models whose reference is under 1.1 MB.
+import os
+index = json.load(open(f"{conf}/index.json"))
+models = {c["model"] for c in index["cases"] if c["case"] in cases}
+keep = [c for c in index["cases"] if c["model"] in models and
+        os.path.getsize(f"{conf}/refs/{c['case']}.logits.bin") < 1_100_000]
+out = ".devrun/conformance"
+for sub in ("models", "refs", "hf"):
+    os.makedirs(f"{out}/{sub}", exist_ok=True)
+for c in keep:
+    model = f"{out}/{c['model']}"
+    if not os.path.lexists(model):  # the same file as .devrun/models/ holds
+        os.symlink(f"../../models/{os.path.basename(c['model'])}", model)
+    for f in (c["manifest"], f"refs/{c['case']}.logits.bin"):
+        shutil.copy(f"{conf}/{f}", f"{out}/{f}")
+shutil.copy(f"{conf}/tokens.json", out)
+json.dump(dict(index, cases=keep), open(f"{out}/index.json", "w"))
+for hf in ("llama3-ropescaled", "phi3"):
+    shutil.copytree(f"{conf}/hf/{hf}", f"{out}/hf/{hf}")
+print(f"{len(keep)} cases and 2 HF checkpoints for the suite on CUDA")
 PY
 else
   echo "no $conf: conformance models left out"

@@ -134,6 +134,14 @@ PY
   rm -f /tmp/m_$ty.gguf
 done
 [ "${CONFORMANCE:-1}" = 1 ] || exit 0
+if [ -x $D/rlx_integration_tests ] && [ -d $D/conformance ]; then
+  for dev in cuda cpu; do
+    echo "== conformance suite (rlx_integration_tests, the packed cases) on $dev"
+    RLX_TEST_DEVICE=$dev RLX_CONFORMANCE_DIR=$PWD/$D/conformance timeout 300 $D/rlx_integration_tests \
+      --gtest_filter='*Conformance*' 2>&1 | tee "$OUT/conformance_$dev.log" |
+      grep -E '^\[( +OK|  FAILED|  PASSED|  SKIPPED)|Failure|rror|Which is|batch|incremental' | head -60
+  done
+fi
 echo "== conformance models: rlx logits, cuda vs cpu"
 for m in $D/models/*.gguf; do
   for mode in batch incremental; do
