@@ -3,6 +3,7 @@
 // trusting a byte, and atomic stores (unique temporary file + rename).
 #include "rlx/runtime/aot_cache.h"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -94,6 +95,25 @@ Status parse_extent(std::string_view sym_line, std::string_view axes_line, Exten
 std::string hex16(uint64_t v) { return fmt::format("{:016x}", v); }
 
 }  // namespace
+
+std::string_view build_identity() {
+  static const std::string id = [] {
+    StableHasher h;
+    h.str("rlx.build.v1");
+    h.str(kRlxVersion);
+    Dl_info info{};
+    std::error_code ec;
+    // The file that holds this function: the executable, or the shared library (Python).
+    if (dladdr(reinterpret_cast<const void*>(&build_identity), &info) != 0 && info.dli_fname != nullptr) {
+      const std::filesystem::path bin = info.dli_fname;
+      h.str(bin.string());
+      h.u64(static_cast<uint64_t>(std::filesystem::file_size(bin, ec)));
+      h.i64(static_cast<int64_t>(std::filesystem::last_write_time(bin, ec).time_since_epoch().count()));
+    }
+    return fmt::format("{:016x}", h.digest());
+  }();
+  return id;
+}
 
 bool is_valid_aot_base(std::string_view base) {
   if (base.empty() || base.size() > 128) return false;

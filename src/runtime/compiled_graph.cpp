@@ -242,12 +242,28 @@ Expected<size_t> CompiledGraph::share_handles_with(CompiledGraph& owner) {
     if (theirs[j].type != mine[i].type)
       return Error::invalid_argument("handle '{}': {} here but {} in the owner", mine[i].name, mine[i].type.to_string(),
                                      theirs[j].type.to_string());
-    std::shared_ptr<AlignedBuffer> buf = owner.exe_->handle_buffer(j);
-    if (!buf) return Error::unsupported("handle '{}': backend keeps handles off the host", mine[i].name);
-    TRY(exe_->share_handle(i, std::move(buf)));
+    std::shared_ptr<HandleStorage> storage = owner.exe_->handle_storage(j);
+    if (!storage) return Error::unsupported("handle '{}': this backend cannot share handles", mine[i].name);
+    TRY(exe_->share_handle(i, std::move(storage)));
     ++shared;
   }
   return shared;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<HandleStorage>>> CompiledGraph::handle_storage() {
+  std::vector<std::pair<std::string, std::shared_ptr<HandleStorage>>> out;
+  const auto& hs = manifest().handles;
+  for (size_t i = 0; i < hs.size(); ++i) {
+    std::shared_ptr<HandleStorage> s = exe_->handle_storage(i);
+    if (!s) return {};
+    out.emplace_back(hs[i].name, std::move(s));
+  }
+  return out;
+}
+
+Status CompiledGraph::bind_handle_storage(std::string_view name, std::shared_ptr<HandleStorage> storage) {
+  ASSIGN_OR_RETURN(size_t i, find(manifest().handles, name, "handle"));
+  return exe_->share_handle(i, std::move(storage));
 }
 
 Status CompiledGraph::set_active_extent(int64_t actual, int64_t upper) { return exe_->set_active_extent(actual, upper); }

@@ -256,7 +256,9 @@ std::shared_ptr<const CompiledVariant> ModelCompilePipeline::lookup_locked(uint6
 }
 
 Expected<std::shared_ptr<const CompiledVariant>> ModelCompilePipeline::insert_locked(
-    uint64_t key, const SpecializedModel& s, CompiledGraph graph, const compile::CompileOptions& options) {
+    uint64_t key, const SpecializedModel& s, CompiledGraph graph, const compile::CompileOptions& options,
+    const VariantPrepareFn& prepare, bool from_aot, double compile_ms) {
+  if (prepare) TRY(prepare(graph));
   auto v = std::make_shared<CompiledVariant>();
   v->graph = std::make_shared<CompiledGraph>(std::move(graph));
   const ir::IoManifest& m = s.lir.manifest;
@@ -265,6 +267,8 @@ Expected<std::shared_ptr<const CompiledVariant>> ModelCompilePipeline::insert_lo
   v->extent = s.extent;
   v->key = key;
   v->options_hash = compile_options_hash(options);
+  v->from_aot = from_aot;
+  v->compile_ms = compile_ms;
   while (entries_.size() >= capacity_) {
     entries_.erase(order_.front());
     order_.pop_front();
@@ -276,14 +280,16 @@ Expected<std::shared_ptr<const CompiledVariant>> ModelCompilePipeline::insert_lo
 }
 
 Expected<std::shared_ptr<const CompiledVariant>> ModelCompilePipeline::get_or_compile(
-    uint64_t key, const ir::DimBinding& binding, const HirBuildFn& build_hir, const compile::CompileOptions& options) {
+    uint64_t key, const ir::DimBinding& binding, const HirBuildFn& build_hir, const compile::CompileOptions& options,
+    const VariantPrepareFn& prepare) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto v = lookup_locked(key, binding, compile_options_hash(options))) return v;
   ++stats_.cache_misses;
+  const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(std::shared_ptr<const ModelTemplate> t, build_template_locked(build_hir, options));
   ASSIGN_OR_RETURN(SpecializedModel s, specialize_locked(*t, binding, options));
   ASSIGN_OR_RETURN(CompiledGraph g, compile_lir_locked(s, options, t.get()));
-  return insert_locked(key, s, std::move(g), options);
+  return insert_locked(key, s, std::move(g), options, prepare, false, ms_since(t0));
 }
 
 Expected<std::shared_ptr<const CompiledVariant>> ModelCompilePipeline::get_or_compile_component(
@@ -340,8 +346,9 @@ Expected<AotSpecialization> ModelCompilePipeline::specialize_aot_locked(const st
   ASSIGN_OR_RETURN(ir::HirModule hir, build_hir_locked(build_hir));
   const std::string device = session_.device().to_string();
   StableHasher h;
-  h.str("rlx.aot_entry.v1");
+  h.str("rlx.aot_entry.v2");
   h.str(kRlxVersion);
+  h.str(build_identity());
   h.u64(kAotFormatVersion);
   h.u64(key);
   h.u64(ir::fingerprint(hir.graph));
@@ -377,14 +384,16 @@ Expected<AotSpecialization> ModelCompilePipeline::specialize_aot_locked(const st
 
 Expected<std::shared_ptr<const CompiledVariant>> ModelCompilePipeline::get_or_compile_aot(
     const std::filesystem::path& cache_dir, std::string_view base, uint64_t key, const ir::DimBinding& binding,
-    const HirBuildFn& build_hir, const compile::CompileOptions& options) {
+    const HirBuildFn& build_hir, const compile::CompileOptions& options, const VariantPrepareFn& prepare) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto v = lookup_locked(key, binding, compile_options_hash(options))) return v;
   ++stats_.cache_misses;
+  const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(AotSpecialization a, specialize_aot_locked(cache_dir, base, key, binding, build_hir, options));
-  const ModelTemplate* t = nullptr;
+  // A template built here (the entry was missing) keeps its fusion and dispatch reports.
+  const ModelTemplate* t = a.from_disk || !current_ ? nullptr : current_.get();
   ASSIGN_OR_RETURN(CompiledGraph g, compile_lir_locked(a.model, options, t));
-  return insert_locked(key, a.model, std::move(g), options);
+  return insert_locked(key, a.model, std::move(g), options, prepare, a.from_disk, ms_since(t0));
 }
 
 void ModelCompilePipeline::set_aot_cache(std::filesystem::path dir, std::string base) {

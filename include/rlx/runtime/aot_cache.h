@@ -42,6 +42,12 @@ inline constexpr uint32_t kAotFormatVersion = 2;
 /// First line of every AOT entry file.
 inline constexpr std::string_view kAotMagic = "RLX-AOT-LIR";
 
+/// The build of the code that runs: a digest of the path, size and modification time of
+/// the binary (executable or shared library) holding the RLX runtime. Part of every AOT
+/// entry key, so that a rebuilt RLX (another pass, another planner) never loads a module
+/// an earlier build specialized. Computed once.
+std::string_view build_identity();
+
 /// A bound, planned module ready for Backend::compile_with_extent: what one AOT entry
 /// stores and what ModelCompilePipeline::specialize returns.
 struct SpecializedModel {

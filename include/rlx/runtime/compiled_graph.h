@@ -93,8 +93,17 @@ class CompiledGraph {
   /// Makes every handle of this graph that `owner` also declares (same name and type)
   /// use owner's storage: both then read and write one buffer (e.g. the KV cache shared
   /// by a model's prefill and decode executables, so switching copies nothing). Returns
-  /// how many were shared; kUnsupported when the backend keeps handles off the host.
+  /// how many were shared; kUnsupported when the backend cannot share handles.
   Expected<size_t> share_handles_with(CompiledGraph& owner);
+  /// The storage of every handle, by name: a model keeps these (its state, on the
+  /// device) and binds them into each executable it compiles (bind_handle_storage).
+  /// Empty when the backend cannot share handles.
+  std::vector<std::pair<std::string, std::shared_ptr<HandleStorage>>> handle_storage();
+  /// Binds handle `name` to `storage` (made by this backend for a handle of the same
+  /// type): no copy; from now on this graph reads and writes that memory.
+  Status bind_handle_storage(std::string_view name, std::shared_ptr<HandleStorage> storage);
+  /// Bytes moved between the host and the device so far (zero on the CPU).
+  TransferStats transfer_stats() const { return exe_->transfer_stats(); }
 
   // ---- bucketed shapes ------------------------------------------------------------------
   /// The bucket axis is the first symbolic dim of the graph's inputs (in input order),

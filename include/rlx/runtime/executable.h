@@ -19,6 +19,27 @@ namespace rlx {
 /// (byte offset from arena_ptr(), byte length) of one output.
 using OutputSlot = std::pair<int64_t, int64_t>;
 
+/// The storage of one persistent handle (a KV cache, a recurrent state) where its backend
+/// keeps it: host memory on the CPU, device memory on a GPU. Several executables of one
+/// model bind the same storage, so that moving between them (prefill and decode, one
+/// bucket and another) copies nothing; whoever holds it keeps the state alive. Opaque to
+/// callers: a backend accepts only storage of its own kind (share_handle checks).
+class HandleStorage {
+ public:
+  virtual ~HandleStorage() = default;
+  virtual int64_t bytes() const = 0;
+  /// Where it lives, for messages and checks ("cpu", "cuda:0").
+  virtual std::string where() const = 0;
+};
+
+/// Bytes an executable moved between the host and its device since it was made (zero
+/// for the CPU backend, whose device is the host).
+struct TransferStats {
+  int64_t host_to_device = 0;
+  int64_t device_to_host = 0;
+  int64_t runs = 0;
+};
+
 class Executable {
  public:
   virtual ~Executable() = default;
@@ -55,21 +76,23 @@ class Executable {
   virtual Status write_handle(size_t index, const void* data, int64_t bytes) = 0;
   /// The handle's current contents (declared dtype and shape).
   virtual const void* handle_data(size_t index) const = 0;
-  /// The host storage of handle `index`, so that another executable of the same model
-  /// can use it (share_handle); null when the backend keeps handles elsewhere.
-  virtual std::shared_ptr<AlignedBuffer> handle_buffer(size_t index) {
+  /// The storage of handle `index`, so that another executable of the same model can
+  /// bind it (share_handle); null when the backend cannot share its handles.
+  virtual std::shared_ptr<HandleStorage> handle_storage(size_t index) {
     (void)index;
     return nullptr;
   }
-  /// Makes handle `index` read and write `buffer` (another executable's handle_buffer,
-  /// exactly the handle's bytes): the executables then hold one KV cache, and moving
-  /// between them copies nothing. Backends without host handles keep the default
-  /// (kUnsupported) and callers copy through write_handle instead.
-  virtual Status share_handle(size_t index, std::shared_ptr<AlignedBuffer> buffer) {
+  /// Makes handle `index` read and write `storage` (another executable's handle_storage
+  /// on the same backend, exactly the handle's bytes): the executables then hold one KV
+  /// cache, and moving between them copies nothing. Backends that cannot share keep the
+  /// default (kUnsupported) and callers copy through write_handle instead.
+  virtual Status share_handle(size_t index, std::shared_ptr<HandleStorage> storage) {
     (void)index;
-    (void)buffer;
+    (void)storage;
     return Error::unsupported("shared handles are not supported by this backend");
   }
+  /// Host <-> device traffic so far (inputs, outputs, handle reads and writes).
+  virtual TransferStats transfer_stats() const { return {}; }
 
   /// Runs once. `inputs[i]` points at manifest().inputs[i]'s bytes (dtype and shape
   /// already checked). Errors: a param never set, an index out of range at run time.

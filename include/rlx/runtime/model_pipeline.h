@@ -45,6 +45,11 @@ namespace rlx {
 /// run only when no template of that fingerprint and those options exists.
 using HirBuildFn = std::function<Expected<ir::HirModule>()>;
 
+/// Runs once on every executable the pipeline compiles, before it is cached: binds what
+/// the model holds once for all its variants (weights, the KV cache / state storage).
+/// An error drops the executable and is returned to the caller.
+using VariantPrepareFn = std::function<Status(CompiledGraph&)>;
+
 /// Stable digest of every CompileOptions field that changes the compiled code. Not
 /// hashed: `binding` (supplied per specialization), `verbose`, `ir_dump_dir`.
 uint64_t compile_options_hash(const compile::CompileOptions& options);
@@ -71,6 +76,8 @@ struct CompiledVariant {
   ExtentInfo extent;                     ///< bucket symbol, its size, each value's bucket axis
   uint64_t key = 0;                      ///< the cache key it is stored under
   uint64_t options_hash = 0;
+  bool from_aot = false;                 ///< its specialized LIR came from the AOT disk cache
+  double compile_ms = 0;                 ///< HIR build, template / AOT load, specialize, backend compile
   /// Bucket axis of manifest input/output `i` (-1: none, -2: only inside a combined dim).
   int input_axis(size_t i) const;
   int output_axis(size_t i) const;
@@ -178,7 +185,8 @@ class ModelCompilePipeline {
   /// treated as a miss and replaces it.
   Expected<std::shared_ptr<const CompiledVariant>> get_or_compile(uint64_t key, const ir::DimBinding& binding,
                                                                   const HirBuildFn& build_hir,
-                                                                  const compile::CompileOptions& options);
+                                                                  const compile::CompileOptions& options,
+                                                                  const VariantPrepareFn& prepare = {});
   /// get_or_compile keyed by component.cache_key() and bound by component.dim_binding();
   /// CompilationMode::kAot specializes through the AOT cache set by set_aot_cache.
   Expected<std::shared_ptr<const CompiledVariant>> get_or_compile_component(const ModelComponent& component,
@@ -190,7 +198,8 @@ class ModelCompilePipeline {
   // ---- AOT disk cache -------------------------------------------------------------------
   /// The specialized LIR for (key, binding) from `cache_dir`, or built (template +
   /// specialize) and stored there. The entry key covers `key`, the HIR fingerprint and
-  /// policy, the options, the binding, device, backend, kRlxVersion and kAotFormatVersion;
+  /// policy, the options, the binding, device, backend, kRlxVersion, the build
+  /// (build_identity) and kAotFormatVersion;
   /// build_hir runs to fingerprint the model (no lowering unless the entry is rebuilt).
   Expected<AotSpecialization> get_or_specialize_aot(const std::filesystem::path& cache_dir, std::string_view base,
                                                     uint64_t key, const ir::DimBinding& binding,
@@ -201,7 +210,8 @@ class ModelCompilePipeline {
                                                                       std::string_view base, uint64_t key,
                                                                       const ir::DimBinding& binding,
                                                                       const HirBuildFn& build_hir,
-                                                                      const compile::CompileOptions& options);
+                                                                      const compile::CompileOptions& options,
+                                                                      const VariantPrepareFn& prepare = {});
   /// Directory and base name used for CompilationMode::kAot components.
   void set_aot_cache(std::filesystem::path dir, std::string base);
 
@@ -237,7 +247,9 @@ class ModelCompilePipeline {
                                                        uint64_t options_hash);
   Expected<std::shared_ptr<const CompiledVariant>> insert_locked(uint64_t key, const SpecializedModel& s,
                                                                  CompiledGraph graph,
-                                                                 const compile::CompileOptions& options);
+                                                                 const compile::CompileOptions& options,
+                                                                 const VariantPrepareFn& prepare, bool from_aot,
+                                                                 double compile_ms);
   Expected<ir::HirModule> build_hir_locked(const HirBuildFn& build_hir);
   std::string backend_name() const;
 

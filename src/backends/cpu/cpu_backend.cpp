@@ -38,6 +38,15 @@ struct PackSite {
   int64_t offset = 0;  // byte offset of the operand in the param
 };
 
+// A handle's host memory, shared by the executables of one model (share_handle).
+class HostHandle final : public HandleStorage {
+ public:
+  explicit HostHandle(size_t bytes) : buf(bytes, 64) {}
+  int64_t bytes() const override { return static_cast<int64_t>(buf.size()); }
+  std::string where() const override { return "cpu"; }
+  AlignedBuffer buf;
+};
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable() = default;
@@ -56,9 +65,9 @@ class CpuExecutable final : public Executable {
     return params_[index] ? params_[index]->data() : nullptr;
   }
   Status write_handle(size_t index, const void* data, int64_t bytes) override;
-  const void* handle_data(size_t index) const override { return handles_[index]->data(); }
-  std::shared_ptr<AlignedBuffer> handle_buffer(size_t index) override { return handles_[index]; }
-  Status share_handle(size_t index, std::shared_ptr<AlignedBuffer> buffer) override;
+  const void* handle_data(size_t index) const override { return handles_[index]->buf.data(); }
+  std::shared_ptr<HandleStorage> handle_storage(size_t index) override { return handles_[index]; }
+  Status share_handle(size_t index, std::shared_ptr<HandleStorage> storage) override;
   Status run(std::span<const void* const> inputs) override;
   const uint8_t* arena_ptr() const override { return arena_.data(); }
   std::span<const OutputSlot> output_slots() const override { return out_slots_; }
@@ -86,7 +95,7 @@ class CpuExecutable final : public Executable {
   std::vector<bool> param_set_;
   std::vector<bool> param_shared_;  // true: params_[i] is a caller's buffer, never written
   size_t n_params_unset_ = 0;
-  std::vector<std::shared_ptr<AlignedBuffer>> handles_;  // may be shared with other executables
+  std::vector<std::shared_ptr<HostHandle>> handles_;  // may be shared with other executables
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants_;
   std::vector<int64_t> input_offsets_, input_bytes_;
   std::vector<OutputSlot> out_slots_;
@@ -123,7 +132,7 @@ uint8_t* CpuExecutable::base(StorageKind k, int32_t index) const {
       const auto& p = params_[static_cast<size_t>(index)];
       return p ? p->data() : nullptr;
     }
-    case StorageKind::kHandle: return handles_[static_cast<size_t>(index)]->data();
+    case StorageKind::kHandle: return handles_[static_cast<size_t>(index)]->buf.data();
     case StorageKind::kConstant:
       return const_cast<uint8_t*>(constants_[static_cast<size_t>(index)]->data());
     case StorageKind::kScratch: return const_cast<uint8_t*>(scratch_.data());
@@ -190,7 +199,7 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
   n_params_unset_ = m.params.size();
   for (size_t i = 0; i < m.handles.size(); ++i) {
     handle_idx[static_cast<size_t>(m.handles[i].value)] = static_cast<int32_t>(i);
-    handles_.push_back(std::make_shared<AlignedBuffer>(static_cast<size_t>(std::max<int64_t>(m.handles[i].bytes, 1))));
+    handles_.push_back(std::make_shared<HostHandle>(static_cast<size_t>(std::max<int64_t>(m.handles[i].bytes, 1))));
   }
   for (ValueId v = 0; v < g.size(); ++v) {
     const ir::Node& n = g.node(v);
@@ -366,15 +375,20 @@ Status CpuExecutable::set_param_shared(size_t index, std::shared_ptr<const Align
 Status CpuExecutable::write_handle(size_t index, const void* data, int64_t bytes) {
   const ir::ManifestEntry& e = manifest_->handles[index];
   if (bytes != e.bytes) return Error::internal("handle '{}': {} bytes for {}", e.name, bytes, e.bytes);
-  std::memcpy(handles_[index]->data(), data, static_cast<size_t>(bytes));
+  std::memcpy(handles_[index]->buf.data(), data, static_cast<size_t>(bytes));
   return {};
 }
 
-Status CpuExecutable::share_handle(size_t index, std::shared_ptr<AlignedBuffer> buffer) {
+Status CpuExecutable::share_handle(size_t index, std::shared_ptr<HandleStorage> storage) {
   const ir::ManifestEntry& e = manifest_->handles[index];
-  if (!buffer || static_cast<int64_t>(buffer->size()) != std::max<int64_t>(e.bytes, 1))
-    return Error::invalid_argument("handle '{}': a shared buffer must hold exactly {} bytes", e.name, e.bytes);
-  handles_[index] = std::move(buffer);
+  auto host = std::dynamic_pointer_cast<HostHandle>(storage);
+  if (!host)
+    return Error::invalid_argument("handle '{}': storage from {} cannot be bound by the cpu backend", e.name,
+                                   storage ? storage->where() : std::string("nowhere"));
+  if (host->bytes() != std::max<int64_t>(e.bytes, 1))
+    return Error::invalid_argument("handle '{}': a shared buffer must hold exactly {} bytes, not {}", e.name, e.bytes,
+                                   host->bytes());
+  handles_[index] = std::move(host);
   resolve();
   return {};
 }
@@ -451,8 +465,8 @@ Expected<std::unique_ptr<Executable>> CpuExecutable::clone() const {
   c->param_shared_ = param_shared_;
   c->n_params_unset_ = n_params_unset_;
   for (const auto& h : handles_) {
-    auto copy = std::make_shared<AlignedBuffer>(h->size(), 64);
-    std::memcpy(copy->data(), h->data(), h->size());
+    auto copy = std::make_shared<HostHandle>(h->buf.size());
+    std::memcpy(copy->buf.data(), h->buf.data(), h->buf.size());
     c->handles_.push_back(std::move(copy));
   }
   c->constants_ = constants_;

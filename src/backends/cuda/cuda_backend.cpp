@@ -78,6 +78,16 @@ void decide_split(Shared& sh) {
   }
 }
 
+// A handle's device memory, shared by the executables of one model (share_handle).
+class DeviceHandle final : public HandleStorage {
+ public:
+  DeviceHandle(DeviceBuffer b, int ordinal) : buf(std::move(b)), ordinal(ordinal) {}
+  int64_t bytes() const override { return buf.size(); }
+  std::string where() const override { return fmt::format("cuda:{}", ordinal); }
+  DeviceBuffer buf;
+  int ordinal = 0;
+};
+
 class CudaExecutable final : public Executable {
  public:
   ~CudaExecutable() override { report_profile(); }
@@ -88,6 +98,9 @@ class CudaExecutable final : public Executable {
   bool param_is_set(size_t index) const override { return params_[index] != nullptr; }
   Status write_handle(size_t index, const void* data, int64_t bytes) override;
   const void* handle_data(size_t index) const override;
+  std::shared_ptr<HandleStorage> handle_storage(size_t index) override { return handles_[index]; }
+  Status share_handle(size_t index, std::shared_ptr<HandleStorage> storage) override;
+  TransferStats transfer_stats() const override { return xfer_; }
   Status run(std::span<const void* const> inputs) override;
   Status commit_no_wait(std::span<const void* const> inputs) override;
   Status sync_pending() override;
@@ -114,8 +127,9 @@ class CudaExecutable final : public Executable {
   std::shared_ptr<const Shared> shared_;
   std::vector<Step> steps_;
   std::vector<std::shared_ptr<DeviceBuffer>> params_;
-  std::vector<DeviceBuffer> handles_;
+  std::vector<std::shared_ptr<DeviceHandle>> handles_;  // may be shared with other executables
   mutable std::vector<std::vector<uint8_t>> handle_host_;
+  mutable TransferStats xfer_;  // host <-> device bytes (transfer_stats)
   DeviceBuffer arena_, scratch_, zeroed_, workspace_, err_;
   PinnedBuffer staging_, host_out_, err_host_;
   StreamPtr stream_;
@@ -154,7 +168,7 @@ uint8_t* CudaExecutable::base(StorageKind k, int32_t index) const {
       const auto& p = params_[static_cast<size_t>(index)];
       return p ? p->data() : nullptr;
     }
-    case StorageKind::kHandle: return handles_[static_cast<size_t>(index)].data();
+    case StorageKind::kHandle: return handles_[static_cast<size_t>(index)]->buf.data();
     case StorageKind::kConstant: return shared_->constants[static_cast<size_t>(index)]->data();
     case StorageKind::kNone: return nullptr;
   }
@@ -363,7 +377,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   for (const ir::ManifestEntry& e : m.handles) {
     ASSIGN_OR_RETURN(DeviceBuffer h, DeviceBuffer::create(std::max<int64_t>(e.bytes, 8), where("handle")));
     RLX_CUDA_TRY(cudaMemset(h.data(), 0, static_cast<size_t>(std::max<int64_t>(e.bytes, 8))), "handle '" + e.name + "'");
-    handles_.push_back(std::move(h));
+    handles_.push_back(std::make_shared<DeviceHandle>(std::move(h), shared_->ordinal));
   }
   handle_host_.resize(m.handles.size());
   resolve();
@@ -403,6 +417,7 @@ Status CudaExecutable::set_param(size_t index, const void* data, int64_t bytes, 
     convert_from_f32(want, f.data(), conv.data(), n);
     RLX_CUDA_TRY(cudaMemcpy(buf->data(), conv.data(), conv.size(), cudaMemcpyHostToDevice), what);
   }
+  xfer_.host_to_device += e.bytes;
   resolve();
   return {};
 }
@@ -412,8 +427,24 @@ Status CudaExecutable::write_handle(size_t index, const void* data, int64_t byte
   if (bytes != e.bytes) return Error::internal("handle '{}': {} bytes for {}", e.name, bytes, e.bytes);
   RLX_CUDA_TRY(cudaSetDevice(shared_->ordinal), "handle '" + e.name + "'");
   TRY(sync_pending());
-  RLX_CUDA_TRY(cudaMemcpy(handles_[index].data(), data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
+  RLX_CUDA_TRY(cudaMemcpy(handles_[index]->buf.data(), data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
                "handle '" + e.name + "'");
+  xfer_.host_to_device += bytes;
+  return {};
+}
+
+Status CudaExecutable::share_handle(size_t index, std::shared_ptr<HandleStorage> storage) {
+  const ir::ManifestEntry& e = shared_->manifest.handles[index];
+  auto dev = std::dynamic_pointer_cast<DeviceHandle>(storage);
+  if (!dev || dev->ordinal != shared_->ordinal)
+    return Error::invalid_argument("handle '{}': storage from {} cannot be bound on cuda:{}", e.name,
+                                   storage ? storage->where() : std::string("nowhere"), shared_->ordinal);
+  if (dev->bytes() != std::max<int64_t>(e.bytes, 8))
+    return Error::invalid_argument("handle '{}': a shared buffer must hold exactly {} bytes, not {}", e.name,
+                                   std::max<int64_t>(e.bytes, 8), dev->bytes());
+  TRY(sync_pending());
+  handles_[index] = std::move(dev);
+  resolve();  // (drops captured graphs: they baked the old pointer in)
   return {};
 }
 
@@ -423,27 +454,34 @@ const void* CudaExecutable::handle_data(size_t index) const {
   host.resize(static_cast<size_t>(e.bytes));
   // Interface without an error channel: on failure the copy is left zeroed.
   if (cudaSetDevice(shared_->ordinal) != cudaSuccess || cudaStreamSynchronize(stream_.get()) != cudaSuccess ||
-      cudaMemcpy(host.data(), handles_[index].data(), host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+      cudaMemcpy(host.data(), handles_[index]->buf.data(), host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
     std::fill(host.begin(), host.end(), uint8_t{0});
+  xfer_.device_to_host += static_cast<int64_t>(host.size());
   return host.data();
 }
 
 Status CudaExecutable::copy_inputs(cudaStream_t st) {
   const Shared& sh = *shared_;
-  for (size_t i = 0; i < sh.input_offsets.size(); ++i)
+  for (size_t i = 0; i < sh.input_offsets.size(); ++i) {
     RLX_CUDA_TRY(cudaMemcpyAsync(arena_.data() + sh.input_offsets[i], staging_.data() + sh.input_staging[i],
                                  static_cast<size_t>(sh.input_bytes[i]), cudaMemcpyHostToDevice, st),
                  "input '" + sh.manifest.inputs[i].name + "'");
+    xfer_.host_to_device += sh.input_bytes[i];
+  }
+  ++xfer_.runs;
   return {};
 }
 
 Status CudaExecutable::copy_outputs(cudaStream_t st) {
   const Shared& sh = *shared_;
-  for (const StagedOutput& o : sh.outputs)
+  for (const StagedOutput& o : sh.outputs) {
     RLX_CUDA_TRY(cudaMemcpyAsync(host_out_.data() + o.host_offset, base(o.src.kind, o.src.index) + o.src.offset,
                                  static_cast<size_t>(o.src.bytes), cudaMemcpyDeviceToHost, st),
                  where("output copy"));
+    xfer_.device_to_host += o.src.bytes;
+  }
   RLX_CUDA_TRY(cudaMemcpyAsync(err_host_.data(), err_.data(), sizeof(int), cudaMemcpyDeviceToHost, st), where("run"));
+  xfer_.device_to_host += static_cast<int64_t>(sizeof(int));
   return {};
 }
 
@@ -599,10 +637,10 @@ Expected<std::unique_ptr<Executable>> CudaExecutable::clone() const {
   TRY(c->allocate());
   RLX_CUDA_TRY(cudaStreamSynchronize(stream_.get()), where("clone"));
   for (size_t i = 0; i < handles_.size(); ++i) {
-    ASSIGN_OR_RETURN(DeviceBuffer h, DeviceBuffer::create(handles_[i].size(), where("handle")));
-    RLX_CUDA_TRY(cudaMemcpy(h.data(), handles_[i].data(), static_cast<size_t>(h.size()), cudaMemcpyDeviceToDevice),
+    ASSIGN_OR_RETURN(DeviceBuffer h, DeviceBuffer::create(handles_[i]->buf.size(), where("handle")));
+    RLX_CUDA_TRY(cudaMemcpy(h.data(), handles_[i]->buf.data(), static_cast<size_t>(h.size()), cudaMemcpyDeviceToDevice),
                  where("clone"));
-    c->handles_.push_back(std::move(h));
+    c->handles_.push_back(std::make_shared<DeviceHandle>(std::move(h), shared_->ordinal));
   }
   c->handle_host_.resize(handles_.size());
   c->resolve();
