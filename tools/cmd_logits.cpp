@@ -15,6 +15,7 @@ namespace {
 struct LogitsArgs {
   std::string model, tokens, mode = "batch", kv = "f32", device = "cpu", out;
   int threads = 0;
+  bool no_cache = false;
 };
 
 Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
@@ -45,6 +46,7 @@ int run_logits(const LogitsArgs& a) {
   lo.threads = a.threads;
   lo.kv_dtype = a.kv == "f16" ? ir::DType::F16 : ir::DType::F32;
   lo.ctx = std::max<int64_t>(64, static_cast<int64_t>(ids->size()) + 32);
+  lo.compile_cache = !a.no_cache;
   auto model = models::LanguageModel::load(a.model, lo);
   if (!model) return report(model.error());
   const int64_t n_vocab = (*model)->config().n_vocab;
@@ -85,6 +87,7 @@ void add_logits_command(CLI::App& app, Runner* run) {
   cmd->add_option("--kv", a->kv, "KV cache dtype: f32 | f16")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--device", a->device, "cpu | cuda[:N]");
   cmd->add_option("--threads", a->threads, "CPU threads")->check(kThreadCount);
+  cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->add_option("--out", a->out, "output file (float32 little-endian [n_tokens, n_vocab])")->required();
   cmd->callback([run, a] { *run = [a] { return run_logits(*a); }; });
 }

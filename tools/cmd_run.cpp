@@ -28,7 +28,7 @@ struct RunArgs {
   int64_t seq = 16, ctx = 512;
   int threads = 0;
   int32_t n = 32;
-  bool demo = false, chat = false, prompt_given = false;
+  bool demo = false, chat = false, prompt_given = false, no_cache = false;
   std::string chat_template, system;
   models::SamplingOptions sampling;
 };
@@ -164,6 +164,7 @@ int run_model(const RunArgs& a) {
   lo.ctx = a.ctx;
   lo.threads = a.threads;
   lo.batch = static_cast<int64_t>(a.prompts.size());
+  lo.compile_cache = !a.no_cache;
   if (a.chat && lo.batch > 1) return report(Error::invalid_argument("--chat takes one -p prompt, got {}", lo.batch));
   int last_pct = -1;
   if (stderr_is_terminal()) {
@@ -220,9 +221,13 @@ int run_model(const RunArgs& a) {
   std::fputc('\n', stdout);
   std::fflush(stdout);  // the timing line goes to stderr after the text
   if (!r) return report(r.error());
-  std::fprintf(stderr, "rlx: load %.1f ms | prefill %zu tokens %.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms (%.1f tok/s)\n",
-               load_ms, r->prompt_tokens.size(), r->prefill_ms, r->prefill_tokens_per_s(), r->tokens.size(),
-               r->decode_ms, r->decode_tokens_per_s());
+  const models::CompileStats& cs = (*model)->compile_stats();
+  std::fprintf(stderr,
+               "rlx: load %.1f ms | compile %.1f ms (%lld executables, %lld from the AOT cache%s) | prefill %zu tokens "
+               "%.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms (%.1f tok/s)\n",
+               load_ms, r->compile_ms, static_cast<long long>(cs.executables), static_cast<long long>(cs.aot_loads),
+               a.no_cache ? ", cache off" : "", r->prompt_tokens.size(), r->prefill_ms, r->prefill_tokens_per_s(),
+               r->tokens.size(), r->decode_ms, r->decode_tokens_per_s());
   return 0;
 }
 
@@ -249,6 +254,7 @@ void add_run_command(CLI::App& app, Runner* run) {
   cmd->add_option("--device", a->device, "cpu | cuda[:N]");
   cmd->add_option("--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(kThreadCount);
   cmd->add_flag("--demo", a->demo, "compile and run one transformer block and print the compile report");
+  cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->add_option("--seq", a->seq, "rows for --demo")->check(kTokenCount);
   cmd->callback([run, a, prompt] {
     a->prompt_given = prompt->count() > 0;

@@ -88,6 +88,12 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
   };
   std::vector<float> logits;
   int32_t picked = 0;
+  const double compiled_before = model.compile_stats().compile_ms;
+  TRY(model.prepare_generation(static_cast<int64_t>(prompt_tokens.size()),
+                               !on_device ? LanguageModel::Output::kLogits
+                               : greedy   ? LanguageModel::Output::kGreedy
+                                          : LanguageModel::Output::kSampled));
+  r.compile_ms = model.compile_stats().compile_ms - compiled_before;
   auto t0 = std::chrono::steady_clock::now();
   if (on_device) {
     ASSIGN_OR_RETURN(picked, pick(prompt_tokens));

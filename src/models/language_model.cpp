@@ -1,5 +1,6 @@
-// LanguageModel: loads a GGUF decoder, compiles prefill/decode variants on demand,
-// keeps the KV cache in the handles of the executable that ran last.
+// LanguageModel: a decoder family template driven through ModelCompilePipeline (one
+// template per phase and output kind, specialized per prefill bucket, AOT disk cache),
+// with the weights and the KV cache held once and bound into every executable.
 #include "rlx/models/language_model.h"
 
 #include <algorithm>
@@ -7,17 +8,44 @@
 #include <cmath>
 #include <filesystem>
 
-#include "rlx/compile/profile.h"
+#include "rlx/base/env.h"
+#include "rlx/base/hash.h"
 #include "rlx/base/log.h"
+#include "rlx/compile/profile.h"
 #include "rlx/formats/gguf.h"
 
 namespace rlx::models {
+namespace {
 
-struct LanguageModel::Variant {
-  int64_t rows = 0;  // compiled SEQ
-  bool all_rows = false;
-  std::unique_ptr<CompiledGraph> graph;
-};
+namespace fs = std::filesystem;
+
+// The identity of a model's files for cache keys: canonical path, size and write time of
+// the file (or of every file directly in an HF folder).
+uint64_t model_identity(const std::string& path) {
+  StableHasher h;
+  h.str("rlx.model_identity.v1");
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(path, ec);
+  h.str(ec ? path : p.string());
+  auto add = [&](const fs::path& f) {
+    std::error_code e;
+    h.str(f.filename().string());
+    h.u64(static_cast<uint64_t>(fs::file_size(f, e)));
+    h.i64(static_cast<int64_t>(fs::last_write_time(f, e).time_since_epoch().count()));
+  };
+  if (fs::is_directory(path, ec)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) add(f);
+  } else {
+    add(path);
+  }
+  return h.digest();
+}
+
+}  // namespace
 
 LanguageModel::~LanguageModel() = default;
 
@@ -32,7 +60,6 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   m->options_ = options;
   m->source_ = path;
   m->n_past_.assign(static_cast<size_t>(options.batch), 0);
-  namespace fs = std::filesystem;
   if (fs::is_directory(path)) {
     ASSIGN_OR_RETURN(m->config_, config_from_hf((fs::path(path) / "config.json").string()));
     ASSIGN_OR_RETURN(m->weights_, SafetensorsWeightSource::open(path, m->config_));
@@ -57,28 +84,53 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   for (const std::string& name : m->unused_)
     RLX_LOG_WARN("{}: tensor '{}' is not used by the {} model (ignored; the file may hold a feature RLX does not run)",
                  path, name, arch_name(m->config_.arch));
+  m->model_id_ = model_identity(path);
   BackendOptions backend;
   backend.threads = options.threads;
   ASSIGN_OR_RETURN(Session session, Session::create(options.device, backend));
-  m->session_ = std::make_unique<Session>(std::move(session));
+  // Room for every bucket and output kind a model uses, so that nothing is evicted in
+  // steady state (an eviction costs a recompile; weights and cache live in the model).
+  m->pipeline_ = std::make_unique<ModelCompilePipeline>(std::move(session), 64);
   return m;
 }
 
 void LanguageModel::reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
 
-Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick) {
-  const VariantKey key{rows, all_rows, pick.greedy, pick.sample.has_value()};
-  auto it = variants_.find(key);
-  if (it != variants_.end()) return it->second.get();
+Status LanguageModel::prepare(CompiledGraph& graph) {
+  // Weights stay where the source keeps them (the file mapping): the store holds views
+  // and every executable binds them in place, so none copies a weight.
+  if (!params_) params_ = std::make_unique<ParamStore>();
+  std::vector<WeightView> views;
+  int64_t total = 0, done = 0;
+  for (const ir::ManifestEntry& e : graph.manifest().params) {
+    if (params_->find(e.name)) continue;
+    ASSIGN_OR_RETURN(WeightView w, weights_->take(e.name));
+    total += static_cast<int64_t>(w.bytes.size());
+    views.push_back(std::move(w));
+  }
+  for (const WeightView& w : views) {
+    auto view = std::make_shared<const AlignedBuffer>(
+        w.file_mapped ? AlignedBuffer::file_view(w.bytes.data(), w.bytes.size(), w.owner)
+                      : AlignedBuffer::view(w.bytes.data(), w.bytes.size(), w.owner));
+    if (Status s = params_->add_shared(w.name, SharedParam{w.dtype, w.shape, std::move(view)}); !s.ok())
+      return s.error().with_context(fmt::format("{}: loading '{}'", source_, w.name));
+    done += static_cast<int64_t>(w.bytes.size());
+    if (options_.on_weight_progress) options_.on_weight_progress(done, total);
+  }
+  if (auto bound = params_->bind(graph); !bound) return bound.error().with_context(source_);
+  // The KV cache: the first executable's storage (allocated by the backend, on the
+  // device) is the model's; every later executable binds it.
+  if (!shared_state_) return {};
+  if (state_.empty()) {
+    state_ = graph.handle_storage();
+    if (state_.empty() && !graph.manifest().handles.empty()) shared_state_ = false;
+    return {};
+  }
+  for (const auto& [name, storage] : state_) TRY(graph.bind_handle_storage(name, storage));
+  return {};
+}
 
-  DecoderOptions d;
-  d.seq = ir::Dim::symbol(ir::SEQ);
-  d.ctx = options_.ctx;
-  d.kv_dtype = options_.kv_dtype;
-  d.last_row_logits = !all_rows;
-  d.greedy_token = pick.greedy;
-  d.sample_token = pick.sample.has_value();
-  d.batch = options_.batch;
+Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick) {
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
   if (profile_name.empty()) {
@@ -90,57 +142,80 @@ Expected<LanguageModel::Variant*> LanguageModel::variant(int64_t rows, bool all_
   auto profile = compile::CompileProfile::preset(profile_name);
   if (!profile) profile = compile::CompileProfile::load(profile_name);
   if (!profile) return profile.error().with_context("compile profile");
+  DecoderOptions d;
+  d.seq = ir::Dim::symbol(ir::SEQ);
+  d.ctx = options_.ctx;
+  d.kv_dtype = options_.kv_dtype;
+  d.last_row_logits = !all_rows;
+  d.greedy_token = pick.greedy;
+  d.sample_token = pick.sample.has_value();
+  d.batch = options_.batch;
   d.policy = profile->fusion.policy;
-  ASSIGN_OR_RETURN(BuiltModel built, build_decoder(config_, *weights_, d));
-  compile::CompileOptions co = profile->to_compile_options(session_->backend()->name());
-  co.binding.set(ir::SEQ, rows);
-  ASSIGN_OR_RETURN(CompiledGraph graph, session_->compile_hir_with(built.hir, co));
-  // Weights stay where the source keeps them (the file mapping): the store holds views
-  // and every variant binds them in place, so no executable copies a weight.
-  if (!params_) {
-    auto store = std::make_unique<ParamStore>();
-    int64_t total = 0, done = 0;
-    std::vector<WeightView> views;
-    views.reserve(built.param_names.size());
-    for (const std::string& name : built.param_names) {
-      ASSIGN_OR_RETURN(WeightView w, weights_->take(name));
-      total += static_cast<int64_t>(w.bytes.size());
-      views.push_back(std::move(w));
-    }
-    for (const WeightView& w : views) {
-      auto view = std::make_shared<const AlignedBuffer>(
-          w.file_mapped ? AlignedBuffer::file_view(w.bytes.data(), w.bytes.size(), w.owner)
-                        : AlignedBuffer::view(w.bytes.data(), w.bytes.size(), w.owner));
-      if (Status s = store->add_shared(w.name, SharedParam{w.dtype, w.shape, std::move(view)}); !s.ok())
-        return s.error().with_context(fmt::format("{}: loading '{}'", source_, w.name));
-      done += static_cast<int64_t>(w.bytes.size());
-      if (options_.on_weight_progress) options_.on_weight_progress(done, total);
-    }
-    params_ = std::move(store);
+  const compile::CompileOptions co = profile->to_compile_options(pipeline_->session().backend()->name());
+  // One key per (model file, profile, output kind, bucket); the graph itself is part of
+  // the pipeline's template and AOT keys.
+  StableHasher h;
+  h.str("rlx.language_model.variant.v1");
+  h.u64(model_id_);
+  h.str(profile_name);
+  h.u64(all_rows);
+  h.u64(pick.greedy);
+  h.u64(pick.sample.has_value());
+  h.i64(rows);
+  const uint64_t key = h.digest();
+  const ir::DimBinding binding{{ir::SEQ, rows}};
+  const HirBuildFn build = [&]() -> Expected<ir::HirModule> {
+    ASSIGN_OR_RETURN(BuiltModel built, build_decoder(config_, *weights_, d));
+    return std::move(built.hir);
+  };
+  const VariantPrepareFn prep = [this](CompiledGraph& g) { return prepare(g); };
+  const int64_t compiles_before = pipeline_->stats().backend_compiles;
+  Expected<Variant> v = Error::internal("not compiled");
+  if (options_.compile_cache) {
+    const std::string dir = !options_.cache_dir.empty() ? options_.cache_dir : env_config().cache_dir;
+    v = pipeline_->get_or_compile_aot(fs::path(dir) / "aot", fmt::format("lm-{:016x}", model_id_), key, binding, build,
+                                      co, prep);
+  } else {
+    v = pipeline_->get_or_compile(key, binding, build, co, prep);
   }
-  if (auto bound = params_->bind(graph); !bound) return bound.error().with_context(source_);
-  // One KV cache for all variants: a new executable adopts the first one's handles, so
-  // moving from prefill to decode copies nothing (backends without host handles copy).
-  if (!variants_.empty() && shared_cache_) {
-    auto shared = graph.share_handles_with(*variants_.begin()->second->graph);
-    if (!shared) {
-      if (shared.error().code() != ErrorCode::kUnsupported) return shared.error().with_context(source_);
-      shared_cache_ = false;
-    }
+  if (!v) return v.error().with_context(source_);
+  if (pipeline_->stats().backend_compiles != compiles_before) {  // made now, not a hit
+    const PipelineStats st = pipeline_->stats();
+    ++compile_stats_.executables;
+    compile_stats_.templates = st.template_builds;
+    compile_stats_.aot_loads = st.aot_loads;
+    compile_stats_.compile_ms += (*v)->compile_ms;
   }
-  auto v = std::make_unique<Variant>();
-  v->rows = rows;
-  v->all_rows = all_rows;
-  v->graph = std::make_unique<CompiledGraph>(std::move(graph));
-  Variant* raw = v.get();
-  variants_[key] = std::move(v);
-  return raw;
+  return v;
 }
 
-Status LanguageModel::move_cache_to(Variant* next) {
-  if (cache_owner_ == next) return {};
+int64_t LanguageModel::bucket_rows(int64_t n) const {
+  if (n <= 1) return 1;
+  int64_t rows = std::max<int64_t>(options_.min_bucket, 1);
+  while (rows < n) rows *= 2;
+  return rows;
+}
+
+Status LanguageModel::prepare_generation(int64_t prompt_tokens, Output output) {
+  if (prompt_tokens < 1) return Error::invalid_argument("prepare_generation: a prompt has at least one token");
+  Pick pick;
+  pick.greedy = output == Output::kGreedy;
+  if (output == Output::kSampled) pick.sample = TokenFilter{};
+  const int64_t chunk = std::min(options_.ctx, options_.max_chunk);
+  const int64_t last = prompt_tokens - (prompt_tokens - 1) / chunk * chunk;
+  if (prompt_tokens > chunk) TRY(variant(bucket_rows(chunk), false, Pick{}));  // the earlier chunks
+  TRY(variant(bucket_rows(last), false, pick));
+  TRY(variant(1, false, pick));
+  return {};
+}
+
+Status LanguageModel::move_cache_to(const Variant& next) {
+  if (shared_state_ || cache_owner_ == next) {
+    cache_owner_ = next;
+    return {};
+  }
   const bool any_cached = std::any_of(n_past_.begin(), n_past_.end(), [](int64_t n) { return n > 0; });
-  if (cache_owner_ != nullptr && any_cached && !shared_cache_) {
+  if (cache_owner_ && any_cached) {
     for (const auto& h : cache_owner_->graph->manifest().handles) {
       ASSIGN_OR_RETURN(Tensor t, cache_owner_->graph->read_handle(h.name));
       TRY(next->graph->bind_handle(h.name, t.view()));
@@ -152,12 +227,8 @@ Status LanguageModel::move_cache_to(Variant* next) {
 
 Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool all_rows, const Pick& pick) {
   const auto n = static_cast<int64_t>(tokens.size());
-  int64_t rows = 1;
-  if (n > 1) {
-    rows = std::max<int64_t>(options_.min_bucket, 1);
-    while (rows < n) rows *= 2;
-  }
-  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows, pick));
+  const int64_t rows = bucket_rows(n);
+  ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick));
   TRY(move_cache_to(v));
 
   std::vector<int32_t> tok(static_cast<size_t>(rows), 0), pos(static_cast<size_t>(rows));
@@ -296,7 +367,7 @@ Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span
             "run the longer inputs in a separate call",
             b, n_past_[static_cast<size_t>(b)], rows, ctx);
   }
-  ASSIGN_OR_RETURN(Variant * v, variant(rows, all_rows, Pick{}));
+  ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, Pick{}));
   TRY(move_cache_to(v));
   const size_t total = static_cast<size_t>(batch * rows);
   std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(batch));

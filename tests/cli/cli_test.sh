@@ -7,6 +7,7 @@ set -u
 rlx=${1:?usage: cli_test.sh PATH_TO_RLX}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+export RLX_CACHE_DIR=$work/cache  # compile caches and the demo model stay in this run's folder
 failures=0
 cases=0
 

@@ -381,6 +381,47 @@ std::string write_synth_model(const char* type, const char* tag) {
   return path;
 }
 
+// The KV cache stays on the device: the prefill and decode executables bind one device
+// storage, so a step moves only its inputs in and its outputs out (counted by the
+// executable), never the cache, also when the model switches between the two.
+TEST(CudaDecode, KvCacheStaysOnTheDeviceAcrossVariants) {
+  REQUIRE_CUDA();
+  const std::string path = write_synth_model("f32", "state");
+  models::LoadOptions lo;
+  lo.device = Device::cuda();
+  lo.ctx = 64;
+  lo.compile_cache = false;
+  auto m = models::LanguageModel::load(path, lo);
+  ASSERT_TRUE(m) << m.error().to_string();
+  const int64_t vocab = (*m)->config().n_vocab;
+  const models::ModelConfig& c = (*m)->config();
+  const int64_t kv_bytes = 2 * c.n_layer * lo.ctx * c.n_head_kv * c.head_dim * 4;
+  std::vector<int32_t> prompt = {1, 5, 9, 13, 17};
+  ASSERT_TRUE((*m)->forward(prompt, false));
+  CompiledGraph* prefill = (*m)->last_executable();
+  const int32_t next = 3;
+  ASSERT_TRUE((*m)->forward(std::span<const int32_t>(&next, 1), false));  // first decode step (compiles)
+  CompiledGraph* decode = (*m)->last_executable();
+  ASSERT_NE(prefill, decode);
+  for (int round = 0; round < 2; ++round) {
+    const TransferStats d0 = decode->transfer_stats();
+    ASSERT_TRUE((*m)->forward(std::span<const int32_t>(&next, 1), false));
+    const TransferStats d1 = decode->transfer_stats();
+    EXPECT_EQ(d1.runs - d0.runs, 1);
+    EXPECT_LE(d1.host_to_device - d0.host_to_device, 64) << "a decode step moved more than its token and position";
+    EXPECT_LE(d1.device_to_host - d0.device_to_host, vocab * 4 + 64) << "more than the logits came back";
+    const TransferStats p0 = prefill->transfer_stats();
+    ASSERT_TRUE((*m)->forward(prompt, false));  // back to the prefill executable, and on
+    const TransferStats p1 = prefill->transfer_stats();
+    EXPECT_LT(p1.host_to_device - p0.host_to_device, kv_bytes / 8) << "the KV cache went through the host";
+    EXPECT_LT(p1.device_to_host - p0.device_to_host, kv_bytes / 8) << "the KV cache went through the host";
+  }
+  auto a = prefill->handle_storage(), b = decode->handle_storage();
+  ASSERT_FALSE(a.empty());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].second.get(), b[i].second.get()) << a[i].first;
+  std::filesystem::remove(path);
+}
+
 TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
   REQUIRE_CUDA();
   for (const char* type : {"f32", "f16", "q8_0", "q4_k_m"}) {

@@ -25,6 +25,7 @@ struct GenerateResult {
   std::vector<int32_t> tokens;  ///< generated
   std::string text;             ///< generated text
   double prefill_ms = 0, decode_ms = 0;
+  double compile_ms = 0;  ///< compiling (or loading) the executables first, outside prefill_ms
   double prefill_tokens_per_s() const { return prefill_ms > 0 ? prompt_tokens.size() * 1000.0 / prefill_ms : 0; }
   double decode_tokens_per_s() const {
     return decode_ms > 0 && tokens.size() > 1 ? (tokens.size() - 1) * 1000.0 / decode_ms : 0;

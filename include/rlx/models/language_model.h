@@ -1,8 +1,12 @@
-// LanguageModel: a decoder-only model loaded from a GGUF file and compiled for a
-// device, with a persistent KV cache. Prefill runs through executables compiled
-// per sequence bucket (padded rows masked by set_active_extent); decode runs a
-// one-row executable. Weights stay as the file stores them (packed blocks packed) and
-// where it stores them: the executables read the memory-mapped file in place.
+// LanguageModel: a decoder-only model loaded from a GGUF file (or HF folder) and run on
+// a device with a persistent KV cache. A thin driver over ModelCompilePipeline: the
+// decoder's HIR is a template per phase and output kind (prefill / decode; logits, the
+// greedy token, a sampled token), lowered and optimized once and specialized per
+// sequence bucket (padded rows masked by set_active_extent); specialized modules go to
+// the AOT disk cache, so a second process start skips lowering and planning. The
+// weights (views of the file mapping: packed blocks stay packed) and the KV cache (the
+// backend's storage, on the device) are held once by the model and bound into every
+// executable, so moving between prefill and decode copies nothing.
 #pragma once
 
 #include <functional>
@@ -40,6 +44,21 @@ struct LoadOptions {
   std::string prefill_profile, decode_profile;
   /// Called while weights are bound to a new executable: (bytes done, bytes total).
   std::function<void(int64_t, int64_t)> on_weight_progress;
+  /// Keep specialized modules in the AOT disk cache under `cache_dir` (empty: the
+  /// RLX_CACHE_DIR / user cache folder) and load them from there on later starts. The
+  /// entry key covers the model file (path, size, time), the graph, the compile options,
+  /// the binding, device, backend and RLX version; a corrupt, stale or foreign entry is
+  /// recompiled, never trusted.
+  bool compile_cache = true;
+  std::string cache_dir;
+};
+
+/// What compiling a model's executables cost so far.
+struct CompileStats {
+  int64_t executables = 0;  ///< backend compiles (variants made)
+  int64_t templates = 0;    ///< lowerings + pass pipelines run (one per phase and output kind at most)
+  int64_t aot_loads = 0;    ///< variants whose specialized module came from the disk cache
+  double compile_ms = 0;    ///< wall time of all of it (HIR, passes or cache load, planning, backend)
 };
 
 class LanguageModel {
@@ -81,42 +100,63 @@ class LanguageModel {
   Expected<std::vector<std::vector<float>>> forward_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows);
   /// Forgets the cached context of every sequence (next forward starts at position 0).
   void reset();
+  /// What the executables of a generation return.
+  enum class Output : uint8_t { kLogits, kGreedy, kSampled };
+  /// Compiles (or loads from the caches) every executable a generation from a
+  /// `prompt_tokens`-token prompt (batch 1) uses: the prefill chunks' buckets and the
+  /// decode step, with `output` for the runs that pick tokens. Afterwards generation
+  /// compiles nothing, so its timings are the model's speed.
+  Status prepare_generation(int64_t prompt_tokens, Output output);
   /// Tensors of the model file that the model does not read and that are not known to
   /// be safe to ignore (each was logged as a warning at load): usually a feature of the
   /// file that RLX does not implement.
   const std::vector<std::string>& unused_tensors() const { return unused_; }
-  /// Executables compiled so far (one per prefill bucket / decode and per output kind:
-  /// logits, greedy token, sampled token). Each stays until the model is destroyed.
-  size_t compiled_executables() const { return variants_.size(); }
+  /// Executables held by the model's pipeline (one per prefill bucket / decode and per
+  /// output kind: logits, greedy token, sampled token).
+  size_t compiled_executables() const { return pipeline_->len(); }
+  const CompileStats& compile_stats() const { return compile_stats_; }
+  /// The executable that ran last (for its transfer statistics or handle storage); null
+  /// before the first run.
+  CompiledGraph* last_executable() const { return cache_owner_ ? cache_owner_->graph.get() : nullptr; }
+  const ModelCompilePipeline& pipeline() const { return *pipeline_; }
 
  private:
   LanguageModel() = default;
-  struct Variant;
+  using Variant = std::shared_ptr<const CompiledVariant>;
   /// What a run returns: logits, or the token its executable picks (greedy or sampled).
   struct Pick {
     bool greedy = false;
     std::optional<TokenFilter> sample;
     double draw = 0.0;  ///< sample's uniform draw
   };
-  using VariantKey = std::tuple<int64_t, bool, bool, bool>;  // rows, all_rows, greedy, sampled
-  Expected<Variant*> variant(int64_t rows, bool all_rows, const Pick& pick);
+  /// Rows of the executable that runs `n` tokens (a power-of-two bucket for a prefill).
+  int64_t bucket_rows(int64_t n) const;
+  /// The executable for `rows` rows and this output kind, from the pipeline.
+  Expected<Variant> variant(int64_t rows, bool all_rows, const Pick& pick);
+  /// Binds the weights and the KV cache into an executable the pipeline just compiled.
+  Status prepare(CompiledGraph& graph);
   /// One run over at most max_chunk tokens: the executable's only output.
   Expected<Tensor> run_chunk(std::span<const int32_t> tokens, bool all_rows, const Pick& pick);
   /// forward_greedy / forward_sample: earlier chunks fill the cache, the last picks.
   Expected<int32_t> forward_pick(std::span<const int32_t> tokens, const Pick& pick);
   /// The argument checks of forward, forward_greedy and forward_sample.
   Status check_forward(std::span<const int32_t> tokens) const;
-  Status move_cache_to(Variant* next);
+  /// Without shared state (a backend that cannot share handles): copies the KV cache
+  /// from the executable that ran last into `next`.
+  Status move_cache_to(const Variant& next);
 
   LoadOptions options_;
   ModelConfig config_;
   std::string source_;
+  uint64_t model_id_ = 0;  // the model file's identity (path, size, time) in cache keys
   std::unique_ptr<WeightSource> weights_;
-  std::unique_ptr<Session> session_;
-  std::unique_ptr<ParamStore> params_;  // views of the weights (file mapping), shared by every variant
-  std::map<VariantKey, std::unique_ptr<Variant>> variants_;
-  Variant* cache_owner_ = nullptr;  // the executable whose handles hold the live KV cache
-  bool shared_cache_ = true;        // variants share one set of handles (no copies when switching)
+  std::unique_ptr<ModelCompilePipeline> pipeline_;
+  std::unique_ptr<ParamStore> params_;  // views of the weights (file mapping), bound into every variant
+  // The KV cache: the first executable's handle storage, bound into every later one.
+  std::vector<std::pair<std::string, std::shared_ptr<HandleStorage>>> state_;
+  bool shared_state_ = true;  // false: the backend cannot share handles; caches are copied
+  Variant cache_owner_;       // the executable that ran last (without shared state: holds the live cache)
+  CompileStats compile_stats_;
   std::vector<int64_t> n_past_;     // per sequence
   std::vector<std::string> unused_;  // see unused_tensors()
 };
