@@ -181,8 +181,11 @@ TEST(GgufRope, WhatCannotBeHonouredIsAnErrorNamingIt) {
   };
   auto key = [](const char* k, auto v) {
     return [k, v](GgufWriter& w) {
-      if constexpr (std::is_same_v<decltype(v), uint32_t>) EXPECT_TRUE(w.add_u32(k, v).ok());
-      else EXPECT_TRUE(w.add_string(k, v).ok());
+      if constexpr (std::is_same_v<decltype(v), uint32_t>) {
+        EXPECT_TRUE(w.add_u32(k, v).ok());
+      } else {
+        EXPECT_TRUE(w.add_string(k, v).ok());
+      }
     };
   };
   expect_error("unknown_key", key("llama.rope.dimension_sections", uint32_t{3}),

@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
-  for (const std::string& arch : {"", "llama", "qwen3", "gemma2"})
+  for (const std::string arch : {"", "llama", "qwen3", "gemma2"})
     for (const std::string& preset : synth_presets()) {
       SynthOptions o;
       o.arch = arch;
@@ -45,7 +45,9 @@ TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
     ASSERT_EQ(v.scores.size(), v.tokens.size());
     for (int32_t t : v.types) EXPECT_TRUE(t == 1 || t == 2 || t == 3 || t == 6) << t;
     for (size_t i = 1; i < v.scores.size(); ++i)
-      if (v.types[i] == 1 && v.types[i - 1] == 1) EXPECT_LT(v.scores[i], v.scores[i - 1]) << "id " << i;
+      if (v.types[i] == 1 && v.types[i - 1] == 1) {
+        EXPECT_LT(v.scores[i], v.scores[i - 1]) << "id " << i;
+      }
   }
 }
 
