@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <fstream>
@@ -271,7 +272,27 @@ Status AotCache::store(std::string_view base, uint64_t key, std::string_view dev
     std::filesystem::remove(tmp, ignored);
     return Error::io("cannot rename AOT entry to '{}': {}", path.string(), ec.message());
   }
+  prune();
   return {};
+}
+
+void AotCache::prune() const {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> entries;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    if (e.path().extension() != ".rlxaot") continue;
+    std::error_code t;
+    entries.emplace_back(fs::last_write_time(e.path(), t), e.path());
+  }
+  if (entries.size() <= kMaxEntries) return;
+  std::sort(entries.begin(), entries.end());  // oldest first
+  const size_t drop = entries.size() - kMaxEntries * 3 / 4;  // some room, so that pruning is rare
+  for (size_t i = 0; i < drop; ++i) {
+    std::error_code ignored;  // another process may have removed it already
+    fs::remove(entries[i].second, ignored);
+  }
+  RLX_LOG_DEBUG("aot cache: removed the {} oldest of {} entries in {}", drop, entries.size(), dir_.string());
 }
 
 }  // namespace rlx

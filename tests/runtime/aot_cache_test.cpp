@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -140,6 +141,30 @@ TEST_F(AotDir, EntryRoundTrip) {
   EXPECT_EQ(parse_dim_binding("")->values().size(), 0u);
   EXPECT_FALSE(parse_dim_binding("SEQ").has_value());
   EXPECT_FALSE(parse_dim_binding("SEQ=-1").has_value());
+}
+
+// The folder stays bounded: past kMaxEntries entries a store removes the oldest ones
+// (entries of earlier builds are never read again), keeping the newest.
+TEST_F(AotDir, StoreKeepsTheFolderBounded) {
+  ModelCompilePipeline p(Device::cpu());
+  ASSERT_TRUE(p.build_template(small_hir, {}).has_value());
+  auto s = p.specialize(DimBinding{{ir::SEQ, 2}, {ir::BATCH, 1}}, {});
+  ASSERT_TRUE(s.has_value());
+  const AotCache cache(dir_);
+  ASSERT_TRUE(cache.store("old", 1, "cpu", *s).ok());
+  const auto old_entry = cache.path_for("old", 1);
+  std::filesystem::last_write_time(old_entry, std::filesystem::file_time_type::clock::now() - std::chrono::hours(48));
+  for (uint64_t k = 0; k < AotCache::kMaxEntries; ++k) {  // one past the bound
+    const std::filesystem::path dst = cache.path_for("many", k);
+    std::filesystem::copy_file(old_entry, dst);
+    std::filesystem::last_write_time(dst, std::filesystem::file_time_type::clock::now() - std::chrono::hours(1));
+  }
+  ASSERT_TRUE(cache.store("new", 2, "cpu", *s).ok());
+  size_t left = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_)) left += e.path().extension() == ".rlxaot";
+  EXPECT_EQ(left, AotCache::kMaxEntries * 3 / 4);
+  EXPECT_FALSE(std::filesystem::exists(old_entry)) << "the oldest entry stays";
+  EXPECT_TRUE(cache.load("new", 2, "cpu").has_value()) << "the newest entry went";
 }
 
 TEST_F(AotDir, FreshPipelineLoadsWithoutLoweringOrPlanning) {

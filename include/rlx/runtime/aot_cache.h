@@ -85,9 +85,13 @@ class AotCache {
 
   /// Writes the entry atomically (temporary file + rename), creating the directory.
   /// `base` may use letters, digits, '.', '-' and '_' only (it becomes a file name).
+  /// Then keeps the folder bounded: past kMaxEntries entries, the least recently
+  /// written are removed (entries of earlier builds are never read again).
   Status store(std::string_view base, uint64_t key, std::string_view device, const SpecializedModel& model) const;
+  static constexpr size_t kMaxEntries = 256;
 
  private:
+  void prune() const;
   std::filesystem::path dir_;
 };
 
