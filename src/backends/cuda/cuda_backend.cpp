@@ -14,6 +14,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
+#include <string>
 
 #include "backends/cuda/cuda_step.h"
 #include "backends/cuda/cuda_util.h"
@@ -134,7 +137,7 @@ class CudaExecutable final : public Executable {
   PinnedBuffer staging_, host_out_, err_host_;
   StreamPtr stream_;
   LtHandlePtr lt_;
-  std::vector<LtPlan> plans_;
+  std::vector<std::shared_ptr<const LtPlan>> plans_;  // per GEMM of every step; equal shapes share one
   bool pending_ = false;
   bool extent_on_ = false;
   int64_t actual_ = 0, upper_ = 0;
@@ -225,14 +228,25 @@ Status CudaExecutable::allocate() {
   std::memset(err_host_.data(), 0, sizeof(int));
   steps_ = sh.steps;
   plans_.clear();
+  // The layers of a model repeat a few shapes: one heuristic query (the slow part of a
+  // plan) per distinct product, shared by every step that runs it (descriptors are
+  // read-only while a product runs).
+  std::map<std::string, std::shared_ptr<const LtPlan>> by_shape;
   for (Step& s : steps_) {
     if (s.gemms.empty()) continue;
     s.plan = static_cast<int>(plans_.size());
     for (const GemmDesc* g : s.gemms) {
       GemmDesc gd = *g;
       gd.tf32 = gd.tf32 || allow_tf32_;
-      ASSIGN_OR_RETURN(LtPlan plan, make_lt_plan(lt_.get(), gd, kWorkspaceBytes, *s.what));
-      plans_.push_back(std::move(plan));
+      const std::string key = fmt::format("{} {} {} {:d}{:d} {} {} {} {:d} {} {} {} {:d}", gd.M, gd.N, gd.K, gd.ta, gd.tb,
+                                          static_cast<int>(gd.ab_dt), static_cast<int>(gd.c_dt), gd.batch, gd.strided,
+                                          gd.a_bstride, gd.b_bstride, static_cast<int>(gd.epilogue), gd.tf32);
+      auto it = by_shape.find(key);
+      if (it == by_shape.end()) {
+        ASSIGN_OR_RETURN(LtPlan plan, make_lt_plan(lt_.get(), gd, kWorkspaceBytes, *s.what));
+        it = by_shape.emplace(key, std::make_shared<const LtPlan>(std::move(plan))).first;
+      }
+      plans_.push_back(it->second);
     }
   }
   return {};
@@ -240,6 +254,10 @@ Status CudaExecutable::allocate() {
 
 Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, int ordinal, const CudaOptions& opt,
                             int sms) {
+  const auto t_start = std::chrono::steady_clock::now();
+  auto ms_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
   const ir::Graph& g = lir.graph;
   if (!lir.dynamic_symbols.empty())
     return Error::invalid_argument("cuda backend: the module still has unbound symbols (bind them first)");
@@ -373,7 +391,11 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     for (const Step& st : sh->steps) RLX_LOG_DEBUG("cuda step {}: {}", st.index, *st.what);
   shared_ = sh;
   params_.assign(m.params.size(), nullptr);
+  const double steps_ms = ms_since(t_start);
+  const auto t_alloc = std::chrono::steady_clock::now();
   TRY(allocate());
+  const double alloc_ms = ms_since(t_alloc);
+  const auto t_handles = std::chrono::steady_clock::now();
   for (const ir::ManifestEntry& e : m.handles) {
     ASSIGN_OR_RETURN(DeviceBuffer h, DeviceBuffer::create(std::max<int64_t>(e.bytes, 8), where("handle")));
     RLX_CUDA_TRY(cudaMemset(h.data(), 0, static_cast<size_t>(std::max<int64_t>(e.bytes, 8))), "handle '" + e.name + "'");
@@ -381,6 +403,13 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   }
   handle_host_.resize(m.handles.size());
   resolve();
+  std::vector<const LtPlan*> distinct;
+  for (const auto& pl : plans_) distinct.push_back(pl.get());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  RLX_LOG_DEBUG("cuda compile: {:.1f} ms steps and constants, {:.1f} ms allocation and {} cuBLASLt plans ({} distinct), "
+                "{:.1f} ms handles ({} steps)",
+                steps_ms, alloc_ms, plans_.size(), distinct.size(), ms_since(t_handles), steps_.size());
   return {};
 }
 
@@ -721,6 +750,13 @@ Expected<std::shared_ptr<CudaBackend>> CudaBackend::create(int ordinal, CudaOpti
   cudaDeviceProp prop{};
   RLX_CUDA_TRY(cudaGetDeviceProperties(&prop, ordinal), fmt::format("cuda:{}", ordinal));
   set_programmatic_launch(options.programmatic_launch && prop.major >= 9);
+  // Start the device's context and load cuBLASLt now (some 150 ms on an H200): that is
+  // the device's start-up, paid once with the session, not a cost of the first compile.
+  RLX_CUDA_TRY(cudaSetDevice(ordinal), fmt::format("cuda:{}", ordinal));
+  RLX_CUDA_TRY(cudaFree(nullptr), fmt::format("cuda:{} context", ordinal));
+  cublasLtHandle_t lt = nullptr;
+  RLX_CUBLAS_TRY(cublasLtCreate(&lt), fmt::format("cuda:{} cuBLASLt", ordinal));
+  cublasLtDestroy(lt);
   return std::shared_ptr<CudaBackend>(new CudaBackend(ordinal, options, prop.multiProcessorCount));
 }
 

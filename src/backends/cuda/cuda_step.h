@@ -69,7 +69,7 @@ struct RunCtx {
   int* err = nullptr;  ///< device word kernels set to (step index + 1) on bad indices
   bool extent_on = false;
   int64_t actual = 0, upper = 0;
-  const std::vector<LtPlan>* plans = nullptr;
+  const std::vector<std::shared_ptr<const LtPlan>>* plans = nullptr;
 };
 
 struct Step;

@@ -115,7 +115,7 @@ namespace {
 // Runs plan `pi` of the step: C = A . B (+ bias through the epilogue).
 Status run_gemm(const Step& s, const RunCtx& ctx, int pi, const GemmDesc& g, const void* a, const void* b, void* c,
                 const void* bias) {
-  const LtPlan& p = (*ctx.plans)[static_cast<size_t>(s.plan + pi)];
+  const LtPlan& p = *(*ctx.plans)[static_cast<size_t>(s.plan + pi)];
   if (bias)
     RLX_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)), *s.what);
   const float alpha = 1.0f, beta = 0.0f;
