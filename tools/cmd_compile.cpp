@@ -106,7 +106,7 @@ void add_compile_command(CLI::App& app, Runner* run) {
   src->require_option(0, 1);
   cmd->add_option("--dump", a->dump, "print a tier")->check(CLI::IsMember({"hir", "mir", "lir"}));
   cmd->add_flag("--report", a->report, "print fusion, dispatch and memory reports");
-  cmd->add_option("--device", a->device, "cpu | cuda[:N]");
+  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
   cmd->add_option("--profile", a->profile, "compile profile: a preset name or a *.rlx.toml file");
   cmd->add_option("--policy", a->policy, "fusion policy for HIR")->check(CLI::IsMember({"direct", "fusable"}));
   cmd->add_option("--seq", a->seq, "value bound to SEQ when the graph is symbolic")->check(kTokenCount);

@@ -251,7 +251,7 @@ void add_run_command(CLI::App& app, Runner* run) {
   cmd->add_option("--repeat-penalty", a->sampling.repetition_penalty, "repetition penalty (1 = off)");
   cmd->add_option("--seed", a->sampling.seed, "sampling seed");
   cmd->add_option("--ctx", a->ctx, "context length (KV cache rows)")->check(kTokenCount);
-  cmd->add_option("--device", a->device, "cpu | cuda[:N]");
+  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
   cmd->add_option("--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(kThreadCount);
   cmd->add_flag("--demo", a->demo, "compile and run one transformer block and print the compile report");
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");

@@ -1,6 +1,7 @@
 // The backends compiled into this build, registered with the runtime's registry on
 // first use (runtime/ declares detail::register_builtin_backends; this layer defines it).
 #include "backends/cpu/cpu_backend.h"
+#include "backends/reference/reference_backend.h"
 #include "rlx/runtime/backend.h"
 #ifdef RLX_HAVE_CUDA
 #include "backends/cuda/cuda_backend.h"
@@ -14,6 +15,13 @@ void register_builtin_backends(BackendRegistry& registry) {
                               if (device.ordinal != 0)
                                 return Error::not_found("device {} does not exist (the CPU is cpu:0)", device.to_string());
                               return std::shared_ptr<Backend>(std::make_shared<cpu_backend::CpuBackend>(options.threads, options.prepack_weights));
+                            });
+  registry.register_backend(DeviceKind::kReference,
+                            [](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
+                              if (device.ordinal != 0)
+                                return Error::not_found("device {} does not exist (the reference backend is reference:0)",
+                                                        device.to_string());
+                              return std::shared_ptr<Backend>(std::make_shared<reference_backend::ReferenceBackend>());
                             });
 #ifdef RLX_HAVE_CUDA
   registry.register_backend(DeviceKind::kCuda,

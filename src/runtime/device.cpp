@@ -11,14 +11,16 @@ struct KindName {
   DeviceKind kind;
   std::string_view name;
 };
-constexpr std::array<KindName, 8> kKinds = {{{DeviceKind::kCpu, "cpu"},
+constexpr std::array<KindName, 10> kKinds = {{{DeviceKind::kCpu, "cpu"},
                                              {DeviceKind::kCuda, "cuda"},
                                              {DeviceKind::kMetal, "metal"},
                                              {DeviceKind::kMlx, "mlx"},
                                              {DeviceKind::kRocm, "rocm"},
                                              {DeviceKind::kVulkan, "vulkan"},
                                              {DeviceKind::kVulkan, "wgpu"},
-                                             {DeviceKind::kTpu, "tpu"}}};
+                                             {DeviceKind::kTpu, "tpu"},
+                                             {DeviceKind::kReference, "reference"},
+                                             {DeviceKind::kReference, "ref"}}};
 
 }  // namespace
 
@@ -44,8 +46,8 @@ Expected<Device> Device::parse(std::string_view text) {
     }
   }
   if (!found)
-    return Error::invalid_argument("unknown device '{}' (expected cpu, cuda[:N], metal, mlx, rocm, vulkan, wgpu, tpu)",
-                                   text);
+    return Error::invalid_argument(
+        "unknown device '{}' (expected cpu, cuda[:N], metal, mlx, rocm, vulkan, wgpu, tpu, reference)", text);
   if (!ord.empty()) {
     int n = -1;
     auto [p, ec] = std::from_chars(ord.data(), ord.data() + ord.size(), n);
@@ -57,7 +59,8 @@ Expected<Device> Device::parse(std::string_view text) {
 }
 
 std::string Device::to_string() const {
-  if (kind == DeviceKind::kCpu && ordinal == 0) return "cpu";
+  if ((kind == DeviceKind::kCpu || kind == DeviceKind::kReference) && ordinal == 0)
+    return std::string(device_kind_name(kind));
   return fmt::format("{}:{}", device_kind_name(kind), ordinal);
 }
 

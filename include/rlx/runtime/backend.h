@@ -1,7 +1,7 @@
 // Backend interface and the process-wide backend registry. A backend is a
 // capability table (`supported_ops`, what legalization may leave in place) plus a
-// compiler from LIR to an Executable. Built-in backends (CPU, and CUDA when built)
-// are registered on first use of the registry.
+// compiler from LIR to an Executable. Built-in backends (CPU, the reference backend,
+// and CUDA when built) are registered on first use of the registry.
 #pragma once
 
 #include <functional>

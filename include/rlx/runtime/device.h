@@ -1,5 +1,7 @@
 // Devices a compiled graph can run on: a kind (cpu, cuda, ...) plus an ordinal
 // for machines with several of one kind. Parsed from text such as "cpu" or "cuda:1".
+// "reference" is the scalar double-precision interpreter that backend tests compare
+// against (src/backends/reference), always built like the CPU.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,7 @@
 
 namespace rlx {
 
-enum class DeviceKind : uint8_t { kCpu, kCuda, kMetal, kMlx, kRocm, kVulkan, kTpu };
+enum class DeviceKind : uint8_t { kCpu, kCuda, kMetal, kMlx, kRocm, kVulkan, kTpu, kReference };
 
 /// A device: kind + ordinal (0 for the first of its kind).
 struct Device {
@@ -19,16 +21,19 @@ struct Device {
 
   static Device cpu() { return {DeviceKind::kCpu, 0}; }
   static Device cuda(int ordinal = 0) { return {DeviceKind::kCuda, ordinal}; }
+  /// The reference backend: slow, scalar, double precision; the oracle of backend tests.
+  static Device reference() { return {DeviceKind::kReference, 0}; }
 
-  /// Parses "cpu", "cuda", "cuda:0", "metal", "mlx", "rocm", "vulkan" (alias "wgpu"), "tpu".
+  /// Parses "cpu", "cuda", "cuda:0", "metal", "mlx", "rocm", "vulkan" (alias "wgpu"), "tpu",
+  /// "reference" (alias "ref").
   static Expected<Device> parse(std::string_view text);
-  /// "cpu" for cpu:0, otherwise "kind:ordinal" (e.g. "cuda:1").
+  /// "cpu" for cpu:0 and "reference" for reference:0, otherwise "kind:ordinal" (e.g. "cuda:1").
   std::string to_string() const;
 
   friend bool operator==(const Device&, const Device&) = default;
 };
 
-/// "cpu", "cuda", "metal", "mlx", "rocm", "vulkan", "tpu".
+/// "cpu", "cuda", "metal", "mlx", "rocm", "vulkan", "tpu", "reference".
 std::string_view device_kind_name(DeviceKind kind);
 
 }  // namespace rlx
