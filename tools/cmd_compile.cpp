@@ -69,10 +69,11 @@ int run_compile(const CompileArgs& a) {
     auto profile = compile::CompileProfile::preset(a.profile);
     if (!profile) profile = compile::CompileProfile::load(a.profile);
     if (!profile) return report(profile.error());
-    options = profile->to_compile_options(session->backend()->name());
+    if (Status s = check_profile_backends(*profile, a.profile); !s.ok()) return report(s.error());
+    options = profile->to_compile_options(session->backend()->target());
   }
   if (!ir::free_symbols(hir->graph).empty()) options.binding.set(ir::SEQ, a.seq);
-  auto result = compile::compile_hir(*hir, options, session->backend()->supported_ops(), session->backend()->name());
+  auto result = compile::compile_hir(*hir, options, session->backend()->supported_ops(), session->backend()->target());
   if (!result) return report(result.error());
 
   if (a.dump == "hir") {

@@ -100,11 +100,11 @@ void extend_norm_inputs(const Graph& g, const BufferPlan& plan, int64_t max_rows
 
 }  // namespace
 
-PlanOptions plan_options(const CompileOptions& o, std::string_view backend_name) {
+PlanOptions plan_options(const CompileOptions& o, const Target& target) {
   PlanOptions po;
   po.alignment = o.arena_alignment;
   po.in_place = o.in_place;
-  po.norm_input_rows = backend_name.substr(0, 4) == "cuda" ? 1 : 0;
+  po.norm_input_rows = target.norm_input_rows;
   return po;
 }
 

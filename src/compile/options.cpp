@@ -3,18 +3,21 @@
 
 namespace rlx::compile {
 
-FusionLimits effective_fusion_limits(const FusionOptions& o, std::string_view backend_name) {
+FusionLimits effective_fusion_limits(const FusionOptions& o, const Target& target) {
   if (o.limits) return *o.limits;
-  FusionTarget t = o.target;
-  if (t == FusionTarget::Auto) t = backend_name.substr(0, 4) == "cuda" ? FusionTarget::Cuda : FusionTarget::Cpu;
-  return t == FusionTarget::Cuda ? FusionLimits::cuda() : FusionLimits::cpu();
+  switch (o.target) {
+    case FusionTarget::Auto: return target.fusion_limits;
+    case FusionTarget::Cpu: return FusionLimits::cpu();
+    case FusionTarget::Gpu: return FusionLimits::gpu();
+  }
+  return target.fusion_limits;
 }
 
 std::string_view to_string(FusionTarget t) {
   switch (t) {
     case FusionTarget::Auto: return "auto";
     case FusionTarget::Cpu: return "cpu";
-    case FusionTarget::Cuda: return "cuda";
+    case FusionTarget::Gpu: return "gpu";
   }
   return "?";
 }
@@ -32,7 +35,7 @@ std::string_view to_string(KernelDispatchPolicy p) {
 }
 
 std::optional<FusionTarget> parse_fusion_target(std::string_view s) {
-  for (FusionTarget t : {FusionTarget::Auto, FusionTarget::Cpu, FusionTarget::Cuda})
+  for (FusionTarget t : {FusionTarget::Auto, FusionTarget::Cpu, FusionTarget::Gpu})
     if (to_string(t) == s) return t;
   return std::nullopt;
 }

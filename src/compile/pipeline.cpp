@@ -81,7 +81,7 @@ class PassRunner {
   int index_ = 0;
 };
 
-Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const OpSet& ops, const std::string& backend,
+Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const OpSet& ops, const Target& target,
                                      CompileResult& res, PassRunner& run, std::chrono::steady_clock::time_point t0) {
   if (!o.binding.values().empty())
     TRY(run.run_expected("bind", m, [&](const MirModule& x) -> Expected<MirModule> {
@@ -106,7 +106,7 @@ Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const
   TRY(fuse_if("residual_norm", OpKind::FusedResidualRmsNorm, fuse_residual_norm));
   TRY(fuse_if("narrow_rope", OpKind::Rope, fuse_narrow_rope));
   if (!f.skip && !f.unfuse_regions && pattern_enabled(f, "elementwise_region") && ops.contains(OpKind::ElementwiseRegion)) {
-    const FusionLimits limits = effective_fusion_limits(f, backend);
+    const FusionLimits limits = effective_fusion_limits(f, target);
     TRY(run.run("fuse_elementwise", m, [&](const MirModule& x) { return fuse_elementwise(x, limits, &fr); }));
   }
   if (f.unfuse_regions) TRY(run.run("unfuse_elementwise", m, unfuse_elementwise));
@@ -117,12 +117,12 @@ Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const
   if (o.precision != Precision::F32)
     TRY(run.run_expected("apply_precision", m, [&](const MirModule& x) { return apply_precision(x, o.precision, o.mixed); }));
   TRY(run.run_expected("legalize", m, [&](const MirModule& x) {
-    return legalize(x, ops, backend, o.dispatch, &res.dispatch);
+    return legalize(x, ops, target.name, o.dispatch, &res.dispatch);
   }));
   if (o.dce) TRY(run.run("eliminate_dead_code", m, eliminate_dead_code));
 
   const auto tp = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(res.lir, plan_memory(m, plan_options(o, backend)));
+  ASSIGN_OR_RETURN(res.lir, plan_memory(m, plan_options(o, target)));
   res.timings.push_back({"plan_memory", PassRunner::ms_since(tp), m.graph.size()});
   TRY(run.dump("lir", print(res.lir)));
   res.total_ms = PassRunner::ms_since(t0);
@@ -136,30 +136,30 @@ Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const
 }  // namespace
 
 Expected<CompileResult> compile_hir(const HirModule& hir, const CompileOptions& o, const OpSet& ops,
-                                    std::string backend) {
+                                    const Target& target) {
   const auto t0 = std::chrono::steady_clock::now();
   CompileResult res;
   PassRunner run(o, res);
   TRY(run.dump("hir", print(hir)));
   MirModule m;
   TRY(run.run_expected("lower", m, [&](const MirModule&) { return lower(hir); }));
-  return compile_from(std::move(m), o, ops, backend, res, run, t0);
+  return compile_from(std::move(m), o, ops, target, res, run, t0);
 }
 
 Expected<CompileResult> compile_mir(const MirModule& mir, const CompileOptions& o, const OpSet& ops,
-                                    std::string backend) {
+                                    const Target& target) {
   const auto t0 = std::chrono::steady_clock::now();
   CompileResult res;
   PassRunner run(o, res);
   TRY(run.stage("input", mir, 0));
-  return compile_from(mir, o, ops, backend, res, run, t0);
+  return compile_from(mir, o, ops, target, res, run, t0);
 }
 
 Expected<CompileResult> CompilePipeline::compile_hir(const HirModule& hir) const {
-  return rlx::compile::compile_hir(hir, options_, backend_ops_, backend_name_);
+  return rlx::compile::compile_hir(hir, options_, backend_ops_, target_);
 }
 Expected<CompileResult> CompilePipeline::compile_mir(const MirModule& mir) const {
-  return rlx::compile::compile_mir(mir, options_, backend_ops_, backend_name_);
+  return rlx::compile::compile_mir(mir, options_, backend_ops_, target_);
 }
 
 }  // namespace rlx::compile

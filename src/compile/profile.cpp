@@ -2,6 +2,7 @@
 // writing, and the mapping onto CompileOptions.
 #include "rlx/compile/profile.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -178,11 +179,18 @@ Expected<CompileProfile> CompileProfile::parse(std::string_view text, const std:
   ASSIGN_OR_RETURN(const toml::table* backend, top.sub("backend"));
   if (backend) {
     Reader r(source, *backend, "backend.");
-    TRY(r.check_keys({"cpu", "cuda"}));
-    ASSIGN_OR_RETURN(const toml::table* cpu, r.sub("cpu"));
-    ASSIGN_OR_RETURN(const toml::table* cuda, r.sub("cuda"));
-    if (cpu) TRY(read_backend(source, *cpu, "cpu", p.cpu));
-    if (cuda) TRY(read_backend(source, *cuda, "cuda", p.cuda));
+    for (const auto& [key, node] : *backend) {
+      const std::string name(key.str());
+      const bool plain = !name.empty() && name.size() <= 32 &&
+                         std::all_of(name.begin(), name.end(), [](char c) {
+                           return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                         });
+      if (!plain)
+        return Error::parse("{}: 'backend.{}' is not a backend name (lower-case letters, digits, '_')",
+                            where(source, node), name);
+      ASSIGN_OR_RETURN(const toml::table* section, r.sub(name.c_str()));
+      TRY(read_backend(source, *section, name, p.backends[name]));
+    }
   }
   return p;
 }
@@ -210,26 +218,24 @@ std::string CompileProfile::to_toml() const {
     << "\n\n[passes]\ndce = " << b(passes.dce) << "\nconstant_folding = " << b(passes.constant_folding)
     << "\nverbose = " << b(passes.verbose) << "\n\n[precision]\ncompute = \"" << to_string(precision.compute)
     << "\"\nmixed = \"" << to_string(precision.mixed) << "\"\n";
-  write_backend(s, "cpu", cpu);
-  write_backend(s, "cuda", cuda);
+  for (const auto& [name, o] : backends) write_backend(s, name.c_str(), o);
   return s.str();
 }
 
-CompileOptions CompileProfile::to_compile_options(std::string_view device) const {
+CompileOptions CompileProfile::to_compile_options(const Target& target) const {
   CompileOptions o;
   o.dce = passes.dce;
   o.constant_folding = passes.constant_folding;
   o.verbose = passes.verbose;
   o.assert_fusion_clean = fusion.assert_clean;
   o.fusion.skip = fusion.skip;
-  const bool cuda_device = device.substr(0, 4) == "cuda";
-  o.fusion.target = fusion.target != FusionTarget::Auto ? fusion.target
-                                                        : (cuda_device ? FusionTarget::Cuda : FusionTarget::Cpu);
-  const BackendOverride& ov = cuda_device ? cuda : cpu;
+  o.fusion.target = fusion.target;
+  const auto it = backends.find(target.name);
+  const BackendOverride ov = it == backends.end() ? BackendOverride{} : it->second;
   if (ov.skip_fusion) o.fusion.skip = *ov.skip_fusion;
   if (ov.unfuse_regions) o.fusion.unfuse_regions = *ov.unfuse_regions;
   if (ov.max_region_inputs || ov.max_region_steps) {
-    FusionLimits l = o.fusion.target == FusionTarget::Cuda ? FusionLimits::cuda() : FusionLimits::cpu();
+    FusionLimits l = effective_fusion_limits(o.fusion, target);
     if (ov.max_region_inputs) l.max_inputs = *ov.max_region_inputs;
     if (ov.max_region_steps) l.max_steps = *ov.max_region_steps;
     o.fusion.limits = l;

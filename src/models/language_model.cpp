@@ -142,6 +142,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   auto profile = compile::CompileProfile::preset(profile_name);
   if (!profile) profile = compile::CompileProfile::load(profile_name);
   if (!profile) return profile.error().with_context("compile profile");
+  TRY(check_profile_backends(*profile, profile_name));
   DecoderOptions d;
   d.seq = ir::Dim::symbol(ir::SEQ);
   d.ctx = options_.ctx;
@@ -151,7 +152,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   d.sample_token = pick.sample.has_value();
   d.batch = options_.batch;
   d.policy = profile->fusion.policy;
-  const compile::CompileOptions co = profile->to_compile_options(pipeline_->session().backend()->name());
+  const compile::CompileOptions co = profile->to_compile_options(pipeline_->session().backend()->target());
   // One key per (model file, profile, output kind, bucket); the graph itself is part of
   // the pipeline's template and AOT keys.
   StableHasher h;

@@ -49,4 +49,11 @@ std::vector<DeviceKind> BackendRegistry::registered_kinds() const {
 
 bool is_available(const Device& device) { return BackendRegistry::global().is_available(device); }
 
+Status check_profile_backends(const compile::CompileProfile& profile, std::string_view where) {
+  for (const auto& [name, section] : profile.backends)
+    if (!Device::parse(name))
+      return Error::invalid_argument("{}: [backend.{}] names no device kind (cpu, cuda, reference, ...)", where, name);
+  return {};
+}
+
 }  // namespace rlx

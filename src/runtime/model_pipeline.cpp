@@ -154,7 +154,7 @@ Expected<std::shared_ptr<const ModelTemplate>> ModelCompilePipeline::template_fr
   compile::CompileOptions o = options;
   o.binding = {};  // symbols stay: this is the template
   ASSIGN_OR_RETURN(compile::CompileResult r, compile::compile_hir(hir, o, session_.backend()->supported_ops(),
-                                                                  session_.backend()->name()));
+                                                                  session_.backend()->target()));
   ++stats_.template_builds;
   auto t = std::make_shared<ModelTemplate>();
   t->lir = std::move(r.lir);
@@ -204,7 +204,7 @@ Expected<SpecializedModel> ModelCompilePipeline::specialize_locked(const ModelTe
                                    missing);
   ASSIGN_OR_RETURN(ir::Graph bound, ir::bind(tmpl.lir.graph, binding));
   SpecializedModel s;
-  ASSIGN_OR_RETURN(s.lir, compile::plan_memory(ir::MirModule{std::move(bound)}, compile::plan_options(options, backend_name())));
+  ASSIGN_OR_RETURN(s.lir, compile::plan_memory(ir::MirModule{std::move(bound)}, compile::plan_options(options, session_.backend()->target())));
   // bind() and plan_memory() keep value ids, so the template's bucket axes apply.
   RLX_ASSERT(s.lir.graph.size() == tmpl.lir.graph.size());
   s.binding = binding;
@@ -317,7 +317,7 @@ Expected<std::shared_ptr<const CompiledVariant>> ModelCompilePipeline::get_or_co
 Status ModelCompilePipeline::warm_up(std::span<const ModelComponent> components, const HirBuildFn& build_hir) {
   for (const ModelComponent& c : components) {
     if (c.exec.mode != CompilationMode::kEager) continue;
-    ASSIGN_OR_RETURN(compile::CompileOptions o, c.compile_options(session_.device()));
+    ASSIGN_OR_RETURN(compile::CompileOptions o, c.compile_options(session_.backend()->target()));
     auto v = get_or_compile_component(c, build_hir, o);
     if (!v) return v.error().with_context("warm_up " + c.to_string());
   }

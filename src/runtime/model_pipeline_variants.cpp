@@ -63,10 +63,10 @@ ir::DimBinding ModelComponent::dim_binding() const {
   return b;
 }
 
-Expected<compile::CompileOptions> ModelComponent::compile_options(const Device& device) const {
+Expected<compile::CompileOptions> ModelComponent::compile_options(const compile::Target& target) const {
   auto profile = compile::CompileProfile::preset(profile_name());
   if (!profile) return profile.error().with_context("component " + to_string());
-  compile::CompileOptions o = profile->to_compile_options(device.to_string());
+  compile::CompileOptions o = profile->to_compile_options(target);
   o.dispatch.policy = exec.dispatch;
   return o;
 }

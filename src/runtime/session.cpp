@@ -71,7 +71,7 @@ Expected<CompiledGraph> Session::compile_with(const ir::Graph& graph, const comp
   o.binding = {};
   if (o.ir_dump_dir.empty()) o.ir_dump_dir = env_config().ir_dump_dir;  // RLX_IR_DUMP
   ASSIGN_OR_RETURN(compile::CompileResult r,
-                   compile::compile_mir(ir::MirModule{graph}, o, backend_->supported_ops(), backend_->name()));
+                   compile::compile_mir(ir::MirModule{graph}, o, backend_->supported_ops(), backend_->target()));
   return finish(r.lir, options, std::move(r.fusion), std::move(r.dispatch));
 }
 
@@ -81,7 +81,7 @@ Expected<CompiledGraph> Session::compile_hir_with(const ir::HirModule& hir, cons
   o.binding = {};
   if (o.ir_dump_dir.empty()) o.ir_dump_dir = env_config().ir_dump_dir;  // RLX_IR_DUMP
   ASSIGN_OR_RETURN(compile::CompileResult r,
-                   compile::compile_hir(hir, o, backend_->supported_ops(), backend_->name()));
+                   compile::compile_hir(hir, o, backend_->supported_ops(), backend_->target()));
   return finish(r.lir, options, std::move(r.fusion), std::move(r.dispatch));
 }
 
@@ -101,7 +101,7 @@ Expected<CompiledGraph> Session::finish(const ir::LirModule& lir, const compile:
       if (!options.binding.has(s)) missing += (missing.empty() ? "" : ", ") + ir::symbol_name(s);
     if (!missing.empty())
       return Error::invalid_argument("graph has unbound symbols {}: set CompileOptions::binding", missing);
-    ASSIGN_OR_RETURN(bound, compile::specialize(lir, options.binding, compile::plan_options(options, backend_->name())));
+    ASSIGN_OR_RETURN(bound, compile::specialize(lir, options.binding, compile::plan_options(options, backend_->target())));
     runnable = &bound;
     const ir::SymbolId sym = bucket_symbol(lir.graph);
     if (sym != 0 && options.binding.has(sym)) extent = extent_info(lir.graph, sym, options.binding.get(sym));

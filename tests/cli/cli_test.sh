@@ -78,6 +78,8 @@ printf '[fusion]\nfoo = 1\n' >"$work/typo.rlx.toml"
 check profile_broken fail "broken\.rlx\.toml:1: " -- compile --profile "$work/broken.rlx.toml"
 check profile_typo fail "typo\.rlx\.toml:2: unknown key 'fusion\.foo'" -- compile --profile "$work/typo.rlx.toml"
 check profile_missing fail "compile profile 'nosuch' cannot be opened" -- compile --profile nosuch
+printf '[backend.cdua]\nskip_fusion = true\n' >"$work/section.rlx.toml"
+check profile_backend_typo fail "\[backend\.cdua\] names no device kind" -- compile --profile "$work/section.rlx.toml"
 
 # Good input end to end.
 check synth_f32 ok "wrote" -- synth --preset tiny --type f32 -o "$work/f32.gguf"

@@ -221,7 +221,7 @@ TEST(MemoryPlan, SmallNormInputsLiveThroughTheNormedRowsReaders) {
   const auto& ps = plain->plan.slots;
   EXPECT_TRUE(overlaps(ps[y], ps[x]) || overlaps(ps[y], ps[r])) << plan_report(*plain);
   // The CUDA backend's compiles ask for it, the CPU backend's do not.
-  EXPECT_EQ(plan_options(CompileOptions{}, "cuda").norm_input_rows, 1);
+  EXPECT_EQ(plan_options(CompileOptions{}, Target("gpu-like", FusionLimits::gpu(), 1)).norm_input_rows, 1);
   EXPECT_EQ(plan_options(CompileOptions{}, "cpu").norm_input_rows, 0);
 }
 

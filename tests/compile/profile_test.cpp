@@ -36,25 +36,35 @@ TEST(Profile, OverridesRoundTripAndMapToOptions) {
   CompileProfile p = *CompileProfile::preset("gemma_prefill");
   p.precision.compute = Precision::BF16;
   p.precision.mixed = MixedPrecision::Auto;
-  p.cuda.max_region_steps = 24;
-  p.cpu.unfuse_regions = true;
+  p.backends["gpu0"].max_region_steps = 24;
+  p.backends["cpu"].unfuse_regions = true;
   p.fusion.assert_clean = true;
   auto back = CompileProfile::parse(p.to_toml());
   ASSERT_TRUE(back.has_value()) << back.error().to_string();
   EXPECT_EQ(*back, p);
-  const CompileOptions cuda = p.to_compile_options("cuda:0");
-  EXPECT_EQ(cuda.fusion.target, FusionTarget::Cuda);
-  ASSERT_TRUE(cuda.fusion.limits.has_value());
-  EXPECT_EQ(cuda.fusion.limits->max_steps, 24);
-  EXPECT_EQ(cuda.fusion.limits->max_inputs, 16);
-  EXPECT_FALSE(cuda.fusion.unfuse_regions);
-  EXPECT_EQ(cuda.precision, Precision::BF16);
-  EXPECT_EQ(cuda.mixed, MixedPrecision::Auto);
-  EXPECT_TRUE(cuda.assert_fusion_clean);
-  const CompileOptions cpu = p.to_compile_options("cpu");
-  EXPECT_EQ(cpu.fusion.target, FusionTarget::Cpu);
+  // A backend declaring GPU-sized fusion limits, named as its section.
+  const CompileOptions gpu = p.to_compile_options(Target("gpu0", FusionLimits::gpu(), 1));
+  EXPECT_EQ(gpu.fusion.target, FusionTarget::Auto);
+  ASSERT_TRUE(gpu.fusion.limits.has_value());
+  EXPECT_EQ(gpu.fusion.limits->max_steps, 24);
+  EXPECT_EQ(gpu.fusion.limits->max_inputs, 16);  // the rest from the target's own limits
+  EXPECT_FALSE(gpu.fusion.unfuse_regions);
+  EXPECT_EQ(gpu.precision, Precision::BF16);
+  EXPECT_EQ(gpu.mixed, MixedPrecision::Auto);
+  EXPECT_TRUE(gpu.assert_fusion_clean);
+  EXPECT_EQ(effective_fusion_limits(gpu.fusion, Target("gpu0", FusionLimits::gpu(), 1)).max_steps, 24);
+  const CompileOptions cpu = p.to_compile_options(Target("cpu"));
   EXPECT_TRUE(cpu.fusion.unfuse_regions);
   EXPECT_FALSE(cpu.fusion.limits.has_value());
+  EXPECT_EQ(effective_fusion_limits(cpu.fusion, Target("cpu")), FusionLimits::cpu());
+  // A fixed target picks its class's limits on any backend.
+  FusionOptions fixed;
+  fixed.target = FusionTarget::Gpu;
+  EXPECT_EQ(effective_fusion_limits(fixed, Target("cpu")), FusionLimits::gpu());
+  // A backend section that is not a name is refused.
+  auto bad = CompileProfile::parse("[backend.\"Cuda!\"]\nskip_fusion = true\n", "p.toml");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message().find("is not a backend name"), std::string::npos) << bad.error().message();
 }
 
 TEST(Profile, UnknownKeyNamesKeyFileAndLine) {
@@ -71,9 +81,14 @@ TEST(Profile, BadValuesAreErrors) {
   auto b = CompileProfile::parse("[passes]\ndce = 1\n", "p.toml");
   ASSERT_FALSE(b.has_value());
   EXPECT_NE(b.error().message().find("passes.dce"), std::string::npos);
+  // A section for any backend name parses (the runtime checks the name against the
+  // devices it knows: check_profile_backends); its keys are checked here.
   auto c = CompileProfile::parse("[backend.metal]\nskip_fusion = true\n", "p.toml");
-  ASSERT_FALSE(c.has_value());
-  EXPECT_NE(c.error().message().find("backend.metal"), std::string::npos);
+  ASSERT_TRUE(c.has_value()) << c.error().to_string();
+  EXPECT_TRUE(*c->backends.at("metal").skip_fusion);
+  auto c2 = CompileProfile::parse("[backend.metal]\nskip_fusoin = true\n", "p.toml");
+  ASSERT_FALSE(c2.has_value());
+  EXPECT_NE(c2.error().message().find("backend.metal.skip_fusoin"), std::string::npos) << c2.error().message();
   auto d = CompileProfile::parse("[fusion\n", "broken.toml");
   ASSERT_FALSE(d.has_value());
   EXPECT_NE(d.error().message().find("broken.toml:1"), std::string::npos) << d.error().message();

@@ -319,12 +319,12 @@ TEST(ModelComponent, BindingsAndOptions) {
   EXPECT_EQ(decode.profile_name(), "llama32_decode");
   EXPECT_EQ(prefill.to_string(), "llama32/prefill batch=2 seq=64 prefer_native lazy llama32_prefill");
   decode.exec.dispatch = compile::KernelDispatchPolicy::ForceCommon;
-  auto o = decode.compile_options(Device::cpu());
+  auto o = decode.compile_options(Session(Device::cpu()).backend()->target());
   ASSERT_TRUE(o.has_value()) << o.error().to_string();
   EXPECT_EQ(o->dispatch.policy, compile::KernelDispatchPolicy::ForceCommon);
   ModelComponent bad = prefill;
   bad.family = "no_such_family";
-  EXPECT_FALSE(bad.compile_options(Device::cpu()).has_value());
+  EXPECT_FALSE(bad.compile_options(Session(Device::cpu()).backend()->target()).has_value());
 }
 
 TEST(ModelComponent, GetOrCompileComponentReturnsItsManifest) {
@@ -333,7 +333,7 @@ TEST(ModelComponent, GetOrCompileComponentReturnsItsManifest) {
   c.seq_bucket = 8;
   int calls = 0;
   const HirBuildFn build = counting_builder(&calls);
-  auto opt = c.compile_options(Device::cpu());
+  auto opt = c.compile_options(Session(Device::cpu()).backend()->target());
   ASSERT_TRUE(opt.has_value());
   auto v = p.get_or_compile_component(c, build, *opt);
   ASSERT_TRUE(v.has_value()) << v.error().to_string();

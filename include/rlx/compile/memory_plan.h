@@ -23,9 +23,9 @@ struct PlanOptions {
   int64_t norm_input_rows = 0;
 };
 
-/// The plan options of a compile for `backend_name`: alignment and in-place reuse from
-/// `o`; norm_input_rows 1 for the CUDA backend.
-PlanOptions plan_options(const CompileOptions& o, std::string_view backend_name);
+/// The plan options of a compile for `target`: alignment and in-place reuse from `o`,
+/// norm_input_rows as the target declares.
+PlanOptions plan_options(const CompileOptions& o, const Target& target);
 
 /// Plans `m`. With unbound symbols the plan holds slot kinds and view roots but sizes and
 /// offsets are 0 and `dynamic_symbols` lists the symbols; specialize() binds and re-plans.

@@ -14,16 +14,36 @@
 
 namespace rlx::compile {
 
-/// Which backend's fusion limits apply. Auto picks from the backend name ("cuda*" → Cuda).
-enum class FusionTarget : uint8_t { Auto, Cpu, Cuda };
+/// Whose fusion limits apply: Auto, the limits the target backend declares (Target);
+/// Cpu or Gpu, those of that class of backend whatever the target (for tests and tuning).
+enum class FusionTarget : uint8_t { Auto, Cpu, Gpu };
 
 /// Bounds on one ElementwiseRegion; 0 = unbounded.
 struct FusionLimits {
   int32_t max_inputs = 0;
   int32_t max_steps = 0;
-  static FusionLimits cpu() { return {0, 0}; }     ///< unbounded
-  static FusionLimits cuda() { return {16, 32}; }  ///< kernel-argument and register budget
+  static FusionLimits cpu() { return {0, 0}; }    ///< unbounded
+  static FusionLimits gpu() { return {16, 32}; }  ///< a GPU kernel's argument and register budget
   friend bool operator==(const FusionLimits&, const FusionLimits&) = default;
+};
+
+/// What a backend declares about itself for the compiler (Backend::target()): its name
+/// (reports, profile sections), the fusion limits its kernels take, and what the memory
+/// planner must keep for the fused steps it builds. The compiler reads these fields and
+/// never decides anything from the name.
+struct Target {
+  std::string name = "cpu";
+  FusionLimits fusion_limits = FusionLimits::cpu();
+  /// Keep the inputs of a norm over at most this many rows alive past the norm, for
+  /// GEMVs that recompute it in their prologue (PlanOptions::norm_input_rows); 0: none.
+  int64_t norm_input_rows = 0;
+
+  Target() = default;
+  /// A target by name only (unbounded fusion, nothing kept): tests and tools that
+  /// compile for no particular backend.
+  Target(std::string n, FusionLimits limits = FusionLimits::cpu(), int64_t rows = 0)  // NOLINT: implicit by design
+      : name(std::move(n)), fusion_limits(limits), norm_input_rows(rows) {}
+  Target(const char* n) : Target(std::string(n)) {}  // NOLINT: implicit by design
 };
 
 struct FusionOptions {
@@ -70,14 +90,14 @@ struct CompileOptions {
   std::string ir_dump_dir;           ///< non-empty: write the IR of every stage there
 };
 
-/// The limits that apply for `options` on a backend named `backend_name`.
-FusionLimits effective_fusion_limits(const FusionOptions& options, std::string_view backend_name);
+/// The limits that apply for `options` on `target`.
+FusionLimits effective_fusion_limits(const FusionOptions& options, const Target& target);
 
 std::string_view to_string(FusionTarget t);
 std::string_view to_string(Precision p);
 std::string_view to_string(MixedPrecision m);
 std::string_view to_string(KernelDispatchPolicy p);
-std::optional<FusionTarget> parse_fusion_target(std::string_view s);   ///< auto|cpu|cuda
+std::optional<FusionTarget> parse_fusion_target(std::string_view s);   ///< auto|cpu|gpu
 std::optional<Precision> parse_precision(std::string_view s);          ///< f32|f16|bf16
 std::optional<MixedPrecision> parse_mixed_precision(std::string_view s);  ///< none|auto
 /// The dtype a Precision computes in.

@@ -32,27 +32,27 @@ struct CompileResult {
 
 class CompilePipeline {
  public:
-  CompilePipeline(CompileOptions options, OpSet backend_ops, std::string backend_name)
-      : options_(std::move(options)), backend_ops_(std::move(backend_ops)), backend_name_(std::move(backend_name)) {}
+  CompilePipeline(CompileOptions options, OpSet backend_ops, Target target)
+      : options_(std::move(options)), backend_ops_(std::move(backend_ops)), target_(std::move(target)) {}
 
   Expected<CompileResult> compile_hir(const ir::HirModule& hir) const;
   Expected<CompileResult> compile_mir(const ir::MirModule& mir) const;
 
   const CompileOptions& options() const { return options_; }
   const OpSet& backend_ops() const { return backend_ops_; }
-  const std::string& backend_name() const { return backend_name_; }
+  const Target& target() const { return target_; }
 
  private:
   CompileOptions options_;
   OpSet backend_ops_;
-  std::string backend_name_;
+  Target target_;
 };
 
-/// Lowers `hir` and compiles it for a backend claiming `backend_ops`.
+/// Lowers `hir` and compiles it for `target`, a backend claiming `backend_ops`.
 Expected<CompileResult> compile_hir(const ir::HirModule& hir, const CompileOptions& options, const OpSet& backend_ops,
-                                    std::string backend_name);
+                                    const Target& target);
 /// The same from MIR (no lowering).
 Expected<CompileResult> compile_mir(const ir::MirModule& mir, const CompileOptions& options, const OpSet& backend_ops,
-                                    std::string backend_name);
+                                    const Target& target);
 
 }  // namespace rlx::compile

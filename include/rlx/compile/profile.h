@@ -2,16 +2,17 @@
 // or built-in presets, mapped onto CompileOptions for a device. File format:
 //
 //   name = "llama32_decode"
-//   [fusion]     policy = "direct"|"fusable", target = "auto"|"cpu"|"cuda",
+//   [fusion]     policy = "direct"|"fusable", target = "auto"|"cpu"|"gpu",
 //                assert_clean = bool, skip = bool
 //   [passes]     dce = bool, constant_folding = bool, verbose = bool
 //   [precision]  compute = "f32"|"f16"|"bf16", mixed = "none"|"auto"
-//   [backend.cpu] / [backend.cuda]   skip_fusion = bool, unfuse_regions = bool,
-//                max_region_inputs = int, max_region_steps = int
+//   [backend.<name>]  (the name a backend declares: cpu, cuda, ...) skip_fusion = bool,
+//                unfuse_regions = bool, max_region_inputs = int, max_region_steps = int
 //
 // Unknown keys and bad values are errors naming the key, the file and the line.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,8 +52,8 @@ struct CompileProfile {
     MixedPrecision mixed = MixedPrecision::None;
     friend bool operator==(const PrecisionSection&, const PrecisionSection&) = default;
   } precision;
-  BackendOverride cpu;
-  BackendOverride cuda;
+  /// [backend.<name>] sections, by the backend name they apply to (Target::name).
+  std::map<std::string, BackendOverride> backends;
 
   friend bool operator==(const CompileProfile&, const CompileProfile&) = default;
 
@@ -73,9 +74,9 @@ struct CompileProfile {
   /// The TOML text of this profile (parse(to_toml()) == *this).
   std::string to_toml() const;
 
-  /// CompileOptions for a device ("cpu", "cuda", "cuda:1", ...): [backend.<kind>]
-  /// overrides applied, fusion target Auto resolved from the device.
-  CompileOptions to_compile_options(std::string_view device_name) const;
+  /// CompileOptions for `target` (what its backend declares): the [backend.<name>]
+  /// section of target.name applied; a fusion target of Auto uses the target's limits.
+  CompileOptions to_compile_options(const Target& target) const;
 };
 
 }  // namespace rlx::compile

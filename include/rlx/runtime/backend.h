@@ -13,6 +13,7 @@
 #include "rlx/base/status.h"
 #include "rlx/compile/op_set.h"
 #include "rlx/compile/options.h"
+#include "rlx/compile/profile.h"
 #include "rlx/ir/module.h"
 #include "rlx/runtime/device.h"
 #include "rlx/runtime/executable.h"
@@ -42,8 +43,15 @@ struct BackendOptions {
 class Backend {
  public:
   virtual ~Backend() = default;
-  /// "cpu", "cuda", ... (selects fusion limits; appears in reports).
+  /// "cpu", "cuda", ... (reports, compile profile sections).
   virtual std::string name() const = 0;
+  /// What the compiler needs to know of this backend: name, fusion limits, planner
+  /// needs. The default: unbounded fusion, nothing kept for fused prologues.
+  virtual compile::Target target() const {
+    compile::Target t;
+    t.name = name();
+    return t;
+  }
   /// The op kinds this backend runs natively.
   virtual const compile::OpSet& supported_ops() const = 0;
   /// Builds an executable for a fully bound LIR module (no dynamic symbols).
@@ -96,5 +104,10 @@ namespace detail {
 /// Registers the backends compiled into this build (defined by the backends layer).
 void register_builtin_backends(BackendRegistry& registry);
 }  // namespace detail
+
+/// An error naming the first [backend.<name>] section of `profile` whose name is no
+/// device kind (cpu, cuda, reference, ...): a misspelt section would otherwise never
+/// apply. `where` names the profile (a file) in the message.
+Status check_profile_backends(const compile::CompileProfile& profile, std::string_view where);
 
 }  // namespace rlx

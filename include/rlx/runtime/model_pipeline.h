@@ -140,8 +140,8 @@ struct ModelComponent {
   ir::DimBinding dim_binding() const;
   /// exec.profile, or "<family>_<phase>".
   std::string profile_name() const;
-  /// The profile preset mapped onto CompileOptions for `device`, with exec.dispatch.
-  Expected<compile::CompileOptions> compile_options(const Device& device) const;
+  /// The profile preset mapped onto CompileOptions for `target` (the backend's), with exec.dispatch.
+  Expected<compile::CompileOptions> compile_options(const compile::Target& target) const;
   /// "llama32/prefill batch=1 seq=128 prefer_native lazy llama32_prefill".
   std::string to_string() const;
   friend bool operator==(const ModelComponent&, const ModelComponent&) = default;
@@ -192,7 +192,7 @@ class ModelCompilePipeline {
   Expected<std::shared_ptr<const CompiledVariant>> get_or_compile_component(const ModelComponent& component,
                                                                             const HirBuildFn& build_hir,
                                                                             const compile::CompileOptions& options);
-  /// Compiles every kEager component (with component.compile_options(device)).
+  /// Compiles every kEager component (with component.compile_options of the backend's target).
   Status warm_up(std::span<const ModelComponent> components, const HirBuildFn& build_hir);
 
   // ---- AOT disk cache -------------------------------------------------------------------

@@ -76,6 +76,9 @@ class CudaBackend final : public Backend {
   static Expected<std::shared_ptr<CudaBackend>> create(int ordinal);
 
   std::string name() const override { return "cuda"; }
+  /// Regions within a kernel's argument and register budget; the inputs of one-row
+  /// norms kept for the decode GEMVs that recompute them (fuse_norm_gemv).
+  compile::Target target() const override { return {name(), compile::FusionLimits::gpu(), 1}; }
   const compile::OpSet& supported_ops() const override { return ops_; }
   Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir,
                                                 const compile::CompileOptions& options) override;
