@@ -6,7 +6,8 @@
 # logits with the tokens they were made from (refs/cases.txt: case, model, tokens); and
 # `rlx_integration_tests` with a trimmed conformance folder (.devrun/conformance: the
 # GGUF cases of those models whose references are small, and a few HF checkpoints), which
-# the run script executes with RLX_TEST_DEVICE=cuda.
+# the run script executes with RLX_TEST_DEVICE=cuda; and `rlx_runtime_tests`, whose
+# BackendOps suite runs every op on CUDA against the reference backend.
 # Usage: bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY]
 # OLD_TESTS_BINARY, if given, goes along as rlx_cuda_tests_old (a baseline in the same call).
 set -euo pipefail
@@ -14,9 +15,9 @@ build=${1:-build-cuda}
 old=${2:-}
 conf=${RLX_CONFORMANCE_DIR:-../shared/conformance}
 rm -rf .devrun && mkdir -p .devrun/lib .devrun/models .devrun/refs .devpack
-cp "$build/tools/rlx" "$build/tests/rlx_cuda_tests" "$build/tests/rlx_integration_tests" .devrun/
+cp "$build/tools/rlx" "$build/tests/rlx_cuda_tests" "$build/tests/rlx_integration_tests" "$build/tests/rlx_runtime_tests" .devrun/
 [ -z "$old" ] || cp "$old" .devrun/rlx_cuda_tests_old
-strip .devrun/rlx .devrun/rlx_cuda_tests .devrun/rlx_integration_tests
+strip .devrun/rlx .devrun/rlx_cuda_tests .devrun/rlx_integration_tests .devrun/rlx_runtime_tests
 # Libraries from this machine's packages that the GPU machine may lack (CUDA's own and
 # the C/C++ runtime are there).
 ldd .devrun/rlx .devrun/rlx_cuda_tests | awk '/=> \// {print $3}' | sort -u |

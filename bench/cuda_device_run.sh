@@ -30,6 +30,11 @@ if [ "${TESTS:-1}" = 1 ]; then
 echo "== tests"
 timeout 300 $D/rlx_cuda_tests 2>&1 | tee "$OUT/tests.log" | grep -E '^\[( +OK|  FAILED|  PASSED|  SKIPPED| +RUN)|Failure|error|Expected|Which is|relative|differs' | grep -v ' RUN ' | head -80
 fi
+if [ "${TESTS:-1}" = 1 ] && [ -x $D/rlx_runtime_tests ]; then
+  echo "== every op on cuda against the reference backend (BackendOps)"
+  timeout 200 $D/rlx_runtime_tests --gtest_filter='*BackendOps*' 2>&1 | tee "$OUT/backend_ops.log" |
+    grep -E '^\[(  FAILED|  PASSED)|Failure|relative|Which is' | head -40
+fi
 if [ "${SANITIZE:-1}" = 1 ]; then
   echo "== compute-sanitizer memcheck (op, decode and graph tests)"
   timeout 240 compute-sanitizer --tool memcheck --print-limit 10 $D/rlx_cuda_tests \

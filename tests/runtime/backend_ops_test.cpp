@@ -34,6 +34,8 @@ struct OpCase {
   std::optional<Error> build_error;
   std::map<std::string, Tensor> inputs, params, handles;
   double tolerance = 0;  // 0: by the graph's float dtypes
+  // On CUDA, when its documented arithmetic differs (0: as on every backend).
+  double cuda_tolerance = 0;
 };
 
 uint32_t seed_of(const std::string& name) {  // FNV-1a: the same seeds on every platform
@@ -111,6 +113,7 @@ class CaseMaker {
   uint32_t next_seed() { return seed_++; }
   void output(ValueId v) { b.output(v, fmt::format("out{}", n_outputs_++)); }
   void tolerance(double t) { case_.tolerance = t; }
+  void cuda_tolerance(double t) { case_.cuda_tolerance = t; }
   void finish() {
     auto g = b.build();
     if (g)
@@ -657,6 +660,10 @@ void larger_cases(std::vector<OpCase>& cases) {
     CaseMaker c(cases, fmt::format("dequant_matmul_{}_grid_x_40_rows", ir::dtype_name(dt)));
     ValueId x = c.input("x", grid_tensor({40, 512}, c.next_seed()));
     c.output(c.b.dequant_matmul(x, c.param("w", packed_tensor(dt, 24, 512, c.next_seed()))));
+    // CUDA's prefill (over 8 rows) multiplies dequantized f16 weights by x in f16 on the
+    // tensor cores (both rounded to 11 bits), as tests/cuda DequantMatMulPacked states;
+    // measured 1.7e-4 on an H200. An integer tile path would meet the f32 bound.
+    c.cuda_tolerance(2e-3);
     c.finish();
   }
   for (auto [name, S, T, kv_dt] :
@@ -776,7 +783,7 @@ TEST_P(BackendOps, MatchesReference) {
   auto got = run_case(device, c);
   ASSERT_TRUE(got.has_value()) << device_name << ": " << got.error().to_string();
   ASSERT_EQ(got->size(), want->size());
-  const double tol = tolerance_of(c);
+  const double tol = device.kind == DeviceKind::kCuda && c.cuda_tolerance > 0 ? c.cuda_tolerance : tolerance_of(c);
   for (size_t i = 0; i < want->size(); ++i) {
     const Tensor &w = (*want)[i], &g = (*got)[i];
     ASSERT_EQ(ir::dtype_name(g.dtype()), ir::dtype_name(w.dtype())) << "output " << i;

@@ -200,9 +200,10 @@ __global__ void softmax_kernel(const AxisParams p) {
   double s = 0;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += exp(ld_f(p.in_dt, p.x, base + j * p.inner) - mx);
   s = block_sum_d(s, red);
-  const float inv = static_cast<float>(1.0 / s);
+  const bool none = s == 0.0;  // a row of -inf only: zeros, as on the CPU (a NaN still spreads)
+  const float inv = none ? 0.0f : static_cast<float>(1.0 / s);
   for (int64_t j = threadIdx.x; j < p.len; j += blockDim.x) {
-    const float v = j < n ? expf(ld_f(p.in_dt, p.x, base + j * p.inner) - mx) * inv : 0.0f;
+    const float v = j < n && !none ? expf(ld_f(p.in_dt, p.x, base + j * p.inner) - mx) * inv : 0.0f;
     st_f(p.out_dt, p.out, base + j * p.inner, v);
   }
 }
