@@ -1,6 +1,8 @@
 // AlignedBuffer: aligned, zero-initialised storage (heap, or an anonymous mapping for
-// large buffers).
+// large buffers); and ByteView's page release for views of read-only file mappings.
 #include "rlx/base/aligned_buffer.h"
+
+#include "rlx/base/byte_view.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -32,23 +34,7 @@ AlignedBuffer::AlignedBuffer(size_t size, size_t alignment) : size_(size), align
   std::memset(data_, 0, size);
 }
 
-AlignedBuffer AlignedBuffer::view(const void* data, size_t size, std::shared_ptr<const void> owner) {
-  AlignedBuffer b;
-  b.data_ = static_cast<uint8_t*>(const_cast<void*>(data));
-  b.size_ = size;
-  const auto addr = reinterpret_cast<uintptr_t>(data);
-  b.alignment_ = addr == 0 ? kDefaultAlignment : std::min<size_t>(kDefaultAlignment, addr & (~addr + 1));
-  b.owner_ = owner ? std::move(owner) : std::make_shared<int>(0);
-  return b;
-}
-
-AlignedBuffer AlignedBuffer::file_view(const void* data, size_t size, std::shared_ptr<const void> owner) {
-  AlignedBuffer b = view(data, size, std::move(owner));
-  b.file_pages_ = true;
-  return b;
-}
-
-void AlignedBuffer::release_pages(size_t offset, size_t len) const {
+void ByteView::release_pages(size_t offset, size_t len) const {
   if (!file_pages_ || offset >= size_) return;
   len = std::min(len, size_ - offset);
   const long page_size = ::sysconf(_SC_PAGESIZE);
@@ -60,7 +46,7 @@ void AlignedBuffer::release_pages(size_t offset, size_t len) const {
 }
 
 AlignedBuffer::~AlignedBuffer() {
-  if (!data_ || owner_) return;
+  if (!data_) return;
   if (mapped_) ::munmap(data_, align_up(size_, 4096));
   else ::operator delete(data_, std::align_val_t(alignment_));
 }

@@ -109,9 +109,8 @@ Status LanguageModel::prepare(CompiledGraph& graph) {
     views.push_back(std::move(w));
   }
   for (const WeightView& w : views) {
-    auto view = std::make_shared<const AlignedBuffer>(
-        w.file_mapped ? AlignedBuffer::file_view(w.bytes.data(), w.bytes.size(), w.owner)
-                      : AlignedBuffer::view(w.bytes.data(), w.bytes.size(), w.owner));
+    ByteView view = w.file_mapped ? ByteView::file_pages(w.bytes.data(), w.bytes.size(), w.owner)
+                                  : ByteView(w.bytes.data(), w.bytes.size(), w.owner);
     if (Status s = params_->add_shared(w.name, SharedParam{w.dtype, w.shape, std::move(view)}); !s.ok())
       return s.error().with_context(fmt::format("{}: loading '{}'", source_, w.name));
     done += static_cast<int64_t>(w.bytes.size());

@@ -40,7 +40,7 @@ Status ParamStore::add(const std::string& name, ir::DType dtype, std::vector<int
                                    ir::dtype_name(dtype), dims_string(shape), want);
   auto buf = std::make_shared<AlignedBuffer>(bytes.size());
   if (!bytes.empty()) std::memcpy(buf->data(), bytes.data(), bytes.size());
-  return add_shared(name, SharedParam{dtype, std::move(shape), std::move(buf)});
+  return add_shared(name, SharedParam{dtype, std::move(shape), ByteView::of(std::move(buf))});
 }
 
 Status ParamStore::add_f32(const std::string& name, std::vector<int64_t> shape, std::span<const float> values) {
@@ -50,10 +50,10 @@ Status ParamStore::add_f32(const std::string& name, std::vector<int64_t> shape, 
 
 Status ParamStore::add_shared(const std::string& name, SharedParam param) {
   if (params_.count(name) != 0) return Error::invalid_argument("param '{}' is already in the store", name);
-  if (!param.bytes) return Error::invalid_argument("param '{}': no buffer", name);
   ASSIGN_OR_RETURN(int64_t want, param_bytes(name, param.dtype, param.shape));
-  if (static_cast<int64_t>(param.bytes->size()) != want)
-    return Error::invalid_argument("param '{}': buffer of {} bytes, {} {} needs {}", name, param.bytes->size(),
+  if (param.bytes.data() == nullptr && want > 0) return Error::invalid_argument("param '{}': no bytes", name);
+  if (static_cast<int64_t>(param.bytes.size()) != want)
+    return Error::invalid_argument("param '{}': buffer of {} bytes, {} {} needs {}", name, param.bytes.size(),
                                    ir::dtype_name(param.dtype), dims_string(param.shape), want);
   params_.emplace(name, std::move(param));
   return {};
@@ -66,7 +66,7 @@ const SharedParam* ParamStore::find(std::string_view name) const {
 
 int64_t ParamStore::total_bytes() const {
   int64_t total = 0;
-  for (const auto& [name, p] : params_) total += static_cast<int64_t>(p.bytes->size());
+  for (const auto& [name, p] : params_) total += static_cast<int64_t>(p.bytes.size());
   return total;
 }
 
@@ -80,7 +80,7 @@ Expected<ParamBindReport> ParamStore::bind(CompiledGraph& graph) const {
     if (!e.type.shape.is_static() || e.type.shape.static_dims() != p->shape)
       return Error::invalid_argument("param '{}': the store holds {}, the graph takes {}", e.name,
                                      dims_string(p->shape), e.type.to_string());
-    if (p->dtype == e.type.dtype && static_cast<int64_t>(p->bytes->size()) == e.bytes) {
+    if (p->dtype == e.type.dtype && static_cast<int64_t>(p->bytes.size()) == e.bytes) {
       Status s = graph.executable().set_param_shared(i, p->bytes);
       if (s.ok()) {
         ++report.shared;
@@ -90,7 +90,7 @@ Expected<ParamBindReport> ParamStore::bind(CompiledGraph& graph) const {
     }
     RLX_LOG_DEBUG("param store: copying '{}' ({} -> {})", e.name, ir::dtype_name(p->dtype),
                   ir::dtype_name(e.type.dtype));
-    TRY(graph.set_param_typed(e.name, std::span<const uint8_t>(p->bytes->data(), p->bytes->size()), p->dtype));
+    TRY(graph.set_param_typed(e.name, std::span<const uint8_t>(p->bytes.data(), p->bytes.size()), p->dtype));
     ++report.copied;
   }
   return report;

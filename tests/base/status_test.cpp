@@ -89,25 +89,3 @@ TEST(Log, ParsesLevels) {
 
 }  // namespace
 }  // namespace rlx
-
-namespace rlx {
-namespace {
-
-TEST(AlignedBuffer, ViewOfForeignMemoryKeepsOwnerAlive) {
-  auto storage = std::make_shared<std::vector<uint8_t>>(100, 7);
-  std::weak_ptr<std::vector<uint8_t>> watch = storage;
-  {
-    AlignedBuffer v = AlignedBuffer::view(storage->data() + 32, 40, storage);
-    storage.reset();
-    EXPECT_FALSE(watch.expired());  // the view holds the owner
-    EXPECT_TRUE(v.is_view());
-    EXPECT_EQ(v.size(), 40u);
-    EXPECT_EQ(v.data()[0], 7);
-    EXPECT_LE(v.alignment(), 64u);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(v.data()) % v.alignment(), 0u);
-  }
-  EXPECT_TRUE(watch.expired());  // released with the view, not freed by it
-}
-
-}  // namespace
-}  // namespace rlx

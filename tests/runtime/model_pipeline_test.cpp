@@ -106,7 +106,7 @@ std::vector<float> direct_block(const ParamStore& store, const std::vector<float
   if (!g) ADD_FAILURE() << g.error().to_string();
   for (const auto& [name, shape] : param_shapes()) {
     const SharedParam* p = store.find(name);
-    EXPECT_TRUE(g->set_param_typed(name, std::span<const uint8_t>(p->bytes->data(), p->bytes->size()), p->dtype).ok());
+    EXPECT_TRUE(g->set_param_typed(name, std::span<const uint8_t>(p->bytes.data(), p->bytes.size()), p->dtype).ok());
   }
   return run_block(*g, x, rows);
 }
@@ -523,7 +523,7 @@ TEST(ParamStore, ThreeVariantsAddNoResidentCopyOfA32MBWeight) {
   std::vector<float> w(static_cast<size_t>(kOut * kIn));
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.01f;
   ASSERT_TRUE(store.add_f32("w", {kOut, kIn}, w).ok());
-  const void* stored = store.find("w")->bytes->data();
+  const void* stored = store.find("w")->bytes.data();
   ModelCompilePipeline p(Device::cpu());
   const auto& cpu = dynamic_cast<const cpu_backend::CpuBackend&>(*p.session().backend());
   std::vector<std::shared_ptr<const CompiledVariant>> vs;
@@ -576,14 +576,14 @@ TEST(ParamStore, ThreeVariantsHoldOneCopyOfTheWeights) {
   int64_t resident = 0;
   for (const auto& [name, shape] : param_shapes()) {
     const SharedParam* sp = store.find(name);
-    EXPECT_EQ(sp->bytes.use_count(), 4) << name;
-    resident += static_cast<int64_t>(sp->bytes->size());
+    EXPECT_EQ(sp->bytes.owner().use_count(), 4) << name;
+    resident += static_cast<int64_t>(sp->bytes.size());
     for (const auto& v : vs) {
       const auto& params = v->graph->manifest().params;
       size_t i = 0;
       while (i < params.size() && params[i].name != name) ++i;
       ASSERT_LT(i, params.size());
-      EXPECT_EQ(v->graph->executable().param_data(i), sp->bytes->data()) << name;
+      EXPECT_EQ(v->graph->executable().param_data(i), sp->bytes.data()) << name;
     }
   }
   EXPECT_EQ(resident, store.total_bytes());
@@ -594,18 +594,18 @@ TEST(ParamStore, ThreeVariantsHoldOneCopyOfTheWeights) {
     EXPECT_LT(max_abs_diff(run_block(*v->graph, x, n), direct_block(store, x, n)), 1e-5);
   }
   // Setting a weight on one variant copies it there; the store and the others are untouched.
-  const std::vector<float> before(reinterpret_cast<const float*>(store.find("wo")->bytes->data()),
-                                  reinterpret_cast<const float*>(store.find("wo")->bytes->data()) + kD * kH * kHd);
+  const std::vector<float> before(reinterpret_cast<const float*>(store.find("wo")->bytes.data()),
+                                  reinterpret_cast<const float*>(store.find("wo")->bytes.data()) + kD * kH * kHd);
   ASSERT_TRUE(vs[0]->graph->set_param("wo", std::vector<float>(kD * kH * kHd, 0.0f)).ok());
-  const float* after = reinterpret_cast<const float*>(store.find("wo")->bytes->data());
+  const float* after = reinterpret_cast<const float*>(store.find("wo")->bytes.data());
   EXPECT_TRUE(std::equal(before.begin(), before.end(), after));
-  EXPECT_EQ(store.find("wo")->bytes.use_count(), 3);
+  EXPECT_EQ(store.find("wo")->bytes.owner().use_count(), 3);
   const std::vector<float> x = random_vec(8 * kD, 12);
   EXPECT_LT(max_abs_diff(run_block(*vs[1]->graph, x, 8), direct_block(store, x, 8)), 1e-5);
   // Clones share too.
   auto c = vs[2]->graph->clone();
   ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(store.find("wq")->bytes.use_count(), 5);
+  EXPECT_EQ(store.find("wq")->bytes.owner().use_count(), 5);
 }
 
 TEST(ParamStore, ErrorsNameTheParam) {

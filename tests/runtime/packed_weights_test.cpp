@@ -252,8 +252,7 @@ TEST(PackedWeights, TiedWeightKeepsItsLayoutForOtherOps) {
   auto mapped = formats::MappedFile::open(path.string());
   ASSERT_TRUE(mapped.has_value()) << mapped.error().to_string();
   auto owner = std::make_shared<const formats::MappedFile>(std::move(mapped).value());
-  auto view = std::make_shared<const AlignedBuffer>(
-      AlignedBuffer::file_view(owner->bytes().data() + 1000, bytes.size(), owner));
+  const ByteView view = ByteView::file_pages(owner->bytes().data() + 1000, bytes.size(), owner);
   std::filesystem::remove(path);  // the mapping keeps the file's pages
   ParamStore store;
   ASSERT_TRUE(store.add_shared("emb", SharedParam{DType::F16, {V, D}, view}).ok());
@@ -275,7 +274,7 @@ TEST(PackedWeights, TiedWeightKeepsItsLayoutForOtherOps) {
   ASSERT_TRUE(bound.has_value());
   EXPECT_EQ(bound->shared, 1u);
   EXPECT_EQ(cpu_of(on).packed_weight_stats().packs, packs) << "a tied weight is not packed";
-  EXPECT_EQ(a->executable().param_data(0), view->data()) << "the table stays bound in place";
+  EXPECT_EQ(a->executable().param_data(0), view.data()) << "the table stays bound in place";
   ASSERT_TRUE(store.bind(*r).has_value());
 
   // The LM head alone: packed (once), and the table's file pages released.

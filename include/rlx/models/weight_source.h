@@ -30,7 +30,7 @@ struct WeightView {
   std::span<const uint8_t> bytes;
   std::shared_ptr<const void> owner;  ///< keeps the storage (e.g. the mmap) alive
   /// `bytes` are pages of a read-only file mapping: a backend that keeps a packed copy
-  /// may drop them from memory (they refault from the file; AlignedBuffer::file_view).
+  /// may drop them from memory (they refault from the file; ByteView::file_pages).
   bool file_mapped = false;
 };
 

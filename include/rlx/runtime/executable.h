@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "rlx/base/aligned_buffer.h"
+#include "rlx/base/byte_view.h"
 #include "rlx/base/status.h"
 #include "rlx/ir/module.h"
 
@@ -60,9 +61,9 @@ class Executable {
   /// (kUnsupported) and callers fall back to set_param; a backend may also keep a
   /// derived copy next to the shared bytes (the CPU backend packs matmul weights once
   /// per buffer for all its executables).
-  virtual Status set_param_shared(size_t index, std::shared_ptr<const AlignedBuffer> buffer) {
+  virtual Status set_param_shared(size_t index, ByteView bytes) {
     (void)index;
-    (void)buffer;
+    (void)bytes;
     return Error::unsupported("shared (zero-copy) params are not supported by this backend");
   }
   /// The host bytes weight `index` is read from (null when unset or not in host

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "rlx/base/aligned_buffer.h"
+#include "rlx/base/byte_view.h"
 #include "rlx/base/status.h"
 #include "rlx/compile/fusion_report.h"
 #include "rlx/compile/legalize.h"
@@ -327,11 +328,12 @@ Expected<std::vector<Tensor>> run_padded(const CompiledVariant& variant, std::sp
 
 // ---- shared parameters ----------------------------------------------------------------
 
-/// One immutable weight: dtype, shape and bytes (declared-dtype layout).
+/// One immutable weight: dtype, shape and bytes (declared-dtype layout), read-only and
+/// owned elsewhere (the store's own copy, or a model file's mapping).
 struct SharedParam {
   ir::DType dtype = ir::DType::F32;
   std::vector<int64_t> shape;
-  std::shared_ptr<const AlignedBuffer> bytes;
+  ByteView bytes;
 };
 
 /// How ParamStore::bind served a graph's params.
@@ -348,7 +350,7 @@ class ParamStore {
   /// Copies `bytes` (exactly dtype_bytes(dtype, elements of shape)) into the store.
   Status add(const std::string& name, ir::DType dtype, std::vector<int64_t> shape, std::span<const uint8_t> bytes);
   Status add_f32(const std::string& name, std::vector<int64_t> shape, std::span<const float> values);
-  /// Adopts an existing buffer (no copy; its size is checked).
+  /// Adopts bytes owned elsewhere (no copy; their size is checked).
   Status add_shared(const std::string& name, SharedParam param);
 
   const SharedParam* find(std::string_view name) const;

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/cpu_step.h"
 #include "rlx/base/aligned_buffer.h"
+#include "rlx/base/byte_view.h"
 #include "rlx/base/env.h"
 #include "rlx/base/half.h"
 #include "runtime/step_profile.h"
@@ -60,10 +61,8 @@ class CpuExecutable final : public Executable {
   const ir::IoManifest& manifest() const override { return *manifest_; }
   Status set_param(size_t index, const void* data, int64_t bytes, DType dtype) override;
   bool param_is_set(size_t index) const override { return param_set_[index]; }
-  Status set_param_shared(size_t index, std::shared_ptr<const AlignedBuffer> buffer) override;
-  const void* param_data(size_t index) const override {
-    return params_[index] ? params_[index]->data() : nullptr;
-  }
+  Status set_param_shared(size_t index, ByteView bytes) override;
+  const void* param_data(size_t index) const override { return params_[index].data(); }
   Status write_handle(size_t index, const void* data, int64_t bytes) override;
   const void* handle_data(size_t index) const override { return handles_[index]->buf.data(); }
   std::shared_ptr<HandleStorage> handle_storage(size_t index) override { return handles_[index]; }
@@ -91,9 +90,13 @@ class CpuExecutable final : public Executable {
   int n_live_steps_ = 0;
   AlignedBuffer arena_;
   AlignedBuffer scratch_;
-  std::vector<std::shared_ptr<AlignedBuffer>> params_;  // null until set (allocated lazily)
+  // Every param's bytes, empty until set: a caller's shared bytes (set_param_shared,
+  // never written), or a view of owned_[i] (set_param).
+  std::vector<ByteView> params_;
+  // The buffers set_param copies into; null for unset and shared params. Shared with
+  // clones until one side sets the param again (copy on write).
+  std::vector<std::shared_ptr<AlignedBuffer>> owned_;
   std::vector<bool> param_set_;
-  std::vector<bool> param_shared_;  // true: params_[i] is a caller's buffer, never written
   size_t n_params_unset_ = 0;
   std::vector<std::shared_ptr<HostHandle>> handles_;  // may be shared with other executables
   std::vector<std::shared_ptr<const std::vector<uint8_t>>> constants_;
@@ -129,8 +132,7 @@ uint8_t* CpuExecutable::base(StorageKind k, int32_t index) const {
   switch (k) {
     case StorageKind::kArena: return const_cast<uint8_t*>(arena_.data());
     case StorageKind::kParam: {
-      const auto& p = params_[static_cast<size_t>(index)];
-      return p ? p->data() : nullptr;
+      return const_cast<uint8_t*>(params_[static_cast<size_t>(index)].data());
     }
     case StorageKind::kHandle: return handles_[static_cast<size_t>(index)]->buf.data();
     case StorageKind::kConstant:
@@ -160,15 +162,15 @@ void CpuExecutable::resolve() {
 
 void CpuExecutable::pack_param(size_t index) {
   const cpu::KernelContext kc{pool_.get(), isa_cap()};
-  const std::shared_ptr<AlignedBuffer>& buf = params_[index];
+  const ByteView& bytes = params_[index];
   for (size_t i = 0; i < pack_sites_.size(); ++i) {
     const PackSite& site = pack_sites_[i];
     if (site.param != index) continue;
     const PackRequest& req = steps_[site.step].pack[site.slot];
     // A shared buffer never changes: one packed copy serves every executable that binds
     // it. An owned one may be overwritten by the next set_param: packed privately.
-    packed_[i] = param_shared_[index] ? pack_cache_->get(kc, buf, site.offset, req)
-                                      : PackedWeightCache::pack(kc, buf->data() + site.offset, req);
+    packed_[i] = owned_[index] ? PackedWeightCache::pack(kc, bytes.data() + site.offset, req)
+                               : pack_cache_->get(kc, bytes, site.offset, req);
   }
 }
 
@@ -191,11 +193,11 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
   for (size_t i = 0; i < m.params.size(); ++i) {
     param_idx[static_cast<size_t>(m.params[i].value)] = static_cast<int32_t>(i);
     pb->push_back(m.params[i].bytes);
-    params_.push_back(nullptr);  // allocated by set_param, or a shared buffer from set_param_shared
+    params_.emplace_back();  // set by set_param or set_param_shared
+    owned_.push_back(nullptr);
   }
   param_bytes_ = pb;
   param_set_.assign(m.params.size(), false);
-  param_shared_.assign(m.params.size(), false);
   n_params_unset_ = m.params.size();
   for (size_t i = 0; i < m.handles.size(); ++i) {
     handle_idx[static_cast<size_t>(m.handles[i].value)] = static_cast<int32_t>(i);
@@ -333,10 +335,10 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
 
 Status CpuExecutable::set_param(size_t index, const void* data, int64_t bytes, DType dtype) {
   const ir::ManifestEntry& e = manifest_->params[index];
-  auto& buf = params_[index];
-  if (!buf || buf.use_count() > 1 || param_shared_[index]) {  // unset, or shared: copy on write
+  auto& buf = owned_[index];
+  if (!buf || buf.use_count() > 1) {  // unset, shared bytes, or shared with a clone: copy on write
     buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(std::max<int64_t>(e.bytes, 1)));
-    param_shared_[index] = false;
+    params_[index] = ByteView(buf->data(), buf->size(), nullptr);  // owned_[index] keeps it alive
   }
   const DType want = e.type.dtype;
   if (dtype == want) {
@@ -356,13 +358,13 @@ Status CpuExecutable::set_param(size_t index, const void* data, int64_t bytes, D
   return {};
 }
 
-Status CpuExecutable::set_param_shared(size_t index, std::shared_ptr<const AlignedBuffer> buffer) {
+Status CpuExecutable::set_param_shared(size_t index, ByteView bytes) {
   const ir::ManifestEntry& e = manifest_->params[index];
-  if (!buffer || static_cast<int64_t>(buffer->size()) != e.bytes)
-    return Error::internal("param '{}': shared buffer of {} bytes for {}", e.name, buffer ? buffer->size() : 0, e.bytes);
-  // Never written through: set_param replaces a shared buffer instead (param_shared_).
-  params_[index] = std::const_pointer_cast<AlignedBuffer>(std::move(buffer));
-  param_shared_[index] = true;
+  if (bytes.data() == nullptr || static_cast<int64_t>(bytes.size()) != e.bytes)
+    return Error::internal("param '{}': shared bytes of {} bytes for {}", e.name, bytes.size(), e.bytes);
+  // Never written through: set_param copies into a buffer of its own instead.
+  params_[index] = std::move(bytes);
+  owned_[index] = nullptr;
   if (!param_set_[index]) {
     param_set_[index] = true;
     --n_params_unset_;
@@ -460,9 +462,9 @@ Expected<std::unique_ptr<Executable>> CpuExecutable::clone() const {
   c->n_live_steps_ = n_live_steps_;
   c->arena_ = AlignedBuffer(arena_.size(), 64);
   c->scratch_ = AlignedBuffer(scratch_.size(), 64);
-  c->params_ = params_;  // shared until one side sets a param again
+  c->params_ = params_;  // owned_ shared until one side sets a param again
+  c->owned_ = owned_;
   c->param_set_ = param_set_;
-  c->param_shared_ = param_shared_;
   c->n_params_unset_ = n_params_unset_;
   for (const auto& h : handles_) {
     auto copy = std::make_shared<HostHandle>(h->buf.size());

@@ -16,13 +16,14 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::pack(const cpu::KernelCon
   return std::make_shared<const cpu::PackedB>(cpu::pack_b(ctx, req.k, req.n, req.b_transposed, 0, data, req.type));
 }
 
-std::shared_ptr<const cpu::PackedB> PackedWeightCache::get(const cpu::KernelContext& ctx,
-                                                           const std::shared_ptr<const AlignedBuffer>& source,
+std::shared_ptr<const cpu::PackedB> PackedWeightCache::get(const cpu::KernelContext& ctx, const ByteView& source,
                                                            int64_t offset, const PackRequest& req) {
-  const Key key{source.get(), offset, req.k, req.n, req.b_transposed, req.type, cpu::resolve_isa(ctx.isa)};
+  const Key key{source.data(), offset, req.k, req.n, req.b_transposed, req.type, cpu::resolve_isa(ctx.isa)};
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = entries_.find(key); it != entries_.end()) {
-    if (it->second.source.lock() == source) {
+    // The same owner (control block), so not new bytes reallocated at an old address.
+    const std::weak_ptr<const void>& had = it->second.source;
+    if (!had.owner_before(source.owner()) && !source.owner().owner_before(had)) {
       if (auto packed = it->second.packed.lock()) {
         ++hits_;
         return packed;
@@ -31,7 +32,8 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::get(const cpu::KernelCont
   }
   // Drop entries whose buffer or packed copy is gone, so the map stays one per live weight.
   for (auto it = entries_.begin(); it != entries_.end();)
-    it = it->second.source.expired() || it->second.packed.expired() ? entries_.erase(it) : std::next(it);
+    it = (it->second.has_owner && it->second.source.expired()) || it->second.packed.expired() ? entries_.erase(it)
+                                                                                              : std::next(it);
   // Pages of a file mapping are released as they are consumed (an [N, K] weight is read
   // in row order), so packing holds about one step of the source at a time beside the
   // packed copy; a [K, N] weight is released whole at the end.
@@ -41,15 +43,14 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::get(const cpu::KernelCont
     if (!req.b_transposed && n_done < req.n) return;
     const size_t upto = req.b_transposed ? static_cast<size_t>(n_done * req.k) * esize : bytes;
     // From the start each time: a page that straddles two steps goes with the later one.
-    source->release_pages(static_cast<size_t>(offset), upto);
+    source.release_pages(static_cast<size_t>(offset), upto);
   };
   std::function<void(int64_t)> on_step;
-  if (source->is_file_view()) on_step = done;
-  auto packed = std::make_shared<const cpu::PackedB>(cpu::pack_b(ctx, req.k, req.n, req.b_transposed, 0,
-                                                                 source->data() + offset, req.type,
-                                                                 kReleaseStepBytes, on_step));
+  if (source.is_file_backed()) on_step = done;
+  auto packed = std::make_shared<const cpu::PackedB>(cpu::pack_b(
+      ctx, req.k, req.n, req.b_transposed, 0, source.data() + offset, req.type, kReleaseStepBytes, on_step));
   ++packs_;
-  entries_[key] = Entry{source, packed};
+  entries_[key] = Entry{source.owner(), source.owner() != nullptr, packed};
   return packed;
 }
 

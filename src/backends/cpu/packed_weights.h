@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "backends/cpu/kernels/gemm.h"
-#include "rlx/base/aligned_buffer.h"
+#include "rlx/base/byte_view.h"
 
 namespace rlx::cpu_backend {
 
@@ -39,13 +39,13 @@ struct PackedWeightStats {
 /// the same address is never mistaken for the old one.
 class PackedWeightCache {
  public:
-  /// The packed form of `req`'s weight at byte `offset` of `source` (a shared param
-  /// buffer, never written while shared), packed for `ctx.isa`: the copy made for the
-  /// same live buffer, offset and layout if one is alive, else packed now. While
-  /// packing from a file_view() the weight's file pages are released as they are read
-  /// (they refault from the file if something reads them again).
-  std::shared_ptr<const cpu::PackedB> get(const cpu::KernelContext& ctx,
-                                          const std::shared_ptr<const AlignedBuffer>& source, int64_t offset,
+  /// The packed form of `req`'s weight at byte `offset` of `source` (a shared param's
+  /// bytes, never written while shared), packed for `ctx.isa`: the copy made for the
+  /// same bytes (same address, same live owner), offset and layout if one is alive,
+  /// else packed now. While packing from file pages (ByteView::file_pages) the
+  /// weight's pages are released as they are read (they refault from the file if
+  /// something reads them again).
+  std::shared_ptr<const cpu::PackedB> get(const cpu::KernelContext& ctx, const ByteView& source, int64_t offset,
                                           const PackRequest& req);
   PackedWeightStats stats() const;
 
@@ -54,9 +54,10 @@ class PackedWeightCache {
                                                   const PackRequest& req);
 
  private:
-  using Key = std::tuple<const AlignedBuffer*, int64_t, int64_t, int64_t, bool, cpu::WeightType, cpu::IsaLevel>;
+  using Key = std::tuple<const uint8_t*, int64_t, int64_t, int64_t, bool, cpu::WeightType, cpu::IsaLevel>;
   struct Entry {
-    std::weak_ptr<const AlignedBuffer> source;
+    std::weak_ptr<const void> source;  // the bytes' owner
+    bool has_owner = false;            // false: bytes that outlive every holder (no owner)
     std::weak_ptr<const cpu::PackedB> packed;
   };
   mutable std::mutex mu_;

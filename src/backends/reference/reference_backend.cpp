@@ -9,6 +9,7 @@
 
 #include "backends/reference/reference_kernels.h"
 #include "rlx/base/aligned_buffer.h"
+#include "rlx/base/byte_view.h"
 
 namespace rlx::reference_backend {
 namespace {
@@ -59,7 +60,7 @@ class ReferenceExecutable final : public Executable {
     for (ValueId v = 0; v < p.graph.size(); ++v)
       if (p.homes[static_cast<size_t>(v)].kind == Home::kOwn || p.homes[static_cast<size_t>(v)].kind == Home::kInput)
         own_[static_cast<size_t>(v)].assign(static_cast<size_t>(std::max<int64_t>(value_bytes(p.graph.node(v)), 1)), 0);
-    params_.assign(p.manifest.params.size(), nullptr);
+    params_.assign(p.manifest.params.size(), ByteView());
     for (const ir::ManifestEntry& e : p.manifest.handles)
       handles_.push_back(std::make_shared<ReferenceHandle>(e.bytes));
     outputs_ = AlignedBuffer(static_cast<size_t>(std::max<int64_t>(p.output_bytes, 64)));
@@ -82,19 +83,19 @@ class ReferenceExecutable final : public Executable {
       for (int64_t i = 0; i < n; ++i)
         store_element(e.type.dtype, buf->data(), i, load_element(dtype, static_cast<const uint8_t*>(data), i));
     }
-    params_[index] = std::move(buf);
+    params_[index] = ByteView::of(std::move(buf));
     return {};
   }
-  bool param_is_set(size_t index) const override { return params_[index] != nullptr; }
-  Status set_param_shared(size_t index, std::shared_ptr<const AlignedBuffer> buffer) override {
+  bool param_is_set(size_t index) const override { return params_[index].data() != nullptr; }
+  Status set_param_shared(size_t index, ByteView bytes) override {
     const ir::ManifestEntry& e = program_->manifest.params[index];
-    if (!buffer || static_cast<int64_t>(buffer->size()) != e.bytes)
-      return Error::invalid_argument("param '{}': a shared buffer of {} bytes for {} declared", e.name,
-                                     buffer ? buffer->size() : 0, e.bytes);
-    params_[index] = std::move(buffer);  // read in place, never written
+    if (bytes.data() == nullptr || static_cast<int64_t>(bytes.size()) != e.bytes)
+      return Error::invalid_argument("param '{}': shared bytes of {} bytes for {} declared", e.name, bytes.size(),
+                                     e.bytes);
+    params_[index] = std::move(bytes);  // read in place, never written
     return {};
   }
-  const void* param_data(size_t index) const override { return params_[index] ? params_[index]->data() : nullptr; }
+  const void* param_data(size_t index) const override { return params_[index].data(); }
 
   Status write_handle(size_t index, const void* data, int64_t bytes) override {
     const ir::ManifestEntry& e = program_->manifest.handles[index];
@@ -151,7 +152,7 @@ class ReferenceExecutable final : public Executable {
 
   std::shared_ptr<const Program> program_;
   std::vector<std::vector<uint8_t>> own_;  // per value with Home::kOwn or kInput
-  std::vector<std::shared_ptr<const AlignedBuffer>> params_;
+  std::vector<ByteView> params_;           // empty until set; never written (set_param replaces)
   std::vector<std::shared_ptr<ReferenceHandle>> handles_;
   AlignedBuffer outputs_;
 };
@@ -164,7 +165,7 @@ const uint8_t* ReferenceExecutable::bytes_of(ValueId v) const {
     case Home::kInput:
       return own_[static_cast<size_t>(v)].data();
     case Home::kParam:
-      return params_[static_cast<size_t>(home.index)]->data();
+      return params_[static_cast<size_t>(home.index)].data();
     case Home::kHandle:
       return handles_[static_cast<size_t>(home.index)]->data.data();
     case Home::kConstant: {
@@ -185,7 +186,8 @@ uint8_t* ReferenceExecutable::buffer_of(ValueId v) {
 Status ReferenceExecutable::run(std::span<const void* const> inputs) {
   const Program& p = *program_;
   for (size_t i = 0; i < params_.size(); ++i)
-    if (!params_[i]) return Error::invalid_argument("param '{}' was never set", p.manifest.params[i].name);
+    if (params_[i].data() == nullptr)
+      return Error::invalid_argument("param '{}' was never set", p.manifest.params[i].name);
   if (inputs.size() != p.manifest.inputs.size())
     return Error::invalid_argument("reference executable: {} inputs given, {} expected", inputs.size(),
                                    p.manifest.inputs.size());

@@ -257,8 +257,8 @@ PackedB pack_b_into(const KernelContext& ctx, int64_t k, int64_t n, bool b_trans
   if (n <= 0 || k <= 0) return out;
   auto* d = static_cast<uint8_t*>(dst);
   pack_all_panels(ctx, kk, k, n, b_transposed, ldb, b, b_type, d, SIZE_MAX, nullptr);
-  // A non-owning handle (aliasing an empty owner): nothing is allocated or freed.
-  out.buf_ = AlignedBuffer::view(d, packed_b_bytes(ctx, k, n, b_type), std::shared_ptr<const void>(std::shared_ptr<const void>(), d));
+  out.data_ = d;  // the caller's memory: nothing allocated or freed here
+  out.bytes_ = packed_b_bytes(ctx, k, n, b_type);
   return out;
 }
 
@@ -267,8 +267,10 @@ PackedB pack_b(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed
   const IsaKernels& kk = detail::isa_kernels(ctx.isa);
   PackedB out = PackedB::header(k, n, b_type, kk.isa, kk.gemm_nr);
   if (n <= 0 || k <= 0) return out;
-  out.buf_ = AlignedBuffer(packed_b_bytes(ctx, k, n, b_type), 64);
-  pack_all_panels(ctx, kk, k, n, b_transposed, ldb, b, b_type, out.buf_.data(), step_bytes, done);
+  out.owned_ = AlignedBuffer(packed_b_bytes(ctx, k, n, b_type), 64);
+  out.data_ = out.owned_.data();
+  out.bytes_ = out.owned_.size();
+  pack_all_panels(ctx, kk, k, n, b_transposed, ldb, b, b_type, out.owned_.data(), step_bytes, done);
   return out;
 }
 

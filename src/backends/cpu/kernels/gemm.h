@@ -37,8 +37,8 @@ class PackedB {
   WeightType type() const { return type_; }
   IsaLevel isa() const { return isa_; }
   int nr() const { return nr_; }
-  const uint8_t* data() const { return buf_.data(); }
-  size_t bytes() const { return buf_.size(); }
+  const uint8_t* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
 
  private:
   friend PackedB pack_b(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType, size_t,
@@ -46,7 +46,9 @@ class PackedB {
   friend PackedB pack_b_into(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType, void*);
   // The fields of a packing for ISA table `isa` (nr columns a panel), no panels yet.
   static PackedB header(int64_t k, int64_t n, WeightType type, IsaLevel isa, int nr);
-  AlignedBuffer buf_;
+  AlignedBuffer owned_;  // pack_b's storage; empty for pack_b_into (the caller's memory)
+  const uint8_t* data_ = nullptr;
+  size_t bytes_ = 0;
   int64_t k_ = 0, n_ = 0;
   WeightType type_ = WeightType::kF32;
   IsaLevel isa_ = IsaLevel::kScalar;
