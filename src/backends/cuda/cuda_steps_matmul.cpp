@@ -1,0 +1,480 @@
+// CUDA matmul steps: MatMul, fused matmul + bias + activation, SwiGLU and packed
+// DequantMatMul. GEMMs go through cuBLASLt (bias / ReLU / tanh-GELU epilogues where it
+// has them); one-row products (M <= 8, decode) use the GEMV kernels, and packed weights
+// above that are dequantized to f16 for cuBLAS. Also group_sibling_gemvs, which merges
+// GEMVs that read the same x into one launch.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <optional>
+
+#include "backends/cuda/cuda_steps_shared.h"
+#include "backends/cuda/cuda_util.h"
+#include "rlx/base/log.h"
+
+namespace rlx::cuda_backend {
+
+using ir::DType;
+using ir::OpKind;
+
+namespace {
+
+/// The run-time pointers of a GEMV that took over a rope_kv step: in[at ..] = q_pos,
+/// k_pos, k_cache, k_start, v_cache, v_start, q_out, k_out.
+void bind_rope_kv(GemvParams& v, const LinearParams& p, const Step& s, const RunCtx& ctx) {
+  if (p.rkv_in == 0) return;
+  const size_t at = p.rkv_in;
+  RopeKvParams& k = v.rkv;
+  k.q.pos = s.in_ptr[at];
+  k.k.pos = s.in_ptr[at + 1];
+  k.k_cache = const_cast<uint8_t*>(s.in_ptr[at + 2]);  // handles are written in place by design
+  k.k_start = s.in_ptr[at + 3];
+  k.v_cache = const_cast<uint8_t*>(s.in_ptr[at + 4]);
+  k.v_start = s.in_ptr[at + 5];
+  k.q.out = const_cast<uint8_t*>(s.in_ptr[at + 6]);
+  k.k.out = p.rkv_k_out ? const_cast<uint8_t*>(s.in_ptr[at + 7]) : nullptr;
+  k.err = ctx.err;
+  k.err_code = s.index + 1;
+}
+
+/// The run-time pointers of a GEMV that took over an RMS norm (fuse_norm_gemv).
+void bind_norm(GemvParams& v, const LinearParams& p, const Step& s) {
+  if (!v.norm) return;
+  size_t at = p.norm_in;
+  if (p.norm_residual) v.norm_res = s.in_ptr[at++];
+  v.norm_gamma = s.in_ptr[at++];
+  if (p.norm_sum) v.norm_sum = const_cast<uint8_t*>(s.in_ptr[at]);  // the norm's output, now written here
+}
+
+}  // namespace
+
+/// The GEMV path; packed weights of a split-layout type that are stored as in the file
+/// (the executable could not split them) take the generic packed GEMV instead.
+Status gemv_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  if (p.packed && packed_split(p.q.w_dt) && !s.split) {
+    if (p.swiglu) return Error::internal("cuda backend: {}: packed swiglu weights were not split", *s.what);
+    QGemvParams q = p.q;
+    q.x = static_cast<const float*>(static_cast<const void*>(s.in_ptr[0]));
+    q.w = s.in_ptr[1];
+    q.y = reinterpret_cast<float*>(s.out_ptr);
+    launch_qgemv(q, ctx.stream);
+    return {};
+  }
+  GemvParams v = p.gv;
+  v.x = s.in_ptr[0];
+  v.w = s.in_ptr[1];
+  if (p.swiglu) v.w2 = s.in_ptr[2];
+  else if (p.has_bias) v.bias = s.in_ptr[2];
+  v.y = s.out_ptr;
+  if (s.split) {
+    v.row_bytes = p.split_row;
+    v.d_offset = p.gv.N * p.split_row;
+  }
+  bind_rope_kv(v, p, s, ctx);
+  bind_norm(v, p, s);
+  launch_gemv(v, ctx.stream);
+  return {};
+}
+
+/// A grouped GEMV (group_sibling_gemvs): in = [x, w_0 .. w_{n-1}, y_1 .. y_{n-1}], out = y_0.
+Status gemv_group_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  GemvParams v = p.gv;
+  const int n = v.n_parts;
+  v.x = s.in_ptr[0];
+  for (int i = 0; i < n; ++i) {
+    v.part_w[i] = s.in_ptr[static_cast<size_t>(1 + i)];
+    v.part_y[i] = i == 0 ? s.out_ptr : const_cast<uint8_t*>(s.in_ptr[static_cast<size_t>(n + i)]);
+    if (s.split) v.part_d_offset[i] = v.part_N[i] * p.split_row;
+  }
+  v.w = v.part_w[0];
+  v.y = v.part_y[0];
+  if (s.split) v.row_bytes = p.split_row;
+  bind_rope_kv(v, p, s, ctx);
+  bind_norm(v, p, s);
+  launch_gemv(v, ctx.stream);
+  return {};
+}
+
+namespace {
+
+Status linear_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  const void* x = s.in_ptr[0];
+  if (p.round_x) {  // (f16 for the cuBLAS path, f32 for the GEMV)
+    launch_round_q8_0(static_cast<const float*>(x), ctx.scratch + p.x_off, p.cast_x ? DT::F16 : DT::F32, p.g.M,
+                      p.g.K, ctx.stream);
+    x = ctx.scratch + p.x_off;
+  } else if (p.cast_x) {
+    RegionParams k = p.cast_k;
+    k.in[0] = x;
+    k.out = ctx.scratch + p.x_off;
+    TRY(launch_checked(s, k, ctx, "input cast"));
+    x = ctx.scratch + p.x_off;
+  }
+  const int64_t row_bytes = s.split ? p.split_row : p.q.row_bytes;
+  const int64_t d_offset = s.split ? p.q.N * p.split_row : 0;
+  if (p.packed && !p.cast_x) {
+    QGemvParams q = p.q;
+    q.x = static_cast<const float*>(x);
+    q.w = s.in_ptr[1];
+    q.y = reinterpret_cast<float*>(s.out_ptr);
+    q.row_bytes = row_bytes;
+    q.d_offset = d_offset;
+    launch_qgemv(q, ctx.stream);
+    return {};
+  }
+  const void* w = s.in_ptr[1];
+  if (p.packed) {
+    launch_dequant_f16(p.q.w_dt, s.in_ptr[1], ctx.scratch + p.wdq_off, p.q.N, p.q.K, row_bytes, d_offset, ctx.stream);
+    w = ctx.scratch + p.wdq_off;
+  }
+  void* c = p.c_in_scratch ? static_cast<void*>(ctx.scratch + p.c_off) : static_cast<void*>(s.out_ptr);
+  TRY(run_gemm(s, ctx, 0, p.g, x, w, c, p.lt_bias ? s.in_ptr[2] : nullptr));
+  if (p.swiglu) TRY(run_gemm(s, ctx, 0, p.g, x, s.in_ptr[2], ctx.scratch + p.u_off, nullptr));
+  if (p.post) {
+    RegionParams k = p.post_k;
+    k.in[0] = c;
+    if (p.swiglu) k.in[1] = ctx.scratch + p.u_off;
+    else if (p.has_bias) k.in[1] = s.in_ptr[2];
+    k.out = s.out_ptr;
+    TRY(launch_checked(s, k, ctx, "epilogue"));
+  }
+  return {};
+}
+
+/// out = act(in0 (+ in1)) or silu(in0) * in1 over [M, N].
+RegionParams post_program(int64_t M, int64_t N, DT c_dt, DT out_dt, bool two, DT in1_dt, bool in1_is_bias, bool swiglu,
+                          uint8_t act) {
+  RegionParams k;
+  k.rank = 2;
+  k.dims[0] = M;
+  k.dims[1] = N;
+  k.total = M * N;
+  k.n_in = two ? 2 : 1;
+  k.in_dt[0] = c_dt;
+  k.strides[0][0] = N;
+  k.strides[0][1] = 1;
+  if (two) {
+    k.in_dt[1] = in1_dt;
+    k.strides[1][0] = in1_is_bias ? 0 : N;
+    k.strides[1][1] = 1;
+  }
+  k.out_dt = out_dt;
+  int n = 0;
+  if (swiglu) {
+    k.steps[n++] = {RegionOp::kActivation, 3, DT::F32, {-1, 0, 0}};
+    k.steps[n++] = {RegionOp::kBinary, 2, out_dt, {0, -2, 0}};
+  } else {
+    int8_t cur = -1;
+    if (two) {
+      k.steps[n++] = {RegionOp::kBinary, 0, DT::F32, {-1, -2, 0}};
+      cur = 0;
+    }
+    k.steps[n++] = {RegionOp::kActivation, act, out_dt, {cur, 0, 0}};
+  }
+  k.n_steps = n;
+  return k;
+}
+
+Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_act) {
+  const ir::Node& n = ctx.node();
+  const ir::Node& x = ctx.input(0);
+  const ir::Node& w = ctx.input(1);
+  const auto xd = x.shape.static_dims(), wd = w.shape.static_dims();
+  auto p = std::make_shared<LinearParams>();
+  p->swiglu = swiglu;
+  GemmDesc& g = p->g;
+  g.K = xd.back();
+  g.M = *x.shape.num_elements() / std::max<int64_t>(g.K, 1);
+  g.N = tb ? wd[0] : wd[1];
+  g.tb = tb;
+  g.tf32 = ctx.allow_tf32;
+  if (!float_dt(x.dtype) || !float_dt(n.dtype)) return step_error(ctx, "input {} is not f32/f16/bf16", x.type().to_string());
+  if (ir::is_packed(w.dtype)) {
+    // DequantMatMul over packed blocks.
+    if (!packed_supported(to_dt(w.dtype)) || x.dtype != DType::F32 || n.dtype != DType::F32 || !tb || g.K % 32 != 0)
+      return step_error(ctx, "dequant_matmul for {}", ir::dtype_name(w.dtype));
+    if (swiglu && (ctx.input(2).dtype != w.dtype || !gemv_supported(to_dt(w.dtype), g.M, g.K)))
+      return step_error(ctx, "fused swiglu over {} weights at M = {} (only the decode GEMV fuses packed pairs)",
+                        ir::dtype_name(w.dtype), g.M);
+    p->packed = true;
+    p->q.w_dt = to_dt(w.dtype);
+    p->q.M = g.M;
+    p->q.N = g.N;
+    p->q.K = g.K;
+    p->q.row_bytes = *ir::dtype_bytes(w.dtype, g.K);
+    if (packed_split(p->q.w_dt)) {
+      p->split_row = split_row_bytes(w.dtype, g.K);
+      step.split_inputs = swiglu ? 6 : 2;
+    }
+    // x as llama.cpp's CPU backend sees it for these weights: Q8_0 blocks (the decode
+    // GEMV, launch_gemv, rounds it itself while staging it; the others read it rounded).
+    p->round_x = q8_0_activations(p->q.w_dt);
+    if (g.M > 8) {  // prefill: dequantize to f16 and use cuBLAS (f16 x f16 -> f32)
+      p->wdq_off = ctx.scratch(g.N * g.K * 2);
+      g.ab_dt = DT::F16;
+      g.c_dt = DT::F32;
+      p->cast_x = true;
+      p->x_off = ctx.scratch(g.M * g.K * 2);
+    } else if (p->round_x) {
+      p->x_off = ctx.scratch(g.M * g.K * 4);
+    }
+  } else {
+    if (!float_dt(w.dtype)) return step_error(ctx, "weights of {}", ir::dtype_name(w.dtype));
+    if (swiglu && ctx.input(2).dtype != w.dtype) return step_error(ctx, "gate and up weights differ in dtype");
+    g.ab_dt = to_dt(w.dtype);
+    p->cast_x = x.dtype != w.dtype;
+    if (p->cast_x) p->x_off = ctx.scratch(g.M * g.K * dt_size(g.ab_dt));
+    g.c_dt = to_dt(n.dtype);
+  }
+  if (p->cast_x) {
+    RegionParams& k = p->cast_k;
+    k.rank = 1;
+    k.dims[0] = k.total = g.M * g.K;
+    k.n_in = 1;
+    k.in_dt[0] = to_dt(x.dtype);
+    k.strides[0][0] = 1;
+    k.out_dt = g.ab_dt;
+    k.steps[0] = {RegionOp::kCast, 0, g.ab_dt, {-1, 0, 0}};
+    k.n_steps = 1;
+  }
+  // Decode sizes: one GEMV kernel (epilogue included) when it covers the weights.
+  const DT wdt = to_dt(w.dtype);
+  const bool w_aligned = step.in[1].offset % 16 == 0 && (!swiglu || step.in[2].offset % 16 == 0);
+  if (tb && g.M <= kMaxGemvM && w_aligned && gemv_supported(wdt, g.M, g.K)) {
+    GemvParams& v = p->gv;
+    v.x_dt = to_dt(x.dtype);
+    v.w_dt = wdt;
+    v.y_dt = to_dt(n.dtype);
+    v.M = g.M;
+    v.N = g.N;
+    v.K = g.K;
+    v.row_bytes = *ir::dtype_bytes(w.dtype, g.K);
+    v.swiglu = swiglu;
+    v.x_vec4 = x.dtype == DType::F32 && step.in[0].offset % 16 == 0 && step.in[0].kind == StorageKind::kArena;
+    v.x_int8 = ctx.gemv_int8_x;
+    auto immutable = [](const ValueRef& r) { return r.kind == StorageKind::kParam || r.kind == StorageKind::kConstant; };
+    v.w_const = immutable(step.in[1]) && (!swiglu || immutable(step.in[2]));
+    if (bias_act) {
+      const auto& f = n.attr<ir::FusedMatMulAttrs>();
+      v.act = static_cast<uint8_t>(f.act);
+      p->has_bias = f.has_bias;
+      if (f.has_bias) v.bias_dt = to_dt(ctx.input(2).dtype);
+    }
+    p->gemv = true;
+    p->cast_x = false;
+    p->round_x = false;  // the GEMV rounds x while staging it
+    step.fn = &gemv_fn;
+    step.params = p;
+    return {};
+  }
+  if (p->packed && g.M <= 8) {
+    step.fn = &linear_fn;
+    step.params = p;
+    return {};
+  }
+  // cuBLASLt writes C in c_dt: f32 always works; otherwise it must equal the operands'.
+  if (g.c_dt != DT::F32 && g.c_dt != g.ab_dt) g.c_dt = DT::F32;
+  const bool c_is_out = g.c_dt == to_dt(n.dtype);
+  ir::ActKind act = ir::ActKind::Identity;
+  if (bias_act) {
+    const auto& f = n.attr<ir::FusedMatMulAttrs>();
+    act = f.act;
+    p->has_bias = f.has_bias;
+  }
+  const bool bias_ok = p->has_bias && ctx.input(2).dtype == static_cast<DType>(g.c_dt) && g.c_dt == to_dt(n.dtype);
+  const bool act_ok = act == ir::ActKind::Identity || act == ir::ActKind::Relu || act == ir::ActKind::GeluTanh;
+  if (!swiglu && c_is_out && act_ok && (!p->has_bias || bias_ok)) {
+    // Everything in the cuBLASLt epilogue.
+    p->lt_bias = p->has_bias;
+    if (act == ir::ActKind::Relu) g.epilogue = p->lt_bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    else if (act == ir::ActKind::GeluTanh) g.epilogue = p->lt_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    else g.epilogue = p->lt_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  } else {
+    p->post = true;
+    p->c_in_scratch = true;
+    p->c_off = ctx.scratch(g.M * g.N * dt_size(g.c_dt));
+    if (swiglu) p->u_off = ctx.scratch(g.M * g.N * dt_size(g.c_dt));
+    const DT in1 = swiglu ? g.c_dt : p->has_bias ? to_dt(ctx.input(2).dtype) : DT::F32;
+    p->post_k = post_program(g.M, g.N, g.c_dt, to_dt(n.dtype), swiglu || p->has_bias, in1, !swiglu, swiglu,
+                             static_cast<uint8_t>(act));
+  }
+  step.gemms.push_back(&p->g);
+  step.fn = &linear_fn;
+  step.params = p;
+  return {};
+}
+
+}  // namespace
+
+Status build_fused_matmul(BuildCtx& ctx, Step& step) {
+  return build_linear(ctx, step, ctx.node().attr<ir::FusedMatMulAttrs>().transpose_b, false, true);
+}
+
+Status build_fused_swiglu(BuildCtx& ctx, Step& step) {
+  return build_linear(ctx, step, ctx.node().attr<ir::FusedSwiGLUAttrs>().transpose_b, true, false);
+}
+
+Status build_dequant_matmul(BuildCtx& ctx, Step& step) { return build_linear(ctx, step, true, false, false); }
+
+namespace {
+
+struct MatMulParams {
+  GemmDesc g;
+  bool post = false;  // result in f32 scratch, cast to the output dtype
+  int64_t c_off = 0;
+  RegionParams post_k;
+};
+
+Status matmul_fn(const Step& s, const RunCtx& ctx) {
+  const MatMulParams& p = s.p<MatMulParams>();
+  void* c = p.post ? static_cast<void*>(ctx.scratch + p.c_off) : static_cast<void*>(s.out_ptr);
+  TRY(run_gemm(s, ctx, 0, p.g, s.in_ptr[0], s.in_ptr[1], c, nullptr));
+  if (p.post) {
+    RegionParams k = p.post_k;
+    k.in[0] = c;
+    k.out = s.out_ptr;
+    TRY(launch_checked(s, k, ctx, "output cast"));
+  }
+  return {};
+}
+
+}  // namespace
+
+Status build_matmul(BuildCtx& ctx, Step& step) {
+  const ir::Node& n = ctx.node();
+  const auto& m = n.attr<ir::MatMulAttrs>();
+  const ir::Node& a = ctx.input(0);
+  const ir::Node& b = ctx.input(1);
+  if (!float_dt(a.dtype) || a.dtype != b.dtype || !float_dt(n.dtype))
+    return step_error(ctx, "matmul of {} and {}", ir::dtype_name(a.dtype), ir::dtype_name(b.dtype));
+  const auto ad = a.shape.static_dims(), bd = b.shape.static_dims(), od = n.shape.static_dims();
+  const size_t ra = ad.size(), rb = bd.size(), ro = od.size();
+  auto p = std::make_shared<MatMulParams>();
+  GemmDesc& g = p->g;
+  g.M = od[ro - 2];
+  g.N = od[ro - 1];
+  g.K = m.transpose_a ? ad[ra - 2] : ad[ra - 1];
+  g.ta = m.transpose_a;
+  g.tb = m.transpose_b;
+  g.ab_dt = to_dt(a.dtype);
+  g.c_dt = to_dt(n.dtype);
+  g.tf32 = ctx.allow_tf32;
+  if (g.c_dt != DT::F32 && g.c_dt != g.ab_dt) g.c_dt = DT::F32;
+  const std::vector<int64_t> out_batch(od.begin(), od.end() - 2);
+  const auto sa = broadcast_strides(std::vector<int64_t>(ad.begin(), ad.end() - 2), out_batch);
+  const auto sb = broadcast_strides(std::vector<int64_t>(bd.begin(), bd.end() - 2), out_batch);
+  g.batch = 1;
+  for (int64_t d : out_batch) g.batch *= d;
+  const int64_t a_mat = ad[ra - 2] * ad[ra - 1], b_mat = bd[rb - 2] * bd[rb - 1];
+  // Per-batch element offsets; strided when they form one arithmetic sequence.
+  std::vector<int64_t> ao(static_cast<size_t>(g.batch)), bo(static_cast<size_t>(g.batch));
+  for (int64_t i = 0; i < g.batch; ++i) {
+    int64_t rem = i, oa = 0, ob = 0;
+    for (size_t d = out_batch.size(); d-- > 0;) {
+      const int64_t idx = rem % out_batch[d];
+      rem /= out_batch[d];
+      oa += idx * sa[d] * a_mat;
+      ob += idx * sb[d] * b_mat;
+    }
+    ao[static_cast<size_t>(i)] = oa;
+    bo[static_cast<size_t>(i)] = ob;
+  }
+  g.strided = true;
+  if (g.batch > 1) {
+    g.a_bstride = ao[1] - ao[0];
+    g.b_bstride = bo[1] - bo[0];
+    for (int64_t i = 1; i < g.batch; ++i)
+      if (ao[static_cast<size_t>(i)] != i * g.a_bstride || bo[static_cast<size_t>(i)] != i * g.b_bstride) g.strided = false;
+  }
+  if (!g.strided) {
+    g.a_offsets = std::move(ao);
+    g.b_offsets = std::move(bo);
+  }
+  if (g.c_dt != to_dt(n.dtype)) {
+    p->post = true;
+    p->c_off = ctx.scratch(g.batch * g.M * g.N * 4);
+    RegionParams& k = p->post_k;
+    k.rank = 1;
+    k.dims[0] = k.total = g.batch * g.M * g.N;
+    k.n_in = 1;
+    k.in_dt[0] = DT::F32;
+    k.strides[0][0] = 1;
+    k.out_dt = to_dt(n.dtype);
+    k.steps[0] = {RegionOp::kCast, 0, k.out_dt, {-1, 0, 0}};
+    k.n_steps = 1;
+  }
+  const int ab = ctx.bucket(n.inputs[0]);
+  if (ab >= 0 && ab == static_cast<int>(m.transpose_a ? ra - 2 : ra - 1)) step.extent_ok = false;
+  if (ab == -2) step.extent_ok = false;
+  step.gemms.push_back(&p->g);
+  step.fn = &matmul_fn;
+  step.params = p;
+  return {};
+}
+
+void group_sibling_gemvs(std::vector<Step>& steps) {
+  auto plain_gemv = [](const Step& s) -> const LinearParams* {
+    if (s.fn != &gemv_fn) return nullptr;
+    const LinearParams& p = s.p<LinearParams>();
+    if (!p.gemv || p.swiglu || p.has_bias || (packed_split(p.gv.w_dt) && !s.split)) return nullptr;
+    return &p;
+  };
+  std::vector<Step> out;
+  out.reserve(steps.size());
+  for (size_t i = 0; i < steps.size();) {
+    const LinearParams* first = plain_gemv(steps[i]);
+    size_t j = i + 1;
+    if (first != nullptr) {
+      const GemvParams& a = first->gv;
+      for (; j < steps.size() && j - i < static_cast<size_t>(kMaxGemvParts); ++j) {
+        const LinearParams* q = plain_gemv(steps[j]);
+        if (q == nullptr) break;
+        const GemvParams& c = q->gv;
+        const Step& sj = steps[j];
+        bool ok = same_ref(sj.in[0], steps[i].in[0]) && sj.split == steps[i].split && c.w_dt == a.w_dt &&
+                  c.x_dt == a.x_dt && c.y_dt == a.y_dt && c.M == a.M && c.K == a.K && c.act == a.act &&
+                  c.x_vec4 == a.x_vec4 && c.x_int8 == a.x_int8 && c.w_const == a.w_const && sj.extent_ok == steps[i].extent_ok;
+        // Every output apart from x and from the others (they are all live at once).
+        for (size_t k = i; ok && k < j; ++k)
+          ok = disjoint_refs(sj.out, steps[k].out) && disjoint_refs(steps[k].out, steps[i].in[0]);
+        ok = ok && disjoint_refs(sj.out, steps[i].in[0]);
+        if (!ok) break;
+      }
+    }
+    if (j - i < 2) {
+      out.push_back(std::move(steps[i]));
+      ++i;
+      continue;
+    }
+    // Steps [i, j) become one launch.
+    const int n = static_cast<int>(j - i);
+    auto p = std::make_shared<LinearParams>(*first);
+    Step g = steps[i];
+    g.in = {steps[i].in[0]};
+    std::string what = *steps[i].what;
+    for (size_t k = i; k < j; ++k) {
+      const LinearParams& q = steps[k].p<LinearParams>();
+      p->gv.part_N[k - i] = q.gv.N;
+      p->gv.part_d_offset[k - i] = 0;
+      g.in.push_back(steps[k].in[1]);
+      if (k > i) what += " + " + *steps[k].what;
+    }
+    for (size_t k = i + 1; k < j; ++k) g.in.push_back(steps[k].out);
+    p->gv.n_parts = n;
+    p->gv.N = p->gv.part_N[0];
+    g.fn = &gemv_group_fn;
+    g.params = p;
+    g.split_inputs = 0;
+    g.what = std::make_shared<const std::string>(what);
+    out.push_back(std::move(g));
+    i = j;
+  }
+  for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
+  steps = std::move(out);
+}
+
+}  // namespace rlx::cuda_backend

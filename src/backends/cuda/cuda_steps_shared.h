@@ -1,0 +1,108 @@
+// What the CUDA step files share: dtype helpers, the parameter structs of the steps that
+// the decode-step rewrites (cuda_step_fusions.cpp) read and take over, and the run
+// functions steps are recognised by (a step's `fn`). Private to the CUDA backend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_step.h"
+#include "backends/cuda/cuda_util.h"
+
+namespace rlx::cuda_backend {
+
+/// Bytes per element (per block for packed types) of `t`.
+inline int64_t dt_size(DT t) { return ir::dtype_info(static_cast<ir::DType>(t)).bytes_per_block; }
+/// The kernels' dtype code of an IR dtype (the same numbering, checked in cuda_steps.cpp).
+inline DT to_dt(ir::DType t) { return static_cast<DT>(t); }
+/// True for the float dtypes the kernels compute in (f32, f16, bf16).
+inline bool float_dt(ir::DType t) { return t == ir::DType::F32 || t == ir::DType::F16 || t == ir::DType::BF16; }
+
+/// True when two refs name the same bytes' start.
+inline bool same_ref(const ValueRef& a, const ValueRef& b) {
+  return a.kind == b.kind && a.index == b.index && a.offset == b.offset;
+}
+/// True when two refs share no byte.
+inline bool disjoint_refs(const ValueRef& a, const ValueRef& b) {
+  return a.kind != b.kind || a.index != b.index || a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset;
+}
+
+/// Runs cuBLASLt plan `pi` of the step: C = A . B (+ bias through the epilogue).
+Status run_gemm(const Step& s, const RunCtx& ctx, int pi, const GemmDesc& g, const void* a, const void* b, void* c,
+                const void* bias);
+/// Launches a region kernel and reports its launch error as the step's (`role` names it).
+Status launch_checked(const Step& s, const RegionParams& k, const RunCtx& ctx, const char* role);
+/// Element strides of an input of dims `in` broadcast to dims `out` (0 on broadcast axes).
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
+
+/// UpdateSlice (a KV-cache write): update_fn.
+struct UpdateParams {
+  UpdateSliceParams k;
+  bool src_bucket = false;
+  int64_t total_bytes = 0;
+};
+
+Status update_fn(const Step& s, const RunCtx& ctx);
+
+/// LayerNorm / RmsNorm, with a residual add when fused: norm_fn.
+struct NormStepParams {
+  NormParams k;
+  bool residual = false, beta = false;
+};
+
+Status norm_fn(const Step& s, const RunCtx& ctx);
+
+/// Rope with its inverse-frequency table on the device: rope_fn.
+struct RopeStepParams {
+  RopeParams k;
+  std::shared_ptr<DeviceBuffer> table;  // inv_freq, uploaded at compile
+};
+
+Status rope_fn(const Step& s, const RunCtx& ctx);
+
+/// The parameters of a linear step (linear_fn, gemv_fn, gemv_group_fn): the GEMM or
+/// GEMV, and the post-GEMM elementwise program act(c (+ bias)) or silu(gate) * up.
+struct LinearParams {
+  GemmDesc g;
+  bool has_bias = false;
+  bool lt_bias = false;  // bias applied by the cuBLASLt epilogue
+  bool post = false;     // a region kernel finishes the result
+  RegionParams post_k;   // inputs: [gemm result, (bias | up)]; out: node output
+  bool swiglu = false;
+  bool cast_x = false;   // x converted to the weights' dtype into scratch first
+  RegionParams cast_k;
+  bool round_x = false;  // x rounded to llama.cpp's Q8_0 activations into scratch first (Q8_0 / Q4_0 weights)
+  int64_t x_off = 0, c_off = 0, u_off = 0;  // scratch offsets (cast x, gemm result, up result)
+  bool c_in_scratch = false;
+  // packed DequantMatMul
+  bool packed = false;
+  QGemvParams q;
+  int64_t wdq_off = 0;  // f16 dequantized weights (M > 8)
+  int64_t split_row = 0;  // bytes per row in the split layout (packed_split types)
+  // decode GEMV (M <= kMaxGemvM): the whole step in one kernel
+  bool gemv = false;
+  GemvParams gv;
+  // rope and KV-cache writes taken over from a rope_kv step (fuse_gemv_rope_kv): its
+  // pointers are inputs [rkv_in, rkv_in + 8) (bind_rope_kv); `rkv_keep` holds its tables
+  size_t rkv_in = 0;
+  bool rkv_k_out = false;
+  std::shared_ptr<const void> rkv_keep;
+  // an RMS norm taken over as the GEMV's prologue (fuse_norm_gemv): in[0] is the norm's
+  // x; inputs [norm_in, ..) are its residual (norm_residual), gamma and the sum's half
+  // of its output (norm_sum: this GEMV writes it)
+  size_t norm_in = 0;
+  bool norm_residual = false, norm_sum = false;
+};
+/// A one-row product in one GEMV launch (LinearParams::gemv).
+Status gemv_fn(const Step& s, const RunCtx& ctx);
+/// Sibling GEMVs over the same x in one launch (group_sibling_gemvs).
+Status gemv_group_fn(const Step& s, const RunCtx& ctx);
+
+/// Builders of the matmul steps (cuda_steps_matmul.cpp).
+Status build_matmul(BuildCtx& ctx, Step& step);
+Status build_dequant_matmul(BuildCtx& ctx, Step& step);
+Status build_fused_matmul(BuildCtx& ctx, Step& step);
+Status build_fused_swiglu(BuildCtx& ctx, Step& step);
+
+}  // namespace rlx::cuda_backend
