@@ -390,10 +390,17 @@ Expected<std::shared_ptr<const CompiledVariant>> ModelCompilePipeline::get_or_co
   ++stats_.cache_misses;
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(AotSpecialization a, specialize_aot_locked(cache_dir, base, key, binding, build_hir, options));
+  const double specialize_ms = ms_since(t0);
   // A template built here (the entry was missing) keeps its fusion and dispatch reports.
   const ModelTemplate* t = a.from_disk || !current_ ? nullptr : current_.get();
   ASSIGN_OR_RETURN(CompiledGraph g, compile_lir_locked(a.model, options, t));
-  return insert_locked(key, a.model, std::move(g), options, prepare, a.from_disk, ms_since(t0));
+  const double backend_ms = ms_since(t0) - specialize_ms;
+  auto v = insert_locked(key, a.model, std::move(g), options, prepare, a.from_disk, ms_since(t0));
+  RLX_LOG_DEBUG("model pipeline: {} {} in {:.2f} ms (HIR + {}: {:.2f}, backend compile {:.2f}, prepare {:.2f})",
+                binding.to_string(), a.from_disk ? "loaded" : "compiled", ms_since(t0),
+                a.from_disk ? "cache load" : "passes", specialize_ms, backend_ms,
+                ms_since(t0) - specialize_ms - backend_ms);
+  return v;
 }
 
 void ModelCompilePipeline::set_aot_cache(std::filesystem::path dir, std::string base) {

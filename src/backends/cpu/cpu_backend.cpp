@@ -179,67 +179,30 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
   const ir::Graph& g = lir.graph;
   if (!lir.dynamic_symbols.empty())
     return Error::invalid_argument("cpu backend: the module still has unbound symbols (bind them first)");
-  if (lir.plan.slots.size() != static_cast<size_t>(g.size()))
-    return Error::internal("cpu backend: buffer plan has {} slots for {} values", lir.plan.slots.size(), g.size());
+  // Value -> storage reference (views followed to their root).
+  ASSIGN_OR_RETURN(runtime::StorageMap storage, runtime::resolve_storage(lir, "cpu"));
+  const std::vector<ValueRef>& refs = storage.refs;
   pool_ = std::move(pool);
   pack_cache_ = std::move(packed);
   extent_ = extent;
   manifest_ = std::make_shared<const ir::IoManifest>(lir.manifest);
   const ir::IoManifest& m = *manifest_;
 
-  // Storage indices of boundary values.
-  std::vector<int32_t> param_idx(static_cast<size_t>(g.size()), -1), handle_idx(param_idx), const_idx(param_idx);
   auto pb = std::make_shared<std::vector<int64_t>>();
-  for (size_t i = 0; i < m.params.size(); ++i) {
-    param_idx[static_cast<size_t>(m.params[i].value)] = static_cast<int32_t>(i);
-    pb->push_back(m.params[i].bytes);
+  for (const ir::ManifestEntry& e : m.params) {
+    pb->push_back(e.bytes);
     params_.emplace_back();  // set by set_param or set_param_shared
     owned_.push_back(nullptr);
   }
   param_bytes_ = pb;
   param_set_.assign(m.params.size(), false);
   n_params_unset_ = m.params.size();
-  for (size_t i = 0; i < m.handles.size(); ++i) {
-    handle_idx[static_cast<size_t>(m.handles[i].value)] = static_cast<int32_t>(i);
-    handles_.push_back(std::make_shared<HostHandle>(static_cast<size_t>(std::max<int64_t>(m.handles[i].bytes, 1))));
+  for (const ir::ManifestEntry& e : m.handles)
+    handles_.push_back(std::make_shared<HostHandle>(static_cast<size_t>(std::max<int64_t>(e.bytes, 1))));
+  for (ValueId v : storage.constants) {
+    const auto& bytes = g.node(v).attr<ir::ConstantAttrs>().data.bytes;
+    constants_.push_back(bytes ? bytes : std::make_shared<const std::vector<uint8_t>>(8, uint8_t{0}));
   }
-  for (ValueId v = 0; v < g.size(); ++v) {
-    const ir::Node& n = g.node(v);
-    if (n.op == ir::OpKind::Constant) {
-      const_idx[static_cast<size_t>(v)] = static_cast<int32_t>(constants_.size());
-      const auto& bytes = n.attr<ir::ConstantAttrs>().data.bytes;
-      constants_.push_back(bytes ? bytes : std::make_shared<const std::vector<uint8_t>>(8, uint8_t{0}));
-    }
-  }
-  // Value -> storage reference (views followed to their root).
-  std::vector<ValueRef> refs(static_cast<size_t>(g.size()));
-  for (ValueId v = 0; v < g.size(); ++v) {
-    const ir::BufferSlot& slot = lir.plan.slots[static_cast<size_t>(v)];
-    ValueRef r;
-    r.bytes = slot.size;
-    switch (slot.kind) {
-      case SlotKind::kArena: r.kind = StorageKind::kArena; r.offset = slot.offset; break;
-      case SlotKind::kView: {
-        if (slot.root < 0 || slot.root >= v)
-          return Error::internal("cpu backend: {} is a view of invalid root {}", g.describe(v), slot.root);
-        r = refs[static_cast<size_t>(slot.root)];
-        r.offset += slot.offset;
-        r.bytes = slot.size;
-        break;
-      }
-      case SlotKind::kParam:
-        if (param_idx[static_cast<size_t>(v)] < 0) return Error::internal("cpu backend: {} not in the manifest", g.describe(v));
-        r.kind = StorageKind::kParam; r.index = param_idx[static_cast<size_t>(v)]; break;
-      case SlotKind::kHandle:
-        if (handle_idx[static_cast<size_t>(v)] < 0) return Error::internal("cpu backend: {} not in the manifest", g.describe(v));
-        r.kind = StorageKind::kHandle; r.index = handle_idx[static_cast<size_t>(v)]; break;
-      case SlotKind::kConstant:
-        if (const_idx[static_cast<size_t>(v)] < 0) return Error::internal("cpu backend: {} is not a constant", g.describe(v));
-        r.kind = StorageKind::kConstant; r.index = const_idx[static_cast<size_t>(v)]; break;
-    }
-    refs[static_cast<size_t>(v)] = r;
-  }
-  if (lir.plan.arena_size < 0) return Error::internal("cpu backend: negative arena size");
 
   // Steps, in schedule order.
   const auto& table = cpu_kernel_table();
@@ -432,15 +395,7 @@ Status CpuExecutable::run(std::span<const void* const> inputs) {
 }
 
 Status CpuExecutable::set_active_extent(int64_t actual, int64_t upper) {
-  if (extent_.empty())
-    return Error::invalid_argument(
-        "set_active_extent: the graph was compiled without a symbolic (bucket) dim; compile it with a symbol "
-        "and CompileOptions::binding");
-  if (upper != extent_.upper)
-    return Error::invalid_argument("set_active_extent: upper {} differs from the compiled size {}={}", upper,
-                                   ir::symbol_name(extent_.symbol), extent_.upper);
-  if (actual < 1 || actual > upper)
-    return Error::invalid_argument("set_active_extent: actual {} must be in [1, {}]", actual, upper);
+  TRY(runtime::check_active_extent(extent_, actual, upper));
   if (actual < upper) {
     for (const Step& s : steps_)
       if (!s.extent_ok)

@@ -21,19 +21,14 @@
 #include "backends/cpu/packed_weights.h"
 #include "rlx/base/env.h"
 #include "rlx/formats/ggml_type.h"
+#include "runtime/executor_skeleton.h"
 
 namespace rlx::cpu_backend {
 
-/// Where an operand's bytes live; resolved to a pointer whenever storage changes
-/// (compile, set_param re-allocation, clone).
-enum class StorageKind : uint8_t { kArena, kParam, kHandle, kConstant, kScratch, kNone };
-
-struct ValueRef {
-  StorageKind kind = StorageKind::kNone;
-  int32_t index = 0;   ///< param/handle/constant index (unused for arena/scratch)
-  int64_t offset = 0;  ///< byte offset into that storage
-  int64_t bytes = 0;   ///< size of the value
-};
+/// Where an operand's bytes live (shared with the other executors); resolved to a
+/// pointer whenever storage changes (compile, set_param re-allocation, clone).
+using runtime::StorageKind;
+using runtime::ValueRef;
 
 /// Run-time context handed to every step.
 /// The kernels' instruction-set cap from RLX_CPU_ISA (scalar|avx2|avx512|amx; default:
@@ -107,19 +102,12 @@ struct Step {
 
 /// What a step builder sees: the node, its input nodes, the bucket axis of every
 /// value (-1 when it has none) and a way to reserve scratch memory.
-struct BuildCtx {
-  const ir::LirModule* lir = nullptr;
-  const ir::Graph* graph = nullptr;
-  ir::ValueId id = ir::kNoValue;
-  const std::vector<int>* bucket_axis = nullptr;  ///< per value; may be null (no bucket info)
+struct BuildCtx : runtime::StepBuildGraph {
   int n_threads = 1;
   int64_t* scratch_bytes = nullptr;  ///< the executable's scratch size: max over steps
   int64_t step_scratch = 0;          ///< bytes reserved by the step being built
 
-  const ir::Node& node() const { return graph->node(id); }
-  const ir::Node& input(size_t i) const { return graph->node(node().inputs[i]); }
   std::vector<int64_t> dims(const ir::Node& n) const { return n.shape.static_dims(); }
-  int bucket(ir::ValueId v) const { return bucket_axis && !bucket_axis->empty() ? (*bucket_axis)[v] : -1; }
   /// Reserves `bytes` (64-byte aligned) of executor scratch for the step being built;
   /// returns its offset. Steps run one at a time and scratch lives only inside a step,
   /// so every step's reservations start at offset 0 and the executable keeps the max.
@@ -238,8 +226,7 @@ void store_i(ir::DType t, uint8_t* p, int64_t i, int64_t v);
 
 inline int64_t elem_size(ir::DType t) { return ir::dtype_info(t).bytes_per_block; }
 
-/// Right-aligned broadcast strides (in elements) of `in` against `out` dims.
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
+using runtime::broadcast_strides;
 
 /// Product of dims [from, to).
 inline int64_t prod(const std::vector<int64_t>& d, size_t from, size_t to) {

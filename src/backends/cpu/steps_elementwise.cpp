@@ -496,16 +496,4 @@ void store_i(DType t, uint8_t* p, int64_t i, int64_t v) {
   }
 }
 
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
-  std::vector<int64_t> st(out.size(), 0);
-  int64_t s = 1;
-  for (size_t k = 0; k < in.size(); ++k) {
-    const size_t di = in.size() - 1 - k;
-    const size_t dout = out.size() - 1 - k;
-    st[dout] = in[di] == 1 ? 0 : s;
-    s *= in[di];
-  }
-  return st;
-}
-
 }  // namespace rlx::cpu_backend

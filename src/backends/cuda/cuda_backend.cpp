@@ -173,6 +173,7 @@ uint8_t* CudaExecutable::base(StorageKind k, int32_t index) const {
     }
     case StorageKind::kHandle: return handles_[static_cast<size_t>(index)]->buf.data();
     case StorageKind::kConstant: return shared_->constants[static_cast<size_t>(index)]->data();
+    case StorageKind::kScratch:  // not used: CUDA scratch is per step (RunCtx::scratch)
     case StorageKind::kNone: return nullptr;
   }
   return nullptr;
@@ -261,8 +262,6 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   const ir::Graph& g = lir.graph;
   if (!lir.dynamic_symbols.empty())
     return Error::invalid_argument("cuda backend: the module still has unbound symbols (bind them first)");
-  if (lir.plan.slots.size() != static_cast<size_t>(g.size()))
-    return Error::internal("cuda backend: buffer plan has {} slots for {} values", lir.plan.slots.size(), g.size());
   allow_tf32_ = opt.allow_tf32;
   graphs_ = opt.graphs && !opt.profile;
   if (opt.profile) prof_ = std::make_unique<Profile>();
@@ -273,46 +272,16 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   RLX_CUDA_TRY(cudaSetDevice(ordinal), where("compile"));
   const ir::IoManifest& m = sh->manifest;
 
-  std::vector<int32_t> param_idx(static_cast<size_t>(g.size()), -1), handle_idx(param_idx), const_idx(param_idx);
-  for (size_t i = 0; i < m.params.size(); ++i) param_idx[static_cast<size_t>(m.params[i].value)] = static_cast<int32_t>(i);
-  for (size_t i = 0; i < m.handles.size(); ++i) handle_idx[static_cast<size_t>(m.handles[i].value)] = static_cast<int32_t>(i);
-  for (ValueId v = 0; v < g.size(); ++v) {
-    const ir::Node& n = g.node(v);
-    if (n.op != ir::OpKind::Constant) continue;
-    const auto& bytes = n.attr<ir::ConstantAttrs>().data.bytes;
+  ASSIGN_OR_RETURN(runtime::StorageMap storage, runtime::resolve_storage(lir, "cuda"));
+  const std::vector<ValueRef>& refs = storage.refs;
+  for (ValueId v : storage.constants) {
+    const auto& bytes = g.node(v).attr<ir::ConstantAttrs>().data.bytes;
     const int64_t size = bytes ? static_cast<int64_t>(bytes->size()) : 0;
     ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::create(std::max<int64_t>(size, 8), g.describe(v)));
     RLX_CUDA_TRY(cudaMemset(buf.data(), 0, static_cast<size_t>(std::max<int64_t>(size, 8))), g.describe(v));
     if (size > 0)
       RLX_CUDA_TRY(cudaMemcpy(buf.data(), bytes->data(), static_cast<size_t>(size), cudaMemcpyHostToDevice), g.describe(v));
-    const_idx[static_cast<size_t>(v)] = static_cast<int32_t>(sh->constants.size());
     sh->constants.push_back(std::make_shared<DeviceBuffer>(std::move(buf)));
-  }
-  std::vector<ValueRef> refs(static_cast<size_t>(g.size()));
-  for (ValueId v = 0; v < g.size(); ++v) {
-    const ir::BufferSlot& slot = lir.plan.slots[static_cast<size_t>(v)];
-    ValueRef r;
-    r.bytes = slot.size;
-    switch (slot.kind) {
-      case SlotKind::kArena: r.kind = StorageKind::kArena; r.offset = slot.offset; break;
-      case SlotKind::kView:
-        if (slot.root < 0 || slot.root >= v)
-          return Error::internal("cuda backend: {} is a view of invalid root {}", g.describe(v), slot.root);
-        r = refs[static_cast<size_t>(slot.root)];
-        r.offset += slot.offset;
-        r.bytes = slot.size;
-        break;
-      case SlotKind::kParam:
-        if (param_idx[static_cast<size_t>(v)] < 0) return Error::internal("cuda backend: {} not in the manifest", g.describe(v));
-        r.kind = StorageKind::kParam; r.index = param_idx[static_cast<size_t>(v)]; break;
-      case SlotKind::kHandle:
-        if (handle_idx[static_cast<size_t>(v)] < 0) return Error::internal("cuda backend: {} not in the manifest", g.describe(v));
-        r.kind = StorageKind::kHandle; r.index = handle_idx[static_cast<size_t>(v)]; break;
-      case SlotKind::kConstant:
-        if (const_idx[static_cast<size_t>(v)] < 0) return Error::internal("cuda backend: {} is not a constant", g.describe(v));
-        r.kind = StorageKind::kConstant; r.index = const_idx[static_cast<size_t>(v)]; break;
-    }
-    refs[static_cast<size_t>(v)] = r;
   }
 
   BuildCtx bctx;
@@ -634,15 +603,7 @@ Status CudaExecutable::run(std::span<const void* const> inputs) {
 
 Status CudaExecutable::set_active_extent(int64_t actual, int64_t upper) {
   const ExtentInfo& ex = shared_->extent;
-  if (ex.empty())
-    return Error::invalid_argument(
-        "set_active_extent: the graph was compiled without a symbolic (bucket) dim; compile it with a symbol "
-        "and CompileOptions::binding");
-  if (upper != ex.upper)
-    return Error::invalid_argument("set_active_extent: upper {} differs from the compiled size {}={}", upper,
-                                   ir::symbol_name(ex.symbol), ex.upper);
-  if (actual < 1 || actual > upper)
-    return Error::invalid_argument("set_active_extent: actual {} must be in [1, {}]", actual, upper);
+  TRY(runtime::check_active_extent(ex, actual, upper));
   if (actual < upper)
     for (const Step& s : steps_)
       if (!s.extent_ok)

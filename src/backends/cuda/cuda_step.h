@@ -16,17 +16,14 @@
 #include "rlx/base/status.h"
 #include "rlx/ir/module.h"
 #include "rlx/runtime/backend.h"
+#include "runtime/executor_skeleton.h"
 
 namespace rlx::cuda_backend {
 
-enum class StorageKind : uint8_t { kArena, kParam, kHandle, kConstant, kNone };
-
-struct ValueRef {
-  StorageKind kind = StorageKind::kNone;
-  int32_t index = 0;
-  int64_t offset = 0;
-  int64_t bytes = 0;
-};
+/// Where an operand's bytes live (shared with the other executors; the CUDA backend has
+/// no kScratch values: scratch is per step, RunCtx::scratch).
+using runtime::StorageKind;
+using runtime::ValueRef;
 
 /// A matrix product C[M,N] = op(A)[M,K] . op(B)[K,N] (row-major), batched; what the
 /// executable turns into a cuBLASLt plan.
@@ -97,12 +94,9 @@ struct Step {
   const P& p() const { return *static_cast<const P*>(params.get()); }
 };
 
-/// What a builder sees (mirrors the CPU's BuildCtx).
-struct BuildCtx {
-  const ir::LirModule* lir = nullptr;
-  const ir::Graph* graph = nullptr;
-  ir::ValueId id = ir::kNoValue;
-  const std::vector<int>* bucket_axis = nullptr;
+/// What a builder sees: the graph (as on the CPU) and the CUDA options and memory
+/// reservations.
+struct BuildCtx : runtime::StepBuildGraph {
   int64_t* scratch_bytes = nullptr;
   int64_t* zeroed_bytes = nullptr;
   bool allow_tf32 = false;
@@ -110,9 +104,6 @@ struct BuildCtx {
   bool gemv_int8_x = false;   ///< CudaOptions::gemv_int8_x
   int sms = 1;
 
-  const ir::Node& node() const { return graph->node(id); }
-  const ir::Node& input(size_t i) const { return graph->node(node().inputs[i]); }
-  int bucket(ir::ValueId v) const { return bucket_axis && !bucket_axis->empty() ? (*bucket_axis)[v] : -1; }
   int64_t scratch(int64_t bytes) {
     const int64_t off = *scratch_bytes;
     *scratch_bytes += (bytes + 255) / 256 * 256;

@@ -139,18 +139,6 @@ Status launch_checked(const Step& s, const RegionParams& k, const RunCtx& ctx, c
   return {};
 }
 
-/// Right-aligned broadcast strides (elements) of `in` against `out`.
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
-  std::vector<int64_t> st(out.size(), 0);
-  int64_t acc = 1;
-  for (size_t k = 0; k < in.size(); ++k) {
-    const size_t di = in.size() - 1 - k, doo = out.size() - 1 - k;
-    st[doo] = in[di] == 1 ? 0 : acc;
-    acc *= in[di];
-  }
-  return st;
-}
-
 namespace {
 
 struct RegionStepParams {

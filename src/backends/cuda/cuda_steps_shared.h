@@ -33,8 +33,7 @@ Status run_gemm(const Step& s, const RunCtx& ctx, int pi, const GemmDesc& g, con
                 const void* bias);
 /// Launches a region kernel and reports its launch error as the step's (`role` names it).
 Status launch_checked(const Step& s, const RegionParams& k, const RunCtx& ctx, const char* role);
-/// Element strides of an input of dims `in` broadcast to dims `out` (0 on broadcast axes).
-std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
+using runtime::broadcast_strides;
 
 /// UpdateSlice (a KV-cache write): update_fn.
 struct UpdateParams {
