@@ -46,6 +46,19 @@ foreach(f IN LISTS tok_files)
   endif()
 endforeach()
 
+# The Jinja renderer (src/models/jinja, rlx/models/jinja.h) may use base/ only: every
+# quoted include is rlx/base/, rlx/models/jinja.h or one of its own headers.
+file(GLOB_RECURSE jinja_files "${ROOT}/src/models/jinja/*" "${ROOT}/include/rlx/models/jinja.h")
+foreach(f IN LISTS jinja_files)
+  file(STRINGS "${f}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  foreach(line IN LISTS lines)
+    if(NOT line MATCHES "\"(rlx/base/|rlx/models/jinja\\.h\"|models/jinja/)")
+      file(RELATIVE_PATH rel "${ROOT}" "${f}")
+      string(APPEND violations "  ${rel}: the Jinja renderer may include base/ only: ${line}\n")
+    endif()
+  endforeach()
+endforeach()
+
 if(violations)
   message(FATAL_ERROR "Layer dependency violations (see DESIGN.md):\n${violations}")
 endif()
