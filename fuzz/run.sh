@@ -6,10 +6,11 @@
 #   BUILD_DIR  build folder configured with -DRLX_BUILD_FUZZ=ON (default: build-fuzz)
 #
 # For each target found in BUILD_DIR/fuzz (rlx_fuzz_gguf, rlx_fuzz_safetensors,
-# rlx_fuzz_tokenizer, rlx_fuzz_lir_binary), the
+# rlx_fuzz_tokenizer, rlx_fuzz_lir_binary, rlx_fuzz_jinja), the
 # committed seeds in fuzz/corpus/<target>/ are copied into a working corpus
 # BUILD_DIR/fuzz/work/<target>/ (new inputs land there, the committed seeds stay
-# untouched); crash inputs go to BUILD_DIR/fuzz/artifacts/<target>/.
+# untouched); crash inputs go to BUILD_DIR/fuzz/artifacts/<target>/. A target with a
+# dictionary (fuzz/<target>.dict) gets it.
 # Exit status: 0 if every fuzzer ran clean, 1 if any found a crash, 2 on usage errors.
 set -u
 
@@ -30,7 +31,7 @@ extra_flags=("$@")
 script_dir=$(cd "$(dirname "$0")" && pwd)
 status=0
 ran=0
-for target in rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary; do
+for target in rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary rlx_fuzz_jinja; do
   binary="$build_dir/fuzz/$target"
   if [[ ! -x "$binary" ]]; then
     echo "skip $target: $binary not built" >&2
@@ -40,9 +41,11 @@ for target in rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir
   artifacts="$build_dir/fuzz/artifacts/$target/"
   mkdir -p "$work" "$artifacts"
   cp -n "$script_dir/corpus/$target/"* "$work/" 2>/dev/null || true
+  dict=()  # a target's libFuzzer dictionary, when it has one: fuzz/<target>.dict
+  [[ -f "$script_dir/$target.dict" ]] && dict=(-dict="$script_dir/$target.dict")
   echo "== $target for ${seconds}s (corpus $work, artifacts $artifacts)"
   if ! "$binary" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-       -artifact_prefix="$artifacts" -print_final_stats=1 "${extra_flags[@]}" "$work"; then
+       -artifact_prefix="$artifacts" -print_final_stats=1 "${dict[@]}" "${extra_flags[@]}" "$work"; then
     echo "!! $target found a failure; inputs in $artifacts" >&2
     status=1
   fi

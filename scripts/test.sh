@@ -40,7 +40,8 @@ if [ -f fuzz/CMakeLists.txt ] && [ "${fuzz_seconds}" != "0" ]; then
   echo "== fuzz (${fuzz_seconds} s per target, clang libFuzzer) in ${fuzz_dir}"
   cmake -S . -B "${fuzz_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
     -DRLX_BUILD_FUZZ=ON -DRLX_BUILD_TESTS=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
-  cmake --build "${fuzz_dir}" -j"${jobs}" --target rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary
+  cmake --build "${fuzz_dir}" -j"${jobs}" --target rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary \
+    rlx_fuzz_jinja
   bash fuzz/run.sh "${fuzz_seconds}" "${fuzz_dir}"
 fi
 echo "== all tests passed"
