@@ -16,6 +16,7 @@
 #include "rlx/formats/gguf.h"
 #include "rlx/models/chat.h"
 #include "rlx/models/generate.h"
+#include "rlx/models/jinja.h"
 #include "rlx/models/synth.h"
 #include "rlx/runtime/session.h"
 
@@ -107,26 +108,66 @@ Expected<std::string> default_model() {
   return path.string();
 }
 
+// The prompt format of a chat: the model's own Jinja template (GGUF
+// tokenizer.chat_template) unless --template names a built-in one; the built-in format
+// the template's markers point to when it does not parse; an error when there is none.
+struct ChatFormat {
+  std::optional<jinja::Template> jinja;      // the model's template
+  std::optional<models::ChatTemplate> builtin;
+  std::string bos, eos;                      // bos_token / eos_token for the template
+};
+
+Expected<ChatFormat> chat_format(const RunArgs& a, const std::string& path, const Tokenizer& tok) {
+  ChatFormat f;
+  if (!a.chat_template.empty()) {
+    f.builtin = models::parse_chat_template(a.chat_template);
+    return f;
+  }
+  std::string source;
+  if (auto file = formats::GgufFile::open(path))
+    if (auto src = file->get_string("tokenizer.chat_template")) source = std::string(*src);
+  if (!source.empty()) {
+    f.builtin = models::detect_chat_template(source);  // for its stop strings
+    auto t = jinja::parse(source);
+    if (t) {
+      f.jinja = std::move(*t);
+      const SpecialTokenIds& ids = tok.special_ids();
+      if (ids.bos >= 0) f.bos = std::string(tok.token_text(ids.bos));
+      if (ids.eos >= 0) f.eos = std::string(tok.token_text(ids.eos));
+      return f;
+    }
+    if (!f.builtin) return t.error().with_context(path + ": tokenizer.chat_template");
+    std::fprintf(stderr, "rlx: %s: the model's chat template does not parse (%s); using the built-in format\n",
+                 path.c_str(), t.error().message().c_str());
+    return f;
+  }
+  return Error::unsupported("{}: the model has no chat template (tokenizer.chat_template); pass --template "
+                            "llama3|chatml|gemma",
+                            path);
+}
+
 // Chat mode: the model's chat template (or --template) renders the conversation; with
 // -p a single turn, otherwise one turn per line read from standard input.
 int run_chat(const RunArgs& a, const std::string& path, models::LanguageModel& model, const Tokenizer& tok,
              models::GenerateOptions go) {
-  std::optional<models::ChatTemplate> tmpl;
-  if (!a.chat_template.empty()) {
-    tmpl = models::parse_chat_template(a.chat_template);
-  } else if (auto file = formats::GgufFile::open(path)) {
-    if (auto src = file->get_string("tokenizer.chat_template")) tmpl = models::detect_chat_template(std::string(*src));
-  }
-  if (!tmpl)
-    return report(Error::unsupported("{}: no known chat template (llama3, chatml, gemma); pass --template", path));
-  go.stop = models::chat_stop_strings(*tmpl);
+  auto format = chat_format(a, path, tok);
+  if (!format) return report(format.error());
+  if (format->builtin) go.stop = models::chat_stop_strings(*format->builtin);
+  std::fprintf(stderr, "rlx chat: %s\n",
+               format->jinja ? "the model's own chat template (tokenizer.chat_template)" : "a built-in chat format");
   std::vector<models::ChatMessage> messages;
   if (!a.system.empty()) messages.push_back({"system", a.system});
   auto turn = [&](const std::string& user) -> int {
     messages.push_back({"user", user});
-    auto text = models::render_chat(*tmpl, messages);
-    if (!text) return report(text.error());
-    const auto prompt = tok.encode(*text, /*add_special=*/true, /*parse_special=*/true);
+    // The model's template places BOS itself (as transformers does, the text is then
+    // tokenized without special tokens); the built-in formats leave it to the tokenizer.
+    auto text = format->jinja ? models::render_chat(*format->jinja, messages, format->bos, format->eos)
+                              : models::render_chat(*format->builtin, messages);
+    if (!text) {
+      report(text.error());
+      return 1;
+    }
+    const auto prompt = tok.encode(*text, /*add_special=*/!format->jinja, /*parse_special=*/true);
     auto r = models::generate(model, tok, prompt, go, [](const std::string& piece) {
       std::fputs(piece.c_str(), stdout);
       std::fflush(stdout);
@@ -240,7 +281,7 @@ void add_run_command(CLI::App& app, Runner* run) {
       ->check(CLI::ExistingFile);
   auto* prompt = cmd->add_option("-p,--prompt", a->prompts, "prompt text (repeat for a batched run of several)");
   cmd->add_flag("--chat", a->chat, "chat with the model's template (-p: one turn; else read turns from stdin)");
-  cmd->add_option("--template", a->chat_template, "chat template when the model has none")
+  cmd->add_option("--template", a->chat_template, "a built-in chat format instead of the model's own template")
       ->check(CLI::IsMember({"llama3", "chatml", "gemma"}));
   cmd->add_option("--system", a->system, "system message for --chat");
   cmd->add_option("-n", a->n, "tokens to generate")->check(CLI::Range(int64_t{0}, kMaxTokens));

@@ -1,6 +1,9 @@
-// `rlx synth --arch llama|qwen3|gemma2 --preset NAME --type f32|f16|q8_0|q4_k_m --seed S -o FILE`:
-// writes a GGUF with seeded random weights at real shapes and a generated vocabulary.
+// `rlx synth --arch llama|qwen3|gemma2 --preset NAME --type f32|f16|q8_0|q4_k_m --seed S
+// [--chat-template FILE] -o FILE`: writes a GGUF with seeded random weights at real shapes
+// and a generated vocabulary.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "commands.h"
 #include "rlx/models/synth.h"
@@ -17,10 +20,20 @@ void add_synth_command(CLI::App& app, Runner* run) {
       ->check(CLI::IsMember(models::synth_presets()));
   cmd->add_option("--type", o->type, "f32 | f16 | q8_0 | q4_k_m")->check(CLI::IsMember(models::synth_types()));
   cmd->add_option("--seed", o->seed, "weight seed");
+  auto chat_template = std::make_shared<std::string>();
+  cmd->add_option("--chat-template", *chat_template, "a Jinja file to store as tokenizer.chat_template")
+      ->check(CLI::ExistingFile);
   cmd->add_option("-o,--out", *out, "output GGUF file")->required();
-  cmd->callback([run, o, out] {
-    *run = [o, out] {
+  cmd->callback([run, o, out, chat_template] {
+    *run = [o, out, chat_template] {
       models::SynthOptions opts = *o;
+      if (!chat_template->empty()) {
+        std::ifstream in(*chat_template, std::ios::binary);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        if (!in) return report(Error::io("cannot read '{}'", *chat_template));
+        opts.chat_template = ss.str();
+      }
       opts.progress = terminal_progress("rlx synth", 10);
       if (Status s = models::write_synthetic_gguf(opts, *out); !s.ok()) return report(s.error());
       std::fprintf(stderr, "rlx: wrote %s\n", out->c_str());

@@ -1,4 +1,5 @@
-// Chat template rendering for the Llama 3, ChatML and Gemma formats.
+// Chat template rendering: a model's own Jinja template (through src/models/jinja), or
+// the built-in Llama 3, ChatML and Gemma formats.
 #include "rlx/models/chat.h"
 
 namespace rlx::models {
@@ -47,6 +48,22 @@ Expected<std::string> render_chat(ChatTemplate t, const std::vector<ChatMessage>
     case ChatTemplate::Gemma: out += "<start_of_turn>model\n"; break;
   }
   return out;
+}
+
+Expected<std::string> render_chat(const jinja::Template& t, const std::vector<ChatMessage>& messages,
+                                  const std::string& bos, const std::string& eos, bool add_generation_prompt) {
+  std::vector<jinja::Value> list;
+  list.reserve(messages.size());
+  for (const ChatMessage& m : messages) {
+    ASSIGN_OR_RETURN(jinja::Value v, jinja::Value::dict({{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}}));
+    list.push_back(std::move(v));
+  }
+  jinja::ChatInputs in;
+  ASSIGN_OR_RETURN(in.messages, jinja::Value::list(std::move(list)));
+  in.bos_token = bos;
+  in.eos_token = eos;
+  in.add_generation_prompt = add_generation_prompt;
+  return jinja::render_chat(t, in);
 }
 
 std::vector<std::string> chat_stop_strings(ChatTemplate t) {

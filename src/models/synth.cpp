@@ -199,10 +199,12 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   meta("tokenizer.ggml.eos_token_id", u32(v.eos));
   if (v.unk >= 0) meta("tokenizer.ggml.unknown_token_id", u32(v.unk));
   if (llama3) {
-    meta("tokenizer.chat_template", GgufMetaValue::string(kLlama3ChatTemplate));
+    meta("tokenizer.chat_template",
+         GgufMetaValue::string(o.chat_template.empty() ? std::string(kLlama3ChatTemplate) : o.chat_template));
   } else {
     meta("tokenizer.ggml.add_bos_token", GgufMetaValue::boolean(true));
     meta("tokenizer.ggml.add_eos_token", GgufMetaValue::boolean(false));
+    if (!o.chat_template.empty()) meta("tokenizer.chat_template", GgufMetaValue::string(o.chat_template));
   }
   meta("general.quantization_version", u32(2));
   plan.tokens = std::move(v.tokens);

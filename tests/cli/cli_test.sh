@@ -98,5 +98,74 @@ if ! grep -q '"time_to_first_token_ms"' "$work/bench.json" 2>/dev/null; then
   echo "FAIL bench_json: no time_to_first_token_ms in the JSON"
 fi
 
+# render-chat: the rendering on stdout byte for byte (nothing added); a template that
+# raises exits 1 with its own message; missing and malformed files name themselves.
+printf '%s%s%s\n' '{{- bos_token }}{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}{{ eos_token }}' \
+  '{% endfor %}{%- if tools %}[{{ tools | map(attribute="name") | join(",") }}]{% endif %}' \
+  '{%- if add_generation_prompt %}<|assistant|>{% endif %}' >"$work/chat.jinja"
+printf '[{"role": "system", "content": "Be brief."}, {"role": "user", "content": " Hi \\u00e9\\n "}]' \
+  >"$work/messages.json"
+printf '[{"name": "get_weather"}, {"name": "clock"}]' >"$work/tools.json"
+render_exact() {  # render_exact NAME EXPECTED ARGS...: stdout must be EXPECTED exactly, exit 0
+  local name=$1 expected=$2
+  shift 2
+  cases=$((cases + 1))
+  "$rlx" render-chat "$@" >"$work/render.out" 2>"$work/render.err"
+  local status=$?
+  printf '%s' "$expected" >"$work/render.want"
+  if [ $status -ne 0 ] || ! cmp -s "$work/render.out" "$work/render.want"; then
+    failures=$((failures + 1))
+    echo "FAIL $name: exit $status, stdout differs from the expected rendering"
+    echo "---- want:"; cat "$work/render.want"; echo; echo "---- got:"; cat "$work/render.out"; echo
+    cat "$work/render.err"
+  else
+    echo "ok   $name"
+  fi
+}
+render_exact render_chat "<s><|system|>Be brief.</s><|user|>Hi é</s>[get_weather,clock]<|assistant|>" \
+  --template "$work/chat.jinja" --messages "$work/messages.json" --add-generation-prompt --bos "<s>" --eos "</s>" \
+  --tools "$work/tools.json"
+render_exact render_chat_plain "<|system|>Be brief.<|user|>Hi é" --template "$work/chat.jinja" \
+  --messages "$work/messages.json"
+printf '{{ strftime_now("%%d %%b %%Y") }}\n\n' >"$work/date.jinja"
+render_exact render_chat_now "27 Nov 2026
+" --template "$work/date.jinja" --messages "$work/messages.json" --now "2026-11-27 12:00"
+
+printf '%s' "{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}" \
+  >"$work/raise.jinja"
+cases=$((cases + 1))
+"$rlx" render-chat --template "$work/raise.jinja" --messages "$work/messages.json" >"$work/raise.out" 2>"$work/raise.err"
+status=$?
+if [ $status -ne 1 ] || ! grep -q "System role not supported" "$work/raise.err" || [ -s "$work/raise.out" ]; then
+  failures=$((failures + 1))
+  echo "FAIL render_chat_raise: exit $status (want 1), stderr: $(cat "$work/raise.err")"
+else
+  echo "ok   render_chat_raise"
+fi
+printf '{%% for m in messages %%}\n{{ m.role + 1 }}{%% endfor %%}' >"$work/typo.jinja"
+check render_chat_type_error fail "template line 2 column 11: can only concatenate str" -- render-chat \
+  --template "$work/typo.jinja" --messages "$work/messages.json"
+printf '{%% if true %%}never closed' >"$work/unclosed.jinja"
+check render_chat_parse_error fail "unclosed\.jinja: line 1 column 26: unexpected end of template: 'if' opened" -- \
+  render-chat --template "$work/unclosed.jinja" --messages "$work/messages.json"
+check render_chat_missing_template fail "cannot open '.*missing\.jinja'" -- render-chat --template \
+  "$work/missing.jinja" --messages "$work/messages.json"
+check render_chat_missing_messages fail "cannot open '.*missing\.json'" -- render-chat --template "$work/chat.jinja" \
+  --messages "$work/missing.json"
+printf '[{"role": ' >"$work/broken.json"
+check render_chat_bad_json fail "broken\.json: not valid JSON" -- render-chat --template "$work/chat.jinja" \
+  --messages "$work/broken.json"
+check render_chat_bad_now fail "--now: 'tomorrow' is not a date" -- render-chat --template "$work/chat.jinja" \
+  --messages "$work/messages.json" --now tomorrow
+# rlx run --chat renders with the model's own template; --template picks a built-in format.
+check synth_chat_template ok "wrote" -- synth --preset tiny --type f32 --chat-template "$work/chat.jinja" \
+  -o "$work/chat.gguf"
+check run_chat_model_template ok "the model's own chat template" -- run --model "$work/chat.gguf" --chat -p "Hi" \
+  -n 2 --threads 1
+check run_chat_builtin ok "a built-in chat format" -- run --model "$work/chat.gguf" --chat -p "Hi" -n 2 \
+  --threads 1 --template chatml
+check run_chat_no_template fail "no chat template \(tokenizer\.chat_template\); pass --template" -- run --model \
+  "$model" --chat -p "Hi" -n 2 --threads 1
+
 echo "$cases cases, $failures failed"
 [ $failures -eq 0 ]

@@ -30,5 +30,28 @@ TEST(Chat, RendersEachFamily) {
   EXPECT_NE(bad.error().message().find("tool"), std::string::npos);
 }
 
+TEST(Chat, RendersWithTheModelsOwnTemplate) {
+  // The template `rlx synth` writes for its Llama 3.2 layout (a trimmed Llama 3 one).
+  auto t = jinja::parse(
+      "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+      "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}{%- if "
+      "add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}");
+  ASSERT_TRUE(t) << t.error().to_string();
+  const std::vector<ChatMessage> msgs = {{"system", "Be brief. "}, {"user", "Hi"}};
+  EXPECT_EQ(*render_chat(*t, msgs, "<|begin_of_text|>", "<|eot_id|>"),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(*render_chat(*t, msgs, "", "", /*add_generation_prompt=*/false),
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+  auto raising = jinja::parse("{% if messages[0].role == 'system' %}{{ raise_exception('System role not supported') }}"
+                              "{% endif %}");
+  ASSERT_TRUE(raising);
+  auto err = render_chat(*raising, msgs, "", "");
+  ASSERT_FALSE(err);
+  EXPECT_EQ(err.error().message(), "System role not supported");
+}
+
 }  // namespace
 }  // namespace rlx::models

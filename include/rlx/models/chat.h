@@ -1,6 +1,7 @@
-// Chat prompts: the common chat templates (Llama 3, ChatML, Gemma), recognised from a
-// GGUF's `tokenizer.chat_template` by their marker tokens, render a conversation into
-// the text a model expects, plus the strings that end an assistant turn.
+// Chat prompts: a conversation rendered with the model's own Jinja template (GGUF
+// `tokenizer.chat_template`, as transformers renders it), or with one of three built-in
+// formats (Llama 3, ChatML, Gemma) for files without a template; plus the strings that
+// end an assistant turn.
 #pragma once
 
 #include <optional>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "rlx/base/status.h"
+#include "rlx/models/jinja.h"
 
 namespace rlx::models {
 
@@ -30,5 +32,13 @@ Expected<std::string> render_chat(ChatTemplate t, const std::vector<ChatMessage>
 
 /// Text that marks the end of an assistant turn (used as stop strings).
 std::vector<std::string> chat_stop_strings(ChatTemplate t);
+
+/// The conversation rendered with a model's own Jinja chat template, with `bos` / `eos`
+/// as bos_token / eos_token (the template places them; tokenize the result without
+/// adding special tokens). Errors: the template's raise_exception message, or a
+/// template error naming its line and column.
+Expected<std::string> render_chat(const jinja::Template& t, const std::vector<ChatMessage>& messages,
+                                  const std::string& bos, const std::string& eos,
+                                  bool add_generation_prompt = true);
 
 }  // namespace rlx::models

@@ -20,6 +20,9 @@ struct SynthOptions {
   std::string preset = "tiny";  ///< tiny | llama-3.2-1b | qwen3-0.6b | gemma-2-2b
   std::string type = "f32";     ///< f32 | f16 | q8_0 | q4_k_m
   uint64_t seed = 0;
+  /// Written as `tokenizer.chat_template` when not empty (instead of the Llama 3
+  /// template of the llama-3.2-1b preset).
+  std::string chat_template;
   /// Progress callback (fraction done), called from the writing thread; may be empty.
   std::function<void(double)> progress;
 };
