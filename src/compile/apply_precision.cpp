@@ -20,6 +20,7 @@ Class class_of(OpKind k, MixedPrecision mixed) {
   switch (k) {
     case OpKind::Custom: return Class::Opaque;
     case OpKind::Sample: return Class::F32;  // the draw and the logits it is compared with stay f32
+    case OpKind::MoeRoute: case OpKind::MoeFfn: return Class::F32;  // routing and the expert sums in f32
     case OpKind::MatMul: case OpKind::DequantMatMul: case OpKind::FusedMatMulBiasAct: case OpKind::FusedSwiGLU:
     case OpKind::Attention: return Class::Low;
     case OpKind::Reduce: case OpKind::Softmax: case OpKind::Cumsum: case OpKind::RmsNorm: case OpKind::LayerNorm:
@@ -92,6 +93,7 @@ Expected<MirModule> apply_precision(const MirModule& m, Precision precision, Mix
     for (size_t i = 0; i < in.size(); ++i) {
       if (n.op == OpKind::DequantMatMul && i == 1) continue;  // the stored weight
       if (n.op == OpKind::Gather && i == 0) continue;         // a table gathers as stored
+      if (n.op == OpKind::MoeFfn && i >= 2) continue;         // expert weights are read as stored
       in[i] = cast_to(in[i], want);
     }
     if (n.op == OpKind::Cast) {

@@ -74,6 +74,10 @@ ValueId GraphBuilder::softmax(ValueId x, int64_t axis) { return add(OpKind::Soft
 ValueId GraphBuilder::cumsum(ValueId x, int64_t axis, bool exclusive) {
   return add(OpKind::Cumsum, {x}, CumsumAttrs{axis, exclusive});
 }
+ValueId GraphBuilder::moe_route(ValueId logits, const MoeRouteAttrs& a) { return add(OpKind::MoeRoute, {logits}, a); }
+ValueId GraphBuilder::moe_ffn(ValueId x, ValueId route, ValueId w_gate, ValueId w_up, ValueId w_down, ActKind act) {
+  return add(OpKind::MoeFfn, {x, route, w_gate, w_up, w_down}, MoeFfnAttrs{act});
+}
 ValueId GraphBuilder::topk(ValueId x, int64_t k, bool values) { return add(OpKind::TopK, {x}, TopKAttrs{k, values}); }
 ValueId GraphBuilder::sample(ValueId logits, ValueId params) { return add(OpKind::Sample, {logits, params}, NoAttrs{}); }
 ValueId GraphBuilder::rms_norm(ValueId x, ValueId g, double eps) { return add(OpKind::RmsNorm, {x, g}, NormAttrs{eps}); }

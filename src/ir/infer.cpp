@@ -248,6 +248,48 @@ Expected<TensorType> infer_concat(const Types& in, int64_t axis) {
   return TensorType{first.dtype, out};
 }
 
+// moe_route: logits[T, E] (float) -> f32[T, E].
+Expected<TensorType> infer_moe_route(const TensorType& logits, const MoeRouteAttrs& a) {
+  TRY(require_float(logits, "moe_route logits"));
+  if (logits.shape.rank() != 2) return bad(fmt::format("moe_route logits must be [tokens, experts], got {}", str(logits)));
+  const Dim e = logits.shape[1];
+  if (!e.is_static()) return bad("moe_route needs a static expert count");
+  if (a.k < 1 || a.k > e.value())
+    return bad(fmt::format("moe_route k={} out of range for {} experts", a.k, e.value()));
+  return TensorType{DType::F32, logits.shape};
+}
+
+// moe_ffn: x f32[T, D], route f32[T, E], w_gate / w_up [E, F, D], w_down [E, D, F] -> f32[T, D].
+Expected<TensorType> infer_moe_ffn(const Types& in, const MoeFfnAttrs& a) {
+  const TensorType &x = in[0], &route = in[1];
+  if (x.dtype != DType::F32 || x.shape.rank() != 2)
+    return bad(fmt::format("moe_ffn input must be f32[tokens, dim], got {}", str(x)));
+  if (route.dtype != DType::F32 || route.shape.rank() != 2 || route.shape[0] != x.shape[0] ||
+      !route.shape[1].is_static())
+    return bad(fmt::format("moe_ffn route must be f32[{}, experts], got {}", x.shape[0].to_string(), str(route)));
+  if (a.act != ActKind::Silu && a.act != ActKind::Gelu && a.act != ActKind::GeluTanh)
+    return bad(fmt::format("moe_ffn act must be silu, gelu or gelu_tanh, got {}", enum_name(a.act)));
+  const Dim e = route.shape[1], d = x.shape[1];
+  for (size_t i = 2; i < 5; ++i) {
+    const TensorType& w = in[i];
+    if (w.shape.rank() != 3 || w.shape[0] != e || !w.shape[1].is_static() || !w.shape[2].is_static())
+      return bad(fmt::format("moe_ffn expert weight {} must be [{}, rows, cols], got {}", i, e.to_string(), str(w)));
+    if (!is_packed(w.dtype)) TRY(require_float(w, "moe_ffn expert weight"));
+    const int64_t block = dtype_info(w.dtype).block_size;
+    if (w.shape[2].value() % block != 0)
+      return bad(fmt::format("moe_ffn expert weight {}: {} columns are not a multiple of {}'s block size {}", i,
+                             w.shape[2].value(), dtype_name(w.dtype), block));
+  }
+  const Dim f = in[2].shape[1];
+  if (in[2].shape[2] != d || in[3].shape != in[2].shape)
+    return bad(fmt::format("moe_ffn gate and up weights must be [{}, F, {}], got {} and {}", e.to_string(),
+                           d.to_string(), str(in[2]), str(in[3])));
+  if (in[4].shape[1] != d || in[4].shape[2] != f)
+    return bad(fmt::format("moe_ffn down weight must be [{}, {}, {}], got {}", e.to_string(), d.to_string(),
+                           f.to_string(), str(in[4])));
+  return x;
+}
+
 Expected<TensorType> infer_gather(const TensorType& table, const TensorType& idx, int64_t axis) {
   TRY(require_int_index(idx, "gather indices"));
   auto ax = table.shape.axis(axis);
@@ -329,9 +371,9 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
         if (d.coeff < 0) return bad(fmt::format("negative dim in {}", str(declared)));
       if (is_packed(declared.dtype)) {
         if (op != OpKind::Param) return bad("only params may have packed dtypes");
-        if (declared.shape.rank() != 2 || !declared.shape.is_static() ||
-            declared.shape[1].value() % dtype_info(declared.dtype).block_size != 0)
-          return bad(fmt::format("packed param {} must be a static [rows, cols] with cols a multiple of {}",
+        if (declared.shape.rank() < 2 || !declared.shape.is_static() ||
+            declared.shape.back().value() % dtype_info(declared.dtype).block_size != 0)
+          return bad(fmt::format("packed param {} must be a static [.., rows, cols] with cols a multiple of {}",
                                  str(declared), dtype_info(declared.dtype).block_size));
       }
       return declared;
@@ -549,6 +591,10 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       return infer_gather(in[0], in[1], 0);
     case OpKind::ElementwiseRegion:
       return infer_region(in, std::get<RegionAttrs>(attrs));
+    case OpKind::MoeRoute:
+      return infer_moe_route(in[0], std::get<MoeRouteAttrs>(attrs));
+    case OpKind::MoeFfn:
+      return infer_moe_ffn(in, std::get<MoeFfnAttrs>(attrs));
     case OpKind::Custom: {
       const auto& c = std::get<CustomAttrs>(attrs);
       const CustomOpDef* def = find_custom_op(c.name);

@@ -75,6 +75,10 @@ const std::vector<std::string_view>& enum_names(RopeScaling) {
   static const std::vector<std::string_view> n = {RLX_ROPE_SCALINGS(RLX_ENUM_TEXT)};
   return n;
 }
+const std::vector<std::string_view>& enum_names(MoeGating) {
+  static const std::vector<std::string_view> n = {RLX_MOE_GATINGS(RLX_ENUM_TEXT)};
+  return n;
+}
 #undef RLX_ENUM_TEXT
 
 std::pair<double, double> rope_yarn_range(const RopeAttrs& r) {

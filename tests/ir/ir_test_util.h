@@ -144,6 +144,9 @@ inline Graph all_ops_graph() {
   };
   auto rg = b.op(OpKind::ElementwiseRegion, {x, row, gamma}, region);
   auto cu = b.op(OpKind::Custom, {x}, CustomAttrs{"test.same", "scale=2; \"quoted\"\n"});
+  auto route = b.moe_route(b.narrow(x, 1, 0, 4), MoeRouteAttrs{2, MoeGating::Sigmoid, true});
+  auto eg = b.param("eg", DType::Q8_0, {4, 32, 64});
+  auto moe = b.moe_ffn(x, route, eg, eg, b.param("ed", DType::F16, {4, 64, 32}), ActKind::GeluTanh);
   auto hl = b.op(OpKind::HirLinear, {x, w, bias}, FusedMatMulAttrs{ActKind::Relu, true, true});
   auto hs = b.op(OpKind::HirSwiGLUFfn, {x, w, w, wd}, NoAttrs{});
   auto hg = b.op(OpKind::HirGeluFfn, {x, w, w, wd}, GeluFfnAttrs{true, false});
@@ -158,7 +161,7 @@ inline Graph all_ops_graph() {
   auto hr = b.op(OpKind::HirRmsNorm, {x, gamma}, NormAttrs{1e-6});
   auto hln = b.op(OpKind::HirLayerNorm, {x, gamma}, NormAttrs{1e-5});
   auto he = b.op(OpKind::HirEmbedding, {w, pos}, NoAttrs{});
-  for (ValueId v : {c, c16, half, red, tk, smp, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he})
+  for (ValueId v : {c, c16, half, red, tk, smp, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he, moe})
     b.output(v);
   b.output(attn, "attn_out");
   auto g = b.build();

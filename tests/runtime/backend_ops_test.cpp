@@ -707,6 +707,65 @@ void larger_cases(std::vector<OpCase>& cases) {
   }
 }
 
+// Stacked expert weights [experts, rows, cols] of packed `dt`: each expert's rows as
+// packed_tensor makes them.
+Tensor packed_experts(DType dt, int64_t experts, int64_t rows, int64_t cols, uint32_t seed) {
+  const Tensor t = packed_tensor(dt, experts * rows, cols, seed);
+  return Tensor(dt, {experts, rows, cols}, std::vector<uint8_t>(t.bytes().begin(), t.bytes().end()));
+}
+
+void moe_cases(std::vector<OpCase>& cases) {
+  struct Route {
+    const char* name;
+    DType dt;
+    int64_t rows, experts, k;
+    ir::MoeGating gating;
+    bool normalize;
+  };
+  for (const Route& r : {Route{"softmax_top2_normalized_f32", DType::F32, 5, 8, 2, ir::MoeGating::Softmax, true},
+                         Route{"softmax_top3_f16", DType::F16, 4, 6, 3, ir::MoeGating::Softmax, false},
+                         Route{"sigmoid_top2_bf16", DType::BF16, 3, 16, 2, ir::MoeGating::Sigmoid, true},
+                         Route{"softmax_all_experts", DType::F32, 2, 4, 4, ir::MoeGating::Softmax, false}}) {
+    CaseMaker c(cases, fmt::format("moe_route_{}", r.name));
+    c.output(c.b.moe_route(c.input("logits", r.dt, {r.rows, r.experts}, -3, 3), {r.k, r.gating, r.normalize}));
+    c.finish();
+  }
+  {  // equal logits: the lower expert wins
+    CaseMaker c(cases, "moe_route_ties_to_lower_expert");
+    const Tensor logits = random_tensor(DType::I32, {6, 8}, c.next_seed(), -1, 1);
+    c.output(c.b.moe_route(c.b.cast(c.input("logits", logits), DType::F32), {3, ir::MoeGating::Softmax, true}));
+    c.finish();
+  }
+  struct Ffn {
+    const char* name;
+    DType dt;
+    int64_t rows, experts, k, dim, hidden;
+    ActKind act;
+  };
+  for (const Ffn& f : {Ffn{"f32_prefill", DType::F32, 9, 4, 2, 32, 24, ActKind::Silu},
+                       Ffn{"f32_one_row_of_8_experts", DType::F32, 1, 8, 2, 32, 16, ActKind::Silu},
+                       Ffn{"f16_gelu_tanh", DType::F16, 5, 4, 1, 32, 24, ActKind::GeluTanh},
+                       Ffn{"bf16", DType::BF16, 4, 3, 2, 16, 8, ActKind::Silu},
+                       Ffn{"q8_0", DType::Q8_0, 7, 4, 2, 64, 64, ActKind::Silu},
+                       Ffn{"q4_k", DType::Q4_K, 3, 3, 2, 256, 256, ActKind::Silu}}) {
+    CaseMaker c(cases, fmt::format("moe_ffn_{}", f.name));
+    const ValueId x = c.input("x", DType::F32, {f.rows, f.dim});
+    const ValueId route =
+        c.b.moe_route(c.input("logits", DType::F32, {f.rows, f.experts}, -2, 2), {f.k, ir::MoeGating::Softmax, true});
+    auto weight = [&](const char* name, int64_t rows, int64_t cols) {
+      if (ir::is_packed(f.dt)) return c.param(name, packed_experts(f.dt, f.experts, rows, cols, c.next_seed()));
+      return c.param(name, f.dt, {f.experts, rows, cols}, -0.5f, 0.5f);
+    };
+    const ValueId g = weight("w_gate", f.hidden, f.dim), u = weight("w_up", f.hidden, f.dim);
+    c.output(c.b.moe_ffn(x, route, g, u, weight("w_down", f.dim, f.hidden), f.act));
+    // Packed experts: backends may quantize x and the gated hidden values to 8 bits (see
+    // dequant_matmul); the hidden values' wide spread within a block costs more than x's
+    // (measured 1.1-1.2e-2 on the CPU).
+    if (ir::is_packed(f.dt)) c.tolerance(3e-2);
+    c.finish();
+  }
+}
+
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> cases = [] {
     std::vector<OpCase> all;
@@ -717,6 +776,7 @@ const std::vector<OpCase>& op_cases() {
     rope_and_attention_cases(all);
     movement_cases(all);
     larger_cases(all);
+    moe_cases(all);
     return all;
   }();
   return cases;

@@ -68,6 +68,12 @@ class GraphBuilder {
   ValueId gather(ValueId table, ValueId indices, int64_t axis = 0);
   ValueId update_slice(ValueId handle, ValueId src, ValueId start, int64_t axis = 0);
 
+  // mixture of experts (see MoeRouteAttrs / MoeFfnAttrs)
+  /// Expert weights f32[T, E] of router logits[T, E]: zero except the k chosen per row.
+  ValueId moe_route(ValueId logits, const MoeRouteAttrs& a);
+  /// Sum over the routed experts of route[t, e] * down_e(act(gate_e(x)) * up_e(x)).
+  ValueId moe_ffn(ValueId x, ValueId route, ValueId w_gate, ValueId w_up, ValueId w_down, ActKind act = ActKind::Silu);
+
   /// Any op with explicit attrs (fused, HIR, custom ...).
   ValueId op(OpKind k, std::vector<ValueId> inputs, Attrs attrs, const TensorType& declared = {});
 

@@ -55,6 +55,7 @@ inline bool is_elementwise(OpKind k) { return op_info(k).category == OpCategory:
 #define RLX_REDUCE_KINDS(X) X(Sum, "sum") X(Mean, "mean") X(Max, "max") X(Min, "min")
 #define RLX_MASK_KINDS(X) X(None, "none") X(Causal, "causal") X(SlidingWindow, "sliding_window")
 #define RLX_ROPE_LAYOUTS(X) X(Normal, "normal") X(Neox, "neox")
+#define RLX_MOE_GATINGS(X) X(Softmax, "softmax") X(Sigmoid, "sigmoid")
 #define RLX_ROPE_SCALINGS(X) X(None, "none") X(Linear, "linear") X(Llama3, "llama3") X(Yarn, "yarn")
 
 #define RLX_ENUM_MEMBER(name, text) name,
@@ -65,6 +66,7 @@ enum class ReduceKind : uint8_t { RLX_REDUCE_KINDS(RLX_ENUM_MEMBER) };
 enum class MaskKind : uint8_t { RLX_MASK_KINDS(RLX_ENUM_MEMBER) };
 enum class RopeLayout : uint8_t { RLX_ROPE_LAYOUTS(RLX_ENUM_MEMBER) };
 enum class RopeScaling : uint8_t { RLX_ROPE_SCALINGS(RLX_ENUM_MEMBER) };
+enum class MoeGating : uint8_t { RLX_MOE_GATINGS(RLX_ENUM_MEMBER) };
 #undef RLX_ENUM_MEMBER
 
 /// Name tables: enum_names(E{}) lists the text of every value in order.
@@ -75,6 +77,7 @@ const std::vector<std::string_view>& enum_names(ReduceKind);
 const std::vector<std::string_view>& enum_names(MaskKind);
 const std::vector<std::string_view>& enum_names(RopeLayout);
 const std::vector<std::string_view>& enum_names(RopeScaling);
+const std::vector<std::string_view>& enum_names(MoeGating);
 template <typename E>
 std::string_view enum_name(E e) { return enum_names(E{})[static_cast<size_t>(e)]; }
 template <typename E>
@@ -322,11 +325,33 @@ struct AttentionBlockAttrs {
   }
 };
 
+/// Router of a mixture of experts: logits[T, E] -> f32[T, E] expert weights, zero
+/// except for the k chosen experts of each row. Gating Softmax: p = softmax(row);
+/// Sigmoid: p = sigmoid(row). The chosen experts are the k largest p (ties: the
+/// lower expert index); their weights are p, divided by the sum of the chosen p when
+/// `normalize` (softmax gating with normalize equals a softmax over the chosen logits).
+struct MoeRouteAttrs {
+  int64_t k = 1;
+  MoeGating gating = MoeGating::Softmax;
+  bool normalize = false;
+  template <class V> void fields(V&& v) { v("k", k); v("gating", gating); v("normalize", normalize); }
+};
+/// Expert feed-forward of a mixture of experts over stacked expert weights:
+///   y[t] = sum over experts e with route[t, e] != 0 of
+///          route[t, e] * w_down[e] . (act(w_gate[e] . x[t]) * (w_up[e] . x[t]))
+/// x f32[T, D], route f32[T, E] (moe_route's output), w_gate / w_up [E, F, D],
+/// w_down [E, D, F] in f32, f16, bf16 or one packed block type per weight. Experts
+/// with a zero weight are not computed (a backend reads only the chosen experts).
+struct MoeFfnAttrs {
+  ActKind act = ActKind::Silu;  ///< Silu: SwiGLU experts; GeluTanh / Gelu: GeGLU experts
+  template <class V> void fields(V&& v) { v("act", act); }
+};
+
 using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, ConstantAttrs, ActivationAttrs,
                            BinaryAttrs, CompareAttrs, MatMulAttrs, ReduceAttrs, SoftmaxAttrs, CumsumAttrs,
                            TopKAttrs, NormAttrs, RopeAttrs, AttentionAttrs, ShapeAttrs, TransposeAttrs,
                            NarrowAttrs, AxisAttrs, FusedMatMulAttrs, FusedSwiGLUAttrs, RegionAttrs,
-                           CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs>;
+                           CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs, MoeRouteAttrs, MoeFfnAttrs>;
 
 /// Default-constructed attrs of the type ops.def gives `kind`.
 Attrs default_attrs(OpKind kind);

@@ -163,6 +163,8 @@ Status build_concat(BuildCtx&, Step&);
 Status build_expand(BuildCtx&, Step&);
 Status build_gather(BuildCtx&, Step&);
 Status build_update_slice(BuildCtx&, Step&);
+Status build_moe_route(BuildCtx&, Step&);
+Status build_moe_ffn(BuildCtx&, Step&);
 Status build_custom(BuildCtx&, Step&);
 Status build_boundary(BuildCtx&, Step&);  // Input/Param/Constant/Handle: no work
 

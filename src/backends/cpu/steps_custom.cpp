@@ -102,6 +102,8 @@ const std::vector<KernelEntry>& cpu_kernel_table() {
       {OpKind::FusedResidualRmsNorm, &build_fused_residual_norm},
       {OpKind::FusedResidualLayerNorm, &build_fused_residual_norm},
       {OpKind::ElementwiseRegion, &build_region},
+      {OpKind::MoeRoute, &build_moe_route},
+      {OpKind::MoeFfn, &build_moe_ffn},
       {OpKind::Custom, &build_custom},
   };
   return table;

@@ -121,5 +121,7 @@ Status run_concat(const RefCall&);
 Status run_expand(const RefCall&);
 Status run_gather(const RefCall&);
 Status run_update_slice(const RefCall&);
+Status run_moe_route(const RefCall&);
+Status run_moe_ffn(const RefCall&);
 
 }  // namespace rlx::reference_backend

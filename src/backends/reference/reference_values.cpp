@@ -132,12 +132,13 @@ Expected<std::vector<double>> read_values(const RefInput& x) {
     for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = load_element(x.dtype, x.data, i);
     return out;
   }
-  // Packed: a [rows, cols] table of GGUF blocks, each row ggml_bytes_for(type, cols) bytes.
+  // Packed: rows of GGUF blocks along the last dim (rows = the product of the others),
+  // each row ggml_bytes_for(type, cols) bytes.
   const auto type = formats::ggml_type_from_name(ir::dtype_name(x.dtype));
-  if (!type || !formats::can_dequantize(*type) || x.dims.size() != 2)
+  if (!type || !formats::can_dequantize(*type) || x.dims.size() < 2)
     return Error::unsupported("reference backend: no block decoder for {} [{} dims]", ir::dtype_name(x.dtype),
                               x.dims.size());
-  const int64_t rows = x.dims[0], cols = x.dims[1];
+  const int64_t cols = x.dims.back(), rows = cols == 0 ? 0 : n / cols;
   const int64_t row_bytes = ir::dtype_bytes(x.dtype, cols).value_or(0);
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
@@ -197,6 +198,8 @@ const std::vector<RefKernelEntry>& reference_kernel_table() {
       {OpKind::Softmax, &run_softmax},
       {OpKind::Cumsum, &run_cumsum},
       {OpKind::TopK, &run_topk},
+      {OpKind::MoeRoute, &run_moe_route},
+      {OpKind::MoeFfn, &run_moe_ffn},
       {OpKind::Sample, &run_sample},
       {OpKind::LayerNorm, &run_layer_norm},
       {OpKind::RmsNorm, &run_rms_norm},
