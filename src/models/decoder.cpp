@@ -1,5 +1,6 @@
-// Decoder-only transformer (Llama, Qwen2/3, Gemma 1/2/3) as a composition of Flow
-// blocks: embedding, N x (pre-norm attention + pre-norm FFN, with Gemma's post-norms),
+// Decoder-only transformer (Llama, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1/2/3) as a
+// composition of Flow blocks: embedding, N x (pre-norm attention + pre-norm FFN or
+// mixture of experts, with Gemma's post-norms),
 // final norm, LM head.
 #include "rlx/models/decoder.h"
 
@@ -57,13 +58,26 @@ Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, 
   x = f.residual(x, attn);
 
   ASSIGN_OR_RETURN(h, f.rms_norm(x, blk + ".ffn_norm.weight", c.norm_eps));
-  FfnSpec fs;
-  fs.prefix = blk;
-  fs.kind = c.ffn == FfnKind::SwiGLU ? FfnBlock::SwiGLU : FfnBlock::GeGLU;
-  fs.dim = c.n_embd;
-  fs.hidden = c.n_ff;
-  fs.gelu_f16_rounding = c.gelu_f16_rounding;
-  ASSIGN_OR_RETURN(ValueId ff, f.ffn(h, fs));
+  ValueId ff = ir::kNoValue;
+  if (c.layer_is_moe(il)) {
+    MoeSpec ms;
+    ms.prefix = blk;
+    ms.dim = c.n_embd;
+    ms.hidden = c.n_ff_expert;
+    ms.n_expert = c.n_expert;
+    ms.n_used = c.n_expert_used;
+    ms.normalize = c.expert_weights_norm;
+    ms.act = c.ffn == FfnKind::SwiGLU ? ir::ActKind::Silu : ir::ActKind::GeluTanh;
+    ASSIGN_OR_RETURN(ff, f.moe_ffn(h, ms));
+  } else {
+    FfnSpec fs;
+    fs.prefix = blk;
+    fs.kind = c.ffn == FfnKind::SwiGLU ? FfnBlock::SwiGLU : FfnBlock::GeGLU;
+    fs.dim = c.n_embd;
+    fs.hidden = c.n_ff;
+    fs.gelu_f16_rounding = c.gelu_f16_rounding;
+    ASSIGN_OR_RETURN(ff, f.ffn(h, fs));
+  }
   if (c.post_norms) {
     ASSIGN_OR_RETURN(ff, f.rms_norm(ff, blk + ".post_ffw_norm.weight", c.norm_eps));
   }

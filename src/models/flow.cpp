@@ -143,6 +143,18 @@ Expected<ValueId> Flow::ffn(ValueId x, const FfnSpec& spec) {
   return linear(b_.mul(act, u), name("ffn_down.weight"), spec.dim, spec.hidden, name("ffn_down"));
 }
 
+Expected<ValueId> Flow::moe_ffn(ValueId x, const MoeSpec& spec) {
+  auto name = [&](const char* t) { return spec.prefix + "." + t; };
+  ASSIGN_OR_RETURN(ValueId logits,
+                   linear(x, name("ffn_gate_inp.weight"), spec.n_expert, spec.dim, name("ffn_gate_inp")));
+  ASSIGN_OR_RETURN(ValueId gate, param(name("ffn_gate_exps.weight"), {spec.n_expert, spec.hidden, spec.dim}));
+  ASSIGN_OR_RETURN(ValueId up, param(name("ffn_up_exps.weight"), {spec.n_expert, spec.hidden, spec.dim}));
+  ASSIGN_OR_RETURN(ValueId down, param(name("ffn_down_exps.weight"), {spec.n_expert, spec.dim, spec.hidden}));
+  const ValueId route =
+      b_.label(name("ffn_route")).moe_route(logits, {spec.n_used, ir::MoeGating::Softmax, spec.normalize});
+  return b_.label(name("ffn_moe")).moe_ffn(x, route, gate, up, down, spec.act);
+}
+
 Expected<ValueId> Flow::lm_head(ValueId x, const std::string& weight, int64_t vocab, int64_t dim, double final_softcap) {
   ASSIGN_OR_RETURN(ValueId w, param(weight, {vocab, dim}));
   ValueId logits = b_.label("output").op(ir::OpKind::HirLinear, {x, w}, ir::FusedMatMulAttrs{});

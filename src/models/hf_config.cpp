@@ -36,6 +36,36 @@ struct Reader {
   }
 };
 
+// Mixtral: num_local_experts experts of width intermediate_size in every layer, the
+// chosen weights always renormalized. Qwen3-MoE: num_experts (num_local_experts in
+// newer files) of width moe_intermediate_size, renormalized when norm_topk_prob; the
+// layers in mlp_only_layers, and all but every decoder_sparse_step-th, stay dense.
+Status read_experts(const json& j, const Reader& r, const std::string& type, ModelConfig* c) {
+  const char* count_key = type == "qwen3_moe" && j.contains("num_experts") ? "num_experts" : "num_local_experts";
+  ASSIGN_OR_RETURN(c->n_expert, r.req_int(count_key));
+  ASSIGN_OR_RETURN(c->n_expert_used, r.req_int("num_experts_per_tok"));
+  if (type == "mixtral") {
+    c->n_ff_expert = c->n_ff;
+    c->expert_weights_norm = true;
+    return {};
+  }
+  ASSIGN_OR_RETURN(c->n_ff_expert, r.req_int("moe_intermediate_size"));
+  c->expert_weights_norm = r.opt_bool("norm_topk_prob", false);
+  const int64_t step = r.opt_int("decoder_sparse_step", 1);
+  if (step < 1) return Error::invalid_file("{}: decoder_sparse_step {} must be >= 1", r.path, step);
+  c->dense_layers.assign(static_cast<size_t>(std::max<int64_t>(c->n_layer, 0)), false);
+  for (int64_t il = 0; il < c->n_layer; ++il) c->dense_layers[static_cast<size_t>(il)] = (il + 1) % step != 0;
+  if (auto it = j.find("mlp_only_layers"); it != j.end() && !it->is_null()) {
+    if (!it->is_array()) return Error::invalid_file("{}: 'mlp_only_layers' is not an array", r.path);
+    for (const json& v : *it) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c->n_layer)
+        return Error::invalid_file("{}: 'mlp_only_layers' entry {} is not a layer index", r.path, v.dump());
+      c->dense_layers[static_cast<size_t>(v.get<int64_t>())] = true;
+    }
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<ModelConfig> config_from_hf(const std::string& path) {
@@ -52,16 +82,17 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
 
   ModelConfig c;
   c.name = type;
-  if (type == "llama" || type == "mistral") c.arch = Arch::Llama;
+  if (type == "llama" || type == "mistral" || type == "mixtral") c.arch = Arch::Llama;
   else if (type == "qwen2") c.arch = Arch::Qwen2;
   else if (type == "qwen3") c.arch = Arch::Qwen3;
+  else if (type == "qwen3_moe") c.arch = Arch::Qwen3Moe;
   else if (type == "gemma") c.arch = Arch::Gemma;
   else if (type == "gemma2") c.arch = Arch::Gemma2;
   else if (type == "gemma3_text" || type == "gemma3") c.arch = Arch::Gemma3;
   else if (type == "phi3") c.arch = Arch::Phi3;
   else
-    return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, qwen2, qwen3, gemma, gemma2, "
-                              "gemma3_text, phi3)", path, type);
+    return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
+                              "gemma, gemma2, gemma3_text, phi3)", path, type);
 
   ASSIGN_OR_RETURN(c.n_vocab, r.req_int("vocab_size"));
   ASSIGN_OR_RETURN(c.n_embd, r.req_int("hidden_size"));
@@ -104,7 +135,7 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       return Error::invalid_file("{}: layer_types has {} entries for {} layers", path, c.sliding_layers.size(),
                                  c.n_layer);
   }
-  if (c.sliding_window > 0 && c.sliding_layers.empty() && (type == "mistral" || type == "phi3"))
+  if (c.sliding_window > 0 && c.sliding_layers.empty() && (type == "mistral" || type == "mixtral" || type == "phi3"))
     c.sliding = SlidingPattern::All;
   if (type == "qwen2" && !r.opt_bool("use_sliding_window", false)) c.sliding_window = 0;
 
@@ -119,6 +150,7 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       c.fused_projections = true;
       break;
     case Arch::Qwen3:
+    case Arch::Qwen3Moe:
       c.qk_norm = true;
       c.qkv_bias = r.opt_bool("attention_bias", false);
       break;
@@ -138,6 +170,7 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       if (c.arch == Arch::Gemma3 && c.sliding_layers.empty()) c.sliding = SlidingPattern::Gemma3;
       break;
   }
+  if (type == "mixtral" || type == "qwen3_moe") TRY(read_experts(j, r, type, &c));
   c.bos_id = r.opt_int("bos_token_id", -1);
   c.eos_id = r.opt_int("eos_token_id", -1);
   if (Status s = c.validate(); !s.ok()) return s.error().with_context(path);

@@ -133,7 +133,8 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
   if (profile_name.empty()) {
-    const char* family = config_.arch == Arch::Qwen3 || config_.arch == Arch::Qwen2 ? "qwen3"
+    const char* family = config_.arch == Arch::Qwen3 || config_.arch == Arch::Qwen2 || config_.arch == Arch::Qwen3Moe
+                             ? "qwen3"
                          : config_.arch == Arch::Llama || config_.arch == Arch::Phi3 ? "llama32"
                                                                                     : "gemma";
     profile_name = fmt::format("{}_{}", family, decode ? "decode" : "prefill");

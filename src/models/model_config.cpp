@@ -17,6 +17,7 @@ const char* arch_name(Arch a) {
     case Arch::Gemma2: return "gemma2";
     case Arch::Gemma3: return "gemma3";
     case Arch::Phi3: return "phi3";
+    case Arch::Qwen3Moe: return "qwen3moe";
   }
   return "?";
 }
@@ -39,6 +40,11 @@ bool ModelConfig::layer_is_sliding(int64_t il) const {
   return false;
 }
 
+bool ModelConfig::layer_is_moe(int64_t il) const {
+  if (n_expert <= 0) return false;
+  return dense_layers.empty() || il < 0 || il >= static_cast<int64_t>(dense_layers.size()) || !dense_layers[il];
+}
+
 Status ModelConfig::validate() const {
   auto positive = [](int64_t v, const char* field) -> Status {
     if (v <= 0) return Error::invalid_argument("model config: {} must be positive, got {}", field, v);
@@ -56,6 +62,16 @@ Status ModelConfig::validate() const {
   if (rope.n_rot <= 0 || rope.n_rot > head_dim || rope.n_rot % 2 != 0)
     return Error::invalid_argument("model config: rope n_rot {} must be even and within head_dim {}", rope.n_rot,
                                    head_dim);
+  if (n_expert != 0 || n_expert_used != 0) {
+    if (n_expert < 1 || n_expert > 4096)
+      return Error::invalid_argument("model config: expert count {} must be in [1, 4096]", n_expert);
+    if (n_expert_used < 1 || n_expert_used > n_expert)
+      return Error::invalid_argument("model config: experts used per token {} must be in [1, expert count {}]",
+                                     n_expert_used, n_expert);
+    TRY(positive(n_ff_expert, "n_ff_expert (expert feed-forward length)"));
+    if (!dense_layers.empty() && static_cast<int64_t>(dense_layers.size()) != n_layer)
+      return Error::invalid_argument("model config: {} dense-layer flags for {} layers", dense_layers.size(), n_layer);
+  }
   if (n_layer > 4096 || n_embd > (1 << 20) || n_vocab > (1 << 24))
     return Error::invalid_argument("model config: implausible sizes (layers {}, embd {}, vocab {})", n_layer, n_embd,
                                    n_vocab);
@@ -65,7 +81,8 @@ Status ModelConfig::validate() const {
 std::string ModelConfig::summary() const {
   return fmt::format("{} '{}': vocab {}, dim {}, layers {}, heads {}/{} (head_dim {}), ffn {}, rope {} θ={}",
                      arch_name(arch), name, n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff,
-                     ir::enum_name(rope.layout), rope.theta);
+                     ir::enum_name(rope.layout), rope.theta) +
+         (n_expert > 0 ? fmt::format(", experts {} (top {}, ffn {})", n_expert, n_expert_used, n_ff_expert) : "");
 }
 
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
@@ -79,9 +96,11 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   else if (arch == "gemma2") c.arch = Arch::Gemma2;
   else if (arch == "gemma3") c.arch = Arch::Gemma3;
   else if (arch == "phi3") c.arch = Arch::Phi3;
+  else if (arch == "qwen3moe") c.arch = Arch::Qwen3Moe;
   else
     return Error::unsupported(
-        "{}: architecture '{}' is not supported (llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3)", f.name(), arch);
+        "{}: architecture '{}' is not supported (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3)",
+        f.name(), arch);
   if (auto n = f.get_string("general.name")) c.name = std::string(*n);
 
   auto req_int = [&](const std::string& key) -> Expected<int64_t> {
@@ -101,7 +120,16 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   ASSIGN_OR_RETURN(c.n_embd, req_int("embedding_length"));
   ASSIGN_OR_RETURN(c.n_layer, req_int("block_count"));
   ASSIGN_OR_RETURN(c.n_head, req_int("attention.head_count"));
-  ASSIGN_OR_RETURN(c.n_ff, req_int("feed_forward_length"));
+  // Experts (Mixtral as `llama`, qwen3moe): the dense width may be absent then.
+  c.n_expert = opt_int("expert_count", 0);
+  c.n_expert_used = opt_int("expert_used_count", 0);
+  if (c.n_expert > 0) {
+    c.n_ff_expert = opt_int("expert_feed_forward_length", opt_int("feed_forward_length", 0));
+    c.n_ff = opt_int("feed_forward_length", c.n_ff_expert);
+    c.expert_weights_norm = true;  // llama.cpp renormalizes the chosen weights for llama and qwen3moe
+  } else {
+    ASSIGN_OR_RETURN(c.n_ff, req_int("feed_forward_length"));
+  }
   c.n_head_kv = opt_int("attention.head_count_kv", c.n_head);
   c.n_ctx_train = opt_int("context_length", 2048);
   c.head_dim = opt_int("attention.key_length", c.n_head > 0 ? c.n_embd / c.n_head : 0);
@@ -143,6 +171,7 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       if (c.sliding_window > 0) c.sliding = SlidingPattern::All;
       break;
     case Arch::Qwen3:
+    case Arch::Qwen3Moe:
       c.rope.layout = ir::RopeLayout::Neox;
       c.qk_norm = true;
       break;

@@ -171,6 +171,8 @@ std::string hf_to_gguf_name(std::string_view hf, bool post_norms) {
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},               // Qwen3-MoE router
+      {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},  // Mixtral router
       {"input_layernorm.weight", "attn_norm.weight"},
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
@@ -189,6 +191,37 @@ std::string hf_to_gguf_name(std::string_view hf, bool post_norms) {
   return {};
 }
 
+std::optional<HfExpertName> hf_expert_name(std::string_view hf) {
+  constexpr std::string_view prefix = "model.layers.";
+  if (hf.substr(0, prefix.size()) != prefix) return std::nullopt;
+  hf.remove_prefix(prefix.size());
+  auto number = [&](int64_t* out) {
+    auto [p, ec] = std::from_chars(hf.data(), hf.data() + hf.size(), *out);
+    if (ec != std::errc() || p == hf.data() || p == hf.data() + hf.size() || *p != '.' || *out < 0) return false;
+    hf.remove_prefix(static_cast<size_t>(p + 1 - hf.data()));
+    return true;
+  };
+  int64_t layer = 0, expert = 0;
+  if (!number(&layer)) return std::nullopt;
+  bool mixtral = false;
+  if (hf.substr(0, 12) == "mlp.experts.") {
+    hf.remove_prefix(12);
+  } else if (hf.substr(0, 25) == "block_sparse_moe.experts.") {
+    hf.remove_prefix(25);
+    mixtral = true;
+  } else {
+    return std::nullopt;
+  }
+  if (!number(&expert)) return std::nullopt;
+  static const std::pair<std::string_view, std::string_view> kQwen[] = {
+      {"gate_proj.weight", "ffn_gate_exps"}, {"up_proj.weight", "ffn_up_exps"}, {"down_proj.weight", "ffn_down_exps"}};
+  static const std::pair<std::string_view, std::string_view> kMixtral[] = {
+      {"w1.weight", "ffn_gate_exps"}, {"w3.weight", "ffn_up_exps"}, {"w2.weight", "ffn_down_exps"}};
+  for (const auto& [from, to] : mixtral ? kMixtral : kQwen)
+    if (hf == from) return HfExpertName{fmt::format("blk.{}.{}.weight", layer, to), expert};
+  return std::nullopt;
+}
+
 Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open(const std::string& path,
                                                                                   const ModelConfig& config) {
   ASSIGN_OR_RETURN(formats::SafetensorsModel model, formats::SafetensorsModel::open(path));
@@ -199,6 +232,14 @@ Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open
   for (std::string_view hf : s->model_->tensor_names()) {
     const std::string g = hf_to_gguf_name(hf, config.post_norms);
     if (!g.empty()) s->gguf_to_hf_[g] = std::string(hf);
+    if (auto e = hf_expert_name(hf)) {
+      if (e->expert >= std::max<int64_t>(config.n_expert, 1))
+        return Error::invalid_file("{}: tensor '{}' is expert {} but the config has {} experts", path, hf, e->expert,
+                                   config.n_expert);
+      std::vector<std::string>& experts = s->stacked_[e->stacked];
+      experts.resize(static_cast<size_t>(config.n_expert));
+      experts[static_cast<size_t>(e->expert)] = std::string(hf);
+    }
   }
   return s;
 }
@@ -206,6 +247,8 @@ Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open
 std::vector<std::pair<std::string, std::string>> SafetensorsWeightSource::stored_tensors() const {
   std::map<std::string, std::string, std::less<>> hf_to_gguf;
   for (const auto& [g, hf] : gguf_to_hf_) hf_to_gguf[hf] = g;
+  for (const auto& [g, experts] : stacked_)
+    for (const std::string& hf : experts) hf_to_gguf[hf] = g;
   std::vector<std::pair<std::string, std::string>> out;
   for (std::string_view hf : model_->tensor_names()) {
     auto it = hf_to_gguf.find(hf);
@@ -214,9 +257,53 @@ std::vector<std::pair<std::string, std::string>> SafetensorsWeightSource::stored
   return out;
 }
 
-bool SafetensorsWeightSource::has(std::string_view name) const { return gguf_to_hf_.find(name) != gguf_to_hf_.end(); }
+bool SafetensorsWeightSource::has(std::string_view name) const {
+  return gguf_to_hf_.find(name) != gguf_to_hf_.end() || stacked_.find(name) != stacked_.end();
+}
+
+Expected<WeightView> SafetensorsWeightSource::take_stacked(std::string_view name,
+                                                           const std::vector<std::string>& experts) const {
+  std::vector<const formats::SafetensorsTensor*> parts;
+  for (size_t e = 0; e < experts.size(); ++e) {
+    if (experts[e].empty()) return Error::invalid_file("{}: expert {} of '{}' is missing", path_, e, name);
+    ASSIGN_OR_RETURN(const formats::SafetensorsTensor* t, model_->tensor(experts[e]));
+    if (!parts.empty() && (t->dtype != parts[0]->dtype || t->shape != parts[0]->shape))
+      return Error::invalid_file("{}: expert tensors '{}' and '{}' differ in dtype or shape", path_, experts[0],
+                                 experts[e]);
+    parts.push_back(t);
+  }
+  const formats::SafetensorsTensor& first = *parts[0];
+  if (first.shape.size() != 2) return Error::invalid_file("{}: expert tensor '{}' is not a matrix", path_, experts[0]);
+  WeightView w;
+  w.name = std::string(name);
+  w.shape = {static_cast<int64_t>(parts.size()), first.shape[0], first.shape[1]};
+  switch (first.dtype) {
+    case formats::SafetensorsDType::kF32: w.dtype = ir::DType::F32; break;
+    case formats::SafetensorsDType::kF16: w.dtype = ir::DType::F16; break;
+    case formats::SafetensorsDType::kBF16: w.dtype = ir::DType::BF16; break;
+    default:
+      return Error::unsupported("{}: tensor '{}' has dtype {} (F32, F16, BF16 supported)", path_, experts[0],
+                                formats::safetensors_dtype_name(first.dtype));
+  }
+  bool adjacent = true;
+  for (size_t e = 1; e < parts.size(); ++e) adjacent = adjacent && parts[e]->data == parts[e - 1]->data + first.n_bytes;
+  if (adjacent) {
+    w.bytes = std::span<const uint8_t>(first.data, first.n_bytes * parts.size());
+    w.owner = model_;
+    w.file_mapped = std::all_of(model_->shards().begin(), model_->shards().end(),
+                                [](const formats::SafetensorsFile& f) { return f.mapping() != nullptr; });
+    return w;
+  }
+  auto copy = std::make_shared<std::vector<uint8_t>>(first.n_bytes * parts.size());
+  for (size_t e = 0; e < parts.size(); ++e)
+    std::memcpy(copy->data() + e * first.n_bytes, parts[e]->data, first.n_bytes);
+  w.bytes = std::span<const uint8_t>(copy->data(), copy->size());
+  w.owner = copy;
+  return w;
+}
 
 Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const {
+  if (auto st = stacked_.find(name); st != stacked_.end()) return take_stacked(name, st->second);
   auto it = gguf_to_hf_.find(name);
   if (it == gguf_to_hf_.end()) return Error::not_found("{}: no tensor maps to '{}'", path_, name);
   ASSIGN_OR_RETURN(const formats::SafetensorsTensor* t, model_->tensor(it->second));

@@ -1,4 +1,5 @@
-// Conformance against llama.cpp: every case of ../shared/conformance/index.json is run
+// Conformance against llama.cpp: every case of ../shared/conformance/index.json (and of
+// its mixture-of-experts set, moe/index.json) is run
 // through LanguageModel in batch and incremental mode and compared with the
 // reference logits using the README's tolerances:
 //   f32 weights + f32 KV: max |Δ| <= 1e-3, greedy tokens equal until a small margin;
@@ -50,23 +51,27 @@ std::vector<float> read_f32(const fs::path& p) {
 
 struct Case {
   std::string name, model, kv;
+  fs::path dir;  // the set's folder: paths in its index and manifests are relative to it
   nlohmann::json manifest;
 };
 
+// The main set (index.json) and the mixture-of-experts set (moe/index.json).
 std::vector<Case> cases() {
   std::vector<Case> out;
-  const fs::path dir = conformance_dir();
-  std::ifstream in(dir / "index.json");
-  if (!in) return out;
-  const auto index = nlohmann::json::parse(in);
-  for (const auto& c : index["cases"]) {
-    Case k;
-    k.name = c["case"];
-    k.model = (dir / c["model"].get<std::string>()).string();
-    k.kv = c["kv"];
-    std::ifstream m(dir / c["manifest"].get<std::string>());
-    k.manifest = nlohmann::json::parse(m);
-    out.push_back(std::move(k));
+  for (const fs::path& dir : {conformance_dir(), conformance_dir() / "moe"}) {
+    std::ifstream in(dir / "index.json");
+    if (!in) continue;
+    const auto index = nlohmann::json::parse(in);
+    for (const auto& c : index["cases"]) {
+      Case k;
+      k.name = c["case"];
+      k.model = (dir / c["model"].get<std::string>()).string();
+      k.kv = c["kv"];
+      k.dir = dir;
+      std::ifstream m(dir / c["manifest"].get<std::string>());
+      k.manifest = nlohmann::json::parse(m);
+      out.push_back(std::move(k));
+    }
   }
   return out;
 }
@@ -111,7 +116,7 @@ TEST_P(GgufConformance, MatchesLlamaCpp) {
   const double tol = !f32_weights ? 0.15 * logit_std : (c.kv == "f16" ? 3e-2 : 1e-3);
   std::vector<int32_t> tokens = m["sequence"]["token_ids"].get<std::vector<int32_t>>();
   const int64_t n_vocab = m["model"]["n_vocab"];
-  const auto ref = read_f32(conformance_dir() / m["logits"]["file"].get<std::string>());
+  const auto ref = read_f32(c.dir / m["logits"]["file"].get<std::string>());
   ASSERT_EQ(ref.size(), tokens.size() * static_cast<size_t>(n_vocab));
 
   models::LoadOptions lo;

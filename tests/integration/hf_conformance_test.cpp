@@ -76,7 +76,7 @@ TEST_P(HfConformance, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfConformance,
                          ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma2",
-                                           "gemma3", "phi3"),
+                                           "gemma3", "phi3", "qwen3-moe", "mixtral"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

@@ -272,16 +272,5 @@ TEST(CompiledGraph, PipelinedRunsKeepEachOutput) {
   EXPECT_EQ(as_f32((*o)[0]), (std::vector<float>{-1, -2, -3, -4}));
 }
 
-TEST(CompiledGraph, MoeHooksSayUnsupported) {
-  GraphBuilder b;
-  auto x = b.input("x", DType::F32, {2});
-  b.output(b.activation(ir::ActKind::Abs, x), "y");
-  CompiledGraph g = compile_cpu(build(b));
-  const int32_t e[] = {0, 1};
-  auto st = g.set_resident_experts(-1, e);
-  ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().code(), ErrorCode::kUnsupported);
-}
-
 }  // namespace
 }  // namespace rlx

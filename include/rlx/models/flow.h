@@ -1,6 +1,6 @@
 // Flow: the blocks transformers are assembled from — token embedding, attention (GQA,
 // RoPE, causal / sliding masks, q-k norms, q-k-v biases, softcap, a KV cache per
-// sequence), feed-forward (SwiGLU, GeGLU, GELU), RMSNorm / LayerNorm, residual adds and
+// sequence), feed-forward (SwiGLU, GeGLU, GELU, mixture of experts), RMSNorm / LayerNorm, residual adds and
 // the LM head (tied or not, with an optional final softcap). Each block declares its
 // parameters with the dtype and shape the WeightSource stores (packed quantized weights
 // stay packed and lower to DequantMatMul; a shape that differs from what the block
@@ -81,6 +81,18 @@ struct FfnSpec {
   bool tanh_approx = true;
 };
 
+/// A mixture-of-experts feed-forward block: router <prefix>.ffn_gate_inp.weight
+/// [n_expert, dim], stacked experts <prefix>.ffn_gate_exps / ffn_up_exps.weight
+/// [n_expert, hidden, dim] and ffn_down_exps.weight [n_expert, dim, hidden] (the GGUF
+/// layout); softmax gating, the n_used most probable experts per token.
+struct MoeSpec {
+  std::string prefix;  ///< e.g. "blk.3"
+  int64_t dim = 0, hidden = 0;
+  int64_t n_expert = 0, n_used = 0;
+  bool normalize = false;  ///< renormalize the chosen experts' weights to sum 1
+  ir::ActKind act = ir::ActKind::Silu;  ///< Silu: SwiGLU experts; GeluTanh: GeGLU experts
+};
+
 class Flow {
  public:
   explicit Flow(const WeightSource& weights) : weights_(weights) {}
@@ -107,6 +119,8 @@ class Flow {
   Expected<ir::ValueId> attention(ir::ValueId x, ir::ValueId pos, const AttentionSpec& spec);
   /// The feed-forward block.
   Expected<ir::ValueId> ffn(ir::ValueId x, const FfnSpec& spec);
+  /// The mixture-of-experts feed-forward block (x [rows, dim]).
+  Expected<ir::ValueId> moe_ffn(ir::ValueId x, const MoeSpec& spec);
   /// x + y.
   ir::ValueId residual(ir::ValueId x, ir::ValueId y) { return b_.add(x, y); }
   /// x . weight[vocab, dim]^T (the embedding table when tied), then

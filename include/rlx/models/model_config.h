@@ -16,7 +16,7 @@ class GgufFile;
 
 namespace rlx::models {
 
-enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3 };
+enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, Qwen3Moe };
 const char* arch_name(Arch a);
 
 enum class FfnKind : uint8_t { SwiGLU, GeGLU };
@@ -69,11 +69,24 @@ struct ModelConfig {
   int64_t bos_id = -1;
   int64_t eos_id = -1;
 
+  // Mixture of experts (n_expert == 0: every layer has the dense FFN). An MoE layer's
+  // FFN is a router (blk.N.ffn_gate_inp [n_expert, n_embd]) choosing n_expert_used
+  // experts per token by softmax probability, and stacked SwiGLU experts
+  // (blk.N.ffn_gate_exps / ffn_up_exps [n_expert, n_ff_expert, n_embd], ffn_down_exps
+  // [n_expert, n_embd, n_ff_expert]).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_expert = 0;          ///< each expert's hidden width
+  bool expert_weights_norm = false; ///< renormalize the chosen experts' weights to sum 1
+  std::vector<bool> dense_layers;   ///< when non-empty: true where a layer keeps the dense FFN
+
   /// The rope of a model built for `ctx` positions: LongRoPE's long factors when ctx
   /// exceeds the original context (as llama.cpp picks them), else `rope` itself.
   ir::RopeAttrs rope_for_context(int64_t ctx) const;
   /// True if layer `il` uses the sliding-window mask.
   bool layer_is_sliding(int64_t il) const;
+  /// True if layer `il`'s FFN is a mixture of experts.
+  bool layer_is_moe(int64_t il) const;
   /// Checks internal consistency (positive sizes, heads divide, n_rot fits); errors name the field.
   Status validate() const;
   std::string summary() const;
@@ -83,8 +96,8 @@ struct ModelConfig {
 /// Unsupported architectures and missing keys are errors naming the file and key.
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& file);
 
-/// Reads a Hugging Face `config.json` (llama, mistral, qwen2, qwen3, gemma, gemma2,
-/// gemma3_text, phi3). Errors name the file and the key.
+/// Reads a Hugging Face `config.json` (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe,
+/// gemma, gemma2, gemma3_text, phi3). Errors name the file and the key.
 Expected<ModelConfig> config_from_hf(const std::string& config_json_path);
 
 }  // namespace rlx::models

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -73,7 +74,10 @@ struct ModelConfig;
 /// Tensors of a Hugging Face checkpoint (one safetensors file, a sharded index or a
 /// folder), served under GGUF names. F32/F16/BF16 tensors are views into the
 /// mapping, except Gemma's RMSNorm weights, which HF stores as w with the norm
-/// computing x * (1 + w): those are returned as f32 copies holding 1 + w.
+/// computing x * (1 + w): those are returned as f32 copies holding 1 + w. A mixture
+/// of experts' per-expert matrices (mlp.experts.E.gate_proj, block_sparse_moe.experts.E.w1
+/// ...) are served stacked as blk.N.ffn_{gate,up,down}_exps [experts, rows, cols]: a view
+/// when the file stores them back to back in expert order, else one copy.
 class SafetensorsWeightSource : public WeightSource {
  public:
   static Expected<std::unique_ptr<SafetensorsWeightSource>> open(const std::string& path, const ModelConfig& config);
@@ -84,9 +88,13 @@ class SafetensorsWeightSource : public WeightSource {
 
  private:
   SafetensorsWeightSource() = default;
+  Expected<WeightView> take_stacked(std::string_view name, const std::vector<std::string>& experts) const;
+
   std::string path_;
   std::shared_ptr<const formats::SafetensorsModel> model_;
   std::map<std::string, std::string, std::less<>> gguf_to_hf_;
+  /// Stacked expert tensors: GGUF name -> the HF name of each expert, by expert index.
+  std::map<std::string, std::vector<std::string>, std::less<>> stacked_;
   bool norm_plus_one_ = false;
 };
 
@@ -100,5 +108,14 @@ std::unique_ptr<WeightSource> split_fused_projections(std::unique_ptr<WeightSour
 /// `post_norms` (Gemma 2/3): HF's post_attention_layernorm is the norm after
 /// attention (GGUF post_attention_norm) and pre_feedforward_layernorm is ffn_norm.
 std::string hf_to_gguf_name(std::string_view hf_name, bool post_norms = false);
+
+/// A per-expert Hugging Face matrix and the stacked GGUF tensor it belongs to:
+/// "model.layers.3.mlp.experts.5.up_proj.weight" (Qwen3-MoE) or
+/// "model.layers.3.block_sparse_moe.experts.5.w3.weight" (Mixtral) -> {"blk.3.ffn_up_exps.weight", 5}.
+struct HfExpertName {
+  std::string stacked;
+  int64_t expert = -1;
+};
+std::optional<HfExpertName> hf_expert_name(std::string_view hf_name);
 
 }  // namespace rlx::models

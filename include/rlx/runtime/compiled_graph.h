@@ -133,11 +133,6 @@ class CompiledGraph {
   /// either side sets them again.
   Expected<CompiledGraph> clone() const;
 
-  // ---- mixture-of-experts hooks (unsupported on backends without MoE kernels) -----------
-  Status set_resident_experts(int layer, std::span<const int32_t> experts) {
-    return exe_->set_resident_experts(layer, experts);
-  }
-
  private:
   Status bind_inputs(size_t n, const NamedTensorView* typed, const NamedF32* f32s);
   Status check_view(const ir::ManifestEntry& e, const TensorView& v) const;

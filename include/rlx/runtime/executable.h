@@ -115,19 +115,6 @@ class Executable {
   /// An independent executable: own arena and handles, sharing read-only params.
   virtual Expected<std::unique_ptr<Executable>> clone() const = 0;
 
-  // ---- mixture-of-experts hooks (backends without MoE support keep the defaults) ----
-  /// Restricts layer `layer` (-1: all layers) to the listed resident experts.
-  virtual Status set_resident_experts(int layer, std::span<const int32_t> experts) {
-    (void)layer;
-    (void)experts;
-    return Error::unsupported("resident experts are not supported by this backend");
-  }
-  /// Records the router's top-k choice of every MoE layer on the next runs.
-  virtual Status set_topk_capture(bool on) {
-    (void)on;
-    return Error::unsupported("top-k capture is not supported by this backend");
-  }
-
   /// One line for logs: backend, arena bytes, steps.
   virtual std::string describe() const = 0;
 };
