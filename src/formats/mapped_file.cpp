@@ -1,5 +1,6 @@
-// POSIX implementation of MappedFile: open + fstat + mmap(PROT_READ, MAP_PRIVATE);
-// the descriptor is closed right after mapping, the mapping lives until the object dies.
+// POSIX implementation of MappedFile: open (non-blocking) + fstat (regular files only) +
+// mmap(PROT_READ, MAP_PRIVATE); the descriptor is closed right after mapping, the mapping
+// lives until the object dies.
 #include "rlx/formats/mapped_file.h"
 
 #include <fcntl.h>
@@ -16,8 +17,23 @@ void MappedFile::Unmapper::operator()(const uint8_t* p) const {
   if (p != nullptr) ::munmap(const_cast<uint8_t*>(p), size);
 }
 
+namespace {
+
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
 Expected<MappedFile> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below); for a
+  // regular file the flag changes nothing.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return Error::not_found("{}: no such file", path);
@@ -31,7 +47,7 @@ Expected<MappedFile> MappedFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Error::io("{}: not a regular file", path);
+    return Error::invalid_argument("{}: is {}; model data must be a regular file", path, file_kind(st.st_mode));
   }
   const size_t size = static_cast<size_t>(st.st_size);
   if (size == 0) {

@@ -1,9 +1,11 @@
 // Opens a safetensors checkpoint of one or more shards: a single file, a
 // model.safetensors.index.json (weight_map: tensor -> shard file) or a directory.
-// Every tensor the index names is checked to exist in the shard it names.
+// Every tensor the index names is checked to exist in the shard it names; shards stay
+// inside the model folder after resolving links; the index nests at most kMaxJsonDepth.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "rlx/base/json_limits.h"
 #include "rlx/formats/safetensors.h"
 
 namespace rlx::formats {
@@ -20,6 +22,29 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 bool is_plain_file_name(const std::string& s) {
   return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
          s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
+}
+
+// True if `inner` is `root` or lies below it (both absolute and canonical).
+bool is_within(const fs::path& inner, const fs::path& root) {
+  auto r = root.begin(), i = inner.begin();
+  for (; r != root.end(); ++r, ++i)
+    if (i == inner.end() || *i != *r) return false;
+  return true;
+}
+
+// The shard `file` of the index in `dir`, after resolving links: it must stay inside
+// the model folder, or inside the blobs folder of a Hugging Face cache when `dir` is one
+// of its snapshots (snapshots/<revision>/<file> links to ../../blobs/<hash>).
+Expected<std::string> contained_shard(const fs::path& dir, const std::string& file, const std::string& index) {
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  const fs::path resolved = fs::weakly_canonical(fs::absolute(dir / file, ec), ec);
+  if (ec) return Error::io("{}: cannot resolve shard '{}': {}", index, file, ec.message());
+  if (is_within(resolved, root)) return resolved.string();
+  if (root.parent_path().filename() == "snapshots" && is_within(resolved, root.parent_path().parent_path() / "blobs"))
+    return resolved.string();
+  return Error::invalid_file("{}: shard '{}' resolves to '{}', outside the model folder", index, file,
+                             resolved.string());
 }
 
 }  // namespace
@@ -52,6 +77,7 @@ Expected<SafetensorsModel> SafetensorsModel::open(const std::string& path) {
     return Error::invalid_file("{}: index is {} bytes, more than the {}-byte limit", target, index_file.size(),
                                kMaxIndexBytes);
   const auto text = index_file.bytes();
+  TRY(check_json_depth(std::string_view(reinterpret_cast<const char*>(text.data()), text.size()), target));
   nlohmann::json index = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (index.is_discarded()) return Error::parse("{}: index is not valid JSON", target);
   if (!index.is_object()) return Error::invalid_file("{}: index is a {}, expected an object", target, index.type_name());
@@ -78,7 +104,8 @@ Expected<SafetensorsModel> SafetensorsModel::open(const std::string& path) {
   const fs::path dir = fs::path(target).parent_path();
   model.shards_.reserve(shard_of_file.size());
   for (auto& [file, slot] : shard_of_file) {
-    ASSIGN_OR_RETURN(SafetensorsFile shard, SafetensorsFile::open((dir / file).string()));
+    ASSIGN_OR_RETURN(const std::string shard_path, contained_shard(dir, file, target));
+    ASSIGN_OR_RETURN(SafetensorsFile shard, SafetensorsFile::open(shard_path));
     slot = model.shards_.size();
     model.shards_.push_back(std::move(shard));
   }

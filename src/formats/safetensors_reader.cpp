@@ -5,8 +5,9 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
+#include <unordered_set>
 
+#include "rlx/base/json_limits.h"
 #include "rlx/formats/safetensors.h"
 
 namespace rlx::formats {
@@ -51,7 +52,7 @@ int64_t SafetensorsTensor::n_elements() const {
 
 namespace {
 
-constexpr int kMaxJsonDepth = 64;
+constexpr int kMaxHeaderDepth = 64;  // a valid header nests 3 levels
 constexpr uint64_t kHeaderStart = 8;
 
 std::optional<SafetensorsDType> dtype_from_name(std::string_view s) {
@@ -64,29 +65,43 @@ std::optional<SafetensorsDType> dtype_from_name(std::string_view s) {
   return std::nullopt;
 }
 
-// Deepest bracket nesting outside strings, so that absurdly nested JSON is rejected
-// before a parser recurses into it. Returns the byte of the first bracket too deep, or -1.
-int64_t first_too_deep(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > max_depth) return static_cast<int64_t>(i);
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
+// A SAX pass that finds the first key repeated within one object, at any depth
+// (nlohmann::json keeps the last of two equal keys; a header must not have two). Linear:
+// one hash set per open object. The DOM parse before it has reported any syntax error.
+class DuplicateKeyFinder : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string duplicate;  ///< the repeated key, empty if none
+  std::string tensor;     ///< the top-level key it sits under, empty at the top level
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return true;
   }
-  return -1;
-}
+  bool key(string_t& k) override {
+    if (keys_.size() == 1) top_ = k;
+    if (keys_.back().insert(k).second) return true;
+    duplicate = k;
+    if (keys_.size() > 1) tensor = top_;
+    return false;  // stop at the first
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  std::vector<std::unordered_set<std::string>> keys_;
+  std::string top_;
+};
 
 // A non-negative JSON integer as uint64, or nullopt (negative, fractional, not a number).
 std::optional<uint64_t> as_unsigned(const nlohmann::json& j) {
@@ -109,7 +124,8 @@ class SafetensorsParser {
   Error fail(uint64_t at, fmt::format_string<Args...> f, Args&&... args) const {
     return Error::invalid_file("{}: byte {}: {}", name_, at, fmt::format(f, std::forward<Args>(args)...));
   }
-  // Best-effort byte offset of a top-level key in the header (its opening quote).
+  // Best-effort byte offset of a top-level key in the header (its opening quote). A
+  // search through the header: for error messages only, never once per tensor.
   uint64_t key_offset(const std::string& key) const {
     const size_t at = header_.find('"' + key + '"');
     return kHeaderStart + (at == std::string_view::npos ? 0 : at);
@@ -124,59 +140,57 @@ class SafetensorsParser {
 };
 
 Status SafetensorsParser::read_metadata(const nlohmann::json& entry, SafetensorsFile& out) {
-  const uint64_t at = key_offset("__metadata__");
-  if (!entry.is_object()) return fail(at, "'__metadata__' is a {}, expected an object", entry.type_name());
+  if (!entry.is_object()) return fail(key_offset("__metadata__"), "'__metadata__' is a {}, expected an object", entry.type_name());
   for (const auto& [k, v] : entry.items()) {
     if (!v.is_string())
-      return fail(at, "'__metadata__' entry '{}' is a {}, expected a string", k, v.type_name());
+      return fail(key_offset("__metadata__"), "'__metadata__' entry '{}' is a {}, expected a string", k, v.type_name());
     out.metadata_.emplace(k, v.get<std::string>());
   }
   return {};
 }
 
 Status SafetensorsParser::read_tensor(const std::string& key, const nlohmann::json& entry, SafetensorsFile& out) {
-  const uint64_t at = key_offset(key);
-  if (key.empty()) return fail(at, "tensor with an empty name");
-  if (!entry.is_object()) return fail(at, "tensor '{}': entry is a {}, expected an object", key, entry.type_name());
+  if (key.empty()) return fail(key_offset(key), "tensor with an empty name");
+  if (!entry.is_object()) return fail(key_offset(key), "tensor '{}': entry is a {}, expected an object", key, entry.type_name());
   SafetensorsTensor t;
   t.name = key;
   auto dtype_it = entry.find("dtype");
   if (dtype_it == entry.end() || !dtype_it->is_string())
-    return fail(at, "tensor '{}': missing or non-string 'dtype'", key);
+    return fail(key_offset(key), "tensor '{}': missing or non-string 'dtype'", key);
   const std::string& dtype_name = dtype_it->get_ref<const std::string&>();
   const std::optional<SafetensorsDType> dtype = dtype_from_name(dtype_name);
   if (!dtype)
     return Error::unsupported("{}: byte {}: tensor '{}': dtype '{}' is not supported "
-                              "(F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL are)", name_, at, key, dtype_name);
+                              "(F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL are)", name_, key_offset(key), key, dtype_name);
   t.dtype = *dtype;
   auto shape_it = entry.find("shape");
   if (shape_it == entry.end() || !shape_it->is_array())
-    return fail(at, "tensor '{}': missing or non-array 'shape'", key);
+    return fail(key_offset(key), "tensor '{}': missing or non-array 'shape'", key);
   int64_t numel = 1;
   for (const nlohmann::json& d : *shape_it) {
     const std::optional<uint64_t> dim = as_unsigned(d);
     if (!dim || *dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return fail(at, "tensor '{}': shape entry {} is not a non-negative integer", key, d.dump());
+      return fail(key_offset(key), "tensor '{}': shape entry {} is not a non-negative integer", key, d.dump());
     const auto sdim = static_cast<int64_t>(*dim);
     if (sdim != 0 && numel > std::numeric_limits<int64_t>::max() / sdim)
-      return fail(at, "tensor '{}': element count of shape {} overflows int64", key, shape_it->dump());
+      return fail(key_offset(key), "tensor '{}': element count of shape {} overflows int64", key, shape_it->dump());
     numel *= sdim;
     t.shape.push_back(sdim);
   }
   auto offsets_it = entry.find("data_offsets");
   if (offsets_it == entry.end() || !offsets_it->is_array() || offsets_it->size() != 2)
-    return fail(at, "tensor '{}': 'data_offsets' must be an array of two integers", key);
+    return fail(key_offset(key), "tensor '{}': 'data_offsets' must be an array of two integers", key);
   const std::optional<uint64_t> begin = as_unsigned((*offsets_it)[0]);
   const std::optional<uint64_t> end = as_unsigned((*offsets_it)[1]);
-  if (!begin || !end) return fail(at, "tensor '{}': data_offsets {} are not non-negative integers", key, offsets_it->dump());
-  if (*begin > *end) return fail(at, "tensor '{}': data_offsets [{}, {}] end before they begin", key, *begin, *end);
+  if (!begin || !end) return fail(key_offset(key), "tensor '{}': data_offsets {} are not non-negative integers", key, offsets_it->dump());
+  if (*begin > *end) return fail(key_offset(key), "tensor '{}': data_offsets [{}, {}] end before they begin", key, *begin, *end);
   if (*end > data_size_)
-    return fail(at, "tensor '{}': data_offsets [{}, {}] run past the {}-byte data section (file truncated?)", key,
+    return fail(key_offset(key), "tensor '{}': data_offsets [{}, {}] run past the {}-byte data section (file truncated?)", key,
                 *begin, *end, data_size_);
   const uint64_t elem = safetensors_dtype_size(t.dtype);
   if (static_cast<uint64_t>(numel) > std::numeric_limits<uint64_t>::max() / elem ||
       static_cast<uint64_t>(numel) * elem != *end - *begin)
-    return fail(at, "tensor '{}': {} {} elements need {} bytes but data_offsets [{}, {}] hold {}", key, numel,
+    return fail(key_offset(key), "tensor '{}': {} {} elements need {} bytes but data_offsets [{}, {}] hold {}", key, numel,
                 dtype_name, static_cast<uint64_t>(numel) * elem, *begin, *end, *end - *begin);
   t.begin = *begin;
   t.n_bytes = static_cast<size_t>(*end - *begin);
@@ -199,28 +213,24 @@ Status SafetensorsParser::run(SafetensorsFile& out) {
   header_ = std::string_view(reinterpret_cast<const char*>(bytes_.data() + kHeaderStart), header_len);
   out.data_offset_ = kHeaderStart + header_len;
   data_size_ = bytes_.size() - out.data_offset_;
-  if (const int64_t deep = first_too_deep(header_, kMaxJsonDepth); deep >= 0)
-    return fail(kHeaderStart + static_cast<uint64_t>(deep), "JSON header nests deeper than {} levels", kMaxJsonDepth);
+  if (const int64_t deep = json_too_deep_at(header_, kMaxHeaderDepth); deep >= 0)
+    return fail(kHeaderStart + static_cast<uint64_t>(deep), "JSON header nests deeper than {} levels", kMaxHeaderDepth);
 
-  std::set<std::string> seen_keys;
-  std::string duplicate;
-  auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (event == nlohmann::json::parse_event_t::key && depth == 1) {
-      const std::string& k = parsed.get_ref<const std::string&>();
-      if (!seen_keys.insert(k).second && duplicate.empty()) duplicate = k;
-    }
-    return true;
-  };
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_.begin(), header_.end(), on_event);
+    header = nlohmann::json::parse(header_.begin(), header_.end());
   } catch (const nlohmann::json::parse_error& e) {
     return Error::parse("{}: byte {}: JSON header does not parse: {}", name_, kHeaderStart + e.byte, e.what());
   } catch (const nlohmann::json::exception& e) {  // e.g. a number literal that overflows a double
     return Error::parse("{}: byte {}: JSON header does not parse: {}", name_, kHeaderStart, e.what());
   }
   if (!header.is_object()) return fail(kHeaderStart, "JSON header is a {}, expected an object", header.type_name());
-  if (!duplicate.empty()) return fail(key_offset(duplicate), "duplicate key '{}' in the JSON header", duplicate);
+  DuplicateKeyFinder dup;
+  (void)nlohmann::json::sax_parse(header_.begin(), header_.end(), &dup);
+  if (!dup.duplicate.empty() && dup.tensor.empty())
+    return fail(key_offset(dup.duplicate), "duplicate key '{}' in the JSON header", dup.duplicate);
+  if (!dup.duplicate.empty())
+    return fail(key_offset(dup.tensor), "tensor '{}': duplicate key '{}' in its entry", dup.tensor, dup.duplicate);
 
   for (const auto& [key, entry] : header.items()) {
     if (key == "__metadata__") {

@@ -1,14 +1,19 @@
 // safetensors reader tests: valid files (all dtypes, __metadata__), one hostile input per
 // validation rule with its message checked, sharded checkpoints through an index, and the
-// Hugging Face checkpoints of the conformance data (skipped when absent).
+// Hugging Face checkpoints of the conformance data (skipped when absent). Hostile files:
+// deep nesting, 30,000 tensors, links out of the folder, FIFOs, directories and devices.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <string>
 
+#include "rlx/formats/mapped_file.h"
 #include "rlx/formats/safetensors.h"
 
 namespace rlx::formats {
@@ -99,6 +104,31 @@ TEST(Safetensors, RejectsDuplicateKeys) {
   const std::string entry = R"({"dtype":"U8","shape":[1],"data_offsets":[0,1]})";
   expect_error(make_file(R"({"w":)" + entry + R"(,"w":)" + entry + "}", 1), ErrorCode::kInvalidFile,
                {"bad.safetensors: byte 9: duplicate key 'w' in the JSON header"});
+}
+
+TEST(Safetensors, RejectsDuplicateKeysInsideAnEntry) {
+  expect_error(make_file(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"dtype":"F32"}})", 4),
+               ErrorCode::kInvalidFile, {"byte 9: tensor 'w': duplicate key 'dtype' in its entry"});
+  expect_error(make_file(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"shape":[4]}})", 4),
+               ErrorCode::kInvalidFile, {"tensor 'w': duplicate key 'shape' in its entry"});
+}
+
+// 30,000 tensors: linear parsing (no per-tensor search through the header, no quadratic
+// duplicate check). The quadratic reader took over 20 s here.
+TEST(Safetensors, ParsesManyTensorsQuickly) {
+  const int n = 30000;
+  std::string header = "{";
+  for (int i = 0; i < n; ++i)
+    header += fmt::format(R"({}"model.layers.{}.weight":{{"dtype":"U8","shape":[1],"data_offsets":[{},{}]}})",
+                          i ? "," : "", i, i, i + 1);
+  header += "}";
+  const std::vector<uint8_t> bytes = make_file(header, n);
+  const auto start = std::chrono::steady_clock::now();
+  Expected<SafetensorsFile> f = SafetensorsFile::parse(bytes, "many.safetensors");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(f.has_value()) << f.error().to_string();
+  EXPECT_EQ(f->tensors().size(), static_cast<size_t>(n));
+  EXPECT_LT(seconds, 3.0);  // about 0.1 s in Release; generous for sanitizer builds
 }
 
 TEST(Safetensors, RejectsMalformedEntries) {
@@ -192,6 +222,57 @@ TEST_F(ShardedCheckpoint, RejectsPathsOutsideTheFolder) {
   Expected<SafetensorsModel> m = SafetensorsModel::open(dir_.string());
   ASSERT_FALSE(m.has_value());
   EXPECT_NE(m.error().message().find("is not a plain file name"), std::string::npos) << m.error().message();
+}
+
+TEST_F(ShardedCheckpoint, RejectsDeeplyNestedIndex) {
+  const int levels = 100000;  // used to overflow the stack when the metadata was dumped
+  const std::string text = R"({"metadata":{"x":)" + std::string(levels, '[') + std::string(levels, ']') +
+                           R"(},"weight_map":{"a":"model-00001-of-00002.safetensors"}})";
+  write("model.safetensors.index.json", std::vector<uint8_t>(text.begin(), text.end()));
+  Expected<SafetensorsModel> m = SafetensorsModel::open(dir_.string());
+  ASSERT_FALSE(m.has_value());
+  EXPECT_NE(m.error().message().find("JSON nests deeper than 128 levels"), std::string::npos) << m.error().message();
+}
+
+TEST_F(ShardedCheckpoint, RejectsLinksOutOfTheFolder) {
+  const fs::path outside = dir_.string() + "_outside";
+  fs::create_directories(outside);
+  fs::copy_file(dir_ / "model-00001-of-00002.safetensors", outside / "stolen.safetensors",
+                fs::copy_options::overwrite_existing);
+  fs::create_symlink(outside / "stolen.safetensors", dir_ / "link.safetensors");
+  write_index(R"({"a":"link.safetensors"})");
+  Expected<SafetensorsModel> m = SafetensorsModel::open(dir_.string());
+  fs::remove_all(outside);
+  ASSERT_FALSE(m.has_value());
+  EXPECT_NE(m.error().message().find("shard 'link.safetensors' resolves to"), std::string::npos)
+      << m.error().message();
+  EXPECT_NE(m.error().message().find("outside the model folder"), std::string::npos) << m.error().message();
+  // A link that stays inside the folder is fine.
+  fs::create_directories(dir_ / "sub");
+  fs::rename(dir_ / "model-00001-of-00002.safetensors", dir_ / "sub" / "real.safetensors");
+  fs::create_symlink(dir_ / "sub" / "real.safetensors", dir_ / "inside.safetensors");
+  write_index(R"({"a":"inside.safetensors"})");
+  Expected<SafetensorsModel> ok = SafetensorsModel::open(dir_.string());
+  EXPECT_TRUE(ok.has_value()) << ok.error().to_string();
+}
+
+// A FIFO, a directory or a device as model data: a clear error, and no blocking open on
+// the FIFO (nobody ever writes to it).
+TEST_F(ShardedCheckpoint, RefusesFilesThatAreNotRegular) {
+  ASSERT_EQ(::mkfifo((dir_ / "model.safetensors").c_str(), 0600), 0);
+  Expected<SafetensorsModel> fifo = SafetensorsModel::open(dir_.string());
+  ASSERT_FALSE(fifo.has_value());
+  EXPECT_NE(fifo.error().message().find("is a FIFO; model data must be a regular file"), std::string::npos)
+      << fifo.error().message();
+  fs::create_directories(dir_ / "shard_dir.safetensors");
+  write_index(R"({"a":"shard_dir.safetensors"})");
+  Expected<SafetensorsModel> dir = SafetensorsModel::open(dir_.string());
+  ASSERT_FALSE(dir.has_value());
+  EXPECT_NE(dir.error().message().find("is a directory"), std::string::npos) << dir.error().message();
+  Expected<MappedFile> dev = MappedFile::open("/dev/null");
+  ASSERT_FALSE(dev.has_value());
+  EXPECT_NE(dev.error().message().find("/dev/null: is a character device"), std::string::npos)
+      << dev.error().message();
 }
 
 TEST_F(ShardedCheckpoint, ReportsMissingShard) {

@@ -16,7 +16,9 @@ namespace rlx::formats {
 /// An empty file maps to an empty span (no mapping is made).
 class MappedFile {
  public:
-  /// Maps `path` read-only. Errors (kNotFound / kIo) name the path and the OS reason.
+  /// Maps `path` read-only. Errors (kNotFound / kIo) name the path and the OS reason;
+  /// anything but a regular file (a directory, FIFO, device, socket) is refused with
+  /// kInvalidArgument naming what it is, without blocking on a FIFO.
   static Expected<MappedFile> open(const std::string& path);
 
   MappedFile(MappedFile&&) noexcept = default;

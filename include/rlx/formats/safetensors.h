@@ -84,7 +84,9 @@ class SafetensorsModel {
   /// `*.safetensors.index.json` file (its `weight_map` names the shard of every tensor,
   /// shard files sit next to it); or a directory holding `model.safetensors.index.json`
   /// or `model.safetensors`. Each tensor in the weight_map must exist in its shard; shard
-  /// names must be plain file names (no path separators).
+  /// names must be plain file names (no path separators) and, after resolving links, stay
+  /// inside the index's folder (or the `blobs` folder of a Hugging Face cache snapshot).
+  /// The index may nest at most kMaxJsonDepth levels; only regular files are opened.
   static Expected<SafetensorsModel> open(const std::string& path);
 
   SafetensorsModel(SafetensorsModel&&) noexcept = default;
