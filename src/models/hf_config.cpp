@@ -1,11 +1,11 @@
 // ModelConfig from a Hugging Face config.json. HF checkpoints keep q/k weights in
 // their original order, so RoPE uses the half-split (neox) layout for every family.
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "models/rope_config.h"
+#include "rlx/base/json_limits.h"
+#include "rlx/formats/mapped_file.h"
 #include "rlx/models/model_config.h"
 
 namespace rlx::models {
@@ -13,26 +13,59 @@ namespace {
 
 using nlohmann::json;
 
+// Typed access to the top-level members of config.json. An absent or null member takes
+// the fallback; a member of the wrong JSON type is an error naming the key (a string
+// "8" where a number belongs must not silently become the default).
 struct Reader {
   const json& j;
   const std::string& path;
+  const json* find(const char* key) const {
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+  Error wrong_type(const char* key, const json& v, const char* want) const {
+    return Error::invalid_file("{}: '{}' must be {}, got a {}", path, key, want, v.type_name());
+  }
+  Expected<int64_t> as_int(const char* key, const json& v) const {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      return Error::invalid_file("{}: '{}' is out of range", path, key);
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (v.is_number_float()) {  // 4096.0 is an integer; 1.5, NaN and 1e300 are not
+      const double d = v.get<double>();
+      if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) <= 9007199254740992.0) return static_cast<int64_t>(d);
+      return Error::invalid_file("{}: '{}' must be an integer, got {}", path, key, d);
+    }
+    return wrong_type(key, v, "an integer");
+  }
   Expected<int64_t> req_int(const char* key) const {
-    auto it = j.find(key);
-    if (it == j.end() || !it->is_number_integer())
-      return Error::invalid_file("{}: '{}' is missing or not an integer", path, key);
-    return it->get<int64_t>();
+    const json* v = find(key);
+    if (!v) return Error::invalid_file("{}: '{}' is missing", path, key);
+    return as_int(key, *v);
   }
-  int64_t opt_int(const char* key, int64_t fallback) const {
-    auto it = j.find(key);
-    return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+  Expected<int64_t> opt_int(const char* key, int64_t fallback) const {
+    const json* v = find(key);
+    return v ? as_int(key, *v) : Expected<int64_t>(fallback);
   }
-  double opt_float(const char* key, double fallback) const {
-    auto it = j.find(key);
-    return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+  Expected<double> opt_float(const char* key, double fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_number()) return wrong_type(key, *v, "a number");
+    return v->get<double>();
   }
-  bool opt_bool(const char* key, bool fallback) const {
-    auto it = j.find(key);
-    return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+  Expected<bool> opt_bool(const char* key, bool fallback) const {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) return wrong_type(key, *v, "true or false");
+    return v->get<bool>();
+  }
+  /// A token id: an integer, or a list of them (Llama 3 lists several eos ids; the
+  /// first is taken).
+  Expected<int64_t> opt_token_id(const char* key) const {
+    const json* v = find(key);
+    if (!v) return -1;
+    if (!v->is_array()) return as_int(key, *v);
+    if (v->empty()) return -1;
+    return as_int(key, v->front());
   }
 };
 
@@ -40,8 +73,8 @@ struct Reader {
 // chosen weights always renormalized. Qwen3-MoE: num_experts (num_local_experts in
 // newer files) of width moe_intermediate_size, renormalized when norm_topk_prob; the
 // layers in mlp_only_layers, and all but every decoder_sparse_step-th, stay dense.
-Status read_experts(const json& j, const Reader& r, const std::string& type, ModelConfig* c) {
-  const char* count_key = type == "qwen3_moe" && j.contains("num_experts") ? "num_experts" : "num_local_experts";
+Status read_experts(const Reader& r, const std::string& type, ModelConfig* c) {
+  const char* count_key = type == "qwen3_moe" && r.find("num_experts") ? "num_experts" : "num_local_experts";
   ASSIGN_OR_RETURN(c->n_expert, r.req_int(count_key));
   ASSIGN_OR_RETURN(c->n_expert_used, r.req_int("num_experts_per_tok"));
   if (type == "mixtral") {
@@ -50,17 +83,21 @@ Status read_experts(const json& j, const Reader& r, const std::string& type, Mod
     return {};
   }
   ASSIGN_OR_RETURN(c->n_ff_expert, r.req_int("moe_intermediate_size"));
-  c->expert_weights_norm = r.opt_bool("norm_topk_prob", false);
-  const int64_t step = r.opt_int("decoder_sparse_step", 1);
-  if (step < 1) return Error::invalid_file("{}: decoder_sparse_step {} must be >= 1", r.path, step);
-  c->dense_layers.assign(static_cast<size_t>(std::max<int64_t>(c->n_layer, 0)), false);
+  ASSIGN_OR_RETURN(c->expert_weights_norm, r.opt_bool("norm_topk_prob", false));
+  ASSIGN_OR_RETURN(const int64_t step, r.opt_int("decoder_sparse_step", 1));
+  if (step < 1 || step > 4096)
+    return Error::invalid_file("{}: 'decoder_sparse_step' {} must be in [1, 4096]", r.path, step);
+  if (c->n_layer < 1 || c->n_layer > 4096) return {};  // validate() names the layer count
+  c->dense_layers.assign(static_cast<size_t>(c->n_layer), false);
   for (int64_t il = 0; il < c->n_layer; ++il) c->dense_layers[static_cast<size_t>(il)] = (il + 1) % step != 0;
-  if (auto it = j.find("mlp_only_layers"); it != j.end() && !it->is_null()) {
-    if (!it->is_array()) return Error::invalid_file("{}: 'mlp_only_layers' is not an array", r.path);
-    for (const json& v : *it) {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= c->n_layer)
-        return Error::invalid_file("{}: 'mlp_only_layers' entry {} is not a layer index", r.path, v.dump());
-      c->dense_layers[static_cast<size_t>(v.get<int64_t>())] = true;
+  if (const json* layers = r.find("mlp_only_layers")) {
+    if (!layers->is_array()) return r.wrong_type("mlp_only_layers", *layers, "a list of layer indices");
+    for (const json& v : *layers) {
+      ASSIGN_OR_RETURN(const int64_t il, r.as_int("mlp_only_layers", v));
+      if (il < 0 || il >= c->n_layer)
+        return Error::invalid_file("{}: 'mlp_only_layers' entry {} is not a layer index (0..{})", r.path, il,
+                                   c->n_layer - 1);
+      c->dense_layers[static_cast<size_t>(il)] = true;
     }
   }
   return {};
@@ -69,11 +106,10 @@ Status read_experts(const json& j, const Reader& r, const std::string& type, Mod
 }  // namespace
 
 Expected<ModelConfig> config_from_hf(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error::not_found("cannot open '{}'", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(formats::MappedFile file, formats::MappedFile::open(path));
+  const std::string_view text(reinterpret_cast<const char*>(file.bytes().data()), file.size());
+  TRY(check_json_depth(text, path));
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return Error::parse("{}: not a JSON object", path);
   Reader r{j, path};
   auto type_it = j.find("model_type");
@@ -99,49 +135,58 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   ASSIGN_OR_RETURN(c.n_layer, r.req_int("num_hidden_layers"));
   ASSIGN_OR_RETURN(c.n_head, r.req_int("num_attention_heads"));
   ASSIGN_OR_RETURN(c.n_ff, r.req_int("intermediate_size"));
-  c.n_head_kv = r.opt_int("num_key_value_heads", c.n_head);
-  c.head_dim = r.opt_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0);
-  c.n_ctx_train = r.opt_int("max_position_embeddings", 2048);
-  c.norm_eps = r.opt_float("rms_norm_eps", 1e-6);
-  c.tied_embeddings = r.opt_bool("tie_word_embeddings", false);
+  ASSIGN_OR_RETURN(c.n_head_kv, r.opt_int("num_key_value_heads", c.n_head));
+  ASSIGN_OR_RETURN(c.head_dim, r.opt_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0));
+  ASSIGN_OR_RETURN(c.n_ctx_train, r.opt_int("max_position_embeddings", 2048));
+  ASSIGN_OR_RETURN(c.norm_eps, r.opt_float("rms_norm_eps", 1e-6));
+  ASSIGN_OR_RETURN(c.tied_embeddings, r.opt_bool("tie_word_embeddings", false));
   c.rope.layout = ir::RopeLayout::Neox;
   c.rope.head_dim = c.head_dim;
   c.rope.n_rot = c.head_dim;
-  c.rope.theta = r.opt_float("rope_theta", 10000.0);
-  if (j.contains("partial_rotary_factor")) {  // top level (Phi, StableLM); rope_parameters may say it too
+  ASSIGN_OR_RETURN(c.rope.theta, r.opt_float("rope_theta", 10000.0));
+  if (const json* v = r.find("partial_rotary_factor")) {  // top level (Phi, StableLM); rope_parameters may say it too
     json partial = json::object();
-    partial["partial_rotary_factor"] = j["partial_rotary_factor"];
+    partial["partial_rotary_factor"] = *v;
     TRY(detail::read_hf_rope(partial, j, path, &c.rope, &c.rope_long_factors));
   }
-  if (auto it = j.find("rope_scaling"); it != j.end())
-    TRY(detail::read_hf_rope(*it, j, path, &c.rope, &c.rope_long_factors));
-  if (auto it = j.find("rope_parameters"); it != j.end() && it->is_object()) {
-    if (it->contains("full_attention")) {  // per layer type (gemma3)
-      TRY(detail::read_hf_rope((*it)["full_attention"], j, path, &c.rope, &c.rope_long_factors));
+  if (const json* v = r.find("rope_scaling")) TRY(detail::read_hf_rope(*v, j, path, &c.rope, &c.rope_long_factors));
+  if (const json* v = r.find("rope_parameters")) {
+    if (v->is_object() && v->contains("full_attention")) {  // per layer type (gemma3)
+      TRY(detail::read_hf_rope((*v)["full_attention"], j, path, &c.rope, &c.rope_long_factors));
       ir::RopeAttrs local = c.rope;
       std::vector<double> local_long;
-      if (it->contains("sliding_attention"))
-        TRY(detail::read_hf_rope((*it)["sliding_attention"], j, path, &local, &local_long));
+      if (v->contains("sliding_attention"))
+        TRY(detail::read_hf_rope((*v)["sliding_attention"], j, path, &local, &local_long));
       c.rope_theta_local = local.theta;
     } else {
-      TRY(detail::read_hf_rope(*it, j, path, &c.rope, &c.rope_long_factors));
+      TRY(detail::read_hf_rope(*v, j, path, &c.rope, &c.rope_long_factors));
     }
   }
-  if (auto it = j.find("rope_local_base_freq"); it != j.end() && it->is_number()) c.rope_theta_local = it->get<double>();
-  c.sliding_window = r.opt_int("sliding_window", 0);
-  if (auto it = j.find("layer_types"); it != j.end() && it->is_array()) {
-    for (const auto& t : *it) c.sliding_layers.push_back(t.is_string() && t.get<std::string>() == "sliding_attention");
+  ASSIGN_OR_RETURN(c.rope_theta_local, r.opt_float("rope_local_base_freq", c.rope_theta_local));
+  ASSIGN_OR_RETURN(c.sliding_window, r.opt_int("sliding_window", 0));
+  if (const json* v = r.find("layer_types")) {
+    if (!v->is_array()) return r.wrong_type("layer_types", *v, "an array");
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& t = (*v)[i];
+      const bool sliding = t.is_string() && t.get<std::string>() == "sliding_attention";
+      if (!sliding && !(t.is_string() && t.get<std::string>() == "full_attention"))
+        return Error::invalid_file("{}: layer_types[{}] must be \"sliding_attention\" or \"full_attention\"", path,
+                                   i);
+      c.sliding_layers.push_back(sliding);
+    }
     if (static_cast<int64_t>(c.sliding_layers.size()) != c.n_layer)
       return Error::invalid_file("{}: layer_types has {} entries for {} layers", path, c.sliding_layers.size(),
                                  c.n_layer);
   }
   if (c.sliding_window > 0 && c.sliding_layers.empty() && (type == "mistral" || type == "mixtral" || type == "phi3"))
     c.sliding = SlidingPattern::All;
-  if (type == "qwen2" && !r.opt_bool("use_sliding_window", false)) c.sliding_window = 0;
+  ASSIGN_OR_RETURN(const bool use_sliding_window, r.opt_bool("use_sliding_window", false));
+  if (type == "qwen2" && !use_sliding_window) c.sliding_window = 0;
+  ASSIGN_OR_RETURN(const bool attention_bias, r.opt_bool("attention_bias", false));
 
   switch (c.arch) {
     case Arch::Llama:
-      c.qkv_bias = r.opt_bool("attention_bias", false);
+      c.qkv_bias = attention_bias;
       break;
     case Arch::Qwen2:
       c.qkv_bias = true;
@@ -152,7 +197,7 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
     case Arch::Qwen3:
     case Arch::Qwen3Moe:
       c.qk_norm = true;
-      c.qkv_bias = r.opt_bool("attention_bias", false);
+      c.qkv_bias = attention_bias;
       break;
     case Arch::Gemma:
     case Arch::Gemma2:
@@ -162,17 +207,21 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       c.tied_embeddings = true;
       c.post_norms = c.arch != Arch::Gemma;
       c.qk_norm = c.arch == Arch::Gemma3;
-      c.attn_softcap = r.opt_float("attn_logit_softcapping", 0.0);
-      c.final_softcap = r.opt_float("final_logit_softcapping", 0.0);
-      if (j.contains("query_pre_attn_scalar") && j["query_pre_attn_scalar"].is_number())
-        c.attn_scale = 1.0 / std::sqrt(j["query_pre_attn_scalar"].get<double>());
+      ASSIGN_OR_RETURN(c.attn_softcap, r.opt_float("attn_logit_softcapping", 0.0));
+      ASSIGN_OR_RETURN(c.final_softcap, r.opt_float("final_logit_softcapping", 0.0));
+      if (r.find("query_pre_attn_scalar")) {
+        ASSIGN_OR_RETURN(const double scalar, r.opt_float("query_pre_attn_scalar", 0.0));
+        if (!(scalar > 0 && std::isfinite(scalar)))
+          return Error::invalid_file("{}: 'query_pre_attn_scalar' must be positive, got {}", path, scalar);
+        c.attn_scale = 1.0 / std::sqrt(scalar);
+      }
       if (c.arch == Arch::Gemma2 && c.sliding_layers.empty()) c.sliding = SlidingPattern::EvenLayers;
       if (c.arch == Arch::Gemma3 && c.sliding_layers.empty()) c.sliding = SlidingPattern::Gemma3;
       break;
   }
-  if (type == "mixtral" || type == "qwen3_moe") TRY(read_experts(j, r, type, &c));
-  c.bos_id = r.opt_int("bos_token_id", -1);
-  c.eos_id = r.opt_int("eos_token_id", -1);
+  if (type == "mixtral" || type == "qwen3_moe") TRY(read_experts(r, type, &c));
+  ASSIGN_OR_RETURN(c.bos_id, r.opt_token_id("bos_token_id"));
+  ASSIGN_OR_RETURN(c.eos_id, r.opt_token_id("eos_token_id"));
   if (Status s = c.validate(); !s.ok()) return s.error().with_context(path);
   return c;
 }

@@ -75,6 +75,39 @@ Status ModelConfig::validate() const {
   if (n_layer > 4096 || n_embd > (1 << 20) || n_vocab > (1 << 24))
     return Error::invalid_argument("model config: implausible sizes (layers {}, embd {}, vocab {})", n_layer, n_embd,
                                    n_vocab);
+  if (n_head > (1 << 14) || head_dim > (1 << 14) || n_ff > (1 << 24))
+    return Error::invalid_argument("model config: implausible sizes (heads {}, head_dim {}, ffn {})", n_head, head_dim,
+                                   n_ff);
+  if (n_head_kv > n_head)
+    return Error::invalid_argument("model config: n_head_kv {} exceeds n_head {}", n_head_kv, n_head);
+  // Every floating-point parameter: NaN fails each comparison, so each check is written
+  // as "in range", never as "out of range".
+  if (!(std::isfinite(norm_eps) && norm_eps >= 0 && norm_eps < 1))
+    return Error::invalid_argument("model config: norm eps must be in [0, 1), got {}", norm_eps);
+  if (Status s = ir::check_rope_attrs(rope); !s.ok()) return s.error().with_context("model config");
+  for (size_t i = 0; i < rope_long_factors.size(); ++i)
+    if (!(std::isfinite(rope_long_factors[i]) && rope_long_factors[i] > 0))
+      return Error::invalid_argument("model config: rope long factor {} must be positive and finite, got {}", i,
+                                     rope_long_factors[i]);
+  if (!rope_long_factors.empty() && static_cast<int64_t>(rope_long_factors.size()) != rope.n_rot / 2)
+    return Error::invalid_argument("model config: {} rope long factors, n_rot {} needs {}", rope_long_factors.size(),
+                                   rope.n_rot, rope.n_rot / 2);
+  auto zero_or_positive = [](double v, const char* field) -> Status {
+    if (!(std::isfinite(v) && v >= 0))
+      return Error::invalid_argument("model config: {} must be finite and >= 0 (0 = off), got {}", field, v);
+    return {};
+  };
+  TRY(zero_or_positive(rope_theta_local, "rope_theta_local"));
+  TRY(zero_or_positive(attn_softcap, "attn_softcap"));
+  TRY(zero_or_positive(final_softcap, "final_softcap"));
+  TRY(zero_or_positive(attn_scale, "attn_scale"));
+  if (sliding_window < 0)
+    return Error::invalid_argument("model config: sliding_window must be >= 0 (0 = off), got {}", sliding_window);
+  if (n_ctx_train < 0)
+    return Error::invalid_argument("model config: n_ctx_train must be >= 0, got {}", n_ctx_train);
+  if (!sliding_layers.empty() && static_cast<int64_t>(sliding_layers.size()) != n_layer)
+    return Error::invalid_argument("model config: {} sliding-layer flags for {} layers", sliding_layers.size(),
+                                   n_layer);
   return {};
 }
 

@@ -175,7 +175,8 @@ Status read_gguf_rope(const formats::GgufFile& f, const std::string& arch, Model
 
 Status read_hf_rope(const json& p, const json& config, const std::string& path, ir::RopeAttrs* rope,
                     std::vector<double>* long_factors) {
-  if (!p.is_object()) return {};
+  if (p.is_null()) return {};
+  if (!p.is_object()) return Error::invalid_file("{}: rope parameters must be an object, got a {}", path, p.type_name());
   static const std::set<std::string, std::less<>> kKnown = {
       "rope_type", "type", "rope_theta", "partial_rotary_factor", "factor", "original_max_position_embeddings",
       "low_freq_factor", "high_freq_factor", "attention_factor", "beta_fast", "beta_slow", "mscale",
@@ -202,15 +203,20 @@ Status read_hf_rope(const json& p, const json& config, const std::string& path, 
     rope->n_rot -= rope->n_rot % 2;
   }
   std::string type = "default";
-  if (auto t = p.find("rope_type"); t != p.end() && t->is_string()) type = t->get<std::string>();
-  else if (auto t2 = p.find("type"); t2 != p.end() && t2->is_string()) type = t2->get<std::string>();
+  for (const char* k : {"type", "rope_type"}) {  // rope_type wins when both are given
+    auto t = p.find(k);
+    if (t == p.end() || t->is_null()) continue;
+    if (!t->is_string()) return Error::invalid_file("{}: rope '{}' must be a string, got a {}", path, k, t->type_name());
+    type = t->get<std::string>();
+  }
   ASSIGN_OR_RETURN(auto factor, number(p, "factor"));
   ASSIGN_OR_RETURN(auto orig, number(p, "original_max_position_embeddings"));
   ASSIGN_OR_RETURN(auto orig_top, number(config, "original_max_position_embeddings"));
   ASSIGN_OR_RETURN(auto max_pos, number(config, "max_position_embeddings"));
   ASSIGN_OR_RETURN(auto attention_factor, number(p, "attention_factor"));
-  if (type == "default") return {};
-  if (type == "linear") {
+  if (type == "default") {
+    // theta (and partial_rotary_factor) only
+  } else if (type == "linear") {
     rope->scaling = ir::RopeScaling::Linear;
     rope->factor = factor.value_or(1.0);
   } else if (type == "llama3") {
@@ -223,6 +229,8 @@ Status read_hf_rope(const json& p, const json& config, const std::string& path, 
     rope->original_context = static_cast<int64_t>(orig.value_or(8192));
   } else if (type == "yarn") {
     if (!factor) return Error::invalid_file("{}: rope type 'yarn' needs 'factor'", path);
+    if (auto t = p.find("truncate"); t != p.end() && !t->is_null() && !t->is_boolean())
+      return Error::invalid_file("{}: rope 'truncate' must be true or false, got a {}", path, t->type_name());
     if (auto t = p.find("truncate"); t != p.end() && t->is_boolean() && !t->get<bool>())
       return Error::unsupported("{}: rope 'truncate': false (an unrounded YaRN range) is not supported", path);
     ASSIGN_OR_RETURN(auto mscale, number(p, "mscale"));
