@@ -3,6 +3,8 @@
 // streaming UTF-8 decode, hostile input and the errors bad vocabularies give.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "models/tokenizer/tokenizer_impl.h"
 #include "models/tokenizer/unicode_util.h"
 #include "rlx/models/tokenizer.h"
@@ -465,6 +467,61 @@ TEST(HfTokenizerJson, ErrorsNameTheProblem) {
   auto gap = vocab_from_hf_tokenizer_json_text(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}}})", "g.json");
   ASSERT_FALSE(gap.has_value());
   EXPECT_NE(gap.error().message().find("outside"), std::string::npos);
+}
+
+// Sequence components nested 30,000 levels: refused by the depth budget before any reader
+// recurses (each level used to recurse and copy its subtree).
+TEST(HfTokenizerJson, RejectsDeepNesting) {
+  for (const char* key : {"normalizer", "pre_tokenizer", "post_processor"}) {
+    const char* list = std::string_view(key) == "normalizer"      ? "normalizers"
+                       : std::string_view(key) == "pre_tokenizer" ? "pretokenizers"
+                                                                  : "processors";
+    std::string nested;
+    const int levels = 30000;
+    for (int i = 0; i < levels; ++i) nested += std::string(R"({"type": "Sequence", ")") + list + R"(": [)";
+    nested += "null";
+    for (int i = 0; i < levels; ++i) nested += "]}";
+    const std::string json = std::string(R"({")") + key + R"(": )" + nested +
+                             R"(, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})";
+    auto spec = vocab_from_hf_tokenizer_json_text(json, "deep.json");
+    ASSERT_FALSE(spec.has_value()) << key;
+    EXPECT_NE(spec.error().message().find("deep.json: JSON nests deeper than 128 levels"), std::string::npos)
+        << spec.error().message();
+  }
+  // Brackets inside strings do not count.
+  const std::string in_string = R"({"normalizer": {"type": "Replace", "content": ")" + std::string(500, '[') +
+                                R"("}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})";
+  auto ok = vocab_from_hf_tokenizer_json_text(in_string, "brackets.json");
+  EXPECT_TRUE(ok.has_value()) << ok.error().to_string();
+}
+
+TEST(HfTokenizerJson, RejectsPostProcessorIdsOutOfRange) {
+  const std::string json = R"({"post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 3],
+    "cls": ["[CLS]", 4294967300]}, "model": {"type": "WordPiece", "unk_token": "[UNK]",
+    "vocab": {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[X]": 4}}})";
+  auto spec = vocab_from_hf_tokenizer_json_text(json, "bert.json");
+  ASSERT_FALSE(spec.has_value());
+  EXPECT_NE(spec.error().message().find("post_processor 'cls' id 4294967300 is not a token id"), std::string::npos)
+      << spec.error().message();
+}
+
+// A pattern with exponential backtracking on a 40-character input: ICU's time limit
+// stops it (the rest of the piece stays whole) instead of hanging for hours.
+TEST(RegexSplitter, CatastrophicBacktrackingIsCut) {
+  auto splitter = tok::RegexSplitter::create({"(a|aa)+$"});
+  ASSERT_TRUE(splitter.has_value()) << splitter.error().to_string();
+  std::vector<char32_t> cps(40, U'a');
+  cps.push_back(U'b');
+  std::vector<std::pair<uint32_t, uint32_t>> words;
+  const auto start = std::chrono::steady_clock::now();
+  testing::internal::CaptureStderr();
+  (*splitter)->split(cps, words);
+  const std::string err = testing::internal::GetCapturedStderr();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 20.0);
+  EXPECT_NE(err.find("ran past its time limit"), std::string::npos) << err;
+  ASSERT_FALSE(words.empty());
+  EXPECT_EQ(words.back().second, cps.size());  // every code point still covered
 }
 
 }  // namespace

@@ -3,9 +3,8 @@
 // and the BOS/EOS template of the post-processor. Unsupported pieces are errors.
 #include <nlohmann/json.hpp>
 
-#include <fstream>
-#include <sstream>
-
+#include "rlx/base/json_limits.h"
+#include "rlx/formats/mapped_file.h"
 #include "rlx/models/tokenizer.h"
 #include "tokenizer_impl.h"
 
@@ -15,6 +14,21 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr std::string_view kMetaSpace = "\xE2\x96\x81";  // ▁
+
+// The member `key` of object `j`, or a null value: a reference, never a copy of the subtree.
+const Json& member(const Json& j, const char* key) {
+  static const Json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+// A token id of a post-processor: an integer that fits int32 (2^32 + 4 must not wrap to 4).
+Expected<int32_t> checked_id(const Json& v, const char* what, const std::string& name) {
+  if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+    return Error::parse("{}: post_processor '{}' id {} is not a token id", name, what, v.dump());
+  return static_cast<int32_t>(v.get<int64_t>());
+}
 
 bool is_type(const Json& j, std::string_view type) {
   return j.is_object() && j.contains("type") && j["type"].is_string() && j["type"].get<std::string>() == type;
@@ -75,7 +89,8 @@ Status collect_regexes(const Json& pt, const std::string& name, VocabSpec& spec)
 }
 
 // Resolves BOS/EOS from the post-processor (TemplateProcessing / BertProcessing / RobertaProcessing).
-void read_post_processor(const Json& pp, VocabSpec& spec, const std::unordered_map<std::string, int32_t>& ids) {
+Status read_post_processor(const Json& pp, VocabSpec& spec, const std::unordered_map<std::string, int32_t>& ids,
+                           const std::string& name) {
   auto id_of = [&](const std::string& content) {
     auto it = ids.find(content);
     return it == ids.end() ? -1 : it->second;
@@ -83,14 +98,14 @@ void read_post_processor(const Json& pp, VocabSpec& spec, const std::unordered_m
   if (pp.is_null()) {
     spec.add_bos = false;
     spec.add_eos = false;
-    return;
+    return {};
   }
   if (is_type(pp, "Sequence") && pp.contains("processors")) {
     for (const Json& p : pp["processors"])
-      if (!is_type(p, "ByteLevel")) read_post_processor(p, spec, ids);
+      if (!is_type(p, "ByteLevel")) TRY(read_post_processor(p, spec, ids, name));
     if (!spec.add_bos) spec.add_bos = false;
     if (!spec.add_eos) spec.add_eos = false;
-    return;
+    return {};
   }
   if (is_type(pp, "TemplateProcessing") && pp.contains("single") && pp["single"].is_array()) {
     bool seen_sequence = false;
@@ -108,18 +123,21 @@ void read_post_processor(const Json& pp, VocabSpec& spec, const std::unordered_m
     spec.add_eos = eos >= 0;
     if (bos >= 0) spec.ids.bos = bos;
     if (eos >= 0) spec.ids.eos = eos;
-    return;
+    return {};
   }
   if ((is_type(pp, "BertProcessing") || is_type(pp, "RobertaProcessing")) && pp.contains("cls") &&
       pp.contains("sep")) {
-    spec.ids.cls = spec.ids.bos = pp["cls"].at(1).get<int32_t>();
-    spec.ids.sep = spec.ids.eos = pp["sep"].at(1).get<int32_t>();
+    ASSIGN_OR_RETURN(spec.ids.cls, checked_id(pp["cls"].at(1), "cls", name));
+    ASSIGN_OR_RETURN(spec.ids.sep, checked_id(pp["sep"].at(1), "sep", name));
+    spec.ids.bos = spec.ids.cls;
+    spec.ids.eos = spec.ids.sep;
     spec.add_bos = true;
     spec.add_eos = true;
-    return;
+    return {};
   }
   spec.add_bos = false;
   spec.add_eos = false;
+  return {};
 }
 
 Expected<VocabSpec> parse_hf(const Json& j, const std::string& name) {
@@ -174,8 +192,8 @@ Expected<VocabSpec> parse_hf(const Json& j, const std::string& name) {
   if (model.contains("unk_token")) spec.ids.unk = id_of(model["unk_token"]);
   if (spec.ids.unk >= 0 && types[spec.ids.unk] == TokenType::kControl) types[spec.ids.unk] = TokenType::kUnknown;
 
-  const Json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : Json();
-  const Json& norm = j.contains("normalizer") ? j["normalizer"] : Json();
+  const Json& pre = member(j, "pre_tokenizer");
+  const Json& norm = member(j, "normalizer");
   if (type == "WordPiece") {
     spec.model = "bert";
     spec.wordpiece_continuing_prefix = model.value("continuing_subword_prefix", std::string("##"));
@@ -188,7 +206,9 @@ Expected<VocabSpec> parse_hf(const Json& j, const std::string& name) {
       spec.wordpiece_lowercase = false;
     }
   } else {
-    for (const Json& m : model.value("merges", Json::array())) {
+    const Json& merges = member(model, "merges");
+    if (!merges.is_null() && !merges.is_array()) return Error::parse("{}: model.merges is not an array", name);
+    for (const Json& m : merges) {
       if (m.is_string()) spec.merges.push_back(m.get<std::string>());
       else if (m.is_array() && m.size() == 2) spec.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
       else return Error::parse("{}: a model.merges entry is neither 'a b' nor [a, b]", name);
@@ -196,7 +216,7 @@ Expected<VocabSpec> parse_hf(const Json& j, const std::string& name) {
     if (model.contains("ignore_merges") && model["ignore_merges"].is_boolean())
       spec.ignore_merges = model["ignore_merges"].get<bool>();
     const bool byte_level = find_component(pre, "ByteLevel", "pretokenizers") != nullptr ||
-                            is_type(j.value("decoder", Json()), "ByteLevel");
+                            is_type(member(j, "decoder"), "ByteLevel");
     if (byte_level) {
       spec.model = "gpt2";
       spec.add_space_prefix = false;
@@ -221,13 +241,14 @@ Expected<VocabSpec> parse_hf(const Json& j, const std::string& name) {
   }
   spec.tokens = std::move(tokens);
   spec.token_types = std::move(types);
-  read_post_processor(j.contains("post_processor") ? j["post_processor"] : Json(), spec, ids);
+  TRY(read_post_processor(member(j, "post_processor"), spec, ids, name));
   return spec;
 }
 
 }  // namespace
 
 Expected<VocabSpec> vocab_from_hf_tokenizer_json_text(std::string_view json, const std::string& name) {
+  TRY(check_json_depth(json, name));  // the readers below recurse into Sequence components
   const Json j = Json::parse(json.begin(), json.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error::parse("{}: not valid JSON", name);
   try {
@@ -238,12 +259,9 @@ Expected<VocabSpec> vocab_from_hf_tokenizer_json_text(std::string_view json, con
 }
 
 Expected<VocabSpec> vocab_from_hf_tokenizer_json(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Error::not_found("{}: cannot open tokenizer.json", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return Error::io("{}: read failed", path);
-  return vocab_from_hf_tokenizer_json_text(ss.str(), path);
+  ASSIGN_OR_RETURN(formats::MappedFile file, formats::MappedFile::open(path));
+  return vocab_from_hf_tokenizer_json_text(
+      std::string_view(reinterpret_cast<const char*>(file.bytes().data()), file.size()), path);
 }
 
 }  // namespace rlx

@@ -4,6 +4,9 @@
 #include <unicode/regex.h>
 #include <unicode/unistr.h>
 
+#include <atomic>
+
+#include "rlx/base/log.h"
 #include "tokenizer_impl.h"
 
 namespace rlx::tok {
@@ -127,8 +130,14 @@ bool pre_tokenizer_ignores_merges(std::string_view name) {
   return false;
 }
 
+// ICU match-engine steps one find() may take (a step is about a millisecond): a
+// pattern such as (a|aa)+$ backtracks exponentially and would otherwise hang.
+constexpr int32_t kRegexStepLimit = 2000;
+
 struct RegexSplitter::Impl {
   std::vector<std::unique_ptr<icu::RegexPattern>> patterns;
+  std::vector<std::string> sources;  ///< the patterns as given, for messages
+  mutable std::atomic<bool> warned{false};
 };
 
 RegexSplitter::RegexSplitter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -145,6 +154,7 @@ Expected<std::unique_ptr<RegexSplitter>> RegexSplitter::create(const std::vector
       return Error::invalid_argument("pre-tokenizer regex '{}' does not compile (ICU: {} at offset {})", p,
                                      u_errorName(status), perr.offset);
     impl->patterns.push_back(std::move(compiled));
+    impl->sources.push_back(p);
   }
   return std::unique_ptr<RegexSplitter>(new RegexSplitter(std::move(impl)));
 }
@@ -173,13 +183,14 @@ void RegexSplitter::split(const std::vector<char32_t>& cps,
     UErrorCode status = U_ZERO_ERROR;
     std::unique_ptr<icu::RegexMatcher> m(pattern->matcher(text, status));
     if (U_FAILURE(status) || !m) continue;  // only on allocation failure; the piece stays whole
+    m->setTimeLimit(kRegexStepLimit, status);
     next.clear();
     next.reserve(pieces.size() * 2);
     for (const auto& [begin, end] : pieces) {
       status = U_ZERO_ERROR;
       m->region(begin, end, status);
       int32_t pos = begin;
-      while (U_SUCCESS(status) && m->find()) {
+      while (U_SUCCESS(status) && m->find(status)) {
         const int32_t ms = m->start(status);
         const int32_t me = m->end(status);
         if (U_FAILURE(status)) break;
@@ -187,6 +198,10 @@ void RegexSplitter::split(const std::vector<char32_t>& cps,
         if (me > ms) next.emplace_back(ms, me);
         pos = std::max(pos, me);
       }
+      if (status == U_REGEX_TIME_OUT && !impl_->warned.exchange(true))
+        RLX_LOG_WARN("pre-tokenizer regex '{}' ran past its time limit (catastrophic backtracking?); the rest of "
+                     "the text stays one piece",
+                     impl_->sources[static_cast<size_t>(&pattern - impl_->patterns.data())]);
       if (pos < end) next.emplace_back(pos, end);
     }
     pieces.swap(next);

@@ -105,7 +105,9 @@ class RegexSplitter {
   ~RegexSplitter();
 
   /// Splits `cps` into words [begin, end) (code point indices): each pattern in turn
-  /// splits every current piece into its matches and the text between them.
+  /// splits every current piece into its matches and the text between them. A find that
+  /// runs past ICU's time limit (catastrophic backtracking) leaves the rest of its piece
+  /// whole and logs a warning once, instead of hanging.
   void split(const std::vector<char32_t>& cps, std::vector<std::pair<uint32_t, uint32_t>>& words) const;
 
  private:
