@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "demo_graph.h"
 #include "rlx/base/env.h"
+#include "rlx/base/memory_budget.h"
 #include "rlx/formats/gguf.h"
 #include "rlx/models/chat.h"
 #include "rlx/models/generate.h"
@@ -37,12 +38,18 @@ struct RunArgs {
 int run_demo(const RunArgs& a) {
   auto device = Device::parse(a.device);
   if (!device) return report(device.error());
+  if (Status s = check_thread_count(a.threads, "--threads"); !s.ok()) return report(s.error());
+  const DemoShape shape;
+  // A lower bound of what the demo allocates per row (input, output, norms, q/k/v,
+  // attention, the FFN's gate/up/down), in f32: an absurd --seq is refused up front.
+  const double row_bytes = 4.0 * static_cast<double>(8 * shape.dim + 3 * shape.ffn);
+  if (Status s = check_memory_request(row_bytes * static_cast<double>(a.seq), fmt::format("--seq {}", a.seq)); !s.ok())
+    return report(s.error());
   BackendOptions backend_options;
   backend_options.threads = a.threads;
   auto session = Session::create(*device, backend_options);
   if (!session) return report(session.error());
 
-  const DemoShape shape;
   std::printf("rlx demo: one transformer block (dim %lld, %lld/%lld heads, ffn %lld), SEQ=%lld, device %s\n",
               static_cast<long long>(shape.dim), static_cast<long long>(shape.n_heads),
               static_cast<long long>(shape.n_kv_heads), static_cast<long long>(shape.ffn),

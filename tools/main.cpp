@@ -3,7 +3,9 @@
 
 #include <cstdio>
 #include <functional>
+#include <new>
 #include <string>
+#include <system_error>
 
 #include "commands.h"
 
@@ -65,5 +67,14 @@ int main(int argc, char** argv) {
     }
     return app.exit(e);
   }
-  return runner ? runner() : 0;
+  // What no check caught (an allocation beyond the machine, a thread the system refuses)
+  // ends with one line and exit code 1, not an abort.
+  try {
+    return runner ? runner() : 0;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "rlx: out of memory (an allocation failed; try a smaller --ctx, --seq or model)\n");
+  } catch (const std::system_error& e) {
+    std::fprintf(stderr, "rlx: system error: %s\n", e.what());
+  }
+  return 1;
 }

@@ -20,6 +20,12 @@ EnvConfig read_env() {
     const long n = std::strtol(threads.c_str(), &end, 10);
     if (end && *end == '\0' && n > 0 && n <= 1024) c.threads = static_cast<int>(n);
   }
+  const std::string max_memory = get("RLX_MAX_MEMORY_MB");
+  if (!max_memory.empty()) {
+    char* end = nullptr;
+    const long long n = std::strtoll(max_memory.c_str(), &end, 10);
+    if (end && *end == '\0' && n > 0 && n <= (1ll << 30)) c.max_memory_mb = n;
+  }
   c.ir_dump_dir = get("RLX_IR_DUMP");
   c.cpu_isa = get("RLX_CPU_ISA");
   const std::string amx_rows = get("RLX_CPU_AMX_MIN_ROWS");

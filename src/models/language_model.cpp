@@ -11,6 +11,7 @@
 #include "rlx/base/env.h"
 #include "rlx/base/hash.h"
 #include "rlx/base/log.h"
+#include "rlx/base/memory_budget.h"
 #include "rlx/compile/profile.h"
 #include "rlx/formats/gguf.h"
 
@@ -56,6 +57,7 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
     return Error::invalid_argument("batch must be 1..256 sequences, got {}", options.batch);
   if (options.kv_dtype != ir::DType::F32 && options.kv_dtype != ir::DType::F16)
     return Error::invalid_argument("KV cache dtype must be f32 or f16, got {}", ir::dtype_name(options.kv_dtype));
+  TRY(check_thread_count(options.threads, "threads"));
   std::unique_ptr<LanguageModel> m(new LanguageModel());
   m->options_ = options;
   m->source_ = path;
@@ -68,6 +70,15 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
     auto shared = std::make_shared<const formats::GgufFile>(std::move(file));
     ASSIGN_OR_RETURN(m->config_, config_from_gguf(*shared));
     m->weights_ = std::make_unique<GgufWeightSource>(shared);
+  }
+  // The KV cache (k and v of every layer, ctx rows per sequence) is allocated when the
+  // first executable is bound: check now that host memory can hold it.
+  if (options.device.kind == DeviceKind::kCpu || options.device.kind == DeviceKind::kReference) {
+    const ModelConfig& c = m->config_;
+    const double kv_bytes = 2.0 * static_cast<double>(options.batch) * static_cast<double>(c.n_layer) *
+                            static_cast<double>(options.ctx) * static_cast<double>(c.n_head_kv) *
+                            static_cast<double>(c.head_dim) * (options.kv_dtype == ir::DType::F16 ? 2 : 4);
+    TRY(check_memory_request(kv_bytes, fmt::format("the KV cache for ctx {}", options.ctx)));
   }
   if (m->config_.fused_projections) m->weights_ = split_fused_projections(std::move(m->weights_), m->config_);
   // Every stored tensor must be read by the model or be known to be safe to ignore: a

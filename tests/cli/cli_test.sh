@@ -72,6 +72,16 @@ check logits_out_of_vocab fail "token id 999999 is outside the vocabulary \[0, 5
   --tokens 1,2,999999 --out "$work/l.bin"
 check logits_unwritable fail "cannot write '$work/no/such/dir/l.bin'" -- logits --model "$model" --tokens 1,2 \
   --out "$work/no/such/dir/l.bin"
+# Requests beyond the machine: refused up front with the sizes, never an abort
+# (RLX_MAX_MEMORY_MB caps what counts as available, so that the result does not depend
+# on this machine's memory).
+check threads_too_many fail "threads 4096 is more than the [0-9]+ threads RLX starts" -- run --model "$model" -p hi -n 1 \
+  --threads 4096
+check demo_threads_too_many fail "--threads 4096 is more than" -- run --demo --threads 4096
+RLX_MAX_MEMORY_MB=1024 check ctx_too_big fail "the KV cache for ctx 16777216 needs [0-9.]+ GB, more than the 1\.1 GB" \
+  -- run --model "$model" -p hi -n 1 --ctx 16777216
+RLX_MAX_MEMORY_MB=1024 check seq_too_big fail "--seq 16777216 needs [0-9.]+ GB, more than the 1\.1 GB" -- \
+  run --demo --seq 16777216
 check run_bad_device fail "unknown device 'gpu'" -- run --model "$model" -p hi --device gpu
 printf 'fusion = [\n' >"$work/broken.rlx.toml"
 printf '[fusion]\nfoo = 1\n' >"$work/typo.rlx.toml"

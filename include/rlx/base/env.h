@@ -3,6 +3,8 @@
 //
 //   RLX_LOG       log level: trace|debug|info|warn|error|off (default warn)
 //   RLX_THREADS   worker threads for the CPU backend (default: all cores)
+//   RLX_MAX_MEMORY_MB  cap on the memory a request may ask for (KV cache, arenas), in MiB,
+//                 below what the machine has available (default: no cap)
 //   RLX_IR_DUMP   folder to dump every compile stage's IR into (default: off)
 //   RLX_CPU_ISA   cap the CPU kernels' instruction set: scalar|avx2|avx512|amx
 //   RLX_CPU_AMX_MIN_ROWS  fewest activation rows a matmul needs to run on the AMX tiles
@@ -27,6 +29,7 @@
 //   RLX_CUDA_PROFILE 1: per-step GPU times of CUDA runs (default off)
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace rlx {
@@ -34,6 +37,7 @@ namespace rlx {
 struct EnvConfig {
   std::string log_level;
   int threads = 0;        ///< 0 = not set
+  int64_t max_memory_mb = 0;  ///< RLX_MAX_MEMORY_MB (1..2^30); 0: not set
   std::string ir_dump_dir;
   std::string cpu_isa;
   int cpu_amx_min_rows = 32;  ///< RLX_CPU_AMX_MIN_ROWS (1..1e6; else the default)
