@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "rlx/formats/gguf.h"
+#include "rlx/models/model_config.h"
 
 namespace rlx::cli {
 namespace {
@@ -43,15 +44,24 @@ int run_info(const std::string& path) {
   const auto& f = *file;
   std::printf("file: %s (GGUF v%u, alignment %u)\n", path.c_str(), f.version(), f.alignment());
   if (auto arch = f.get_string("general.architecture")) std::printf("architecture: %.*s\n", int(arch->size()), arch->data());
-  int64_t n_params = 0;
+  int64_t n_params = 0, n_expert_params = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> by_type;  // type -> (tensors, bytes)
   for (const auto& t : f.tensors()) {
     n_params += t.n_elements();
+    if (t.name.find("_exps.") != std::string::npos) n_expert_params += t.n_elements();
     auto& e = by_type[std::string(formats::ggml_type_name(t.type))];
     ++e.first;
     e.second += static_cast<int64_t>(t.n_bytes);
   }
   std::printf("parameters: %lld (%.2f M)\n", static_cast<long long>(n_params), n_params / 1e6);
+  if (auto config = models::config_from_gguf(f); config && config->n_expert > 0) {
+    // A token reads the shared tensors and n_expert_used of the n_expert stacked experts.
+    const int64_t active =
+        n_params - n_expert_params + n_expert_params / config->n_expert * config->n_expert_used;
+    std::printf("experts: %lld per MoE layer, %lld used per token; active parameters per token: %lld (%.2f M)\n",
+                static_cast<long long>(config->n_expert), static_cast<long long>(config->n_expert_used),
+                static_cast<long long>(active), active / 1e6);
+  }
   std::printf("\nmetadata (%zu keys):\n", f.metadata().size());
   for (const auto& kv : f.metadata())
     std::printf("  %-44s %s\n", kv.key.c_str(), value_text(kv.value).c_str());

@@ -95,8 +95,8 @@ Expected<GgmlType> mix_weight_type(const std::string& mix, const std::string& na
   if (is_output) return GgmlType::Q6_K;
   const bool more_bits = layer >= 0 && (layer < n_layer / 8 || layer >= 7 * n_layer / 8 ||
                                         (layer - n_layer / 8) % 3 == 2);
-  const bool sensitive = name.find("attn_v.weight") != std::string::npos ||
-                         name.find("ffn_down.weight") != std::string::npos;
+  // ffn_down covers the stacked experts' ffn_down_exps as well.
+  const bool sensitive = name.find("attn_v.weight") != std::string::npos || name.find(".ffn_down") != std::string::npos;
   if (sensitive && more_bits) return GgmlType::Q6_K;
   return mix == "q5_k_m" ? GgmlType::Q5_K : GgmlType::Q4_K;
 }

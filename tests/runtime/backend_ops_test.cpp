@@ -725,7 +725,9 @@ void moe_cases(std::vector<OpCase>& cases) {
   for (const Route& r : {Route{"softmax_top2_normalized_f32", DType::F32, 5, 8, 2, ir::MoeGating::Softmax, true},
                          Route{"softmax_top3_f16", DType::F16, 4, 6, 3, ir::MoeGating::Softmax, false},
                          Route{"sigmoid_top2_bf16", DType::BF16, 3, 16, 2, ir::MoeGating::Sigmoid, true},
-                         Route{"softmax_all_experts", DType::F32, 2, 4, 4, ir::MoeGating::Softmax, false}}) {
+                         Route{"softmax_all_experts", DType::F32, 2, 4, 4, ir::MoeGating::Softmax, false},
+                         Route{"softmax_top1_normalized", DType::F32, 5, 8, 1, ir::MoeGating::Softmax, true},
+                         Route{"sigmoid_top1", DType::F32, 3, 5, 1, ir::MoeGating::Sigmoid, false}}) {
     CaseMaker c(cases, fmt::format("moe_route_{}", r.name));
     c.output(c.b.moe_route(c.input("logits", r.dt, {r.rows, r.experts}, -3, 3), {r.k, r.gating, r.normalize}));
     c.finish();
@@ -762,6 +764,21 @@ void moe_cases(std::vector<OpCase>& cases) {
     // dequant_matmul); the hidden values' wide spread within a block costs more than x's
     // (measured 1.1-1.2e-2 on the CPU).
     if (ir::is_packed(f.dt)) c.tolerance(3e-2);
+    c.finish();
+  }
+  // Routes given directly: rows routed to no expert (their output is 0), every row to one
+  // expert (the others are never read), and a row that weighs every expert.
+  for (auto [name, route] :
+       {std::pair{"rows_routed_nowhere", std::vector<float>{0, 0, 0, 0.5f, 0.5f, 0, 0, 0, 0, 0, 0, 0}},
+        {"all_rows_to_one_expert", std::vector<float>{0, 0.7f, 0, 0, 1.5f, 0, 0, -1, 0}},
+        {"one_row_all_experts", std::vector<float>{0.25f, 0.5f, 0.125f}}}) {
+    const int64_t experts = 3, rows = static_cast<int64_t>(route.size()) / experts, dim = 32, hidden = 16;
+    CaseMaker c(cases, fmt::format("moe_ffn_{}", name));
+    const ValueId x = c.input("x", DType::F32, {rows, dim});
+    const ValueId r = c.input("route", Tensor::from_f32(route, {rows, experts}));
+    const ValueId g = c.param("w_gate", DType::F32, {experts, hidden, dim}, -0.5f, 0.5f);
+    const ValueId u = c.param("w_up", DType::F32, {experts, hidden, dim}, -0.5f, 0.5f);
+    c.output(c.b.moe_ffn(x, r, g, u, c.param("w_down", DType::F32, {experts, dim, hidden}, -0.5f, 0.5f)));
     c.finish();
   }
 }
