@@ -70,14 +70,32 @@ int run_bench(const BenchArgs& a) {
   out["model"] = a.model;
 
 
-  int64_t weight_bytes = 0, n_params = 0;
+  // A decode step reads every weight once, except the stacked experts of a mixture of
+  // experts, of which it reads the n_expert_used chosen per layer: `active_bytes`; a
+  // token's multiply-adds are those of `active_params` likewise.
+  int64_t weight_bytes = 0, n_params = 0, expert_bytes = 0, expert_params = 0;
+  double active_bytes = 0, active_params = 0;
   {
     auto f = formats::GgufFile::open(a.model);
     if (!f) return report(f.error());
     for (const auto& t : f->tensors()) {
       weight_bytes += static_cast<int64_t>(t.n_bytes);
       n_params += t.n_elements();
+      if (t.name.find("_exps.") != std::string::npos) {
+        expert_bytes += static_cast<int64_t>(t.n_bytes);
+        expert_params += t.n_elements();
+      }
     }
+    active_bytes = static_cast<double>(weight_bytes);
+    active_params = static_cast<double>(n_params);
+    if (auto config = models::config_from_gguf(*f); config && config->n_expert > 0) {
+      const double unused = 1.0 - static_cast<double>(config->n_expert_used) / static_cast<double>(config->n_expert);
+      active_bytes -= static_cast<double>(expert_bytes) * unused;
+      active_params -= static_cast<double>(expert_params) * unused;
+      out["experts"] = {{"count", config->n_expert}, {"used", config->n_expert_used}, {"expert_bytes", expert_bytes}};
+    }
+    out["active_weight_bytes_per_token"] = active_bytes;
+    out["active_params_per_token"] = active_params;
   }
   const int64_t max_ctx = *std::max_element(a.contexts.begin(), a.contexts.end());
   const int64_t max_prefill = *std::max_element(a.prefill.begin(), a.prefill.end());
@@ -134,7 +152,9 @@ int run_bench(const BenchArgs& a) {
   out["load_ms"] = load_ms;
   std::printf("model   %s\n        %s\n", a.model.c_str(), c.summary().c_str());
   std::printf("machine %s, %d threads, %s kernels\n", cpu_description(), threads, kernel_isa_description());
-  std::printf("load    %.1f ms (mmap; weights %.1f MB)\n", load_ms, weight_bytes / 1e6);
+  std::printf("load    %.1f ms (mmap; weights %.1f MB", load_ms, weight_bytes / 1e6);
+  if (expert_bytes > 0) std::printf("; a decode step reads %.1f MB of them: the chosen experts", active_bytes / 1e6);
+  std::printf(")\n");
 
   // Model figures first (peak RSS must not include the 1 GiB bandwidth probe).
   struct Row {
@@ -146,7 +166,7 @@ int run_bench(const BenchArgs& a) {
     double tps_min = 0, tps_max = 0;  // over the timed runs
   };
   std::vector<Row> rows;
-  const double flops_per_token = 2.0 * static_cast<double>(n_params);
+  const double flops_per_token = 2.0 * active_params;  // a token's k experts, not all of them
   for (int64_t n : a.prefill) {
     const auto toks = token_run(n, c.n_vocab);
     m.reset();
@@ -194,7 +214,7 @@ int run_bench(const BenchArgs& a) {
     const double tps = 1000.0 / ms;
     const auto [fastest, slowest] = std::minmax_element(runs_ms.begin(), runs_ms.end());
     const double mean_pos = static_cast<double>(ctx) + 1.0 + 0.5 * a.repeat * a.decode_steps;
-    const double bytes_per_token = static_cast<double>(weight_bytes) + kv_bytes_per_pos * mean_pos;
+    const double bytes_per_token = active_bytes + kv_bytes_per_pos * mean_pos;
     rows.push_back({"decode @ctx " + std::to_string(ctx), tps, ms, true, bytes_per_token, 0.0, 1000.0 / *slowest,
                     1000.0 / *fastest});
     out["decode"][std::to_string(ctx)] = {{"tokens_per_s", tps},

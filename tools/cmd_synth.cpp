@@ -1,4 +1,4 @@
-// `rlx synth --arch llama|qwen3|gemma2 --preset NAME --type f32|f16|q8_0|q4_k_m --seed S
+// `rlx synth --arch llama|qwen3|gemma2|qwen3moe --preset NAME --type f32|f16|q8_0|q4_k_m --seed S
 // [--chat-template FILE] -o FILE`: writes a GGUF with seeded random weights at real shapes
 // and a generated vocabulary.
 #include <cstdio>
@@ -14,9 +14,9 @@ void add_synth_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("synth", "Write a synthetic model (seeded random weights) as GGUF");
   auto o = std::make_shared<models::SynthOptions>();
   auto out = std::make_shared<std::string>();
-  cmd->add_option("--arch", o->arch, "llama | qwen3 | gemma2 (default: the preset's family; llama for tiny)")
+  cmd->add_option("--arch", o->arch, "llama | qwen3 | gemma2 | qwen3moe (default: the preset's family; llama for tiny)")
       ->check(CLI::IsMember({"llama", "qwen3", "gemma2"}));
-  cmd->add_option("--preset", o->preset, "tiny | llama-3.2-1b | qwen3-0.6b | gemma-2-2b")
+  cmd->add_option("--preset", o->preset, "tiny | llama-3.2-1b | qwen3-0.6b | gemma-2-2b | qwen3-30b-a3b-4l (MoE)")
       ->check(CLI::IsMember(models::synth_presets()));
   cmd->add_option("--type", o->type, "f32 | f16 | q8_0 | q4_k_m")->check(CLI::IsMember(models::synth_types()));
   cmd->add_option("--seed", o->seed, "weight seed");

@@ -152,7 +152,19 @@ Expected<ValueId> Flow::moe_ffn(ValueId x, const MoeSpec& spec) {
   ASSIGN_OR_RETURN(ValueId down, param(name("ffn_down_exps.weight"), {spec.n_expert, spec.dim, spec.hidden}));
   const ValueId route =
       b_.label(name("ffn_route")).moe_route(logits, {spec.n_used, ir::MoeGating::Softmax, spec.normalize});
-  return b_.label(name("ffn_moe")).moe_ffn(x, route, gate, up, down, spec.act);
+  const ValueId routed = b_.label(name("ffn_moe")).moe_ffn(x, route, gate, up, down, spec.act);
+  if (spec.shared_hidden <= 0) return routed;
+  ASSIGN_OR_RETURN(ValueId sg, param(name("ffn_gate_shexp.weight"), {spec.shared_hidden, spec.dim}));
+  ASSIGN_OR_RETURN(ValueId su, param(name("ffn_up_shexp.weight"), {spec.shared_hidden, spec.dim}));
+  ASSIGN_OR_RETURN(ValueId sd, param(name("ffn_down_shexp.weight"), {spec.dim, spec.shared_hidden}));
+  ValueId shared = b_.label(name("ffn_shexp")).op(ir::OpKind::HirSwiGLUFfn, {x, sg, su, sd}, ir::NoAttrs{});
+  if (spec.shared_gate) {
+    ASSIGN_OR_RETURN(ValueId gw, param(name("ffn_gate_inp_shexp.weight"), {spec.dim}));
+    const ValueId row = b_.reshape(gw, ir::Shape{ir::Dim(1), ir::Dim(spec.dim)});
+    const ValueId g = b_.label(name("ffn_gate_inp_shexp")).op(ir::OpKind::HirLinear, {x, row}, ir::FusedMatMulAttrs{});
+    shared = b_.mul(shared, b_.activation(ir::ActKind::Sigmoid, g));
+  }
+  return b_.add(routed, shared);
 }
 
 Expected<ValueId> Flow::lm_head(ValueId x, const std::string& weight, int64_t vocab, int64_t dim, double final_softcap) {

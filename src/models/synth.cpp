@@ -26,6 +26,7 @@ struct Preset {
   double rope_theta;
   std::string arch;     ///< the family a real-model preset belongs to ("" = any)
   bool llama3 = false;  ///< Llama 3's vocabulary, rope factors and keys
+  int64_t n_expert = 0, n_expert_used = 0;  ///< a mixture of experts of width n_ff each
 };
 
 // Llama 3.1 / 3.2's rope scaling, from which the converter computes rope_freqs.
@@ -38,10 +39,14 @@ Expected<Preset> find_preset(const std::string& name) {
       {"llama-3.2-1b", {2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0, "llama", true}},
       {"qwen3-0.6b", {1024, 28, 16, 8, 128, 3072, 32000, 4096, 1000000.0, "qwen3", false}},
       {"gemma-2-2b", {2304, 26, 8, 4, 256, 9216, 32000, 4096, 10000.0, "gemma2", false}},
+      // Qwen3-30B-A3B's layer shapes (128 experts of width 768, 8 per token) with 4 of its
+      // 48 layers: what one MoE layer costs, at a size a benchmark host can hold.
+      {"qwen3-30b-a3b-4l", {2048, 4, 32, 4, 128, 768, 32000, 4096, 1000000.0, "qwen3moe", false, 128, 8}},
   };
   auto it = kPresets.find(name);
   if (it == kPresets.end())
-    return Error::invalid_argument("unknown preset '{}' (tiny, llama-3.2-1b, qwen3-0.6b, gemma-2-2b)", name);
+    return Error::invalid_argument("unknown preset '{}' (tiny, llama-3.2-1b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l)",
+                                   name);
   return it->second;
 }
 
@@ -112,6 +117,7 @@ uint32_t file_type_of(const std::string& type) {
 struct PlannedTensor {
   std::string name;
   int64_t rows = 0, cols = 0, layer = -1;
+  int64_t experts = 0;  ///< > 0: stacked [experts, rows, cols]
   GgmlType type = GgmlType::F32;
   std::vector<float> factors;
 };
@@ -138,11 +144,13 @@ constexpr const char* kLlama3ChatTemplate =
 Expected<Plan> make_plan(const SynthOptions& o) {
   ASSIGN_OR_RETURN(Preset p, find_preset(o.preset));
   const std::string a = !o.arch.empty() ? o.arch : !p.arch.empty() ? p.arch : "llama";
-  if (a != "llama" && a != "qwen3" && a != "gemma2")
-    return Error::invalid_argument("unknown --arch '{}' (llama, qwen3, gemma2)", a);
+  if (a != "llama" && a != "qwen3" && a != "gemma2" && a != "qwen3moe")
+    return Error::invalid_argument("unknown --arch '{}' (llama, qwen3, gemma2, qwen3moe)", a);
   if (!p.arch.empty() && a != p.arch)
     return Error::invalid_argument("preset '{}' is a {} model; --arch {} does not fit it (leave --arch out)", o.preset,
                                    p.arch, a);
+  if (a == "qwen3moe" && p.n_expert == 0)
+    return Error::invalid_argument("--arch qwen3moe needs a mixture-of-experts preset (qwen3-30b-a3b-4l)");
   bool type_ok = false;
   for (const auto& t : synth_types()) type_ok |= t == o.type;
   if (!type_ok) return Error::invalid_argument("unknown --type '{}' (f32, f16, q8_0, q4_k_m)", o.type);
@@ -181,6 +189,11 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   meta("general.file_type", u32(file_type_of(o.type)));
   meta(a + ".vocab_size", u32(p.n_vocab));
   meta(a + ".rope.dimension_count", u32(p.head_dim));
+  if (p.n_expert > 0) {
+    meta(a + ".expert_count", u32(p.n_expert));
+    meta(a + ".expert_used_count", u32(p.n_expert_used));
+    meta(a + ".expert_feed_forward_length", u32(p.n_ff));
+  }
   detail::SynthVocab v = llama3 ? detail::make_llama3_vocab() : detail::make_spm_vocab(p.n_vocab);
   meta("tokenizer.ggml.model", GgufMetaValue::string(v.model));
   if (!v.pre.empty()) meta("tokenizer.ggml.pre", GgufMetaValue::string(v.pre));
@@ -211,7 +224,7 @@ Expected<Plan> make_plan(const SynthOptions& o) {
 
   // Tensors in the converter's order; rows x cols is the row-major [out][in] matrix.
   auto add = [&](std::string name, int64_t rows, int64_t cols, int64_t layer) -> Status {
-    PlannedTensor t{std::move(name), rows, cols, layer, GgmlType::F32, {}};
+    PlannedTensor t{std::move(name), rows, cols, layer, 0, GgmlType::F32, {}};
     if (rows > 0) {
       ASSIGN_OR_RETURN(t.type, mix_weight_type(o.type, t.name, rows, cols, layer, p.n_layer, /*tied_embeddings=*/true));
     }
@@ -220,7 +233,7 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   };
   if (llama3) {
     plan.tensors.push_back(
-        {"rope_freqs.weight", 0, p.head_dim / 2, -1, GgmlType::F32, llama3_rope_factors(p.head_dim, p.rope_theta)});
+        {"rope_freqs.weight", 0, p.head_dim / 2, -1, 0, GgmlType::F32, llama3_rope_factors(p.head_dim, p.rope_theta)});
   }
   TRY(add("token_embd.weight", p.n_vocab, p.n_embd, -1));
   const int64_t q = p.n_head * p.head_dim, kv = p.n_head_kv * p.head_dim;
@@ -231,12 +244,22 @@ Expected<Plan> make_plan(const SynthOptions& o) {
     TRY(add(n("attn_k.weight"), kv, p.n_embd, il));
     TRY(add(n("attn_v.weight"), kv, p.n_embd, il));
     TRY(add(n("attn_output.weight"), p.n_embd, q, il));
-    if (a == "qwen3") {
+    if (a == "qwen3" || a == "qwen3moe") {
       TRY(add(n("attn_q_norm.weight"), 0, p.head_dim, il));
       TRY(add(n("attn_k_norm.weight"), 0, p.head_dim, il));
     }
     if (gemma) TRY(add(n("post_attention_norm.weight"), 0, p.n_embd, il));
     TRY(add(n("ffn_norm.weight"), 0, p.n_embd, il));
+    if (p.n_expert > 0) {  // the router stays f32, as llama.cpp's quantizer leaves it
+      plan.tensors.push_back({n("ffn_gate_inp.weight"), p.n_expert, p.n_embd, il, 0, GgmlType::F32, {}});
+      for (auto [name, rows, cols] : {std::tuple{"ffn_gate_exps.weight", p.n_ff, p.n_embd},
+                                      {"ffn_down_exps.weight", p.n_embd, p.n_ff},
+                                      {"ffn_up_exps.weight", p.n_ff, p.n_embd}}) {
+        TRY(add(n(name), rows, cols, il));
+        plan.tensors.back().experts = p.n_expert;
+      }
+      continue;
+    }
     TRY(add(n("ffn_gate.weight"), p.n_ff, p.n_embd, il));
     TRY(add(n("ffn_up.weight"), p.n_ff, p.n_embd, il));
     TRY(add(n("ffn_down.weight"), p.n_embd, p.n_ff, il));
@@ -248,7 +271,9 @@ Expected<Plan> make_plan(const SynthOptions& o) {
 
 }  // namespace
 
-std::vector<std::string> synth_presets() { return {"tiny", "llama-3.2-1b", "qwen3-0.6b", "gemma-2-2b"}; }
+std::vector<std::string> synth_presets() {
+  return {"tiny", "llama-3.2-1b", "qwen3-0.6b", "gemma-2-2b", "qwen3-30b-a3b-4l"};
+}
 std::vector<std::string> synth_types() { return {"f32", "f16", "q8_0", "q4_k_m"}; }
 
 Expected<SynthLayout> synth_layout(const SynthOptions& o) {
@@ -260,6 +285,7 @@ Expected<SynthLayout> synth_layout(const SynthOptions& o) {
     lt.name = t.name;
     lt.type = std::string(formats::ggml_type_name(t.type));
     lt.dims = t.rows > 0 ? std::vector<int64_t>{t.cols, t.rows} : std::vector<int64_t>{t.cols};
+    if (t.experts > 0) lt.dims.push_back(t.experts);
     lt.values = t.factors;
     l.tensors.push_back(std::move(lt));
   }
@@ -283,11 +309,13 @@ Status write_synthetic_gguf(const SynthOptions& o, const std::string& path) {
     h.str(t.name);
     Rng rng(h.digest());
     const bool is_norm = t.rows == 0;
-    const int64_t count = is_norm ? t.cols : t.rows * t.cols;
+    const int64_t count = is_norm ? t.cols : t.rows * t.cols * std::max<int64_t>(t.experts, 1);
     values.resize(static_cast<size_t>(count));
     for (float& x : values) x = is_norm ? 1.0f + 0.02f * rng.normal() : 0.02f * rng.normal();
     if (is_norm) {
       TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, values));
+    } else if (t.experts > 0) {
+      TRY(w.add_tensor_f32(t.name, t.type, {t.cols, t.rows, t.experts}, values));
     } else {
       TRY(w.add_tensor_f32(t.name, t.type, {t.cols, t.rows}, values));
     }

@@ -256,6 +256,83 @@ TEST(Flow, Gpt2StyleBlockMatchesAFloat64Reference) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-5) << "logit " << i;
 }
 
+// The MoE block (router, top-2 of 4 experts renormalized, a gated shared expert) against
+// a float64 evaluation of its definition.
+TEST(Flow, MoeBlockWithSharedExpertMatchesAFloat64Reference) {
+  constexpr int64_t T = 5, D = 8, F = 6, E = 4, K = 2, Fs = 10;
+  MapSource w;
+  w.add("b.ffn_gate_inp.weight", {E, D}, 21, -2, 2);
+  w.add("b.ffn_gate_exps.weight", {E, F, D}, 22);
+  w.add("b.ffn_up_exps.weight", {E, F, D}, 23);
+  w.add("b.ffn_down_exps.weight", {E, D, F}, 24);
+  w.add("b.ffn_gate_shexp.weight", {Fs, D}, 25);
+  w.add("b.ffn_up_shexp.weight", {Fs, D}, 26);
+  w.add("b.ffn_down_shexp.weight", {D, Fs}, 27);
+  w.add("b.ffn_gate_inp_shexp.weight", {D}, 28);
+  w.add("x", {T, D}, 29, -1, 1);
+  Flow f(w);
+  ValueId x = f.builder().input("x", ir::DType::F32, {T, D});
+  MoeSpec spec{"b", D, F, E, K, /*normalize=*/true, ir::ActKind::Silu, Fs, /*shared_gate=*/true};
+  auto y = f.moe_ffn(x, spec);
+  ASSERT_TRUE(y) << y.error().to_string();
+  auto built = f.finish({{*y, "y"}}, ir::FusionPolicy::Direct);
+  ASSERT_TRUE(built) << built.error().to_string();
+  auto session = Session::create(Device::cpu());
+  ASSERT_TRUE(session);
+  auto g = session->compile_hir_with(built->hir, {});
+  ASSERT_TRUE(g) << g.error().to_string();
+  for (const std::string& name : built->param_names) ASSERT_TRUE(g->set_param(name, w.values(name)).ok()) << name;
+  const std::vector<int64_t> shape{T, D};
+  auto out = g->run({NamedF32{"x", w.values("x"), shape}});
+  ASSERT_TRUE(out) << out.error().to_string();
+  const std::vector<float> got(out->at(0).as<float>().begin(), out->at(0).as<float>().end());
+
+  auto silu = [](double v) { return v / (1 + std::exp(-v)); };
+  auto at = [&](const char* n, int64_t i) { return double(w.values(n)[static_cast<size_t>(i)]); };
+  for (int64_t t = 0; t < T; ++t) {
+    auto xv = [&](int64_t i) { return at("x", t * D + i); };
+    std::vector<double> p(E);
+    double mx = -1e300, sum = 0;
+    for (int64_t e = 0; e < E; ++e) {
+      for (int64_t i = 0; i < D; ++i) p[e] += at("b.ffn_gate_inp.weight", e * D + i) * xv(i);
+      mx = std::max(mx, p[e]);
+    }
+    for (double& v : p) sum += v = std::exp(v - mx);
+    for (double& v : p) v /= sum;
+    std::vector<int64_t> order{0, 1, 2, 3};
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p[a] > p[b]; });
+    const double chosen = p[order[0]] + p[order[1]];
+    std::vector<double> yt(D, 0.0);
+    auto ffn = [&](const char* gn, const char* un, const char* dn, int64_t off_gu, int64_t off_d, int64_t width,
+                   double scale) {
+      std::vector<double> h(static_cast<size_t>(width));
+      for (int64_t r = 0; r < width; ++r) {
+        double gg = 0, uu = 0;
+        for (int64_t i = 0; i < D; ++i) {
+          gg += at(gn, off_gu + r * D + i) * xv(i);
+          uu += at(un, off_gu + r * D + i) * xv(i);
+        }
+        h[r] = silu(gg) * uu;
+      }
+      for (int64_t c = 0; c < D; ++c) {
+        double s = 0;
+        for (int64_t r = 0; r < width; ++r) s += at(dn, off_d + c * width + r) * h[r];
+        yt[c] += scale * s;
+      }
+    };
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t e = order[k];
+      ffn("b.ffn_gate_exps.weight", "b.ffn_up_exps.weight", "b.ffn_down_exps.weight", e * F * D, e * D * F, F,
+          p[e] / chosen);
+    }
+    double gate = 0;
+    for (int64_t i = 0; i < D; ++i) gate += at("b.ffn_gate_inp_shexp.weight", i) * xv(i);
+    ffn("b.ffn_gate_shexp.weight", "b.ffn_up_shexp.weight", "b.ffn_down_shexp.weight", 0, 0, Fs,
+        1 / (1 + std::exp(-gate)));
+    for (int64_t c = 0; c < D; ++c) EXPECT_NEAR(got[t * D + c], yt[c], 1e-4) << "row " << t << " col " << c;
+  }
+}
+
 // The built decoder's only output when it is one named "next", else null.
 const ir::Node* only_next_output(const BuiltModel& built) {
   const ir::Graph& g = built.hir.graph;

@@ -21,15 +21,22 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
-  for (const std::string arch : {"", "llama", "qwen3", "gemma2"})
+  const std::map<std::string, std::string> family = {{"llama-3.2-1b", "llama"}, {"qwen3-0.6b", "qwen3"},
+                                                     {"gemma-2-2b", "gemma2"}, {"qwen3-30b-a3b-4l", "qwen3moe"}};
+  for (const std::string arch : {"", "llama", "qwen3", "gemma2", "qwen3moe"})
     for (const std::string& preset : synth_presets()) {
       SynthOptions o;
       o.arch = arch;
       o.preset = preset;
       auto l = synth_layout(o);
-      if (!arch.empty() && preset != "tiny" && preset.find(arch.substr(0, 4)) == std::string::npos) {
+      if (!arch.empty() && preset != "tiny" && family.at(preset) != arch) {
         ASSERT_FALSE(l) << arch << " " << preset;  // a real model's preset takes only its own family
         EXPECT_NE(l.error().to_string().find("does not fit it"), std::string::npos) << l.error().to_string();
+        continue;
+      }
+      if (arch == "qwen3moe" && preset == "tiny") {  // experts need a MoE preset
+        ASSERT_FALSE(l);
+        EXPECT_NE(l.error().to_string().find("mixture-of-experts preset"), std::string::npos) << l.error().to_string();
         continue;
       }
       ASSERT_TRUE(l) << l.error().to_string();
@@ -49,6 +56,27 @@ TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
         EXPECT_LT(v.scores[i], v.scores[i - 1]) << "id " << i;
       }
   }
+}
+
+// The MoE preset: llama.cpp's qwen3moe keys and tensor names, stacked experts with
+// GGUF dims [cols, rows, experts], the router left in f32.
+TEST(Synth, MoePresetHasStackedExperts) {
+  SynthOptions o;
+  o.preset = "qwen3-30b-a3b-4l";
+  o.type = "q4_k_m";
+  auto l = synth_layout(o);
+  ASSERT_TRUE(l) << l.error().to_string();
+  for (const char* key : {"qwen3moe.expert_count", "qwen3moe.expert_used_count", "qwen3moe.expert_feed_forward_length"})
+    EXPECT_NE(std::find(l->keys.begin(), l->keys.end(), key), l->keys.end()) << key;
+  std::map<std::string, const SynthLayout::Tensor*> by_name;
+  for (const auto& t : l->tensors) by_name[t.name] = &t;
+  ASSERT_TRUE(by_name.count("blk.3.ffn_gate_exps.weight"));
+  EXPECT_EQ(by_name["blk.3.ffn_gate_exps.weight"]->dims, (std::vector<int64_t>{2048, 768, 128}));
+  EXPECT_EQ(by_name["blk.3.ffn_down_exps.weight"]->dims, (std::vector<int64_t>{768, 2048, 128}));
+  EXPECT_EQ(by_name["blk.0.ffn_gate_inp.weight"]->dims, (std::vector<int64_t>{2048, 128}));
+  EXPECT_EQ(by_name["blk.0.ffn_gate_inp.weight"]->type, "F32");
+  EXPECT_EQ(by_name["blk.0.ffn_up_exps.weight"]->type, "Q4_K");
+  EXPECT_FALSE(by_name.count("blk.0.ffn_gate.weight"));
 }
 
 // The layout of llama.cpp's converter output for meta-llama/Llama-3.2-1B(-Instruct):

@@ -85,12 +85,20 @@ struct FfnSpec {
 /// [n_expert, dim], stacked experts <prefix>.ffn_gate_exps / ffn_up_exps.weight
 /// [n_expert, hidden, dim] and ffn_down_exps.weight [n_expert, dim, hidden] (the GGUF
 /// layout); softmax gating, the n_used most probable experts per token.
+///
+/// With shared_hidden > 0, a shared expert every token passes through is added
+/// (Qwen2-MoE / Qwen3-Next): the SwiGLU FFN ffn_{gate,up,down}_shexp.weight of width
+/// shared_hidden, scaled per token by sigmoid(x . ffn_gate_inp_shexp.weight [dim]) when
+/// shared_gate. It is a dense FFN, composed from the dense blocks (their fused kernels),
+/// not a part of moe_ffn.
 struct MoeSpec {
   std::string prefix;  ///< e.g. "blk.3"
   int64_t dim = 0, hidden = 0;
   int64_t n_expert = 0, n_used = 0;
   bool normalize = false;  ///< renormalize the chosen experts' weights to sum 1
   ir::ActKind act = ir::ActKind::Silu;  ///< Silu: SwiGLU experts; GeluTanh: GeGLU experts
+  int64_t shared_hidden = 0;  ///< the shared expert's width (0: none)
+  bool shared_gate = false;   ///< scale the shared expert by its sigmoid gate
 };
 
 class Flow {
