@@ -39,6 +39,7 @@ void add_logits_command(CLI::App& app, Runner* run);
 void add_synth_command(CLI::App& app, Runner* run);
 void add_bench_command(CLI::App& app, Runner* run);
 void add_quantize_command(CLI::App& app, Runner* run);
+void add_convert_command(CLI::App& app, Runner* run);
 void add_render_chat_command(CLI::App& app, Runner* run);
 
 }  // namespace rlx::cli

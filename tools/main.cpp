@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   rlx::cli::add_synth_command(app, &runner);
   rlx::cli::add_bench_command(app, &runner);
   rlx::cli::add_quantize_command(app, &runner);
+  rlx::cli::add_convert_command(app, &runner);
   rlx::cli::add_render_chat_command(app, &runner);
   try {
     app.parse(argc, argv);

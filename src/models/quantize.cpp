@@ -66,8 +66,9 @@ GgufMetaValue array_value(const formats::GgufArray& a) {
   return GgufMetaValue::array(a.elem_type, std::move(items));
 }
 
-// llama.cpp's general.file_type numbering for the mixes.
-uint32_t file_type_id(const std::string& mix) {
+}  // namespace
+
+uint32_t mix_file_type(const std::string& mix) {
   if (mix == "f32") return 0;
   if (mix == "f16") return 1;
   if (mix == "q8_0") return 7;
@@ -75,8 +76,6 @@ uint32_t file_type_id(const std::string& mix) {
   if (mix == "q5_k_m") return 17;
   return 18;  // q6_k
 }
-
-}  // namespace
 
 std::vector<std::string> quant_mixes() { return {"f32", "f16", "q8_0", "q6_k", "q5_k_m", "q4_k_m"}; }
 
@@ -120,7 +119,7 @@ Status quantize_gguf(const std::string& in, const std::string& out, const Quanti
                           : scalar_value(kv.value.type, kv.value);
     TRY(w.add(kv.key, std::move(v)));
   }
-  TRY(w.add_u32("general.file_type", file_type_id(o.mix)));
+  TRY(w.add_u32("general.file_type", mix_file_type(o.mix)));
   TRY(w.add_string("general.quantized_by", "rlx quantize"));
 
   std::vector<float> values;

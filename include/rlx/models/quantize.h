@@ -24,6 +24,10 @@ std::vector<std::string> quant_mixes();
 Expected<formats::GgmlType> mix_weight_type(const std::string& mix, const std::string& name, int64_t rows,
                                             int64_t cols, int64_t layer, int64_t n_layer, bool tied_embeddings);
 
+/// llama.cpp's general.file_type number of a mix (f32 0, f16 1, q8_0 7, q4_k_m 15,
+/// q5_k_m 17, q6_k 18).
+uint32_t mix_file_type(const std::string& mix);
+
 struct QuantizeOptions {
   std::string mix = "q4_k_m";
   std::function<void(double)> progress;  ///< fraction done (may be empty)

@@ -1,0 +1,27 @@
+// Hugging Face checkpoint -> GGUF: the weights of a decoder folder (config.json +
+// safetensors) written under llama.cpp's architecture keys and tensor names, at a
+// quantization mix of quantize.h, so that llama.cpp and RLX read the same file.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "rlx/base/status.h"
+
+namespace rlx::models {
+
+struct ConvertOptions {
+  std::string mix = "f16";               ///< a name of quant_mixes(): f32, f16, q8_0, q6_k, q5_k_m, q4_k_m
+  std::function<void(double)> progress;  ///< fraction done (may be empty)
+};
+
+/// Converts the Hugging Face folder `hf_dir` (llama, mistral, mixtral, qwen2, qwen3,
+/// qwen3_moe) to the GGUF file `out` (written atomically). Llama-architecture q/k rows
+/// are permuted to the interleaved rotary layout llama.cpp's llama graph expects; Llama 3
+/// rope scaling becomes rope_freqs.weight, linear and YaRN scaling the rope.scaling.* keys.
+/// The tokenizer is not converted (the file has no tokenizer.ggml.* vocabulary).
+/// Errors name the folder and what cannot be expressed in GGUF (another family,
+/// LongRoPE, dense layers inside a mixture of experts).
+Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const ConvertOptions& options);
+
+}  // namespace rlx::models

@@ -1,0 +1,184 @@
+// convert_hf_to_gguf: a Hugging Face decoder folder rewritten as llama.cpp's converter
+// lays it out — architecture keys, tensor names (the weight source already serves HF
+// tensors under GGUF names, experts stacked), q/k row order for the llama graph, rope
+// scaling as llama.cpp reads it — with each matrix encoded at the mix's type.
+#include "rlx/models/convert.h"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "rlx/base/half.h"
+#include "rlx/formats/gguf_writer.h"
+#include "rlx/models/model_config.h"
+#include "rlx/models/quantize.h"
+#include "rlx/models/weight_source.h"
+
+namespace rlx::models {
+namespace {
+
+namespace fs = std::filesystem;
+using formats::GgmlType;
+
+// The GGUF architecture name of a config, or an error for the families not converted.
+Expected<std::string> gguf_arch(const ModelConfig& c, const std::string& dir) {
+  switch (c.arch) {
+    case Arch::Llama: return std::string("llama");
+    case Arch::Qwen2: return std::string("qwen2");
+    case Arch::Qwen3: return std::string("qwen3");
+    case Arch::Qwen3Moe: return std::string("qwen3moe");
+    default: break;
+  }
+  return Error::unsupported("{}: rlx convert does not write {} models yet (llama, mistral, mixtral, qwen2, qwen3, "
+                            "qwen3_moe)", dir, arch_name(c.arch));
+}
+
+// Layer of "blk.N.xxx" (-1 for the global tensors).
+int64_t layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  return std::strtoll(name.c_str() + 4, nullptr, 10);
+}
+
+// The tensor's values as f32 (F32, F16 or BF16 storage).
+std::vector<float> to_f32(const WeightView& w) {
+  const size_t n = w.dtype == ir::DType::F32 ? w.bytes.size() / 4 : w.bytes.size() / 2;
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (w.dtype == ir::DType::F32) {
+      std::memcpy(&v[i], w.bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, w.bytes.data() + 2 * i, 2);
+      v[i] = w.dtype == ir::DType::F16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+    }
+  }
+  return v;
+}
+
+// llama.cpp's q/k permutation for its llama graph: within each head, HF's rows
+// [first half | second half] of the rotary dims become interleaved pairs (row 2j + s
+// takes row s * head_dim / 2 + j). `cols` values per row (1 for a bias).
+std::vector<float> interleave_heads(const std::vector<float>& v, int64_t n_heads, int64_t head_dim, int64_t cols) {
+  std::vector<float> out(v.size());
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t j = 0; j < half; ++j)
+      for (int64_t s = 0; s < 2; ++s) {
+        const float* src = v.data() + (h * head_dim + s * half + j) * cols;
+        std::copy_n(src, cols, out.data() + (h * head_dim + 2 * j + s) * cols);
+      }
+  return out;
+}
+
+Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::string& a, const std::string& mix,
+                    const std::string& dir) {
+  auto u32 = [&](const std::string& key, int64_t v) { return w.add_u32(a + "." + key, static_cast<uint32_t>(v)); };
+  TRY(w.add_string("general.architecture", a));
+  TRY(w.add_string("general.type", "model"));
+  TRY(w.add_string("general.name", c.name));
+  TRY(w.add_u32("general.file_type", mix_file_type(mix)));
+  TRY(w.add_u32("general.quantization_version", 2));
+  TRY(u32("block_count", c.n_layer));
+  TRY(u32("context_length", c.n_ctx_train));
+  TRY(u32("embedding_length", c.n_embd));
+  TRY(u32("feed_forward_length", c.n_ff));
+  TRY(u32("attention.head_count", c.n_head));
+  TRY(u32("attention.head_count_kv", c.n_head_kv));
+  TRY(u32("attention.key_length", c.head_dim));
+  TRY(u32("attention.value_length", c.head_dim));
+  TRY(w.add_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps)));
+  TRY(w.add_f32(a + ".rope.freq_base", static_cast<float>(c.rope.theta)));
+  TRY(u32("rope.dimension_count", c.rope.n_rot));
+  TRY(u32("vocab_size", c.n_vocab));
+  if (c.sliding_window > 0 && c.sliding != SlidingPattern::None) TRY(u32("attention.sliding_window", c.sliding_window));
+  if (c.n_expert > 0) {
+    for (int64_t il = 0; il < c.n_layer; ++il)
+      if (!c.layer_is_moe(il))
+        return Error::unsupported("{}: layer {} has a dense FFN inside a mixture of experts (mlp_only_layers / "
+                                  "decoder_sparse_step), which GGUF's {} layout cannot say", dir, il, a);
+    TRY(u32("expert_count", c.n_expert));
+    TRY(u32("expert_used_count", c.n_expert_used));
+    if (a == "qwen3moe") TRY(u32("expert_feed_forward_length", c.n_ff_expert));
+  }
+  switch (c.rope.scaling) {
+    case ir::RopeScaling::None:
+    case ir::RopeScaling::Llama3: break;  // llama3: the rope_freqs tensor
+    case ir::RopeScaling::Linear:
+      TRY(w.add_string(a + ".rope.scaling.type", "linear"));
+      TRY(w.add_f32(a + ".rope.scaling.factor", static_cast<float>(c.rope.factor)));
+      break;
+    case ir::RopeScaling::Yarn:
+      TRY(w.add_string(a + ".rope.scaling.type", "yarn"));
+      TRY(w.add_f32(a + ".rope.scaling.factor", static_cast<float>(c.rope.factor)));
+      TRY(u32("rope.scaling.original_context_length", c.rope.original_context));
+      break;
+  }
+  if (!c.rope_long_factors.empty())
+    return Error::unsupported("{}: LongRoPE factors are not converted yet", dir);
+  if (c.bos_id >= 0) TRY(w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(c.bos_id)));
+  if (c.eos_id >= 0) TRY(w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(c.eos_id)));
+  return {};
+}
+
+// llama.cpp's rope_freqs for Llama 3 scaling: each pair's base frequency over its
+// scaled one.
+std::vector<float> llama3_rope_freqs(const ir::RopeAttrs& r) {
+  ir::RopeAttrs base = r;
+  base.scaling = ir::RopeScaling::None;
+  base.freq_factors.clear();
+  const std::vector<double> plain = ir::rope_inv_freq(base), scaled = ir::rope_inv_freq(r);
+  std::vector<float> out(plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) out[i] = static_cast<float>(plain[i] / scaled[i]);
+  return out;
+}
+
+}  // namespace
+
+Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const ConvertOptions& o) {
+  bool known = false;
+  for (const auto& m : quant_mixes()) known |= m == o.mix;
+  if (!known) return Error::invalid_argument("unknown type '{}' (f32, f16, q8_0, q6_k, q5_k_m, q4_k_m)", o.mix);
+  ASSIGN_OR_RETURN(ModelConfig c, config_from_hf((fs::path(hf_dir) / "config.json").string()));
+  ASSIGN_OR_RETURN(const std::string a, gguf_arch(c, hf_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWeightSource> src, SafetensorsWeightSource::open(hf_dir, c));
+  formats::GgufWriter w;
+  TRY(add_metadata(w, c, a, o.mix, hf_dir));
+  if (c.rope.scaling == ir::RopeScaling::Llama3)
+    TRY(w.add_tensor_f32("rope_freqs.weight", GgmlType::F32, {c.rope.n_rot / 2}, llama3_rope_freqs(c.rope)));
+
+  // Every tensor the model reads, in llama.cpp's order: embeddings, layers, head.
+  std::map<std::pair<int64_t, std::string>, bool> names;
+  for (const auto& [stored, gguf] : src->stored_tensors())
+    if (!gguf.empty()) names[{layer_of(gguf) < 0 && gguf != "token_embd.weight" ? INT64_MAX : layer_of(gguf), gguf}];
+  const bool permute_qk = a == "llama";
+  size_t done = 0;
+  for (const auto& [key, unused] : names) {
+    const std::string& name = key.second;
+    ASSIGN_OR_RETURN(WeightView view, src->take(name));
+    std::vector<float> values = to_f32(view);
+    std::vector<int64_t> dims(view.shape.rbegin(), view.shape.rend());  // GGUF: innermost first
+    const int64_t cols = view.shape.back();
+    const int64_t rows = static_cast<int64_t>(values.size()) / std::max<int64_t>(cols, 1);
+    const bool is_q = name.find(".attn_q.") != std::string::npos, is_k = name.find(".attn_k.") != std::string::npos;
+    if (permute_qk && (is_q || is_k)) {
+      const int64_t heads = is_q ? c.n_head : c.n_head_kv;
+      values = interleave_heads(values, heads, c.head_dim, view.shape.size() == 1 ? 1 : cols);
+    }
+    GgmlType type = GgmlType::F32;
+    if (view.shape.size() >= 2 && name.find("ffn_gate_inp") == std::string::npos) {  // routers stay f32
+      ASSIGN_OR_RETURN(type, mix_weight_type(o.mix, name, rows, cols, layer_of(name), c.n_layer, c.tied_embeddings));
+    }
+    if (Status s = w.add_tensor_f32(name, type, dims, values); !s.ok())
+      return s.error().with_context(fmt::format("{}: tensor '{}'", hf_dir, name));
+    if (o.progress) o.progress(0.95 * static_cast<double>(++done) / static_cast<double>(names.size()));
+  }
+  const std::string tmp = out + ".tmp";
+  TRY(w.write_file(tmp));
+  std::error_code ec;
+  fs::rename(tmp, out, ec);
+  if (ec) return Error::io("cannot move '{}' to '{}': {}", tmp, out, ec.message());
+  if (o.progress) o.progress(1.0);
+  return {};
+}
+
+}  // namespace rlx::models

@@ -1,0 +1,36 @@
+// `rlx convert HF_DIR OUT.gguf [--type MIX]`: writes a Hugging Face decoder folder as a
+// GGUF file with llama.cpp's keys and tensor names (see rlx/models/convert.h).
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "rlx/models/convert.h"
+#include "rlx/models/quantize.h"
+
+namespace rlx::cli {
+
+void add_convert_command(CLI::App& app, Runner* run) {
+  auto* cmd = app.add_subcommand(
+      "convert", "Write a Hugging Face folder (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe) as GGUF");
+  auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
+  auto mix = std::make_shared<std::string>("f16");
+  cmd->add_option("input", *in, "Hugging Face folder (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);
+  cmd->add_option("output", *out, "GGUF file to write")->required();
+  cmd->add_option("--type", *mix, "f32 | f16 | q8_0 | q6_k | q5_k_m | q4_k_m (default f16)")
+      ->check(CLI::IsMember(models::quant_mixes()));
+  cmd->callback([run, in, out, mix] {
+    *run = [in, out, mix] {
+      models::ConvertOptions o;
+      o.mix = *mix;
+      o.progress = terminal_progress("rlx convert", 5);
+      if (Status s = models::convert_hf_to_gguf(*in, *out, o); !s.ok()) return report(s.error());
+      std::error_code ec;
+      const auto size = std::filesystem::file_size(*out, ec);
+      std::fprintf(stderr, "rlx: wrote %s (%s, %.2f MB; no tokenizer: the vocabulary is not converted)\n",
+                   out->c_str(), mix->c_str(), size / 1e6);
+      return 0;
+    };
+  });
+}
+
+}  // namespace rlx::cli
