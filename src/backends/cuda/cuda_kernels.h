@@ -336,4 +336,42 @@ bool gemv_supported(DT w_dt, int64_t M, int64_t K);
 bool gemv_norm_fits(const GemvParams& p);
 void launch_gemv(const GemvParams& p, cudaStream_t s);
 
+/// moe_route over logits [rows, experts] (experts <= kMoeMaxExperts): the softmax (or
+/// sigmoid) probabilities of each row, the k largest kept (ties: the lower expert; NaN
+/// below every number), divided by their sum when `normalize`, the rest 0; f32 out.
+inline constexpr int kMoeMaxExperts = 1024;
+struct MoeRouteParams {
+  const void* logits = nullptr;
+  float* out = nullptr;
+  DT in_dt = DT::F32;
+  int64_t rows = 0, experts = 0, k = 1;
+  bool sigmoid = false, normalize = false;
+};
+void launch_moe_route(const MoeRouteParams& p, cudaStream_t s);
+
+/// moe_ffn: y[t] = sum over the nonzero route[t, e] (at most k_max a row, taken in expert
+/// order) of route[t, e] * W_down[e] . (act(W_gate[e] . x[t]) * (W_up[e] . x[t])).
+/// x f32 [rows, dim], route f32 [rows, experts], W_gate / W_up [experts, hidden, dim],
+/// W_down [experts, dim, hidden] in f32 / f16 / bf16 or a packed type packed_supported
+/// decodes (as stored: rows of blocks, `*_row_bytes` a row). h: rows * k_max * hidden
+/// floats of scratch (the gated hidden rows of each token's slots). act: ir::ActKind.
+/// The expert ids are found on the device (no host copy).
+struct MoeFfnParams {
+  const float* x = nullptr;
+  const float* route = nullptr;
+  const uint8_t* w_gate = nullptr;
+  const uint8_t* w_up = nullptr;
+  const uint8_t* w_down = nullptr;
+  float* h = nullptr;
+  float* y = nullptr;
+  DT gate_dt = DT::F32, up_dt = DT::F32, down_dt = DT::F32;
+  int64_t rows = 0, experts = 0, dim = 0, hidden = 0, k_max = 1;
+  int64_t gate_row_bytes = 0, up_row_bytes = 0, down_row_bytes = 0;
+  uint8_t act = 3;
+};
+void launch_moe_ffn(const MoeFfnParams& p, cudaStream_t s);
+/// Rows of the hidden / output tiles of launch_moe_ffn's blocks (grid limits: at most
+/// 65535 tiles along hidden and along dim).
+inline constexpr int64_t kMoeRowsPerBlock = 16;
+
 }  // namespace rlx::cuda_backend

@@ -3,8 +3,8 @@
 // run function that fills in device pointers and launches on the executable's stream.
 // This file has the cuBLASLt plans and the one-op steps (elementwise, movement, norms,
 // rope, softmax, reductions, attention) and maps op kinds to builders; the GEMM / GEMV
-// steps are in cuda_steps_matmul.cpp and the decode-step rewrites in
-// cuda_step_fusions.cpp.
+// steps are in cuda_steps_matmul.cpp, the mixture-of-experts steps in cuda_steps_moe.cpp
+// and the decode-step rewrites in cuda_step_fusions.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -834,6 +834,8 @@ StepBuilder cuda_builder(OpKind kind) {
     case OpKind::Expand: return &build_expand;
     case OpKind::Gather: return &build_gather;
     case OpKind::UpdateSlice: return &build_update_slice;
+    case OpKind::MoeRoute: return &build_moe_route;
+    case OpKind::MoeFfn: return &build_moe_ffn;
     default: return nullptr;
   }
 }

@@ -104,4 +104,8 @@ Status build_dequant_matmul(BuildCtx& ctx, Step& step);
 Status build_fused_matmul(BuildCtx& ctx, Step& step);
 Status build_fused_swiglu(BuildCtx& ctx, Step& step);
 
+/// Builders of the mixture-of-experts steps (cuda_steps_moe.cpp).
+Status build_moe_route(BuildCtx& ctx, Step& step);
+Status build_moe_ffn(BuildCtx& ctx, Step& step);
+
 }  // namespace rlx::cuda_backend

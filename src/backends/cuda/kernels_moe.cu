@@ -1,0 +1,239 @@
+// CUDA kernels of the mixture-of-experts ops. launch_moe_route: one block per token row,
+// one thread per expert: the gate probabilities, each expert's rank among them (ties to
+// the lower expert, NaN below every number), the k best kept. launch_moe_ffn: two
+// launches that find the chosen experts on the device (the s-th nonzero of a route row,
+// by warp ballots), so that no expert id reaches the host and a CUDA graph can hold them:
+// first the gated hidden rows h[t, s] = act(W_gate[e] . x[t]) * (W_up[e] . x[t]) of every
+// (token t, slot s) pair, then y[t] = sum over the slots in order of route[t, e] *
+// (W_down[e] . h[t, s]) (a fixed order: deterministic). A warp computes one weight row
+// at a time; its lanes decode 32-element units of the row (decode_row_unit for packed
+// blocks, as stored) and dot them with the vector staged in shared memory (unit u at
+// u * 33: no bank conflicts), or read from global memory when it is too long to stage.
+#include "backends/cuda/cuda_common.cuh"
+
+namespace rlx::cuda_backend {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRowsPerWarp = static_cast<int>(kMoeRowsPerBlock) / kWarps;
+static_assert(kRowsPerWarp * kWarps == kMoeRowsPerBlock, "a tile is whole warps' rows");
+constexpr int kPitch = 33;                // a staged vector's unit u starts at u * kPitch
+constexpr int64_t kStageLimit = 48 * 1024;  // bytes of dynamic shared memory at most
+
+// ---- moe_route ----------------------------------------------------------------------
+
+// True when probability a of expert ia ranks above b of expert ib: a number above NaN,
+// then the larger, then the lower expert (the CPU backend's scan order).
+__device__ __forceinline__ bool ranks_above(float a, int ia, float b, int ib) {
+  const bool na = isnan(a), nb = isnan(b);
+  if (na != nb) return nb;
+  if (!na && a != b) return a > b;
+  return ia < ib;
+}
+
+// Block of roundup(experts, 32) threads per row; thread j is expert j. The arithmetic
+// is the CPU backend's (f32 exponentials, their sum in double, one f32 reciprocal).
+__global__ void moe_route_kernel(const MoeRouteParams p) {
+  extern __shared__ float prob[];  // [experts]: the logits, then the probabilities
+  __shared__ double red[32];
+  pdl_wait();
+  pdl_trigger();
+  const int64_t r = blockIdx.x;
+  const int E = static_cast<int>(p.experts);
+  const int j = threadIdx.x;
+  const bool on = j < E;
+  const float v = on ? ld_f(p.in_dt, p.logits, r * E + j) : 0.0f;
+  float pj;
+  if (p.sigmoid) {
+    pj = 1.0f / (1.0f + expf(-v));
+  } else {
+    if (on) prob[j] = v;
+    __syncthreads();
+    float mx = -INFINITY;  // (fmaxf passes over NaN, as the CPU's std::max does)
+    for (int i = 0; i < E; ++i) mx = fmaxf(mx, prob[i]);
+    const float ex = on ? expf(v - mx) : 0.0f;
+    const double sum = block_sum_d(ex, red);  // (its barriers: every thread is done reading prob)
+    pj = ex * static_cast<float>(1.0 / sum);
+  }
+  if (on) prob[j] = pj;
+  __syncthreads();
+  int64_t above = 0;
+  if (on)
+    for (int i = 0; i < E && above < p.k; ++i) above += ranks_above(prob[i], i, pj, j) ? 1 : 0;
+  const bool chosen = on && above < p.k;
+  const double chosen_sum = block_sum_d(chosen ? static_cast<double>(pj) : 0.0, red);
+  const float scale = p.normalize && chosen_sum > 0 ? static_cast<float>(1.0 / chosen_sum) : 1.0f;
+  if (on) p.out[r * E + j] = chosen ? pj * scale : 0.0f;
+}
+
+// ---- moe_ffn ------------------------------------------------------------------------
+
+// The n-th (from 0) nonzero entry of route row `row` [E] in expert order, found by the
+// calling warp (every lane gets it): its expert, and its weight in *w; -1 when the row
+// has n or fewer nonzeros. NaN counts as nonzero (as route != 0 on the CPU).
+__device__ __forceinline__ int64_t nth_routed(const float* row, int64_t E, int64_t n, float* w) {
+  const int lane = threadIdx.x & 31;
+  int64_t seen = 0;
+  for (int64_t base = 0; base < E; base += 32) {
+    const float v = base + lane < E ? row[base + lane] : 0.0f;
+    unsigned mask = __ballot_sync(0xFFFFFFFFu, v != 0.0f);
+    const int count = __popc(mask);
+    if (n < seen + count) {
+      for (int64_t i = seen; i < n; ++i) mask &= mask - 1;  // drop the lower set bits
+      const int bit = __ffs(static_cast<int>(mask)) - 1;
+      *w = __shfl_sync(0xFFFFFFFFu, v, bit);
+      return base + bit;
+    }
+    seen += count;
+  }
+  *w = 0.0f;
+  return -1;
+}
+
+// src[0, n) into shared memory, element i at (i / 32) * kPitch + i % 32 (every thread).
+__device__ __forceinline__ void stage(const float* src, int64_t n, float* dst) {
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[(i >> 5) * kPitch + (i & 31)] = src[i];
+}
+
+// This lane's part of row r of W (rows of K elements of type T, row_bytes apart) dotted
+// with the vector v (element 32u + i at v[u * pitch + i]): lanes take units lane,
+// lane + 32, ...
+template <DT T>
+__device__ __forceinline__ float row_dot_t(const uint8_t* w, int64_t row_bytes, int64_t r, int64_t K, const float* v,
+                                           int pitch) {
+  const int lane = threadIdx.x & 31;
+  const int64_t units = (K + 31) / 32;
+  float s = 0.0f;
+  for (int64_t u = lane; u < units; u += 32) {
+    const float* vu = v + u * pitch;
+    if constexpr (T == DT::F32 || T == DT::F16 || T == DT::BF16) {
+      const uint8_t* row = w + r * row_bytes;
+      const int64_t base = u * 32;
+      const int n = K - base < 32 ? static_cast<int>(K - base) : 32;
+      for (int i = 0; i < n; ++i) s = fmaf(ld_f(T, row, base + i), vu[i], s);
+    } else {
+      float y[32];
+      decode_row_unit<T>(w, row_bytes, 0, r, u, y);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) s = fmaf(y[i], vu[i], s);
+    }
+  }
+  return s;
+}
+
+__device__ float row_dot(DT t, const uint8_t* w, int64_t row_bytes, int64_t r, int64_t K, const float* v, int pitch) {
+  switch (t) {
+    case DT::F32: return row_dot_t<DT::F32>(w, row_bytes, r, K, v, pitch);
+    case DT::F16: return row_dot_t<DT::F16>(w, row_bytes, r, K, v, pitch);
+    case DT::BF16: return row_dot_t<DT::BF16>(w, row_bytes, r, K, v, pitch);
+    case DT::Q4_0: return row_dot_t<DT::Q4_0>(w, row_bytes, r, K, v, pitch);
+    case DT::Q8_0: return row_dot_t<DT::Q8_0>(w, row_bytes, r, K, v, pitch);
+    case DT::Q4_K: return row_dot_t<DT::Q4_K>(w, row_bytes, r, K, v, pitch);
+    case DT::Q5_K: return row_dot_t<DT::Q5_K>(w, row_bytes, r, K, v, pitch);
+    case DT::Q6_K: return row_dot_t<DT::Q6_K>(w, row_bytes, r, K, v, pitch);
+    default: return 0.0f;
+  }
+}
+
+// Grid (rows * k_max, hidden tiles): block (pair, tile) computes h[pair, f] for the
+// tile's rows f, pair = t * k_max + s, with the expert of slot s of token t (a block
+// whose slot is empty does nothing). kStage: x[t] staged in shared memory.
+template <bool kStage>
+__global__ void __launch_bounds__(kWarps * 32) moe_hidden_kernel(const MoeFfnParams p) {
+  extern __shared__ float staged[];
+  pdl_wait();
+  pdl_trigger();
+  const int64_t pair = blockIdx.x, t = pair / p.k_max, slot = pair % p.k_max;
+  float weight;
+  const int64_t e = nth_routed(p.route + t * p.experts, p.experts, slot, &weight);
+  if (e < 0) return;  // (the same for every warp of the block)
+  const float* v = p.x + t * p.dim;
+  int pitch = 32;
+  if constexpr (kStage) {
+    stage(v, p.dim, staged);
+    __syncthreads();
+    v = staged;
+    pitch = kPitch;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+    const int64_t f = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * kRowsPerWarp + rr;
+    if (f >= p.hidden) break;
+    const int64_t row = e * p.hidden + f;
+    const float g = warp_sum(row_dot(p.gate_dt, p.w_gate, p.gate_row_bytes, row, p.dim, v, pitch));
+    const float u = warp_sum(row_dot(p.up_dt, p.w_up, p.up_row_bytes, row, p.dim, v, pitch));
+    if (lane == 0) p.h[pair * p.hidden + f] = act_fn<float>(p.act, g) * u;
+  }
+}
+
+// Grid (rows, dim tiles): block (t, tile) computes y[t, c] for the tile's rows c, over
+// token t's slots in order. kStage: each slot's h row staged in shared memory.
+template <bool kStage>
+__global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const MoeFfnParams p) {
+  extern __shared__ float staged[];
+  pdl_wait();
+  pdl_trigger();
+  const int64_t t = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * kRowsPerWarp;
+  float acc[kRowsPerWarp];
+#pragma unroll
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) acc[rr] = 0.0f;
+  for (int64_t slot = 0; slot < p.k_max; ++slot) {
+    float w;
+    const int64_t e = nth_routed(p.route + t * p.experts, p.experts, slot, &w);
+    if (e < 0) break;  // (the same for every warp of the block)
+    const float* v = p.h + (t * p.k_max + slot) * p.hidden;
+    int pitch = 32;
+    if constexpr (kStage) {
+      __syncthreads();  // every warp is done with the previous slot's row
+      stage(v, p.hidden, staged);
+      __syncthreads();
+      v = staged;
+      pitch = kPitch;
+    }
+#pragma unroll
+    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+      const int64_t c = c0 + rr;
+      if (c < p.dim) {
+        const float d = warp_sum(row_dot(p.down_dt, p.w_down, p.down_row_bytes, e * p.dim + c, p.hidden, v, pitch));
+        acc[rr] += w * d;
+      }
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+    const int64_t c = c0 + rr;
+    if (lane == 0 && c < p.dim) p.y[t * p.dim + c] = acc[rr];
+  }
+}
+
+// Shared memory that stages a vector of n floats.
+int64_t stage_bytes(int64_t n) { return (n + 31) / 32 * kPitch * static_cast<int64_t>(sizeof(float)); }
+
+}  // namespace
+
+void launch_moe_route(const MoeRouteParams& p, cudaStream_t s) {
+  if (p.rows <= 0 || p.experts <= 0 || p.experts > kMoeMaxExperts) return;
+  const unsigned threads = static_cast<unsigned>((p.experts + 31) / 32 * 32);
+  launch_k(moe_route_kernel, dim3(static_cast<unsigned>(p.rows)), dim3(threads),
+           static_cast<size_t>(p.experts) * sizeof(float), s, p);
+}
+
+void launch_moe_ffn(const MoeFfnParams& p, cudaStream_t s) {
+  if (p.rows <= 0 || p.dim <= 0) return;
+  const dim3 block(kWarps * 32);
+  if (p.hidden > 0 && p.k_max > 0) {
+    const dim3 grid(static_cast<unsigned>(p.rows * p.k_max),
+                    static_cast<unsigned>((p.hidden + kMoeRowsPerBlock - 1) / kMoeRowsPerBlock));
+    const int64_t bytes = stage_bytes(p.dim);
+    if (bytes <= kStageLimit) launch_k(moe_hidden_kernel<true>, grid, block, static_cast<size_t>(bytes), s, p);
+    else launch_k(moe_hidden_kernel<false>, grid, block, 0, s, p);
+  }
+  const dim3 grid(static_cast<unsigned>(p.rows), static_cast<unsigned>((p.dim + kMoeRowsPerBlock - 1) / kMoeRowsPerBlock));
+  const int64_t bytes = stage_bytes(p.hidden);
+  if (bytes <= kStageLimit) launch_k(moe_down_kernel<true>, grid, block, static_cast<size_t>(bytes), s, p);
+  else launch_k(moe_down_kernel<false>, grid, block, 0, s, p);
+}
+
+}  // namespace rlx::cuda_backend
