@@ -38,50 +38,7 @@ Tensor i32(std::vector<int64_t> shape, std::vector<int32_t> vals) {
   return Tensor(DType::I32, std::move(shape), std::move(bytes));
 }
 
-struct Case {
-  std::map<std::string, Tensor> inputs, params;
-  compile::CompileOptions opt;
-  Case() {
-    opt.fusion.skip = true;
-    opt.constant_folding = false;
-  }
-};
-
-Expected<std::vector<Tensor>> run_on(const Device& dev, const ir::Graph& g, const Case& c) {
-  ASSIGN_OR_RETURN(Session s, Session::create(dev));
-  ASSIGN_OR_RETURN(CompiledGraph cg, s.compile_with(g, c.opt));
-  for (const auto& [name, t] : c.params) TRY(cg.set_param_typed(name, t.bytes(), t.dtype()));
-  std::vector<NamedTensorView> views;
-  for (const auto& [name, t] : c.inputs) views.push_back({name, t.view()});
-  return cg.run_typed(views);
-}
-
 Expected<std::vector<Tensor>> runv(CompiledGraph& g, const std::vector<NamedTensorView>& v) { return g.run_typed(v); }
-
-/// Builds `b`, runs it on the CPU and on CUDA, and compares every output.
-void expect_match(GraphBuilder& b, const Case& c, double tol = 1e-5) {
-  auto g = b.build();
-  ASSERT_TRUE(g.has_value()) << g.error().to_string();
-  auto cpu = run_on(Device::cpu(), *g, c);
-  ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
-  auto gpu = run_on(Device::cuda(), *g, c);
-  ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
-  ASSERT_EQ(cpu->size(), gpu->size());
-  for (size_t i = 0; i < cpu->size(); ++i) {
-    const Tensor& x = (*cpu)[i];
-    const Tensor& y = (*gpu)[i];
-    ASSERT_EQ(x.dtype(), y.dtype());
-    ASSERT_EQ(x.shape(), y.shape());
-    if (ir::is_float(x.dtype())) {
-      auto fx = x.to_f32(), fy = y.to_f32();
-      ASSERT_TRUE(fx && fy);
-      const double e = rel_l2(*fy, *fx);
-      EXPECT_LE(e, tol) << "output " << i << ": relative L2 error " << e;
-    } else {
-      EXPECT_EQ(x.bytes(), y.bytes()) << "output " << i << " (integer) differs";
-    }
-  }
-}
 
 TEST(CudaBackend, AvailabilityIsReported) {
   auto s = Session::create(Device::cuda());

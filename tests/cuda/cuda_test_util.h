@@ -1,13 +1,15 @@
 // Helpers shared by the CUDA test files: skipping without a device, deterministic random
-// tensors (float and packed GGUF blocks) and the relative L2 error the CPU-vs-CUDA
-// comparisons use.
+// tensors (float and packed GGUF blocks), the relative L2 error the CPU-vs-CUDA
+// comparisons use, and running one graph on a device (run_on, expect_match).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "rlx/base/half.h"
@@ -132,6 +134,52 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
     den += double(b[i]) * b[i];
   }
   return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+/// A graph's inputs and params, and its compile options (fusion and folding off, so
+/// that each op reaches its own kernel).
+struct Case {
+  std::map<std::string, Tensor> inputs, params;
+  compile::CompileOptions opt;
+  Case() {
+    opt.fusion.skip = true;
+    opt.constant_folding = false;
+  }
+};
+
+/// Compiles `g` on `dev`, sets the params and runs it once on the inputs.
+inline Expected<std::vector<Tensor>> run_on(const Device& dev, const ir::Graph& g, const Case& c) {
+  ASSIGN_OR_RETURN(Session s, Session::create(dev));
+  ASSIGN_OR_RETURN(CompiledGraph cg, s.compile_with(g, c.opt));
+  for (const auto& [name, t] : c.params) TRY(cg.set_param_typed(name, t.bytes(), t.dtype()));
+  std::vector<NamedTensorView> views;
+  for (const auto& [name, t] : c.inputs) views.push_back({name, t.view()});
+  return cg.run_typed(views);
+}
+
+/// Builds `b`, runs it on the CPU and on CUDA, and compares every output.
+inline void expect_match(ir::GraphBuilder& b, const Case& c, double tol = 1e-5) {
+  auto g = b.build();
+  ASSERT_TRUE(g.has_value()) << g.error().to_string();
+  auto cpu = run_on(Device::cpu(), *g, c);
+  ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
+  auto gpu = run_on(Device::cuda(), *g, c);
+  ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
+  ASSERT_EQ(cpu->size(), gpu->size());
+  for (size_t i = 0; i < cpu->size(); ++i) {
+    const Tensor& x = (*cpu)[i];
+    const Tensor& y = (*gpu)[i];
+    ASSERT_EQ(x.dtype(), y.dtype());
+    ASSERT_EQ(x.shape(), y.shape());
+    if (ir::is_float(x.dtype())) {
+      auto fx = x.to_f32(), fy = y.to_f32();
+      ASSERT_TRUE(fx && fy);
+      const double e = rel_l2(*fy, *fx);
+      EXPECT_LE(e, tol) << "output " << i << ": relative L2 error " << e;
+    } else {
+      EXPECT_EQ(x.bytes(), y.bytes()) << "output " << i << " (integer) differs";
+    }
+  }
 }
 
 }  // namespace rlx::cuda_test
