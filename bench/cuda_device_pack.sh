@@ -5,7 +5,8 @@
 # small conformance models and, for the comparison with llama.cpp, their reference
 # logits with the tokens they were made from (refs/cases.txt: case, model, tokens); and
 # `rlx_integration_tests` with a trimmed conformance folder (.devrun/conformance: the
-# GGUF cases of those models whose references are small, and a few HF checkpoints), which
+# GGUF cases of those models whose references are small, the moe/ set and a few HF
+# checkpoints), which
 # the run script executes with RLX_TEST_DEVICE=cuda; and `rlx_runtime_tests`, whose
 # BackendOps suite runs every op on CUDA against the reference backend.
 # Usage: bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY]
@@ -56,9 +57,12 @@ for c in keep:
         shutil.copy(f"{conf}/{f}", f"{out}/{f}")
 shutil.copy(f"{conf}/tokens.json", out)
 json.dump(dict(index, cases=keep), open(f"{out}/index.json", "w"))
-for hf in ("llama3-ropescaled", "phi3"):
+hfs = ("llama3-ropescaled", "phi3", "qwen3-moe", "mixtral")
+for hf in hfs:
     shutil.copytree(f"{conf}/hf/{hf}", f"{out}/hf/{hf}")
-print(f"{len(keep)} cases and 2 HF checkpoints for the suite on CUDA")
+if os.path.isdir(f"{conf}/moe"):  # the mixture-of-experts GGUF set, whole (3 MB)
+    shutil.copytree(f"{conf}/moe", f"{out}/moe")
+print(f"{len(keep)} cases, the moe/ set and {len(hfs)} HF checkpoints for the suite on CUDA")
 PY
 else
   echo "no $conf: conformance models left out"
