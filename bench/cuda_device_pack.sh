@@ -57,7 +57,7 @@ for c in keep:
         shutil.copy(f"{conf}/{f}", f"{out}/{f}")
 shutil.copy(f"{conf}/tokens.json", out)
 json.dump(dict(index, cases=keep), open(f"{out}/index.json", "w"))
-hfs = ("llama3-ropescaled", "phi3", "qwen3-moe", "mixtral")
+hfs = ("llama3-ropescaled", "qwen3-moe")  # the 64 MiB carry limit: no room for more
 for hf in hfs:
     shutil.copytree(f"{conf}/hf/{hf}", f"{out}/hf/{hf}")
 if os.path.isdir(f"{conf}/moe"):  # the mixture-of-experts GGUF set, whole (3 MB)
