@@ -166,7 +166,10 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, con
     }
     GgmlType type = GgmlType::F32;
     if (view.shape.size() >= 2 && name.find("ffn_gate_inp") == std::string::npos) {  // routers stay f32
-      ASSIGN_OR_RETURN(type, mix_weight_type(o.mix, name, rows, cols, layer_of(name), c.n_layer, c.tied_embeddings));
+      ASSIGN_OR_RETURN(MixChoice choice,
+                       mix_weight_choice(o.mix, name, rows, cols, layer_of(name), c.n_layer, c.tied_embeddings));
+      if (choice.fell_back() && o.on_fallback) o.on_fallback(describe_fallback(name, rows, cols, choice));
+      type = choice.type;
     }
     if (Status s = w.add_tensor_f32(name, type, dims, values); !s.ok())
       return s.error().with_context(fmt::format("{}: tensor '{}'", hf_dir, name));

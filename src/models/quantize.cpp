@@ -79,25 +79,44 @@ uint32_t mix_file_type(const std::string& mix) {
 
 std::vector<std::string> quant_mixes() { return {"f32", "f16", "q8_0", "q6_k", "q5_k_m", "q4_k_m"}; }
 
+Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string& name, int64_t rows, int64_t cols,
+                                      int64_t layer, int64_t n_layer, bool tied_embeddings) {
+  if (rows <= 1 || cols <= 0) return MixChoice{GgmlType::F32, GgmlType::F32};  // norms, biases, scalars
+  GgmlType wanted = GgmlType::F32;
+  if (mix == "f32") {
+    wanted = GgmlType::F32;
+  } else if (mix == "f16") {
+    wanted = GgmlType::F16;
+  } else if (mix == "q8_0") {
+    wanted = GgmlType::Q8_0;
+  } else if (mix == "q6_k" || mix == "q5_k_m" || mix == "q4_k_m") {
+    const bool is_output = name == "output.weight" || (tied_embeddings && name == "token_embd.weight");
+    const bool more_bits = layer >= 0 && (layer < n_layer / 8 || layer >= 7 * n_layer / 8 ||
+                                          (layer - n_layer / 8) % 3 == 2);
+    // ffn_down covers the stacked experts' ffn_down_exps as well.
+    const bool sensitive =
+        name.find("attn_v.weight") != std::string::npos || name.find(".ffn_down") != std::string::npos;
+    if (mix == "q6_k" || is_output || (sensitive && more_bits)) wanted = GgmlType::Q6_K;
+    else wanted = mix == "q5_k_m" ? GgmlType::Q5_K : GgmlType::Q4_K;
+  } else {
+    return Error::invalid_argument("unknown quantization mix '{}' (f32, f16, q8_0, q6_k, q5_k_m, q4_k_m)", mix);
+  }
+  // Rows must hold whole blocks: else Q8_0 (blocks of 32) or F16.
+  if (cols % formats::ggml_block_size(wanted) == 0) return MixChoice{wanted, wanted};
+  return MixChoice{cols % 32 == 0 && wanted != GgmlType::Q8_0 ? GgmlType::Q8_0 : GgmlType::F16, wanted};
+}
+
 Expected<GgmlType> mix_weight_type(const std::string& mix, const std::string& name, int64_t rows, int64_t cols,
                                    int64_t layer, int64_t n_layer, bool tied_embeddings) {
-  if (rows <= 1 || cols <= 0) return GgmlType::F32;  // norms, biases, scalars
-  auto fallback = [cols]() { return cols % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16; };
-  if (mix == "f32") return GgmlType::F32;
-  if (mix == "f16") return GgmlType::F16;
-  if (mix == "q8_0") return cols % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
-  if (mix != "q6_k" && mix != "q5_k_m" && mix != "q4_k_m")
-    return Error::invalid_argument("unknown quantization mix '{}' (f32, f16, q8_0, q6_k, q5_k_m, q4_k_m)", mix);
-  if (cols % 256 != 0) return fallback();
-  if (mix == "q6_k") return GgmlType::Q6_K;
-  const bool is_output = name == "output.weight" || (tied_embeddings && name == "token_embd.weight");
-  if (is_output) return GgmlType::Q6_K;
-  const bool more_bits = layer >= 0 && (layer < n_layer / 8 || layer >= 7 * n_layer / 8 ||
-                                        (layer - n_layer / 8) % 3 == 2);
-  // ffn_down covers the stacked experts' ffn_down_exps as well.
-  const bool sensitive = name.find("attn_v.weight") != std::string::npos || name.find(".ffn_down") != std::string::npos;
-  if (sensitive && more_bits) return GgmlType::Q6_K;
-  return mix == "q5_k_m" ? GgmlType::Q5_K : GgmlType::Q4_K;
+  ASSIGN_OR_RETURN(MixChoice c, mix_weight_choice(mix, name, rows, cols, layer, n_layer, tied_embeddings));
+  return c.type;
+}
+
+std::string describe_fallback(const std::string& name, int64_t rows, int64_t cols, const MixChoice& choice) {
+  return fmt::format("tensor '{}' [{}, {}]: wanted {}, chose {} (rows of {} values are no multiple of {}'s {}-value "
+                     "block)",
+                     name, rows, cols, formats::ggml_type_name(choice.wanted), formats::ggml_type_name(choice.type),
+                     cols, formats::ggml_type_name(choice.wanted), formats::ggml_block_size(choice.wanted));
 }
 
 Status quantize_gguf(const std::string& in, const std::string& out, const QuantizeOptions& o) {
@@ -113,7 +132,8 @@ Status quantize_gguf(const std::string& in, const std::string& out, const Quanti
   formats::GgufWriter w;
   if (file.alignment() != formats::kGgufDefaultAlignment) TRY(w.set_alignment(file.alignment()));
   for (const auto& kv : file.metadata()) {
-    if (kv.key == "general.alignment" || kv.key == "general.file_type") continue;
+    // Keys this function writes itself (an input that rlx quantize wrote holds them too).
+    if (kv.key == "general.alignment" || kv.key == "general.file_type" || kv.key == "general.quantized_by") continue;
     GgufMetaValue v = kv.value.type == GgufValueType::kArray
                           ? array_value(std::get<formats::GgufArray>(kv.value.data))
                           : scalar_value(kv.value.type, kv.value);
@@ -129,7 +149,9 @@ Status quantize_gguf(const std::string& in, const std::string& out, const Quanti
     const auto shape = t.shape();
     const int64_t cols = shape.empty() ? 1 : shape.back();
     const int64_t rows = t.n_elements() / std::max<int64_t>(cols, 1);
-    ASSIGN_OR_RETURN(GgmlType type, mix_weight_type(o.mix, t.name, rows, cols, layer_of(t.name), n_layer, tied));
+    ASSIGN_OR_RETURN(MixChoice choice, mix_weight_choice(o.mix, t.name, rows, cols, layer_of(t.name), n_layer, tied));
+    if (choice.fell_back() && o.on_fallback) o.on_fallback(describe_fallback(t.name, rows, cols, choice));
+    const GgmlType type = choice.type;
     if (type == t.type) {
       TRY(w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes)));
     } else {

@@ -168,6 +168,11 @@ TEST_P(FamilyTest, QuantizedCopyStaysClose) {
   EXPECT_EQ(file->find_tensor("blk.0.attn_q.weight")->type, formats::GgmlType::Q8_0);
   EXPECT_EQ(file->find_tensor("blk.0.attn_norm.weight")->type, formats::GgmlType::F32);
   EXPECT_EQ(*file->get_string("tokenizer.ggml.model"), "llama");
+  // Its own output re-quantizes (the keys quantize_gguf writes are not copied twice).
+  QuantizeOptions again;
+  again.mix = "f16";
+  Status requant = quantize_gguf(q8, q8 + ".f16.gguf", again);
+  EXPECT_TRUE(requant.ok()) << (requant.ok() ? "" : requant.error().to_string());
   LoadOptions lo;
   lo.ctx = 64;
   auto a = LanguageModel::load(f32, lo);
@@ -415,6 +420,24 @@ TEST(QuantMix, StandardRules) {
   auto bad = mix_weight_type("q3_x", "w", 2, 256, 0, 1, false);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("q3_x"), std::string::npos);
+}
+
+TEST(QuantMix, FallbackIsNamed) {
+  using formats::GgmlType;
+  auto c = mix_weight_choice("q4_k_m", "blk.0.attn_q.weight", 64, 64, 0, 2, false);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->wanted, GgmlType::Q4_K);
+  EXPECT_EQ(c->type, GgmlType::Q8_0);
+  EXPECT_EQ(describe_fallback("blk.0.attn_q.weight", 64, 64, *c),
+            "tensor 'blk.0.attn_q.weight' [64, 64]: wanted Q4_K, chose Q8_0 (rows of 64 values are no multiple of "
+            "Q4_K's 256-value block)");
+  auto q8 = mix_weight_choice("q8_0", "blk.0.ffn_down.weight", 64, 172, 0, 2, false);
+  ASSERT_TRUE(q8);
+  EXPECT_EQ(q8->type, GgmlType::F16);
+  EXPECT_TRUE(q8->fell_back());
+  auto fits = mix_weight_choice("q6_k", "blk.0.attn_q.weight", 256, 256, 0, 2, false);
+  ASSERT_TRUE(fits);
+  EXPECT_FALSE(fits->fell_back());
 }
 
 }  // namespace

@@ -13,6 +13,8 @@ namespace rlx::models {
 struct ConvertOptions {
   std::string mix = "f16";               ///< a name of quant_mixes(): f32, f16, q8_0, q6_k, q5_k_m, q4_k_m
   std::function<void(double)> progress;  ///< fraction done (may be empty)
+  /// Called with describe_fallback's line (quantize.h) for each matrix whose type fell back.
+  std::function<void(const std::string&)> on_fallback;
 };
 
 /// Converts the Hugging Face folder `hf_dir` (llama, mistral, mixtral, qwen2, qwen3,

@@ -24,6 +24,22 @@ std::vector<std::string> quant_mixes();
 Expected<formats::GgmlType> mix_weight_type(const std::string& mix, const std::string& name, int64_t rows,
                                             int64_t cols, int64_t layer, int64_t n_layer, bool tied_embeddings);
 
+/// A weight's type under a mix: `wanted` is the type the mix gives the tensor, `type`
+/// the one it gets (another when the rows do not fit wanted's block size).
+struct MixChoice {
+  formats::GgmlType type = formats::GgmlType::F32;
+  formats::GgmlType wanted = formats::GgmlType::F32;
+  bool fell_back() const { return type != wanted; }
+};
+
+/// As mix_weight_type, with the wanted type as well.
+Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string& name, int64_t rows, int64_t cols,
+                                      int64_t layer, int64_t n_layer, bool tied_embeddings);
+
+/// One line naming a fallback: "tensor 'blk.0.attn_q.weight' [64, 64]: wanted Q4_K, chose
+/// Q8_0 (rows of 64 values are no multiple of Q4_K's 256-value block)".
+std::string describe_fallback(const std::string& name, int64_t rows, int64_t cols, const MixChoice& choice);
+
 /// llama.cpp's general.file_type number of a mix (f32 0, f16 1, q8_0 7, q4_k_m 15,
 /// q5_k_m 17, q6_k 18).
 uint32_t mix_file_type(const std::string& mix);
@@ -31,6 +47,8 @@ uint32_t mix_file_type(const std::string& mix);
 struct QuantizeOptions {
   std::string mix = "q4_k_m";
   std::function<void(double)> progress;  ///< fraction done (may be empty)
+  /// Called with describe_fallback's line for each tensor whose type fell back (may be empty).
+  std::function<void(const std::string&)> on_fallback;
 };
 
 /// Reads `in`, writes `out` (atomically) with every tensor converted per the mix.
