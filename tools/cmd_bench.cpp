@@ -18,8 +18,8 @@
 
 #include "commands.h"
 #include "machine_limits.h"
+#include "model_path.h"
 #include "rlx_git_commit.h"
-#include "rlx/formats/gguf.h"
 #include "rlx/models/language_model.h"
 
 
@@ -75,24 +75,29 @@ int run_bench(const BenchArgs& a) {
   // token's multiply-adds are those of `active_params` likewise.
   int64_t weight_bytes = 0, n_params = 0, expert_bytes = 0, expert_params = 0;
   double active_bytes = 0, active_params = 0;
+  auto where = resolve_model_path(a.model);
+  if (!where) return report(where.error());
+  const std::string& path = where->path;
   {
-    auto f = formats::GgufFile::open(a.model);
-    if (!f) return report(f.error());
-    for (const auto& t : f->tensors()) {
-      weight_bytes += static_cast<int64_t>(t.n_bytes);
-      n_params += t.n_elements();
-      if (t.name.find("_exps.") != std::string::npos) {
-        expert_bytes += static_cast<int64_t>(t.n_bytes);
-        expert_params += t.n_elements();
+    auto tensors = list_stored_tensors(*where);
+    if (!tensors) return report(tensors.error());
+    for (const StoredTensor& t : *tensors) {
+      weight_bytes += t.n_bytes;
+      n_params += t.n_elements;
+      if (is_expert_tensor(t.name)) {
+        expert_bytes += t.n_bytes;
+        expert_params += t.n_elements;
       }
     }
     active_bytes = static_cast<double>(weight_bytes);
     active_params = static_cast<double>(n_params);
-    if (auto config = models::config_from_gguf(*f); config && config->n_expert > 0) {
-      const double unused = 1.0 - static_cast<double>(config->n_expert_used) / static_cast<double>(config->n_expert);
+    auto opened = open_model(*where);
+    if (!opened) return report(opened.error());
+    if (const models::ModelConfig& config = opened->config; config.n_expert > 0) {
+      const double unused = 1.0 - static_cast<double>(config.n_expert_used) / static_cast<double>(config.n_expert);
       active_bytes -= static_cast<double>(expert_bytes) * unused;
       active_params -= static_cast<double>(expert_params) * unused;
-      out["experts"] = {{"count", config->n_expert}, {"used", config->n_expert_used}, {"expert_bytes", expert_bytes}};
+      out["experts"] = {{"count", config.n_expert}, {"used", config.n_expert_used}, {"expert_bytes", expert_bytes}};
     }
     out["active_weight_bytes_per_token"] = active_bytes;
     out["active_params_per_token"] = active_params;
@@ -120,7 +125,7 @@ int run_bench(const BenchArgs& a) {
       models::LoadOptions so = lo;
       so.cache_dir = dir.string();
       const auto t = std::chrono::steady_clock::now();
-      ASSIGN_OR_RETURN(auto sm, models::LanguageModel::load(a.model, so));
+      ASSIGN_OR_RETURN(auto sm, models::LanguageModel::load(path, so));
       TRY(sm->forward(prompt, false));
       const double ms = ms_since(t);
       const models::CompileStats& cs = sm->compile_stats();
@@ -143,7 +148,7 @@ int run_bench(const BenchArgs& a) {
     fs::remove_all(dir, ec);
   }
   auto t0 = std::chrono::steady_clock::now();
-  auto model = models::LanguageModel::load(a.model, lo);
+  auto model = models::LanguageModel::load(path, lo);
   if (!model) return report(model.error());
   const double load_ms = ms_since(t0);
   auto& m = **model;
@@ -301,7 +306,7 @@ int run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("bench", "Benchmark a GGUF model: load, prefill, decode, memory, vs machine limits");
   auto a = std::make_shared<BenchArgs>();
-  cmd->add_option("--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--model", a->model, "GGUF file or Hugging Face folder")->required()->check(model_path_check());
   cmd->add_option("--threads", a->threads, "threads (0 = all cores)")->check(kThreadCount);
   cmd->add_option("--json", a->json_out, "write the figures as JSON here");
   cmd->add_option("--kv", a->kv, "KV cache dtype")->check(CLI::IsMember({"f32", "f16"}));

@@ -7,9 +7,9 @@
 
 #include "commands.h"
 #include "demo_graph.h"
+#include "model_path.h"
 #include "rlx/compile/pipeline.h"
 #include "rlx/compile/profile.h"
-#include "rlx/formats/gguf.h"
 #include "rlx/ir/text.h"
 #include "rlx/models/decoder.h"
 #include "rlx/runtime/session.h"
@@ -43,13 +43,13 @@ Expected<ir::HirModule> load_hir(const CompileArgs& a) {
     return ir::HirModule{std::move(mir->graph), policy};
   }
   if (!a.model.empty()) {
-    ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(a.model));
-    auto shared = std::make_shared<const formats::GgufFile>(std::move(file));
-    ASSIGN_OR_RETURN(models::ModelConfig config, models::config_from_gguf(*shared));
-    models::GgufWeightSource weights(shared);
+    ASSIGN_OR_RETURN(ModelPath where, resolve_model_path(a.model));
+    ASSIGN_OR_RETURN(OpenedModel model, open_model(where));
+    if (model.config.fused_projections)
+      model.weights = models::split_fused_projections(std::move(model.weights), model.config);
     models::DecoderOptions opts;
     opts.policy = policy;
-    ASSIGN_OR_RETURN(models::BuiltModel built, models::build_decoder(config, weights, opts));
+    ASSIGN_OR_RETURN(models::BuiltModel built, models::build_decoder(model.config, *model.weights, opts));
     return std::move(built.hir);
   }
   return demo_block(DemoShape{}, policy);
@@ -103,7 +103,7 @@ void add_compile_command(CLI::App& app, Runner* run) {
   auto a = std::make_shared<CompileArgs>();
   auto* src = cmd->add_option_group("source", "what to compile (default: the demo block)");
   src->add_option("--ir", a->ir_file, "text IR file (HIR or MIR)")->check(CLI::ExistingFile);
-  src->add_option("--model", a->model, "GGUF model file")->check(CLI::ExistingFile);
+  src->add_option("--model", a->model, "GGUF file or Hugging Face folder")->check(model_path_check());
   src->require_option(0, 1);
   cmd->add_option("--dump", a->dump, "print a tier")->check(CLI::IsMember({"hir", "mir", "lir"}));
   cmd->add_flag("--report", a->report, "print fusion, dispatch and memory reports");

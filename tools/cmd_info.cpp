@@ -1,9 +1,11 @@
-// `rlx info FILE`: architecture, metadata (long arrays summarised), tensor table
-// and bytes per dtype of a GGUF file.
+// `rlx info MODEL`: architecture, metadata (long arrays summarised), tensor table
+// and bytes per dtype of a GGUF file; for a Hugging Face folder the config summary,
+// the stored tensors and the parameter count.
 #include <cstdio>
 #include <map>
 
 #include "commands.h"
+#include "model_path.h"
 #include "rlx/formats/gguf.h"
 #include "rlx/models/model_config.h"
 
@@ -38,7 +40,41 @@ std::string value_text(const formats::GgufValue& v) {
   return "?";
 }
 
-int run_info(const std::string& path) {
+int run_info_hf(const ModelPath& where) {
+  auto model = open_model(where);
+  if (!model) return report(model.error());
+  auto tensors = list_stored_tensors(where);
+  if (!tensors) return report(tensors.error());
+  std::printf("folder: %s (Hugging Face: config.json + safetensors)\n", where.path.c_str());
+  std::printf("architecture: %s\n", models::arch_name(model->config.arch));
+  std::printf("config: %s\n", model->config.summary().c_str());
+  int64_t n_params = 0;
+  std::map<std::string, std::pair<int64_t, int64_t>> by_type;  // dtype -> (tensors, bytes)
+  for (const StoredTensor& t : *tensors) {
+    n_params += t.n_elements;
+    auto& e = by_type[t.dtype];
+    ++e.first;
+    e.second += t.n_bytes;
+  }
+  std::printf("parameters: %lld (%.2f M)\n", static_cast<long long>(n_params), n_params / 1e6);
+  std::printf("\ntensors (%zu):\n", tensors->size());
+  for (const StoredTensor& t : *tensors) {
+    std::string shape;
+    for (int64_t d : t.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    std::printf("  %-48s %-6s [%s]\n", t.name.c_str(), t.dtype.c_str(), shape.c_str());
+  }
+  std::printf("\nsize by type:\n");
+  for (const auto& [type, e] : by_type)
+    std::printf("  %-6s %4lld tensors %12lld bytes\n", type.c_str(), static_cast<long long>(e.first),
+                static_cast<long long>(e.second));
+  return 0;
+}
+
+int run_info(const std::string& arg) {
+  auto where = resolve_model_path(arg);
+  if (!where) return report(where.error());
+  if (where->hf) return run_info_hf(*where);
+  const std::string& path = where->path;
   auto file = formats::GgufFile::open(path);
   if (!file) return report(file.error());
   const auto& f = *file;
@@ -82,10 +118,15 @@ int run_info(const std::string& path) {
 }  // namespace
 
 void add_info_command(CLI::App& app, Runner* run) {
-  auto* cmd = app.add_subcommand("info", "Describe a GGUF model file: metadata, tensors, sizes");
-  auto path = std::make_shared<std::string>();
-  cmd->add_option("file", *path, "GGUF file")->required();
-  cmd->callback([run, path] { *run = [path] { return run_info(*path); }; });
+  auto* cmd = app.add_subcommand("info", "Describe a model (GGUF file or Hugging Face folder): metadata, tensors, sizes");
+  auto path = std::make_shared<std::string>(), flag = std::make_shared<std::string>();
+  auto* positional = cmd->add_option("model", *path, "GGUF file or Hugging Face folder");
+  cmd->add_option("--model", *flag, "the model, as a flag")->excludes(positional);
+  cmd->callback([run, path, flag] {
+    if (path->empty() && flag->empty()) throw CLI::RequiredError("model (a GGUF file or Hugging Face folder)");
+    const std::string model = path->empty() ? *flag : *path;
+    *run = [model] { return run_info(model); };
+  });
 }
 
 }  // namespace rlx::cli

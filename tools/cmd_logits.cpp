@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "commands.h"
+#include "model_path.h"
 #include "rlx/models/language_model.h"
 
 namespace rlx::cli {
@@ -47,7 +48,9 @@ int run_logits(const LogitsArgs& a) {
   lo.kv_dtype = a.kv == "f16" ? ir::DType::F16 : ir::DType::F32;
   lo.ctx = std::max<int64_t>(64, static_cast<int64_t>(ids->size()) + 32);
   lo.compile_cache = !a.no_cache;
-  auto model = models::LanguageModel::load(a.model, lo);
+  auto where = resolve_model_path(a.model);
+  if (!where) return report(where.error());
+  auto model = models::LanguageModel::load(where->path, lo);
   if (!model) return report(model.error());
   const int64_t n_vocab = (*model)->config().n_vocab;
 
@@ -81,7 +84,7 @@ void add_logits_command(CLI::App& app, Runner* run) {
   auto a = std::make_shared<LogitsArgs>();
   cmd->add_option("--model", a->model, "GGUF file or Hugging Face folder (config.json + safetensors)")
       ->required()
-      ->check(CLI::ExistingPath);
+      ->check(model_path_check());
   cmd->add_option("--tokens", a->tokens, "comma-separated token ids")->required();
   cmd->add_option("--mode", a->mode, "batch | incremental")->check(CLI::IsMember({"batch", "incremental"}));
   cmd->add_option("--kv", a->kv, "KV cache dtype: f32 | f16")->check(CLI::IsMember({"f32", "f16"}));

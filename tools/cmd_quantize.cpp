@@ -1,34 +1,83 @@
-// `rlx quantize IN.gguf OUT.gguf MIX`: rewrites a model with the standard per-tensor
-// type mix (q4_k_m, q5_k_m, q6_k, q8_0, f16, f32), printing progress.
+// `rlx quantize MODEL OUT.gguf MIX` (or `--model MODEL OUT.gguf MIX`): rewrites a model
+// with the standard per-tensor type mix (q4_k_m, q5_k_m, q6_k, q8_0, f16, f32; any
+// case), printing progress and one line per tensor whose type fell back. MODEL is a GGUF
+// file or a Hugging Face folder (converted with the same mix).
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 
 #include "commands.h"
+#include "model_path.h"
+#include "rlx/models/convert.h"
 #include "rlx/models/quantize.h"
 
 namespace rlx::cli {
+namespace {
+
+struct QuantizeArgs {
+  std::string model;                // -m/--model, or the first positional
+  std::vector<std::string> args;    // [MODEL] OUT MIX
+};
+
+int run_quantize(const std::string& in, const std::string& out, const std::string& mix) {
+  auto where = resolve_model_path(in);
+  if (!where) return report(where.error());
+  auto on_fallback = [](const std::string& line) { std::fprintf(stderr, "rlx quantize: %s\n", line.c_str()); };
+  Status s;
+  if (where->hf) {
+    models::ConvertOptions o;
+    o.mix = mix;
+    o.progress = terminal_progress("rlx quantize", 5);
+    o.on_fallback = on_fallback;
+    s = models::convert_hf_to_gguf(where->path, out, o);
+  } else {
+    models::QuantizeOptions o;
+    o.mix = mix;
+    o.progress = terminal_progress("rlx quantize", 5);
+    o.on_fallback = on_fallback;
+    s = models::quantize_gguf(where->path, out, o);
+  }
+  if (!s.ok()) return report(s.error());
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  double in_size = 0;
+  if (where->hf) {
+    for (const auto& e : fs::directory_iterator(where->path, ec))
+      if (e.is_regular_file() && e.path().extension() == ".safetensors") in_size += static_cast<double>(e.file_size(ec));
+  } else {
+    in_size = static_cast<double>(fs::file_size(where->path, ec));
+  }
+  const auto out_size = static_cast<double>(fs::file_size(out, ec));
+  std::fprintf(stderr, "rlx: wrote %s (%s): %.2f MB -> %.2f MB\n", out.c_str(), mix.c_str(), in_size / 1e6,
+               out_size / 1e6);
+  return 0;
+}
+
+}  // namespace
 
 void add_quantize_command(CLI::App& app, Runner* run) {
-  auto* cmd = app.add_subcommand("quantize", "Quantize a GGUF model with a standard type mix");
-  auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
-  auto mix = std::make_shared<std::string>();
-  cmd->add_option("input", *in, "GGUF file to read")->required()->check(CLI::ExistingFile);
-  cmd->add_option("output", *out, "GGUF file to write")->required();
-  cmd->add_option("mix", *mix, "q4_k_m | q5_k_m | q6_k | q8_0 | f16 | f32")
-      ->required()
-      ->check(CLI::IsMember(models::quant_mixes()));
-  cmd->callback([run, in, out, mix] {
-    *run = [in, out, mix] {
-      models::QuantizeOptions o;
-      o.mix = *mix;
-      o.progress = terminal_progress("rlx quantize", 5);
-      if (Status s = models::quantize_gguf(*in, *out, o); !s.ok()) return report(s.error());
-      std::error_code ec;
-      const auto in_size = std::filesystem::file_size(*in, ec), out_size = std::filesystem::file_size(*out, ec);
-      std::fprintf(stderr, "rlx: wrote %s (%s): %.2f MB -> %.2f MB\n", out->c_str(), mix->c_str(), in_size / 1e6,
-                   out_size / 1e6);
-      return 0;
-    };
+  auto* cmd = app.add_subcommand("quantize", "Quantize a model (GGUF file or Hugging Face folder) to a GGUF file");
+  auto a = std::make_shared<QuantizeArgs>();
+  cmd->add_option("--model", a->model, "model to read (or give it as the first argument)")
+      ->check(model_path_check());
+  cmd->add_option("args", a->args, "[MODEL] OUT.gguf MIX; MIX: q4_k_m | q5_k_m | q6_k | q8_0 | f16 | f32 (any case)")
+      ->required();
+  cmd->callback([run, a] {
+    std::vector<std::string> p = a->args;
+    if (!a->model.empty()) p.insert(p.begin(), a->model);
+    if (p.size() != 3)
+      throw CLI::ValidationError("quantize", fmt::format("expected MODEL OUT.gguf MIX, got {} argument{}", p.size(),
+                                                         p.size() == 1 ? "" : "s"));
+    std::string mix = p[2];
+    std::transform(mix.begin(), mix.end(), mix.begin(), [](unsigned char c) { return std::tolower(c); });
+    const std::vector<std::string> mixes = models::quant_mixes();
+    if (std::find(mixes.begin(), mixes.end(), mix) == mixes.end())
+      throw CLI::ValidationError("MIX", fmt::format("'{}' is not a quantization mix (q4_k_m, q5_k_m, q6_k, q8_0, "
+                                                    "f16, f32)",
+                                                    p[2]));
+    if (auto where = resolve_model_path(p[0]); !where) throw CLI::ValidationError("MODEL", where.error().message());
+    *run = [in = p[0], out = p[1], mix] { return run_quantize(in, out, mix); };
   });
 }
 

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "demo_graph.h"
+#include "model_path.h"
 #include "rlx/base/env.h"
 #include "rlx/base/memory_budget.h"
 #include "rlx/formats/gguf.h"
@@ -198,7 +199,11 @@ int run_chat(const RunArgs& a, const std::string& path, models::LanguageModel& m
 
 int run_model(const RunArgs& a) {
   std::string path = a.model;
-  if (path.empty()) {
+  if (!path.empty()) {
+    auto where = resolve_model_path(path);
+    if (!where) return report(where.error());
+    path = where->path;
+  } else {
     auto d = default_model();
     if (!d) return report(d.error());
     path = *d;
@@ -227,7 +232,7 @@ int run_model(const RunArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   auto model = models::LanguageModel::load(path, lo);
   if (!model) return report(model.error());
-  auto tok = load_tokenizer_from_gguf(path);
+  auto tok = open_tokenizer(path);
   if (!tok) return report(tok.error());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "rlx: %s\n", (*model)->config().summary().c_str());
@@ -284,8 +289,9 @@ int run_model(const RunArgs& a) {
 void add_run_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("run", "Run a model (no --model: the built-in demo block)");
   auto a = std::make_shared<RunArgs>();
-  cmd->add_option("--model", a->model, "GGUF model file (default: built-in tiny synthetic model)")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("--model", a->model,
+                  "GGUF file or Hugging Face folder (default: built-in tiny synthetic model)")
+      ->check(model_path_check());
   auto* prompt = cmd->add_option("-p,--prompt", a->prompts, "prompt text (repeat for a batched run of several)");
   cmd->add_flag("--chat", a->chat, "chat with the model's template (-p: one turn; else read turns from stdin)");
   cmd->add_option("--template", a->chat_template, "a built-in chat format instead of the model's own template")

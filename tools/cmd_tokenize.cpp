@@ -4,26 +4,15 @@
 // PATH is a GGUF file, a tokenizer.json, or a Hugging Face folder holding one.
 // This interface is relied on by external checks: keep it stable.
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "commands.h"
+#include "model_path.h"
 #include "rlx/models/tokenizer.h"
 
 namespace rlx::cli {
 namespace {
-
-Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& path) {
-  namespace fs = std::filesystem;
-  fs::path p(path);
-  if (fs::is_directory(p)) p /= "tokenizer.json";
-  if (p.extension() == ".json") {
-    ASSIGN_OR_RETURN(VocabSpec spec, vocab_from_hf_tokenizer_json(p.string()));
-    return make_tokenizer(spec);
-  }
-  return load_tokenizer_from_gguf(path);
-}
 
 struct TokenizeArgs {
   std::string model, text, file;
