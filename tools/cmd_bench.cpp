@@ -21,6 +21,7 @@
 #include "model_path.h"
 #include "rlx_git_commit.h"
 #include "rlx/models/language_model.h"
+#include "rlx/runtime/aot_cache.h"
 
 
 namespace rlx::cli {
@@ -62,7 +63,7 @@ std::vector<int32_t> token_run(int64_t n, int64_t vocab) {
 int run_bench(const BenchArgs& a) {
   const int threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   nlohmann::json out;
-  out["rlx_version"] = "0.1.0";
+  out["rlx_version"] = std::string(kRlxVersion);
   out["commit"] = RLX_GIT_COMMIT;
   out["machine"] = cpu_description();
   out["kernels"] = kernel_isa_description();
@@ -306,8 +307,8 @@ int run_bench(const BenchArgs& a) {
 void add_bench_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("bench", "Benchmark a GGUF model: load, prefill, decode, memory, vs machine limits");
   auto a = std::make_shared<BenchArgs>();
-  cmd->add_option("--model", a->model, "GGUF file or Hugging Face folder")->required()->check(model_path_check());
-  cmd->add_option("--threads", a->threads, "threads (0 = all cores)")->check(kThreadCount);
+  cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required()->check(model_path_check());
+  cmd->add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(kThreadCount);
   cmd->add_option("--json", a->json_out, "write the figures as JSON here");
   cmd->add_option("--kv", a->kv, "KV cache dtype")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--prefill", a->prefill, "prompt lengths to time")->check(kTokenCount);

@@ -103,7 +103,7 @@ void add_compile_command(CLI::App& app, Runner* run) {
   auto a = std::make_shared<CompileArgs>();
   auto* src = cmd->add_option_group("source", "what to compile (default: the demo block)");
   src->add_option("--ir", a->ir_file, "text IR file (HIR or MIR)")->check(CLI::ExistingFile);
-  src->add_option("--model", a->model, "GGUF file or Hugging Face folder")->check(model_path_check());
+  src->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->check(model_path_check());
   src->require_option(0, 1);
   cmd->add_option("--dump", a->dump, "print a tier")->check(CLI::IsMember({"hir", "mir", "lir"}));
   cmd->add_flag("--report", a->report, "print fusion, dispatch and memory reports");

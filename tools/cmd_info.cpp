@@ -121,7 +121,7 @@ void add_info_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("info", "Describe a model (GGUF file or Hugging Face folder): metadata, tensors, sizes");
   auto path = std::make_shared<std::string>(), flag = std::make_shared<std::string>();
   auto* positional = cmd->add_option("model", *path, "GGUF file or Hugging Face folder");
-  cmd->add_option("--model", *flag, "the model, as a flag")->excludes(positional);
+  cmd->add_option("-m,--model", *flag, "the model, as a flag")->excludes(positional);
   cmd->callback([run, path, flag] {
     if (path->empty() && flag->empty()) throw CLI::RequiredError("model (a GGUF file or Hugging Face folder)");
     const std::string model = path->empty() ? *flag : *path;

@@ -82,14 +82,14 @@ int run_logits(const LogitsArgs& a) {
 void add_logits_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("logits", "Write the logits of every position of a token sequence");
   auto a = std::make_shared<LogitsArgs>();
-  cmd->add_option("--model", a->model, "GGUF file or Hugging Face folder (config.json + safetensors)")
+  cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder (config.json + safetensors)")
       ->required()
       ->check(model_path_check());
   cmd->add_option("--tokens", a->tokens, "comma-separated token ids")->required();
   cmd->add_option("--mode", a->mode, "batch | incremental")->check(CLI::IsMember({"batch", "incremental"}));
   cmd->add_option("--kv", a->kv, "KV cache dtype: f32 | f16")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
-  cmd->add_option("--threads", a->threads, "CPU threads")->check(kThreadCount);
+  cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->add_option("--out", a->out, "output file (float32 little-endian [n_tokens, n_vocab])")->required();
   cmd->callback([run, a] { *run = [a] { return run_logits(*a); }; });

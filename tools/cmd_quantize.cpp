@@ -59,7 +59,7 @@ int run_quantize(const std::string& in, const std::string& out, const std::strin
 void add_quantize_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("quantize", "Quantize a model (GGUF file or Hugging Face folder) to a GGUF file");
   auto a = std::make_shared<QuantizeArgs>();
-  cmd->add_option("--model", a->model, "model to read (or give it as the first argument)")
+  cmd->add_option("-m,--model", a->model, "model to read (or give it as the first argument)")
       ->check(model_path_check());
   cmd->add_option("args", a->args, "[MODEL] OUT.gguf MIX; MIX: q4_k_m | q5_k_m | q6_k | q8_0 | f16 | f32 (any case)")
       ->required();

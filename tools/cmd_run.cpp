@@ -6,9 +6,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <random>
+#include <sstream>
 
 #include "commands.h"
 #include "demo_graph.h"
@@ -32,7 +34,7 @@ struct RunArgs {
   int threads = 0;
   int32_t n = 32;
   bool demo = false, chat = false, prompt_given = false, no_cache = false;
-  std::string chat_template, system;
+  std::string chat_template, system, prompt_file;
   models::SamplingOptions sampling;
 };
 
@@ -289,29 +291,40 @@ int run_model(const RunArgs& a) {
 void add_run_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("run", "Run a model (no --model: the built-in demo block)");
   auto a = std::make_shared<RunArgs>();
-  cmd->add_option("--model", a->model,
+  cmd->add_option("-m,--model", a->model,
                   "GGUF file or Hugging Face folder (default: built-in tiny synthetic model)")
       ->check(model_path_check());
   auto* prompt = cmd->add_option("-p,--prompt", a->prompts, "prompt text (repeat for a batched run of several)");
+  cmd->add_option("-f,--file", a->prompt_file, "read the prompt from this file")
+      ->check(CLI::ExistingFile)
+      ->excludes(prompt);
   cmd->add_flag("--chat", a->chat, "chat with the model's template (-p: one turn; else read turns from stdin)");
   cmd->add_option("--template", a->chat_template, "a built-in chat format instead of the model's own template")
       ->check(CLI::IsMember({"llama3", "chatml", "gemma"}));
   cmd->add_option("--system", a->system, "system message for --chat");
-  cmd->add_option("-n", a->n, "tokens to generate")->check(CLI::Range(int64_t{0}, kMaxTokens));
+  cmd->add_option("-n,--n-predict", a->n, "tokens to generate")->check(CLI::Range(int64_t{0}, kMaxTokens));
   cmd->add_option("--temp", a->sampling.temperature, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", a->sampling.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", a->sampling.top_p, "top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-p", a->sampling.min_p, "min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repeat-penalty", a->sampling.repetition_penalty, "repetition penalty (1 = off)");
-  cmd->add_option("--seed", a->sampling.seed, "sampling seed");
-  cmd->add_option("--ctx", a->ctx, "context length (KV cache rows)")->check(kTokenCount);
+  cmd->add_option("-s,--seed", a->sampling.seed, "sampling seed");
+  cmd->add_option("-c,--ctx,--ctx-size", a->ctx, "context length (KV cache rows)")->check(kTokenCount);
   cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
-  cmd->add_option("--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(kThreadCount);
+  cmd->add_option("-t,--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(kThreadCount);
   cmd->add_flag("--demo", a->demo, "compile and run one transformer block and print the compile report");
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->add_option("--seq", a->seq, "rows for --demo")->check(kTokenCount);
   cmd->callback([run, a, prompt] {
     a->prompt_given = prompt->count() > 0;
+    if (!a->prompt_file.empty()) {
+      std::ifstream in(a->prompt_file, std::ios::binary);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) throw CLI::ValidationError("--file", fmt::format("cannot read '{}'", a->prompt_file));
+      a->prompts = {text.str()};
+      a->prompt_given = true;
+    }
     *run = [a] { return a->demo ? run_demo(*a) : run_model(*a); };
   });
 }

@@ -8,6 +8,10 @@
 #include <system_error>
 
 #include "commands.h"
+#include "rlx/runtime/aot_cache.h"
+#include "rlx_git_commit.h"
+#include "rlx/runtime/aot_cache.h"
+#include "rlx_git_commit.h"
 
 namespace rlx::cli {
 
@@ -37,6 +41,8 @@ int report(const Error& e) {
 int main(int argc, char** argv) {
   CLI::App app{"rlx: compile and run transformer models"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", fmt::format("rlx {} (commit {})", rlx::kRlxVersion, RLX_GIT_COMMIT));
+  app.set_version_flag("--version", fmt::format("rlx {} (commit {})", rlx::kRlxVersion, RLX_GIT_COMMIT));
   rlx::cli::Runner runner;
   rlx::cli::add_run_command(app, &runner);
   rlx::cli::add_info_command(app, &runner);

@@ -66,6 +66,7 @@ check kv_type fail "--kv: .*f32" -- bench --model "$model" --kv q4
 check top_p fail "--top-p: Value 2 not in range" -- run --top-p 2
 check quantize_type fail "'q9_x' is not a quantization mix \(q4_k_m" -- quantize "$model" "$work/out.gguf" q9_x
 check quantize_args fail "expected MODEL OUT\.gguf MIX, got 2 arguments" -- quantize "$model" "$work/out.gguf"
+check version ok "^rlx [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-z-]+\)" -- --version
 
 check logits_bad_token fail "--tokens: 'x' is not a token id" -- logits --model "$model" --tokens 1,2,x \
   --out "$work/l.bin"
@@ -185,41 +186,49 @@ check quantize_upper_case ok "wrote .*c\.gguf \(q4_k_m\)" -- quantize --model "$
 check quantize_fallback ok "tensor 'blk\.0\.attn_q\.weight' \[64, 64\]: wanted Q4_K, chose Q8_0 \(rows of 64 values are no multiple of Q4_K's 256-value block\)" -- \
   quantize "$work/f32.gguf" "$work/d.gguf" q4_k_m
 
+# llama.cpp's short flags and long names.
+printf 'Once upon' >"$work/prompt.txt"
+check run_llama_flags ok "^Once upon" -- run -m "$model" -f "$work/prompt.txt" -n 2 -c 64 -t 1 -s 5 --temp 0.8
+check run_llama_long ok "decode 3 tokens" -- run --model "$model" -p hi --n-predict 3 --ctx-size 64 --threads 1
+check run_file_missing fail "--file: File does not exist" -- run -m "$model" -f "$work/nope.txt"
+check run_file_and_prompt fail "excludes" -- run -m "$model" -f "$work/prompt.txt" -p hi
+check logits_short_flags ok "wrote logits" -- logits -m "$model" --tokens 1,2 -t 1 --out "$work/l2.bin"
+
 # One model path for every command: a Hugging Face folder (config.json + safetensors),
 # its .safetensors file or its index mean the folder.
 hf=$work/hf
 python3 "$(dirname "$0")/make_hf_folder.py" "$hf"
 check hf_info ok "config: llama" -- info "$hf"
 check hf_info_tensors ok "model\.layers\.1\.mlp\.down_proj\.weight +F32 +\[64, 128\]" -- info "$hf"
-check hf_info_params ok "parameters: 106816 " -- info --model "$hf/model.safetensors"
-check hf_run ok "rlx: load .* decode 2 tokens" -- run --model "$hf" -p "hi" -n 2 --threads 1
+check hf_info_params ok "parameters: 106816 " -- info -m "$hf/model.safetensors"
+check hf_run ok "rlx: load .* decode 2 tokens" -- run -m "$hf" -p "hi" -n 2 -t 1
 check hf_logits ok "wrote logits \[3, 256\]" -- logits --model "$hf/model.safetensors.index.json" --tokens 1,2,3 \
   --out "$work/hf.bin"
 check hf_compile ok "fusion report" -- compile --model "$hf"
-check hf_bench ok "runs +2 per figure, median shown" -- bench --model "$hf" --threads 1 --prefill 8 --ctx 8 --steps 2 \
+check hf_bench ok "runs +2 per figure, median shown" -- bench --model "$hf" -t 1 --prefill 8 --ctx 8 --steps 2 \
   --repeat 2
 check hf_quantize ok "wrote .*hf8\.gguf \(q8_0\)" -- quantize "$hf" "$work/hf8.gguf" q8_0
-check hf_quantize_gguf_runs ok "wrote logits \[3, 256\]" -- logits --model "$work/hf8.gguf" --tokens 1,2,3 --out "$work/hf8.bin"
+check hf_quantize_gguf_runs ok "wrote logits \[3, 256\]" -- logits -m "$work/hf8.gguf" --tokens 1,2,3 --out "$work/hf8.bin"
 # Paths that are no model: the same message from every command.
 mkdir -p "$work/nohf" "$work/lone"
 cp "$hf/model.safetensors" "$work/lone/"
 nohf="folder without config\.json"
 check nohf_info fail "$nohf" -- info "$work/nohf"
-check nohf_run fail "--model: model '.*nohf' is a $nohf" -- run --model "$work/nohf" -p hi
-check nohf_bench fail "--model: model '.*nohf' is a $nohf" -- bench --model "$work/nohf"
-check nohf_compile fail "--model: model '.*nohf' is a $nohf" -- compile --model "$work/nohf"
-check nohf_logits fail "--model: model '.*nohf' is a $nohf" -- logits --model "$work/nohf" --tokens 1 --out "$work/x.bin"
+check nohf_run fail "--model: model '.*nohf' is a $nohf" -- run -m "$work/nohf" -p hi
+check nohf_bench fail "--model: model '.*nohf' is a $nohf" -- bench -m "$work/nohf"
+check nohf_compile fail "--model: model '.*nohf' is a $nohf" -- compile -m "$work/nohf"
+check nohf_logits fail "--model: model '.*nohf' is a $nohf" -- logits -m "$work/nohf" --tokens 1 --out "$work/x.bin"
 check nohf_quantize fail "model '.*nohf' is a $nohf" -- quantize "$work/nohf" "$work/x.gguf" q8_0
 check lone_safetensors fail "lone/model\.safetensors': its folder has no config\.json" -- info "$work/lone/model.safetensors"
-check missing_model_run fail "--model: model '.*missing\.gguf' does not exist" -- run --model "$work/missing.gguf"
+check missing_model_run fail "--model: model '.*missing\.gguf' does not exist" -- run -m "$work/missing.gguf"
 mkdir -p "$work/hf_notok"
 cp "$hf/config.json" "$hf/model.safetensors" "$work/hf_notok/"
-check hf_run_no_tokenizer fail "hf_notok' has no tokenizer\.json" -- run --model "$work/hf_notok" -p hi -n 1
+check hf_run_no_tokenizer fail "hf_notok' has no tokenizer\.json" -- run -m "$work/hf_notok" -p hi -n 1
 if [ -d "$(dirname "$0")/../../../shared/conformance/hf/llama" ]; then
   conf=$(cd "$(dirname "$0")/../../../shared/conformance/hf/llama" && pwd)
   check conformance_info ok "config: llama" -- info "$conf"
-  check conformance_logits ok "wrote logits \[2, 1024\]" -- logits --model "$conf" --tokens 1,2 --out "$work/c.bin"
-  check conformance_compile ok "fusion report" -- compile --model "$conf"
+  check conformance_logits ok "wrote logits \[2, 1024\]" -- logits -m "$conf" --tokens 1,2 --out "$work/c.bin"
+  check conformance_compile ok "fusion report" -- compile -m "$conf"
   check conformance_quantize ok "wrote" -- quantize "$conf" "$work/conf.gguf" Q8_0
 else
   echo "skip conformance (no ../shared/conformance/hf/llama)"
