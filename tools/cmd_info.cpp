@@ -118,7 +118,8 @@ int run_info(const std::string& arg) {
 }  // namespace
 
 void add_info_command(CLI::App& app, Runner* run) {
-  auto* cmd = app.add_subcommand("info", "Describe a model (GGUF file or Hugging Face folder): metadata, tensors, sizes");
+  auto* cmd =
+      app.add_subcommand("info", "Describe a model (GGUF file or Hugging Face folder): metadata, tensors, sizes");
   auto path = std::make_shared<std::string>(), flag = std::make_shared<std::string>();
   auto* positional = cmd->add_option("model", *path, "GGUF file or Hugging Face folder");
   cmd->add_option("-m,--model", *flag, "the model, as a flag")->excludes(positional);

@@ -16,8 +16,8 @@ namespace rlx::cli {
 namespace {
 
 struct QuantizeArgs {
-  std::string model;                // -m/--model, or the first positional
-  std::vector<std::string> args;    // [MODEL] OUT MIX
+  std::string model;              // -m/--model, or the first positional
+  std::vector<std::string> args;  // [MODEL] OUT MIX
 };
 
 int run_quantize(const std::string& in, const std::string& out, const std::string& mix) {
@@ -44,7 +44,8 @@ int run_quantize(const std::string& in, const std::string& out, const std::strin
   double in_size = 0;
   if (where->hf) {
     for (const auto& e : fs::directory_iterator(where->path, ec))
-      if (e.is_regular_file() && e.path().extension() == ".safetensors") in_size += static_cast<double>(e.file_size(ec));
+      if (e.is_regular_file() && e.path().extension() == ".safetensors")
+        in_size += static_cast<double>(e.file_size(ec));
   } else {
     in_size = static_cast<double>(fs::file_size(where->path, ec));
   }

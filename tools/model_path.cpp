@@ -96,8 +96,10 @@ bool is_expert_tensor(const std::string& name) {
 Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& path) {
   fs::path p(path);
   std::error_code ec;
-  if (fs::is_directory(p, ec)) p /= "tokenizer.json";
-  else if (names_safetensors(p)) p = (p.has_parent_path() ? p.parent_path() : fs::path(".")) / "tokenizer.json";
+  if (fs::is_directory(p, ec))
+    p /= "tokenizer.json";
+  else if (names_safetensors(p))
+    p = (p.has_parent_path() ? p.parent_path() : fs::path(".")) / "tokenizer.json";
   if (p.filename() == "tokenizer.json" && !fs::exists(p, ec))
     return Error::not_found("'{}' has no tokenizer.json (the text commands need the model's tokenizer)",
                             p.parent_path().string());

@@ -183,7 +183,8 @@ check run_chat_no_template fail "no chat template \(tokenizer\.chat_template\); 
 check requantize_f32 ok "wrote .*a\.gguf \(f32\)" -- quantize "$work/q4.gguf" "$work/a.gguf" f32
 check requantize_q8 ok "wrote .*b\.gguf \(q8_0\)" -- quantize "$work/a.gguf" "$work/b.gguf" q8_0
 check quantize_upper_case ok "wrote .*c\.gguf \(q4_k_m\)" -- quantize --model "$work/f32.gguf" "$work/c.gguf" Q4_K_M
-check quantize_fallback ok "tensor 'blk\.0\.attn_q\.weight' \[64, 64\]: wanted Q4_K, chose Q8_0 \(rows of 64 values are no multiple of Q4_K's 256-value block\)" -- \
+fallback="tensor 'blk\.0\.attn_q\.weight' \[64, 64\]: wanted Q4_K, chose Q8_0 \(rows of 64 values are no multiple of "
+check quantize_fallback ok "${fallback}Q4_K's 256-value block\)" -- \
   quantize "$work/f32.gguf" "$work/d.gguf" q4_k_m
 
 # llama.cpp's short flags and long names.
@@ -208,7 +209,8 @@ check hf_compile ok "fusion report" -- compile --model "$hf"
 check hf_bench ok "runs +2 per figure, median shown" -- bench --model "$hf" -t 1 --prefill 8 --ctx 8 --steps 2 \
   --repeat 2
 check hf_quantize ok "wrote .*hf8\.gguf \(q8_0\)" -- quantize "$hf" "$work/hf8.gguf" q8_0
-check hf_quantize_gguf_runs ok "wrote logits \[3, 256\]" -- logits -m "$work/hf8.gguf" --tokens 1,2,3 --out "$work/hf8.bin"
+check hf_quantize_gguf_runs ok "wrote logits \[3, 256\]" -- logits -m "$work/hf8.gguf" --tokens 1,2,3 \
+  --out "$work/hf8.bin"
 # Paths that are no model: the same message from every command.
 mkdir -p "$work/nohf" "$work/lone"
 cp "$hf/model.safetensors" "$work/lone/"
@@ -219,7 +221,8 @@ check nohf_bench fail "--model: model '.*nohf' is a $nohf" -- bench -m "$work/no
 check nohf_compile fail "--model: model '.*nohf' is a $nohf" -- compile -m "$work/nohf"
 check nohf_logits fail "--model: model '.*nohf' is a $nohf" -- logits -m "$work/nohf" --tokens 1 --out "$work/x.bin"
 check nohf_quantize fail "model '.*nohf' is a $nohf" -- quantize "$work/nohf" "$work/x.gguf" q8_0
-check lone_safetensors fail "lone/model\.safetensors': its folder has no config\.json" -- info "$work/lone/model.safetensors"
+check lone_safetensors fail "lone/model\.safetensors': its folder has no config\.json" -- info \
+  "$work/lone/model.safetensors"
 check missing_model_run fail "--model: model '.*missing\.gguf' does not exist" -- run -m "$work/missing.gguf"
 mkdir -p "$work/hf_notok"
 cp "$hf/config.json" "$hf/model.safetensors" "$work/hf_notok/"
