@@ -12,8 +12,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool names_safetensors(const fs::path& p) {
+// A file of a Hugging Face folder that stands for the folder: its config.json, a
+// .safetensors shard or an index.
+bool names_hf_file(const fs::path& p) {
   const std::string name = p.filename().string();
+  if (name == "config.json") return true;
   auto ends_with = [&name](const std::string& s) {
     return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
   };
@@ -36,7 +39,7 @@ Expected<ModelPath> resolve_model_path(const std::string& arg) {
     return ModelPath{arg, true};
   }
   if (!fs::is_regular_file(st)) return Error::invalid_argument("model '{}' is not a regular file or folder", arg);
-  if (names_safetensors(p)) {
+  if (names_hf_file(p)) {
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
     if (!fs::is_regular_file(dir / "config.json", ec))
       return Error::invalid_argument(
@@ -98,7 +101,7 @@ Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(p, ec))
     p /= "tokenizer.json";
-  else if (names_safetensors(p))
+  else if (names_hf_file(p))
     p = (p.has_parent_path() ? p.parent_path() : fs::path(".")) / "tokenizer.json";
   if (p.filename() == "tokenizer.json" && !fs::exists(p, ec))
     return Error::not_found("'{}' has no tokenizer.json (the text commands need the model's tokenizer)",

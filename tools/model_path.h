@@ -1,6 +1,6 @@
 // One way for every command to open a model argument: a GGUF file, a Hugging Face
-// folder (config.json + safetensors), a `.safetensors` file or a
-// `*.safetensors.index.json` (both meaning their folder). Used by run, bench, compile,
+// folder (config.json + safetensors), or a `.safetensors` file, `*.safetensors.index.json`
+// or config.json (each meaning its folder). Used by run, bench, compile,
 // quantize, info, logits and the tokenizer commands, so that all accept the same paths
 // and report the same errors.
 #pragma once
@@ -25,9 +25,10 @@ struct ModelPath {
   bool hf = false;   ///< true: a Hugging Face folder (config.json + safetensors)
 };
 
-/// Resolves a model argument. A folder must hold config.json; a `.safetensors` file or
-/// a `*.safetensors.index.json` stands for its folder (which must hold config.json);
-/// any other regular file is taken as GGUF (its header is checked when it is opened).
+/// Resolves a model argument. A folder must hold config.json; a `.safetensors` file,
+/// a `*.safetensors.index.json` or a config.json stands for its folder (which must hold
+/// config.json); any other regular file is taken as GGUF (its header is checked when it
+/// is opened).
 /// Errors name the path and what was wrong (missing, a folder without config.json, ...).
 Expected<ModelPath> resolve_model_path(const std::string& arg);
 

@@ -206,6 +206,7 @@ check hf_run ok "rlx: load .* decode 2 tokens" -- run -m "$hf" -p "hi" -n 2 -t 1
 check hf_logits ok "wrote logits \[3, 256\]" -- logits --model "$hf/model.safetensors.index.json" --tokens 1,2,3 \
   --out "$work/hf.bin"
 check hf_compile ok "fusion report" -- compile --model "$hf"
+check hf_config_json ok "config: llama" -- info "$hf/config.json"
 check hf_bench ok "runs +2 per figure, median shown" -- bench --model "$hf" -t 1 --prefill 8 --ctx 8 --steps 2 \
   --repeat 2
 check hf_quantize ok "wrote .*hf8\.gguf \(q8_0\)" -- quantize "$hf" "$work/hf8.gguf" q8_0
