@@ -113,8 +113,10 @@ TEST(Safetensors, RejectsDuplicateKeysInsideAnEntry) {
                ErrorCode::kInvalidFile, {"tensor 'w': duplicate key 'shape' in its entry"});
 }
 
-// 30,000 tensors: linear parsing (no per-tensor search through the header, no quadratic
-// duplicate check). The quadratic reader took over 20 s here.
+// 30,000 tensors parse (no per-tensor search through the header, no quadratic duplicate
+// check). Not a speed test: the bound only catches the hang of the quadratic reader (over
+// 20 s in Release, minutes under the sanitizers); the linear one takes about 0.1 s in
+// Release and 4 s in the ASan build on a busy 2-core machine.
 TEST(Safetensors, ParsesManyTensorsQuickly) {
   const int n = 30000;
   std::string header = "{";
@@ -128,7 +130,7 @@ TEST(Safetensors, ParsesManyTensorsQuickly) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(f.has_value()) << f.error().to_string();
   EXPECT_EQ(f->tensors().size(), static_cast<size_t>(n));
-  EXPECT_LT(seconds, 3.0);  // about 0.1 s in Release; generous for sanitizer builds
+  EXPECT_LT(seconds, 60.0);
 }
 
 TEST(Safetensors, RejectsMalformedEntries) {

@@ -114,7 +114,10 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
   if (!fs::exists(dir / "manifest.json")) GTEST_SKIP() << dir << " not found (skipped)";
   std::ifstream in(dir / "manifest.json");
   const auto manifest = nlohmann::json::parse(in);
-  const auto& [seq, info] = *manifest["sequences"].items().begin();
+  ASSERT_FALSE(manifest["sequences"].empty());
+  const auto first = manifest["sequences"].begin();
+  const std::string seq = first.key();
+  const nlohmann::json info = first.value();
   const auto tokens = info["token_ids"].get<std::vector<int32_t>>();
   const int64_t vocab = info["shape"][1];
   std::ifstream lf(dir / ("logits-" + seq + ".f32"), std::ios::binary);
