@@ -229,9 +229,12 @@ void check_ffn(DType dt, int64_t rows, int64_t experts, int64_t dim, int64_t hid
   ASSERT_TRUE(out.has_value()) << what << ": " << out.error().to_string();
   const auto got = *(*out)[0].to_f32();
   const auto want = moe_ffn_reference(*c.inputs["x"].to_f32(), route, w, rows, act);
-  // f32 products of exact weights and f32 x.
+  // f32 products of exact weights and f32 x; with Q8_0 / Q4_0 weights the kernel first
+  // rounds a staged x or hidden row to Q8_0 blocks, as llama.cpp's vec-dot rule does (the
+  // bound BackendOps gives packed experts).
   const double e = rel_l2(got, want);
-  EXPECT_LE(e, 1e-5) << what << ": relative L2 error " << e;
+  const double tol = dt == DType::Q8_0 || dt == DType::Q4_0 ? 3e-2 : 1e-5;
+  EXPECT_LE(e, tol) << what << ": relative L2 error " << e;
   for (int64_t t = 0; t < rows; ++t) {
     bool routed = false;
     for (int64_t j = 0; j < experts; ++j) routed = routed || route[static_cast<size_t>(t * experts + j)] != 0.0f;

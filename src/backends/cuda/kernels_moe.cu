@@ -135,6 +135,26 @@ __device__ float row_dot(DT t, const uint8_t* w, int64_t row_bytes, int64_t r, i
   }
 }
 
+// The vec-dot rule of llama.cpp's CPU path for Q4_0 / Q8_0 weights (the engine the GGUF
+// references come from, and what the CPU backend does): the vector is quantized to Q8_0
+// blocks of 32 (d = max|v| / 127 stored as f16, q = round(v / d)) before the products.
+// Rounding the staged vector to q * d gives the same products. (Other weight types, and
+// vectors too long to stage, are dotted in f32.)
+__device__ __forceinline__ bool q8_0_vec_dot(DT t) { return t == DT::Q4_0 || t == DT::Q8_0; }
+
+__device__ void round_staged_to_q8_0(float* v, int64_t n) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t u = warp; u < (n + 31) / 32; u += kWarps) {
+    float* vu = v + u * kPitch;
+    const bool in = lane < n - u * 32;
+    const float x = in ? vu[lane] : 0.0f;
+    float amax = fabsf(x);
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    if (in) vu[lane] = roundf(x * id) * __half2float(__float2half_rn(d));
+  }
+}
+
 // Grid (rows * k_max, hidden tiles): block (pair, tile) computes h[pair, f] for the
 // tile's rows f, pair = t * k_max + s, with the expert of slot s of token t (a block
 // whose slot is empty does nothing). kStage: x[t] staged in shared memory.
@@ -152,6 +172,10 @@ __global__ void __launch_bounds__(kWarps * 32) moe_hidden_kernel(const MoeFfnPar
   if constexpr (kStage) {
     stage(v, p.dim, staged);
     __syncthreads();
+    if (q8_0_vec_dot(p.gate_dt) && q8_0_vec_dot(p.up_dt)) {
+      round_staged_to_q8_0(staged, p.dim);
+      __syncthreads();
+    }
     v = staged;
     pitch = kPitch;
   }
@@ -189,6 +213,10 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const MoeFfnParam
       __syncthreads();  // every warp is done with the previous slot's row
       stage(v, p.hidden, staged);
       __syncthreads();
+      if (q8_0_vec_dot(p.down_dt)) {
+        round_staged_to_q8_0(staged, p.hidden);
+        __syncthreads();
+      }
       v = staged;
       pitch = kPitch;
     }
