@@ -6,13 +6,13 @@
 
 #include <cmath>
 #include <filesystem>
-#include <map>
+#include <set>
 
-#include "rlx/base/half.h"
 #include "rlx/formats/gguf_writer.h"
 #include "rlx/models/model_config.h"
 #include "rlx/models/quantize.h"
 #include "rlx/models/weight_source.h"
+#include "rlx/runtime/tensor.h"
 
 namespace rlx::models {
 namespace {
@@ -31,28 +31,6 @@ Expected<std::string> gguf_arch(const ModelConfig& c, const std::string& dir) {
   }
   return Error::unsupported("{}: rlx convert does not write {} models yet (llama, mistral, mixtral, qwen2, qwen3, "
                             "qwen3_moe)", dir, arch_name(c.arch));
-}
-
-// Layer of "blk.N.xxx" (-1 for the global tensors).
-int64_t layer_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  return std::strtoll(name.c_str() + 4, nullptr, 10);
-}
-
-// The tensor's values as f32 (F32, F16 or BF16 storage).
-std::vector<float> to_f32(const WeightView& w) {
-  const size_t n = w.dtype == ir::DType::F32 ? w.bytes.size() / 4 : w.bytes.size() / 2;
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (w.dtype == ir::DType::F32) {
-      std::memcpy(&v[i], w.bytes.data() + 4 * i, 4);
-    } else {
-      uint16_t h;
-      std::memcpy(&h, w.bytes.data() + 2 * i, 2);
-      v[i] = w.dtype == ir::DType::F16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
-    }
-  }
-  return v;
 }
 
 // llama.cpp's q/k permutation for its llama graph: within each head, HF's rows
@@ -147,15 +125,18 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, con
     TRY(w.add_tensor_f32("rope_freqs.weight", GgmlType::F32, {c.rope.n_rot / 2}, llama3_rope_freqs(c.rope)));
 
   // Every tensor the model reads, in llama.cpp's order: embeddings, layers, head.
-  std::map<std::pair<int64_t, std::string>, bool> names;
-  for (const auto& [stored, gguf] : src->stored_tensors())
-    if (!gguf.empty()) names[{layer_of(gguf) < 0 && gguf != "token_embd.weight" ? INT64_MAX : layer_of(gguf), gguf}];
+  std::set<std::pair<int64_t, std::string>> names;  // (position, name); stacked experts appear once
+  for (const auto& [stored, gguf] : src->stored_tensors()) {
+    const int64_t il = gguf_tensor_layer(gguf);
+    if (!gguf.empty()) names.insert({il < 0 && gguf != "token_embd.weight" ? INT64_MAX : il, gguf});
+  }
   const bool permute_qk = a == "llama";
   size_t done = 0;
-  for (const auto& [key, unused] : names) {
-    const std::string& name = key.second;
+  for (const auto& [position, name] : names) {
     ASSIGN_OR_RETURN(WeightView view, src->take(name));
-    std::vector<float> values = to_f32(view);
+    // The source serves F32, F16 or BF16: its bytes hold 4 or 2 per value.
+    std::vector<float> values(view.bytes.size() / (view.dtype == ir::DType::F32 ? 4 : 2));
+    convert_to_f32(view.dtype, view.bytes.data(), values.data(), static_cast<int64_t>(values.size()));
     std::vector<int64_t> dims(view.shape.rbegin(), view.shape.rend());  // GGUF: innermost first
     const int64_t cols = view.shape.back();
     const int64_t rows = static_cast<int64_t>(values.size()) / std::max<int64_t>(cols, 1);
@@ -167,7 +148,7 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, con
     GgmlType type = GgmlType::F32;
     if (view.shape.size() >= 2 && name.find("ffn_gate_inp") == std::string::npos) {  // routers stay f32
       ASSIGN_OR_RETURN(MixChoice choice,
-                       mix_weight_choice(o.mix, name, rows, cols, layer_of(name), c.n_layer, c.tied_embeddings));
+                       mix_weight_choice(o.mix, name, rows, cols, gguf_tensor_layer(name), c.n_layer, c.tied_embeddings));
       if (choice.fell_back() && o.on_fallback) o.on_fallback(describe_fallback(name, rows, cols, choice));
       type = choice.type;
     }

@@ -16,14 +16,6 @@ using formats::GgmlType;
 using formats::GgufMetaValue;
 using formats::GgufValueType;
 
-// Layer index of "blk.N.xxx", or -1.
-int64_t layer_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return -1;
-  int64_t il = -1;
-  std::from_chars(name.data() + 4, name.data() + name.size(), il);
-  return il;
-}
-
 GgufMetaValue scalar_value(GgufValueType t, const formats::GgufValue& v) {
   switch (t) {
     case GgufValueType::kU8: return GgufMetaValue::u8(static_cast<uint8_t>(std::get<uint64_t>(v.data)));
@@ -67,6 +59,13 @@ GgufMetaValue array_value(const formats::GgufArray& a) {
 }
 
 }  // namespace
+
+int64_t gguf_tensor_layer(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int64_t il = -1;
+  std::from_chars(name.data() + 4, name.data() + name.size(), il);
+  return il;
+}
 
 uint32_t mix_file_type(const std::string& mix) {
   if (mix == "f32") return 0;
@@ -149,7 +148,7 @@ Status quantize_gguf(const std::string& in, const std::string& out, const Quanti
     const auto shape = t.shape();
     const int64_t cols = shape.empty() ? 1 : shape.back();
     const int64_t rows = t.n_elements() / std::max<int64_t>(cols, 1);
-    ASSIGN_OR_RETURN(MixChoice choice, mix_weight_choice(o.mix, t.name, rows, cols, layer_of(t.name), n_layer, tied));
+    ASSIGN_OR_RETURN(MixChoice choice, mix_weight_choice(o.mix, t.name, rows, cols, gguf_tensor_layer(t.name), n_layer, tied));
     if (choice.fell_back() && o.on_fallback) o.on_fallback(describe_fallback(t.name, rows, cols, choice));
     const GgmlType type = choice.type;
     if (type == t.type) {

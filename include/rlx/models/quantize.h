@@ -40,6 +40,9 @@ Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string&
 /// Q8_0 (rows of 64 values are no multiple of Q4_K's 256-value block)".
 std::string describe_fallback(const std::string& name, int64_t rows, int64_t cols, const MixChoice& choice);
 
+/// The layer of GGUF tensor "blk.N.xxx" (N), or -1 for a global tensor.
+int64_t gguf_tensor_layer(const std::string& name);
+
 /// llama.cpp's general.file_type number of a mix (f32 0, f16 1, q8_0 7, q4_k_m 15,
 /// q5_k_m 17, q6_k 18).
 uint32_t mix_file_type(const std::string& mix);
