@@ -27,7 +27,8 @@ cmake --build "${build_dir}" -j"${jobs}"
 echo "== test"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-ctest --test-dir "${build_dir}" --output-on-failure -j1
+# Tests run side by side (each binary is single-process; caches are per test or atomic).
+ctest --test-dir "${build_dir}" --output-on-failure -j"${jobs}"
 
 tsan_dir="${build_dir}-tsan"
 echo "== ThreadSanitizer: CPU kernel tests in ${tsan_dir}"
