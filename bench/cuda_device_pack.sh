@@ -9,7 +9,7 @@
 # checkpoints), which
 # the run script executes with RLX_TEST_DEVICE=cuda; and `rlx_runtime_tests`, whose
 # BackendOps suite runs every op on CUDA against the reference backend.
-# Usage: bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY]
+# Usage: [RLX_PACK_HF="bert ..."] bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY]
 # OLD_TESTS_BINARY, if given, goes along as rlx_cuda_tests_old (a baseline in the same call).
 set -euo pipefail
 build=${1:-build-cuda}
@@ -57,7 +57,9 @@ for c in keep:
         shutil.copy(f"{conf}/{f}", f"{out}/{f}")
 shutil.copy(f"{conf}/tokens.json", out)
 json.dump(dict(index, cases=keep), open(f"{out}/index.json", "w"))
-hfs = ("llama3-ropescaled", "qwen3-moe")  # the 64 MiB carry limit: no room for more
+# The 64 MiB carry limit: room for about two checkpoints beside the binaries; RLX_PACK_HF
+# (space-separated folder names) picks others, e.g. "bert nomic-bert modernbert".
+hfs = tuple(os.environ.get("RLX_PACK_HF", "llama3-ropescaled qwen3-moe").split())
 for hf in hfs:
     shutil.copytree(f"{conf}/hf/{hf}", f"{out}/hf/{hf}")
 if os.path.isdir(f"{conf}/moe"):  # the mixture-of-experts GGUF set, whole (3 MB)

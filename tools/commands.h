@@ -41,5 +41,7 @@ void add_bench_command(CLI::App& app, Runner* run);
 void add_quantize_command(CLI::App& app, Runner* run);
 void add_convert_command(CLI::App& app, Runner* run);
 void add_render_chat_command(CLI::App& app, Runner* run);
+void add_forward_command(CLI::App& app, Runner* run);
+void add_embed_command(CLI::App& app, Runner* run);
 
 }  // namespace rlx::cli

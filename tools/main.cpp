@@ -10,8 +10,6 @@
 #include "commands.h"
 #include "rlx/runtime/aot_cache.h"
 #include "rlx_git_commit.h"
-#include "rlx/runtime/aot_cache.h"
-#include "rlx_git_commit.h"
 
 namespace rlx::cli {
 
@@ -42,7 +40,6 @@ int main(int argc, char** argv) {
   CLI::App app{"rlx: compile and run transformer models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("rlx {} (commit {})", rlx::kRlxVersion, RLX_GIT_COMMIT));
-  app.set_version_flag("--version", fmt::format("rlx {} (commit {})", rlx::kRlxVersion, RLX_GIT_COMMIT));
   rlx::cli::Runner runner;
   rlx::cli::add_run_command(app, &runner);
   rlx::cli::add_info_command(app, &runner);
@@ -54,6 +51,8 @@ int main(int argc, char** argv) {
   rlx::cli::add_quantize_command(app, &runner);
   rlx::cli::add_convert_command(app, &runner);
   rlx::cli::add_render_chat_command(app, &runner);
+  rlx::cli::add_forward_command(app, &runner);
+  rlx::cli::add_embed_command(app, &runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -152,10 +152,12 @@ ValueId merge_heads(GraphBuilder& b, ValueId x) {
 //        shifted to end-aligned: pk -= sum(ones[T]), pq = cumsum_excl(ones[S]) - sum(ones[S]);
 //        causal = compare.le(pk, reshape(pq, [S, 1]));  sliding additionally
 //        where(causal, compare.lt(sub(reshape(pq,[S,1]), pk), window), false);
+//        local: compare.le(pk, pq_col + window) and compare.ge(pk, pq_col - window);
+//   kv_len: keys = compare.lt(pk, reshape(kv_len, [P.., 1, 1, 1])) joins the mask;
 //        s = where(mask, s, -inf)
 //   out = merge_heads(matmul(softmax(s, -1), vh))
 ValueId emit_attention_primitives(GraphBuilder& b, ValueId q, ValueId k, ValueId v, const AttentionAttrs& a,
-                                  std::optional<ValueId> q_pos) {
+                                  std::optional<ValueId> q_pos, std::optional<ValueId> kv_len) {
   const TensorType qt = b.type(q);
   const DType dt = qt.dtype;
   const Dim S = qt.shape[qt.shape.rank() - 2];
@@ -169,6 +171,8 @@ ValueId emit_attention_primitives(GraphBuilder& b, ValueId q, ValueId k, ValueId
     const ValueId c = emit_scalar(b, dt, a.softcap);
     s = b.mul(b.activation(ActKind::Tanh, b.div(s, c)), c);
   }
+  auto no = [&] { return emit_scalar(b, DType::Bool, 0); };
+  std::optional<ValueId> mask;
   if (a.mask != MaskKind::None) {
     const DType it = q_pos ? b.type(*q_pos).dtype : DType::I32;
     ValueId pk = iota(b, it, T);
@@ -182,13 +186,26 @@ ValueId emit_attention_primitives(GraphBuilder& b, ValueId q, ValueId k, ValueId
       pq = b.sub(b.cumsum(ones_s, 0, true), b.reduce(ReduceKind::Sum, ones_s, {0}, true));
     }
     const ValueId pq_col = b.reshape(pq, Shape{S, Dim(1)});
-    ValueId mask = b.compare(CompareKind::Le, pk, pq_col);
-    if (a.mask == MaskKind::SlidingWindow) {
-      const ValueId in_window = b.compare(CompareKind::Lt, b.sub(pq_col, pk), emit_scalar(b, it, static_cast<double>(a.window)));
-      mask = b.where(mask, in_window, emit_scalar(b, DType::Bool, 0));
+    auto w = [&] { return emit_scalar(b, it, static_cast<double>(a.window)); };
+    if (a.mask == MaskKind::Local) {
+      const ValueId win = w();
+      const ValueId upper = b.compare(CompareKind::Le, pk, b.add(pq_col, win));
+      mask = b.where(upper, b.compare(CompareKind::Ge, pk, b.sub(pq_col, win)), no());
+    } else {
+      mask = b.compare(CompareKind::Le, pk, pq_col);
+      if (a.mask == MaskKind::SlidingWindow) {
+        const ValueId in_window = b.compare(CompareKind::Lt, b.sub(pq_col, pk), w());
+        mask = b.where(*mask, in_window, no());
+      }
     }
-    s = b.where(mask, s, emit_scalar(b, dt, -std::numeric_limits<double>::infinity()));
   }
+  if (kv_len) {
+    std::vector<Dim> lead(qt.shape.begin(), qt.shape.end() - 2);
+    for (int i = 0; i < 3; ++i) lead.emplace_back(1);
+    const ValueId keys = b.compare(CompareKind::Lt, iota(b, DType::I32, T), b.reshape(*kv_len, Shape(lead)));
+    mask = mask ? b.where(*mask, keys, no()) : keys;
+  }
+  if (mask) s = b.where(*mask, s, emit_scalar(b, dt, -std::numeric_limits<double>::infinity()));
   const ValueId p = b.softmax(s, -1);
   return merge_heads(b, b.matmul(p, vh));
 }

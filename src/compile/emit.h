@@ -27,9 +27,11 @@ ir::ValueId emit_linear_primitives(ir::GraphBuilder& b, ir::ValueId x, ir::Value
                                    ir::ActKind act, bool transpose_b);
 /// silu(x . Wg) * (x . Wu) as two MatMuls, an Activation and a Binary mul.
 ir::ValueId emit_swiglu_primitives(ir::GraphBuilder& b, ir::ValueId x, ir::ValueId wg, ir::ValueId wu, bool transpose_b);
-/// Attention as primitives (see emit.cpp for the exact form fuse_attention recognizes).
+/// Attention as primitives (see emit.cpp for the exact form fuse_attention recognizes;
+/// it does not recognize the local mask or kv_len, which only legalization emits).
 ir::ValueId emit_attention_primitives(ir::GraphBuilder& b, ir::ValueId q, ir::ValueId k, ir::ValueId v,
-                                      const ir::AttentionAttrs& a, std::optional<ir::ValueId> q_pos);
+                                      const ir::AttentionAttrs& a, std::optional<ir::ValueId> q_pos,
+                                      std::optional<ir::ValueId> kv_len = std::nullopt);
 /// Rope as primitives (see emit.cpp for the exact form): cos/sin of the angles from an
 /// f32 frequency table, the half-split or pairwise rotation by narrows, muls and a concat.
 ir::ValueId emit_rope_primitives(ir::GraphBuilder& b, ir::ValueId x, ir::ValueId pos, const ir::RopeAttrs& r);

@@ -99,9 +99,10 @@ void rewrite(Rewriter& rw, ValueId v, const std::vector<std::vector<ValueId>>& u
     }
     case OpKind::Attention: {
       // matmul / scale / softcap / explicit mask / softmax / matmul (emit.cpp).
-      std::optional<ValueId> pos;
-      if (in.size() == 4) pos = in[3];
-      rw.set(v, detail::emit_attention_primitives(b, in[0], in[1], in[2], n.attr<AttentionAttrs>(), pos));
+      std::optional<ValueId> pos, kv_len;
+      if (in.size() >= 4) pos = in[3];
+      if (in.size() == 5) kv_len = in[4];
+      rw.set(v, detail::emit_attention_primitives(b, in[0], in[1], in[2], n.attr<AttentionAttrs>(), pos, kv_len));
       return;
     }
     case OpKind::Rope:

@@ -105,6 +105,20 @@ struct Lowerer {
       q = head_norm(q, *qn, a.n_heads, a.head_dim, blk.qk_norm_eps);
       k = head_norm(k, *kn, a.n_kv_heads, a.head_dim, blk.qk_norm_eps);
     }
+    // The encoder form: rows [B*S] viewed as B sequences [B, S, width] (rope's positions
+    // [S] repeat per sequence), attended with each sequence's key count; always the
+    // attention op (the primitive form has no padding mask).
+    std::optional<ValueId> kv_len;
+    Shape rows_shape;
+    if (blk.key_lengths) {
+      kv_len = in.back();
+      rows_shape = b().type(x).shape;
+      const Dim B = b().type(*kv_len).shape[0], S = b().type(pos).shape[0];
+      auto seqs = [&](ValueId t) { return b().reshape(t, Shape{B, S, b().type(t).shape.back()}); };
+      q = seqs(q);
+      k = seqs(k);
+      v = seqs(v);
+    }
     if (blk.use_rope) {
       RopeAttrs r = blk.rope;
       r.head_dim = a.head_dim;
@@ -117,6 +131,12 @@ struct Lowerer {
       const double scale = a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim));
       q = b().mul(q, b().scalar(static_cast<float>(scale)));
       attn.scale = 1.0;
+    }
+    if (kv_len) {
+      b().label(l + ".attn");
+      const ValueId o = b().op(OpKind::Attention, {q, k, v, pos, *kv_len}, attn);
+      return linear(b().reshape(o, Shape{rows_shape[0], b().type(o).shape.back()}), in[4], std::nullopt,
+                    ActKind::Identity, true, l + ".o");
     }
     if (!blk.kv_cache) return linear(attend(q, k, v, attn, std::nullopt, l), in[4], std::nullopt, ActKind::Identity,
                                      true, l + ".o");

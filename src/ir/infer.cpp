@@ -164,6 +164,7 @@ Expected<TensorType> infer_attention(const Types& in, const AttentionAttrs& a) {
     return bad(fmt::format("attention k/v must be {} (or f16/bf16 with f32 q), got {}", dtype_name(q.dtype), str(k)));
   TRY(check_heads(a));
   if (a.mask == MaskKind::SlidingWindow && a.window <= 0) return bad("sliding-window attention needs window > 0");
+  if (a.mask == MaskKind::Local && a.window < 0) return bad("local attention needs window >= 0");
   if (q.shape.rank() < 2 || k.shape.rank() != q.shape.rank() || v.shape != k.shape)
     return bad(fmt::format("attention q/k/v ranks or shapes differ: {}, {}, {}", str(q), str(k), str(v)));
   if (q.shape.back() != Dim(a.n_heads * a.head_dim))
@@ -174,11 +175,23 @@ Expected<TensorType> infer_attention(const Types& in, const AttentionAttrs& a) {
                            a.n_kv_heads * a.head_dim, str(k)));
   for (int64_t i = 0; i + 2 < q.shape.rank(); ++i)
     if (q.shape[i] != k.shape[i]) return bad(fmt::format("attention batch dims differ: {} vs {}", str(q), str(k)));
-  if (in.size() == 4) {
+  if (in.size() >= 4) {
     TRY(require_int_index(in[3], "attention q_pos"));
     if (in[3].shape.rank() != 1 || in[3].shape[0] != q.shape[q.shape.rank() - 2])
       return bad(fmt::format("attention q_pos must be [{}], got {}", q.shape[q.shape.rank() - 2].to_string(),
                              str(in[3])));
+  }
+  if (in.size() == 5) {  // kv_len: one valid-key count per batch item
+    if (in[4].dtype != DType::I32) return bad(fmt::format("attention kv_len must be i32, got {}", str(in[4])));
+    Dim batch(1);
+    for (int64_t i = 0; i + 2 < q.shape.rank(); ++i) {
+      const std::optional<Dim> m = Dim::mul(batch, q.shape[i]);
+      if (!m) return bad(fmt::format("attention batch dims of {} are not a dim", str(q)));
+      batch = *m;
+    }
+    if (in[4].shape != Shape{batch})
+      return bad(fmt::format("attention kv_len must be [{}] (one per batch item), got {}", batch.to_string(),
+                             str(in[4])));
   }
   return q;
 }
@@ -538,7 +551,9 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       const auto& b = std::get<AttentionBlockAttrs>(attrs);
       if (b.batch < 1 || b.batch > 4096 || (b.batch > 1 && !b.kv_cache))
         return bad(fmt::format("attention_block batch {} needs 1..4096 sequences (and a kv cache when > 1)", b.batch));
-      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) + (b.kv_cache ? 2 * static_cast<size_t>(b.batch) : 0);
+      if (b.key_lengths && b.kv_cache) return bad("attention_block key_lengths (the encoder form) takes no kv cache");
+      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) +
+                          (b.kv_cache ? 2 * static_cast<size_t>(b.batch) : 0) + (b.key_lengths ? 1 : 0);
       if (in.size() != want) return bad(fmt::format("attention_block needs {} inputs for its flags, got {}", want, in.size()));
       const TensorType& x = in[0];
       if (x.shape.rank() < 2) return bad("attention_block input must be [.., S, D]");
@@ -548,6 +563,16 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
         if (in[5].shape != Shape{x.shape[0]})
           return bad(fmt::format("attention_block positions must be [{}] (one per row), got {}", x.shape[0].to_string(),
                                  str(in[5])));
+      }
+      if (b.key_lengths) {  // [B*S, D] rows, pos [S], kv_len [B]
+        const TensorType& kv_len = in.back();
+        if (x.shape.rank() != 2 || kv_len.dtype != DType::I32 || kv_len.shape.rank() != 1 || in[5].shape.rank() != 1)
+          return bad(fmt::format("attention_block key_lengths needs x [B*S, D], pos i32[S] and kv_len i32[B], got {}, {}, {}",
+                                 str(x), str(in[5]), str(kv_len)));
+        const std::optional<Dim> rows = Dim::mul(kv_len.shape[0], in[5].shape[0]);
+        if (!rows || *rows != x.shape[0])
+          return bad(fmt::format("attention_block key_lengths: x has {} rows, not kv_len's B x pos's S ({} x {})",
+                                 x.shape[0].to_string(), kv_len.shape[0].to_string(), in[5].shape[0].to_string()));
       }
       ASSIGN_OR_RETURN(TensorType q, infer_linear(x, in[1], true, true));
       ASSIGN_OR_RETURN(TensorType k, infer_linear(x, in[2], true, true));

@@ -103,6 +103,10 @@ Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& s
       in.push_back(nw);
     }
   }
+  if (a.key_lengths) {
+    if (spec.kv_len == ir::kNoValue) return Error::invalid_argument("attention {}: key_lengths needs kv_len", spec.prefix);
+    in.push_back(spec.kv_len);
+  }
   if (spec.ctx > 0) {
     for (int64_t s = 0; s < spec.batch; ++s)
       for (char kv : {'k', 'v'}) {
@@ -111,7 +115,18 @@ Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& s
         handles_.push_back(hn);
       }
   }
-  return b_.label(spec.prefix + ".attn").op(ir::OpKind::HirAttentionBlock, in, attrs);
+  const ValueId out = b_.label(spec.prefix + ".attn").op(ir::OpKind::HirAttentionBlock, in, attrs);
+  if (!spec.o_bias) return out;
+  ASSIGN_OR_RETURN(ValueId bias, param(name("attn_output.bias"), {dim}));
+  return b_.add(out, bias);
+}
+
+Expected<ValueId> Flow::dense(ValueId x, const std::string& weight, const std::string& bias, int64_t out, int64_t in,
+                              ir::ActKind act, const std::string& label) {
+  ASSIGN_OR_RETURN(ValueId w, param(weight, {out, in}));
+  if (bias.empty()) return b_.label(label).op(ir::OpKind::HirLinear, {x, w}, ir::FusedMatMulAttrs{act, false, true});
+  ASSIGN_OR_RETURN(ValueId bv, param(bias, {out}));
+  return b_.label(label).op(ir::OpKind::HirLinear, {x, w, bv}, ir::FusedMatMulAttrs{act, true, true});
 }
 
 Expected<ValueId> Flow::linear(ValueId x, const std::string& weight, int64_t out, int64_t in,

@@ -103,6 +103,91 @@ Status read_experts(const Reader& r, const std::string& type, ModelConfig* c) {
   return {};
 }
 
+// The encoders. Older nomic-bert files (nomic-embed-text v1 / v1.5) use GPT-2 style
+// keys (n_embd, n_layer, n_head, n_inner, rotary_emb_base, layer_norm_epsilon); the
+// caller reads the shared sizes with those as fallbacks. ModernBERT's local layers see
+// keys within local_attention / 2 on each side; files before layer_types say every
+// global_attn_every_n_layers-th layer is global, with global_rope_theta /
+// local_rope_theta as the two rotary bases.
+Status read_encoder(const Reader& r, const std::string& type, ModelConfig* c) {
+  c->tied_embeddings = true;
+  c->n_head_kv = c->n_head;
+  auto act = [&](const char* key, const char* fallback) -> Expected<std::string> {
+    const json* v = r.find(key);
+    if (!v) return std::string(fallback);
+    if (!v->is_string()) return r.wrong_type(key, *v, "a string");
+    return v->get<std::string>();
+  };
+  auto gelu_kind = [&](const std::string& a, const char* key) -> Status {
+    if (a == "gelu") c->gelu_tanh = false;
+    else if (a == "gelu_new" || a == "gelu_pytorch_tanh" || a == "gelu_fast") c->gelu_tanh = true;
+    else return Error::unsupported("{}: {} '{}' is not supported for {} (gelu, gelu_new, gelu_pytorch_tanh)", r.path, key, a, type);
+    return {};
+  };
+  if (type == "bert") {
+    ASSIGN_OR_RETURN(c->norm_eps, r.opt_float("layer_norm_eps", 1e-12));
+    ASSIGN_OR_RETURN(c->n_token_types, r.opt_int("type_vocab_size", 2));
+    ASSIGN_OR_RETURN(c->n_positions, r.opt_int("max_position_embeddings", 512));
+    ASSIGN_OR_RETURN(const std::string a, act("hidden_act", "gelu"));
+    TRY(gelu_kind(a, "hidden_act"));
+    ASSIGN_OR_RETURN(const std::string pe, act("position_embedding_type", "absolute"));
+    if (pe != "absolute")
+      return Error::unsupported("{}: position_embedding_type '{}' is not supported (absolute)", r.path, pe);
+    c->ffn = FfnKind::Gelu;
+    c->linear_bias = true;
+    c->pooling = Pooling::Cls;
+    return {};
+  }
+  if (type == "nomic_bert") {
+    ASSIGN_OR_RETURN(const double eps_old, r.opt_float("layer_norm_epsilon", 1e-12));
+    ASSIGN_OR_RETURN(c->norm_eps, r.opt_float("layer_norm_eps", eps_old));
+    ASSIGN_OR_RETURN(c->n_token_types, r.opt_int("type_vocab_size", 2));
+    ASSIGN_OR_RETURN(const double base, r.opt_float("rotary_emb_base", c->rope.theta));
+    c->rope.theta = base;
+    ASSIGN_OR_RETURN(const double fraction, r.opt_float("rotary_emb_fraction", 1.0));
+    if (!(fraction > 0 && fraction <= 1)) return Error::invalid_file("{}: 'rotary_emb_fraction' must be in (0, 1]", r.path);
+    c->rope.n_rot = static_cast<int64_t>(std::lround(static_cast<double>(c->head_dim) * fraction)) / 2 * 2;
+    ASSIGN_OR_RETURN(const bool interleaved, r.opt_bool("rotary_emb_interleaved", false));
+    if (interleaved) c->rope.layout = ir::RopeLayout::Normal;
+    ASSIGN_OR_RETURN(const std::string a_old, act("activation_function", "swiglu"));
+    ASSIGN_OR_RETURN(const std::string a, act("hidden_act", a_old == "swiglu" ? "silu" : a_old.c_str()));
+    if (a != "silu") return Error::unsupported("{}: nomic_bert activation '{}' is not supported (silu / swiglu)", r.path, a);
+    for (const char* key : {"qkv_proj_bias", "mlp_fc1_bias", "mlp_fc2_bias"}) {
+      ASSIGN_OR_RETURN(const bool bias, r.opt_bool(key, false));
+      if (bias) return Error::unsupported("{}: '{}' (projection biases) is not supported for nomic_bert", r.path, key);
+    }
+    c->ffn = FfnKind::SwiGLU;
+    c->pooling = Pooling::Mean;  // nomic-embed's sentence-transformers pooling
+    return {};
+  }
+  // modernbert
+  ASSIGN_OR_RETURN(c->norm_eps, r.opt_float("norm_eps", 1e-5));
+  ASSIGN_OR_RETURN(c->norm_bias, r.opt_bool("norm_bias", false));
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    ASSIGN_OR_RETURN(const bool bias, r.opt_bool(key, false));
+    if (bias) return Error::unsupported("{}: '{}' (projection biases) is not supported for modernbert", r.path, key);
+  }
+  ASSIGN_OR_RETURN(const std::string a, act("hidden_activation", "gelu"));
+  TRY(gelu_kind(a, "hidden_activation"));
+  ASSIGN_OR_RETURN(const int64_t local, r.opt_int("local_attention", 128));
+  if (local < 0 || local > (int64_t{1} << 30)) return Error::invalid_file("{}: 'local_attention' {} is out of range", r.path, local);
+  c->sliding_window = local / 2;
+  if (c->sliding_layers.empty() && c->n_layer > 0 && c->n_layer <= 4096) {
+    ASSIGN_OR_RETURN(const int64_t every, r.opt_int("global_attn_every_n_layers", 3));
+    if (every < 1) return Error::invalid_file("{}: 'global_attn_every_n_layers' must be positive, got {}", r.path, every);
+    for (int64_t il = 0; il < c->n_layer; ++il) c->sliding_layers.push_back(il % every != 0);
+  }
+  if (r.find("global_rope_theta")) {
+    ASSIGN_OR_RETURN(c->rope.theta, r.opt_float("global_rope_theta", 160000.0));
+  }
+  ASSIGN_OR_RETURN(const double local_theta, r.opt_float("local_rope_theta", c->rope_theta_local > 0 ? c->rope_theta_local : 10000.0));
+  c->rope_theta_local = local_theta;
+  c->ffn = FfnKind::GeGLU;
+  c->pre_norm = true;
+  c->pooling = Pooling::Cls;
+  return {};
+}
+
 }  // namespace
 
 Expected<ModelConfig> config_from_hf(const std::string& path) {
@@ -126,15 +211,24 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   else if (type == "gemma2") c.arch = Arch::Gemma2;
   else if (type == "gemma3_text" || type == "gemma3") c.arch = Arch::Gemma3;
   else if (type == "phi3") c.arch = Arch::Phi3;
+  else if (type == "bert") c.arch = Arch::Bert;
+  else if (type == "nomic_bert") c.arch = Arch::NomicBert;
+  else if (type == "modernbert") c.arch = Arch::ModernBert;
   else
     return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
-                              "gemma, gemma2, gemma3_text, phi3)", path, type);
+                              "gemma, gemma2, gemma3_text, phi3; encoders bert, nomic_bert, modernbert)", path, type);
 
+  // Older nomic_bert files name the sizes as GPT-2 does.
+  const bool gpt2_keys = c.arch == Arch::NomicBert && r.find("n_embd");
   ASSIGN_OR_RETURN(c.n_vocab, r.req_int("vocab_size"));
-  ASSIGN_OR_RETURN(c.n_embd, r.req_int("hidden_size"));
-  ASSIGN_OR_RETURN(c.n_layer, r.req_int("num_hidden_layers"));
-  ASSIGN_OR_RETURN(c.n_head, r.req_int("num_attention_heads"));
-  ASSIGN_OR_RETURN(c.n_ff, r.req_int("intermediate_size"));
+  ASSIGN_OR_RETURN(c.n_embd, r.req_int(gpt2_keys ? "n_embd" : "hidden_size"));
+  ASSIGN_OR_RETURN(c.n_layer, r.req_int(gpt2_keys ? "n_layer" : "num_hidden_layers"));
+  ASSIGN_OR_RETURN(c.n_head, r.req_int(gpt2_keys ? "n_head" : "num_attention_heads"));
+  if (gpt2_keys && !r.find("n_inner")) {
+    c.n_ff = 4 * c.n_embd;
+  } else {
+    ASSIGN_OR_RETURN(c.n_ff, r.req_int(gpt2_keys ? "n_inner" : "intermediate_size"));
+  }
   ASSIGN_OR_RETURN(c.n_head_kv, r.opt_int("num_key_value_heads", c.n_head));
   ASSIGN_OR_RETURN(c.head_dim, r.opt_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0));
   ASSIGN_OR_RETURN(c.n_ctx_train, r.opt_int("max_position_embeddings", 2048));
@@ -185,6 +279,11 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   ASSIGN_OR_RETURN(const bool attention_bias, r.opt_bool("attention_bias", false));
 
   switch (c.arch) {
+    case Arch::Bert:
+    case Arch::NomicBert:
+    case Arch::ModernBert:
+      TRY(read_encoder(r, type, &c));
+      break;
     case Arch::Llama:
       c.qkv_bias = attention_bias;
       break;

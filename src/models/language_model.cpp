@@ -13,40 +13,12 @@
 #include "rlx/base/log.h"
 #include "rlx/base/memory_budget.h"
 #include "rlx/compile/profile.h"
+#include "models/model_support.h"
 #include "rlx/formats/gguf.h"
 
 namespace rlx::models {
-namespace {
 
 namespace fs = std::filesystem;
-
-// The identity of a model's files for cache keys: canonical path, size and write time of
-// the file (or of every file directly in an HF folder).
-uint64_t model_identity(const std::string& path) {
-  StableHasher h;
-  h.str("rlx.model_identity.v1");
-  std::error_code ec;
-  const fs::path p = fs::weakly_canonical(path, ec);
-  h.str(ec ? path : p.string());
-  auto add = [&](const fs::path& f) {
-    std::error_code e;
-    h.str(f.filename().string());
-    h.u64(static_cast<uint64_t>(fs::file_size(f, e)));
-    h.i64(static_cast<int64_t>(fs::last_write_time(f, e).time_since_epoch().count()));
-  };
-  if (fs::is_directory(path, ec)) {
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(path, ec))
-      if (e.is_regular_file()) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-    for (const fs::path& f : files) add(f);
-  } else {
-    add(path);
-  }
-  return h.digest();
-}
-
-}  // namespace
 
 LanguageModel::~LanguageModel() = default;
 
@@ -71,6 +43,9 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
     ASSIGN_OR_RETURN(m->config_, config_from_gguf(*shared));
     m->weights_ = std::make_unique<GgufWeightSource>(shared);
   }
+  if (is_encoder(m->config_.arch))
+    return Error::unsupported("{}: a {} model is an encoder (no language-model head): run it with rlx embed or "
+                              "rlx forward", path, arch_name(m->config_.arch));
   // The KV cache (k and v of every layer, ctx rows per sequence) is allocated when the
   // first executable is bound: check now that host memory can hold it.
   if (options.device.kind == DeviceKind::kCpu || options.device.kind == DeviceKind::kReference) {
@@ -95,13 +70,8 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   for (const std::string& name : m->unused_)
     RLX_LOG_WARN("{}: tensor '{}' is not used by the {} model (ignored; the file may hold a feature RLX does not run)",
                  path, name, arch_name(m->config_.arch));
-  m->model_id_ = model_identity(path);
-  BackendOptions backend;
-  backend.threads = options.threads;
-  ASSIGN_OR_RETURN(Session session, Session::create(options.device, backend));
-  // Room for every bucket and output kind a model uses, so that nothing is evicted in
-  // steady state (an eviction costs a recompile; weights and cache live in the model).
-  m->pipeline_ = std::make_unique<ModelCompilePipeline>(std::move(session), 64);
+  m->model_id_ = model_file_identity(path);
+  ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads));
   return m;
 }
 

@@ -1,6 +1,7 @@
 // ModelConfig: consistency checks and reading from GGUF metadata.
 #include "rlx/models/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "models/rope_config.h"
@@ -18,8 +19,29 @@ const char* arch_name(Arch a) {
     case Arch::Gemma3: return "gemma3";
     case Arch::Phi3: return "phi3";
     case Arch::Qwen3Moe: return "qwen3moe";
+    case Arch::Bert: return "bert";
+    case Arch::NomicBert: return "nomic-bert";
+    case Arch::ModernBert: return "modern-bert";
   }
   return "?";
+}
+
+bool is_encoder(Arch a) { return a == Arch::Bert || a == Arch::NomicBert || a == Arch::ModernBert; }
+
+const char* pooling_name(Pooling p) {
+  switch (p) {
+    case Pooling::None: return "none";
+    case Pooling::Cls: return "cls";
+    case Pooling::Mean: return "mean";
+    case Pooling::Last: return "last";
+  }
+  return "?";
+}
+
+Expected<Pooling> parse_pooling(std::string_view word) {
+  for (Pooling p : {Pooling::None, Pooling::Cls, Pooling::Mean, Pooling::Last})
+    if (word == pooling_name(p)) return p;
+  return Error::invalid_argument("pooling '{}' is not one of none, cls, mean, last", word);
 }
 
 ir::RopeAttrs ModelConfig::rope_for_context(int64_t ctx) const {
@@ -112,6 +134,12 @@ Status ModelConfig::validate() const {
 }
 
 std::string ModelConfig::summary() const {
+  if (is_encoder(arch))
+    return fmt::format("{} '{}' (encoder): vocab {}, dim {}, layers {}, heads {} (head_dim {}), ffn {}, positions {}, "
+                       "pooling {}",
+                       arch_name(arch), name, n_vocab, n_embd, n_layer, n_head, head_dim, n_ff,
+                       n_positions > 0 ? fmt::format("learned ({})", n_positions) : fmt::format("rotary θ={}", rope.theta),
+                       pooling_name(pooling));
   return fmt::format("{} '{}': vocab {}, dim {}, layers {}, heads {}/{} (head_dim {}), ffn {}, rope {} θ={}",
                      arch_name(arch), name, n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff,
                      ir::enum_name(rope.layout), rope.theta) +
@@ -130,10 +158,12 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   else if (arch == "gemma3") c.arch = Arch::Gemma3;
   else if (arch == "phi3") c.arch = Arch::Phi3;
   else if (arch == "qwen3moe") c.arch = Arch::Qwen3Moe;
+  else if (arch == "bert") c.arch = Arch::Bert;
+  else if (arch == "nomic-bert") c.arch = Arch::NomicBert;
+  else if (arch == "modern-bert") c.arch = Arch::ModernBert;
   else
-    return Error::unsupported(
-        "{}: architecture '{}' is not supported (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, gemma3, phi3)",
-        f.name(), arch);
+    return Error::unsupported("{}: architecture '{}' is not supported (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, "
+                              "gemma3, phi3; encoders bert, nomic-bert, modern-bert)", f.name(), arch);
   if (auto n = f.get_string("general.name")) c.name = std::string(*n);
 
   auto req_int = [&](const std::string& key) -> Expected<int64_t> {
@@ -236,8 +266,45 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.sliding = SlidingPattern::Gemma3;
       c.rope_theta_local = 10000.0;
       break;
+    case Arch::Bert:
+    case Arch::NomicBert:
+    case Arch::ModernBert: {
+      // llama.cpp's encoder keys: LayerNorm epsilon, pooling_type (0 none, 1 mean,
+      // 2 cls, 3 last), token types from the tokenizer section.
+      c.norm_eps = opt_float("attention.layer_norm_epsilon", 1e-12);
+      c.rope.layout = ir::RopeLayout::Neox;
+      c.n_token_types = 0;
+      if (auto n = f.get_int("tokenizer.ggml.token_type_count")) c.n_token_types = *n;
+      if (const formats::GgufTensor* t = f.find_tensor("token_types.weight"); t && t->dims.size() == 2)
+        c.n_token_types = t->dims[1];
+      if (const formats::GgufTensor* t = f.find_tensor("position_embd.weight"); t && t->dims.size() == 2)
+        c.n_positions = t->dims[1];
+      switch (opt_int("pooling_type", 2)) {
+        case 0: c.pooling = Pooling::None; break;
+        case 1: c.pooling = Pooling::Mean; break;
+        case 3: c.pooling = Pooling::Last; break;
+        default: c.pooling = Pooling::Cls; break;
+      }
+      c.tied_embeddings = true;
+      if (c.arch == Arch::Bert) {
+        c.ffn = FfnKind::Gelu;
+        c.linear_bias = true;
+      } else if (c.arch == Arch::NomicBert) {
+        c.ffn = FfnKind::SwiGLU;
+      } else {
+        c.ffn = FfnKind::GeGLU;
+        c.pre_norm = true;
+        c.norm_bias = f.find_tensor("token_embd_norm.bias") != nullptr;
+        c.sliding_window = opt_int("attention.sliding_window", 0) / 2;
+        const int64_t every = std::max<int64_t>(opt_int("attention.global_attn_every_n_layers", 3), 1);
+        if (c.n_layer > 0 && c.n_layer <= 4096)
+          for (int64_t il = 0; il < c.n_layer; ++il) c.sliding_layers.push_back(il % every != 0);
+        c.rope_theta_local = opt_float("rope.freq_base_swa", 10000.0);
+      }
+      break;
+    }
   }
-  c.gelu_f16_rounding = c.ffn == FfnKind::GeGLU;
+  c.gelu_f16_rounding = c.ffn == FfnKind::GeGLU && !is_encoder(c.arch);
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) c.bos_id = *bos;
   if (auto eos = f.get_int("tokenizer.ggml.eos_token_id")) c.eos_id = *eos;
   if (Status s = c.validate(); !s.ok()) return s.error().with_context(f.name());

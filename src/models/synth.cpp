@@ -42,11 +42,14 @@ Expected<Preset> find_preset(const std::string& name) {
       // Qwen3-30B-A3B's layer shapes (128 experts of width 768, 8 per token) with 4 of its
       // 48 layers: what one MoE layer costs, at a size a benchmark host can hold.
       {"qwen3-30b-a3b-4l", {2048, 4, 32, 4, 128, 768, 32000, 4096, 1000000.0, "qwen3moe", false, 128, 8}},
+      // BERT-base's shapes (bge-base, all-mpnet-style embedders): an encoder with a WordPiece vocabulary.
+      {"bert-base", {768, 12, 12, 12, 64, 3072, 30522, 512, 10000.0, "bert", false}},
+      {"bert-tiny", {128, 2, 4, 4, 32, 256, 1024, 128, 10000.0, "bert", false}},
   };
   auto it = kPresets.find(name);
   if (it == kPresets.end())
-    return Error::invalid_argument("unknown preset '{}' (tiny, llama-3.2-1b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l)",
-                                   name);
+    return Error::invalid_argument(
+        "unknown preset '{}' (tiny, llama-3.2-1b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l, bert-base, bert-tiny)", name);
   return it->second;
 }
 
@@ -141,11 +144,82 @@ constexpr const char* kLlama3ChatTemplate =
     "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}{%- if "
     "add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{%- endif %}";
 
+// Appends a tensor of rows x cols (rows = 0: a vector) in the type o.type's mix gives it.
+Status add_planned(Plan& plan, const SynthOptions& o, const Preset& p, std::string name, int64_t rows, int64_t cols,
+                   int64_t layer) {
+  PlannedTensor t{std::move(name), rows, cols, layer, 0, GgmlType::F32, {}};
+  if (rows > 0) {
+    ASSIGN_OR_RETURN(t.type, mix_weight_type(o.type, t.name, rows, cols, layer, p.n_layer, /*tied_embeddings=*/true));
+  }
+  plan.tensors.push_back(std::move(t));
+  return {};
+}
+
+// An encoder in llama.cpp's bert layout: learned positions, token types, post-norm
+// LayerNorms with biases, GELU FFN, every projection with a bias; CLS pooling.
+Expected<Plan> make_bert_plan(const SynthOptions& o, const Preset& p) {
+  Plan plan;
+  auto meta = [&](std::string key, GgufMetaValue v) { plan.metadata.emplace_back(std::move(key), std::move(v)); };
+  auto u32 = [](int64_t v) { return GgufMetaValue::u32(static_cast<uint32_t>(v)); };
+  const std::string a = "bert";
+  meta("general.architecture", GgufMetaValue::string(a));
+  meta("general.type", GgufMetaValue::string("model"));
+  meta("general.name", GgufMetaValue::string(fmt::format("rlx-synth {} {} {} seed {}", a, o.preset, o.type, o.seed)));
+  meta(a + ".block_count", u32(p.n_layer));
+  meta(a + ".context_length", u32(p.n_ctx));
+  meta(a + ".embedding_length", u32(p.n_embd));
+  meta(a + ".feed_forward_length", u32(p.n_ff));
+  meta(a + ".attention.head_count", u32(p.n_head));
+  meta(a + ".attention.layer_norm_epsilon", GgufMetaValue::f32(1e-12f));
+  meta(a + ".attention.causal", GgufMetaValue::boolean(false));
+  meta(a + ".pooling_type", u32(2));  // cls
+  meta("general.file_type", u32(file_type_of(o.type)));
+  detail::SynthVocab v = detail::make_wordpiece_vocab(p.n_vocab);
+  meta("tokenizer.ggml.model", GgufMetaValue::string(v.model));
+  meta("tokenizer.ggml.tokens", GgufMetaValue::array(formats::GgufValueType::kString, strings(v.tokens)));
+  std::vector<GgufMetaValue> ty;
+  for (int32_t x : v.types) ty.push_back(GgufMetaValue::i32(x));
+  meta("tokenizer.ggml.token_type", GgufMetaValue::array(formats::GgufValueType::kI32, std::move(ty)));
+  meta("tokenizer.ggml.token_type_count", u32(2));
+  meta("tokenizer.ggml.unknown_token_id", u32(v.unk));
+  meta("tokenizer.ggml.seperator_token_id", u32(v.sep));  // sic: llama.cpp's spelling
+  meta("tokenizer.ggml.padding_token_id", u32(v.pad));
+  meta("tokenizer.ggml.cls_token_id", u32(v.cls));
+  meta("tokenizer.ggml.add_bos_token", GgufMetaValue::boolean(true));
+  meta("tokenizer.ggml.add_eos_token", GgufMetaValue::boolean(true));
+  meta("general.quantization_version", u32(2));
+  plan.tokens = std::move(v.tokens);
+  auto add = [&](std::string name, int64_t rows, int64_t cols, int64_t layer) {
+    return add_planned(plan, o, p, std::move(name), rows, cols, layer);
+  };
+  TRY(add("token_embd.weight", p.n_vocab, p.n_embd, -1));
+  plan.tensors.push_back({"token_types.weight", 2, p.n_embd, -1, 0, GgmlType::F32, {}});
+  plan.tensors.push_back({"position_embd.weight", p.n_ctx, p.n_embd, -1, 0, GgmlType::F32, {}});
+  TRY(add("token_embd_norm.weight", 0, p.n_embd, -1));
+  TRY(add("token_embd_norm.bias", 0, p.n_embd, -1));
+  for (int64_t il = 0; il < p.n_layer; ++il) {
+    auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
+    for (const char* proj : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+      TRY(add(n(proj) + ".weight", p.n_embd, p.n_embd, il));
+      TRY(add(n(proj) + ".bias", 0, p.n_embd, il));
+    }
+    TRY(add(n("attn_output_norm.weight"), 0, p.n_embd, il));
+    TRY(add(n("attn_output_norm.bias"), 0, p.n_embd, il));
+    TRY(add(n("ffn_up.weight"), p.n_ff, p.n_embd, il));
+    TRY(add(n("ffn_up.bias"), 0, p.n_ff, il));
+    TRY(add(n("ffn_down.weight"), p.n_embd, p.n_ff, il));
+    TRY(add(n("ffn_down.bias"), 0, p.n_embd, il));
+    TRY(add(n("layer_output_norm.weight"), 0, p.n_embd, il));
+    TRY(add(n("layer_output_norm.bias"), 0, p.n_embd, il));
+  }
+  return plan;
+}
+
 Expected<Plan> make_plan(const SynthOptions& o) {
   ASSIGN_OR_RETURN(Preset p, find_preset(o.preset));
   const std::string a = !o.arch.empty() ? o.arch : !p.arch.empty() ? p.arch : "llama";
-  if (a != "llama" && a != "qwen3" && a != "gemma2" && a != "qwen3moe")
-    return Error::invalid_argument("unknown --arch '{}' (llama, qwen3, gemma2, qwen3moe)", a);
+  if (a != "llama" && a != "qwen3" && a != "gemma2" && a != "qwen3moe" && a != "bert")
+    return Error::invalid_argument("unknown --arch '{}' (llama, qwen3, gemma2, qwen3moe, bert)", a);
   if (!p.arch.empty() && a != p.arch)
     return Error::invalid_argument("preset '{}' is a {} model; --arch {} does not fit it (leave --arch out)", o.preset,
                                    p.arch, a);
@@ -154,6 +228,10 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   bool type_ok = false;
   for (const auto& t : synth_types()) type_ok |= t == o.type;
   if (!type_ok) return Error::invalid_argument("unknown --type '{}' (f32, f16, q8_0, q4_k_m)", o.type);
+  if (a == "bert") {
+    if (p.arch != "bert") return Error::invalid_argument("--arch bert needs an encoder preset (bert-base, bert-tiny)");
+    return make_bert_plan(o, p);
+  }
   const bool gemma = a == "gemma2";
   const bool llama3 = p.llama3;
   Plan plan;
@@ -223,13 +301,8 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   plan.tokens = std::move(v.tokens);
 
   // Tensors in the converter's order; rows x cols is the row-major [out][in] matrix.
-  auto add = [&](std::string name, int64_t rows, int64_t cols, int64_t layer) -> Status {
-    PlannedTensor t{std::move(name), rows, cols, layer, 0, GgmlType::F32, {}};
-    if (rows > 0) {
-      ASSIGN_OR_RETURN(t.type, mix_weight_type(o.type, t.name, rows, cols, layer, p.n_layer, /*tied_embeddings=*/true));
-    }
-    plan.tensors.push_back(std::move(t));
-    return {};
+  auto add = [&](std::string name, int64_t rows, int64_t cols, int64_t layer) {
+    return add_planned(plan, o, p, std::move(name), rows, cols, layer);
   };
   if (llama3) {
     plan.tensors.push_back(
@@ -272,7 +345,7 @@ Expected<Plan> make_plan(const SynthOptions& o) {
 }  // namespace
 
 std::vector<std::string> synth_presets() {
-  return {"tiny", "llama-3.2-1b", "qwen3-0.6b", "gemma-2-2b", "qwen3-30b-a3b-4l"};
+  return {"tiny", "llama-3.2-1b", "qwen3-0.6b", "gemma-2-2b", "qwen3-30b-a3b-4l", "bert-base", "bert-tiny"};
 }
 std::vector<std::string> synth_types() { return {"f32", "f16", "q8_0", "q4_k_m"}; }
 
@@ -311,7 +384,8 @@ Status write_synthetic_gguf(const SynthOptions& o, const std::string& path) {
     const bool is_norm = t.rows == 0;
     const int64_t count = is_norm ? t.cols : t.rows * t.cols * std::max<int64_t>(t.experts, 1);
     values.resize(static_cast<size_t>(count));
-    for (float& x : values) x = is_norm ? 1.0f + 0.02f * rng.normal() : 0.02f * rng.normal();
+    const bool is_bias = t.name.size() > 5 && t.name.substr(t.name.size() - 5) == ".bias";
+    for (float& x : values) x = is_norm && !is_bias ? 1.0f + 0.02f * rng.normal() : 0.02f * rng.normal();
     if (is_norm) {
       TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, values));
     } else if (t.experts > 0) {

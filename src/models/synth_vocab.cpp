@@ -103,6 +103,40 @@ SynthVocab make_spm_vocab(int64_t n_vocab) {
   return v;
 }
 
+SynthVocab make_wordpiece_vocab(int64_t n_vocab) {
+  SynthVocab v;
+  v.model = "bert";
+  v.pad = 0;
+  v.unk = 1;
+  v.cls = 2;
+  v.sep = 3;
+  v.bos = v.cls;
+  v.eos = v.sep;
+  PieceSet set(&v);
+  set.add("[PAD]", 0.0f, 3);
+  set.add("[UNK]", 0.0f, 2);
+  set.add("[CLS]", 0.0f, 3);
+  set.add("[SEP]", 0.0f, 3);
+  set.add("[MASK]", 0.0f, 3);
+  const std::string sp = "\xE2\x96\x81";  // ▁ marks a word start
+  std::vector<std::string> pieces;
+  for (char c : std::string("abcdefghijklmnopqrstuvwxyz0123456789.,!?'\"-:;()")) {
+    pieces.push_back(sp + std::string(1, c));
+    pieces.push_back(std::string(1, c));
+  }
+  for (const char* w : kWords) pieces.push_back(sp + w);
+  for (const char* w : kWords) pieces.push_back(w);
+  for (char a = 'a'; a <= 'z'; ++a)
+    for (char b = 'a'; b <= 'z'; ++b) pieces.push_back(std::string{a, b});
+  for (const std::string& p : pieces) {
+    if (static_cast<int64_t>(set.size()) >= n_vocab) break;
+    set.add(p, 0.0f, 1);
+  }
+  for (int64_t i = 0; static_cast<int64_t>(set.size()) < n_vocab; ++i) set.add("[unused" + std::to_string(i) + "]", 0.0f, 5);
+  v.scores.clear();
+  return v;
+}
+
 SynthVocab make_llama3_vocab() {
   constexpr int64_t kPieces = 128000, kSpecial = 256;
   SynthVocab v;

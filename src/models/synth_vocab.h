@@ -11,17 +11,23 @@
 namespace rlx::models::detail {
 
 struct SynthVocab {
-  std::string model;                ///< tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+  std::string model;                ///< tokenizer.ggml.model: "llama" (SentencePiece), "gpt2" (byte-level BPE), "bert"
   std::string pre;                  ///< tokenizer.ggml.pre ("" = not written)
   std::vector<std::string> tokens;  ///< pieces, by id
   std::vector<float> scores;        ///< SentencePiece only (empty for BPE)
   std::vector<int32_t> types;       ///< 1 normal, 2 unknown, 3 control, 6 byte
   std::vector<std::string> merges;  ///< BPE only: "left right", by rank
   int64_t bos = -1, eos = -1, unk = -1;
+  int64_t cls = -1, sep = -1, pad = -1;  ///< WordPiece only
 };
 
 /// <unk> <s> </s>, the 256 byte tokens, then English-like pieces by score.
 SynthVocab make_spm_vocab(int64_t n_vocab);
+
+/// A WordPiece vocabulary as llama.cpp's converter stores BERT's ("bert" model): [PAD]
+/// [UNK] [CLS] [SEP] [MASK], then word-initial pieces marked with ▁ and bare
+/// continuation pieces, filled up to n_vocab with unique unused pieces.
+SynthVocab make_wordpiece_vocab(int64_t n_vocab);
 
 /// Llama 3's layout: 128,000 byte-level BPE pieces (the 256 byte symbols, then pieces
 /// built by merges, frequent English words first), then <|begin_of_text|> (128000) ...

@@ -142,7 +142,10 @@ std::unique_ptr<WeightSource> split_fused_projections(std::unique_ptr<WeightSour
     slices[fmt::format("blk.{}.attn_q.weight", il)] = {qkv, 0, q};
     slices[fmt::format("blk.{}.attn_k.weight", il)] = {qkv, q, kv};
     slices[fmt::format("blk.{}.attn_v.weight", il)] = {qkv, q + kv, kv};
-    slices[fmt::format("blk.{}.ffn_gate.weight", il)] = {up, 0, c.n_ff};
+    // A file with its own gate matrix (NomicBERT: fused qkv, separate FFN) keeps ffn_up whole.
+    const std::string gate = fmt::format("blk.{}.ffn_gate.weight", il);
+    if (inner->has(gate)) continue;
+    slices[gate] = {up, 0, c.n_ff};
     slices[up] = {up, c.n_ff, c.n_ff};
   }
   return std::make_unique<RowSliceSource>(std::move(inner), std::move(slices));
@@ -191,6 +194,81 @@ std::string hf_to_gguf_name(std::string_view hf, bool post_norms) {
   return {};
 }
 
+std::string hf_to_gguf_encoder_name(std::string_view hf, Arch arch) {
+  // Task-model checkpoints nest the encoder (BertForMaskedLM: "bert.", ModernBertFor*: "model.").
+  for (std::string_view nest : {"bert.", "model."})
+    if (hf.substr(0, nest.size()) == nest) {
+      hf.remove_prefix(nest.size());
+      break;
+    }
+  using Table = std::initializer_list<std::pair<std::string_view, std::string_view>>;
+  static const Table kBertGlobal = {
+      {"embeddings.word_embeddings.weight", "token_embd.weight"},
+      {"embeddings.position_embeddings.weight", "position_embd.weight"},
+      {"embeddings.token_type_embeddings.weight", "token_types.weight"},
+      {"embeddings.LayerNorm.weight", "token_embd_norm.weight"},
+      {"embeddings.LayerNorm.bias", "token_embd_norm.bias"},
+      {"embeddings.LayerNorm.gamma", "token_embd_norm.weight"},
+      {"embeddings.LayerNorm.beta", "token_embd_norm.bias"},
+      {"pooler.dense.weight", "pooler.weight"},
+      {"pooler.dense.bias", "pooler.bias"},
+  };
+  static const Table kBertLayer = {
+      {"attention.self.query.", "attn_q."},
+      {"attention.self.key.", "attn_k."},
+      {"attention.self.value.", "attn_v."},
+      {"attention.output.dense.", "attn_output."},
+      {"attention.output.LayerNorm.", "attn_output_norm."},
+      {"intermediate.dense.", "ffn_up."},
+      {"output.dense.", "ffn_down."},
+      {"output.LayerNorm.", "layer_output_norm."},
+  };
+  static const Table kNomicGlobal = {
+      {"embeddings.word_embeddings.weight", "token_embd.weight"},
+      {"embeddings.token_type_embeddings.weight", "token_types.weight"},
+      {"emb_ln.weight", "token_embd_norm.weight"},
+      {"emb_ln.bias", "token_embd_norm.bias"},
+  };
+  static const Table kNomicLayer = {
+      {"attn.Wqkv.", "attn_qkv."},      {"attn.out_proj.", "attn_output."}, {"mlp.fc11.", "ffn_up."},
+      {"mlp.fc12.", "ffn_gate."},       {"mlp.fc2.", "ffn_down."},          {"norm1.", "attn_output_norm."},
+      {"norm2.", "layer_output_norm."},
+  };
+  static const Table kModernGlobal = {
+      {"embeddings.tok_embeddings.weight", "token_embd.weight"},
+      {"embeddings.norm.weight", "token_embd_norm.weight"},
+      {"embeddings.norm.bias", "token_embd_norm.bias"},
+      {"final_norm.weight", "output_norm.weight"},
+      {"final_norm.bias", "output_norm.bias"},
+  };
+  static const Table kModernLayer = {
+      {"attn_norm.", "attn_norm."}, {"attn.Wqkv.", "attn_qkv."}, {"attn.Wo.", "attn_output."},
+      {"mlp_norm.", "ffn_norm."},   {"mlp.Wi.", "ffn_up."},      {"mlp.Wo.", "ffn_down."},
+  };
+  const Table& global = arch == Arch::Bert ? kBertGlobal : arch == Arch::NomicBert ? kNomicGlobal : kModernGlobal;
+  const Table& layer = arch == Arch::Bert ? kBertLayer : arch == Arch::NomicBert ? kNomicLayer : kModernLayer;
+  const std::string_view prefix = arch == Arch::Bert        ? "encoder.layer."
+                                  : arch == Arch::NomicBert ? "encoder.layers."
+                                                            : "layers.";
+  for (const auto& [from, to] : global)
+    if (hf == from) return std::string(to);
+  if (hf.substr(0, prefix.size()) != prefix) return {};
+  hf.remove_prefix(prefix.size());
+  int il = 0;
+  auto [p, ec] = std::from_chars(hf.data(), hf.data() + hf.size(), il);
+  if (ec != std::errc() || p == hf.data() || p == hf.data() + hf.size() || *p != '.') return {};
+  std::string_view rest(p + 1, static_cast<size_t>(hf.data() + hf.size() - (p + 1)));
+  for (const auto& [from, to] : layer) {
+    if (rest.substr(0, from.size()) != from) continue;
+    std::string_view leaf = rest.substr(from.size());
+    if (leaf == "gamma") leaf = "weight";  // old BERT LayerNorm names
+    if (leaf == "beta") leaf = "bias";
+    if (leaf != "weight" && leaf != "bias") return {};
+    return fmt::format("blk.{}.{}{}", il, to, leaf);
+  }
+  return {};
+}
+
 std::optional<HfExpertName> hf_expert_name(std::string_view hf) {
   constexpr std::string_view prefix = "model.layers.";
   if (hf.substr(0, prefix.size()) != prefix) return std::nullopt;
@@ -229,8 +307,9 @@ Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open
   s->path_ = path;
   s->model_ = std::make_shared<const formats::SafetensorsModel>(std::move(model));
   s->norm_plus_one_ = config.arch == Arch::Gemma || config.arch == Arch::Gemma2 || config.arch == Arch::Gemma3;
+  const bool encoder = is_encoder(config.arch);
   for (std::string_view hf : s->model_->tensor_names()) {
-    const std::string g = hf_to_gguf_name(hf, config.post_norms);
+    const std::string g = encoder ? hf_to_gguf_encoder_name(hf, config.arch) : hf_to_gguf_name(hf, config.post_norms);
     if (!g.empty()) s->gguf_to_hf_[g] = std::string(hf);
     if (auto e = hf_expert_name(hf)) {
       if (e->expert >= std::max<int64_t>(config.n_expert, 1))

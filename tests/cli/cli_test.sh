@@ -228,12 +228,60 @@ check missing_model_run fail "--model: model '.*missing\.gguf' does not exist" -
 mkdir -p "$work/hf_notok"
 cp "$hf/config.json" "$hf/model.safetensors" "$work/hf_notok/"
 check hf_run_no_tokenizer fail "hf_notok' has no tokenizer\.json" -- run -m "$work/hf_notok" -p hi -n 1
+# Encoders: rlx embed and rlx forward on a synthetic BERT (WordPiece vocabulary).
+bert=$work/bert.gguf
+check synth_bert ok "wrote .*bert\.gguf" -- synth --preset bert-tiny --seed 5 -o "$bert"
+check info_bert ok "architecture: bert" -- info "$bert"
+check embed_texts ok "2 texts .*dim 128, pooling cls" -- embed -m "$bert" --text "hello world" --text "a b c d e"
+check embed_npy ok "3 texts" -- embed -m "$bert" --text x --text "y z" --text "w" --normalize --out "$work/e.npy"
+if [ "$(head -c 6 "$work/e.npy" | tail -c 5)" != "NUMPY" ] || [ "$(stat -c %s "$work/e.npy")" -ne $((128 + 3 * 128 * 4)) ]; then
+  failures=$((failures + 1)); echo "FAIL embed_npy_file: not a [3, 128] float32 .npy"
+fi
+printf 'one\ntwo words\n' >"$work/texts.txt"
+check embed_file_jsonl ok "2 texts .*pooling mean, normalized" -- embed -m "$bert" -f "$work/texts.txt" \
+  --pooling mean --normalize --out "$work/e.jsonl"
+check embed_text_and_file fail "with --text .* or --file .*, not both" -- embed -m "$bert" --text a -f "$work/texts.txt"
+check embed_bad_pooling fail "--pooling: max not in" -- embed -m "$bert" --text a --pooling max
+check embed_lm fail "language model, not an encoder" -- embed -m "$model" --text a
+check embed_bench ok "seq +batch +texts/s" -- embed -m "$bert" --bench --bench-seq 8 --bench-batch 1,2
+check forward_bert ok "wrote last_hidden_state \[1, 3, 128\]" -- forward -m "$bert" \
+  --input input_ids=1x3xi32=2,10,3 --output last_hidden_state=@"$work/h.bin"
+[ "$(stat -c %s "$work/h.bin")" -eq $((3 * 128 * 4)) ] || { failures=$((failures + 1)); echo "FAIL forward_bert_size"; }
+printf '\x02\x00\x00\x00\x0a\x00\x00\x00' >"$work/ids.bin"
+check forward_file ok "wrote last_hidden_state \[1, 2, 128\]" -- forward -m "$bert" \
+  --input input_ids=1x2xi32=@"$work/ids.bin" --output last_hidden_state=@"$work/h2.bin"
+check forward_short_file fail "ids\.bin' has 8 bytes; 1x3xi32 needs 12" -- forward -m "$bert" \
+  --input input_ids=1x3xi32=@"$work/ids.bin" --output last_hidden_state=@"$work/h3.bin"
+check forward_unknown_input fail "--input pixel_values: this bert encoder takes input_ids" -- forward -m "$bert" \
+  --input input_ids=1x2xi32=2,3 --input pixel_values=1x2xf32=0,1 --output last_hidden_state=@"$work/h4.bin"
+check forward_float_ids fail "input_ids must be i32 or i64, got f32" -- forward -m "$bert" \
+  --input input_ids=1x2xf32=2,3 --output last_hidden_state=@"$work/h5.bin"
+check forward_bad_spec fail "expected NAME=SHAPExDTYPE=@FILE" -- forward -m "$bert" --input input_ids \
+  --output last_hidden_state=@"$work/h6.bin"
+check forward_bad_dtype fail "element type 'u8' is not supported" -- forward -m "$bert" \
+  --input input_ids=1x2xu8=2,3 --output last_hidden_state=@"$work/h7.bin"
+check forward_no_pooler fail "this model has no pooler" -- forward -m "$bert" --input input_ids=1x2xi32=2,3 \
+  --output pooler_output=@"$work/p.bin"
+check forward_mask_gap fail "row 0 must be ones then zeros" -- forward -m "$bert" --input input_ids=1x3xi32=2,5,3 \
+  --input attention_mask=1x3xi32=1,0,1 --output last_hidden_state=@"$work/h8.bin"
+check forward_bad_token fail "token id 5000 is outside the vocabulary" -- forward -m "$bert" \
+  --input input_ids=1x2xi32=2,5000 --output last_hidden_state=@"$work/h9.bin"
+check forward_lm ok "wrote logits \[1, 3, 512\]" -- forward -m "$model" --input input_ids=1x3xi32=1,2,3 \
+  --output logits=@"$work/l.bin"
+check forward_lm_bad_output fail "a language model's output is logits" -- forward -m "$model" \
+  --input input_ids=1x3xi32=1,2,3 --output last_hidden_state=@"$work/l2.bin"
+check run_encoder fail "is an encoder .*rlx embed or rlx forward" -- run -m "$bert" -p hi -n 1
+
 if [ -d "$(dirname "$0")/../../../shared/conformance/hf/llama" ]; then
   conf=$(cd "$(dirname "$0")/../../../shared/conformance/hf/llama" && pwd)
   check conformance_info ok "config: llama" -- info "$conf"
   check conformance_logits ok "wrote logits \[2, 1024\]" -- logits -m "$conf" --tokens 1,2 --out "$work/c.bin"
   check conformance_compile ok "fusion report" -- compile -m "$conf"
   check conformance_quantize ok "wrote" -- quantize "$conf" "$work/conf.gguf" Q8_0
+  bertdir=$(cd "$(dirname "$0")/../../../shared/conformance/hf/bert" && pwd)
+  check conformance_forward_bert ok "wrote pooler_output \[1, 128\]" -- forward -m "$bertdir" \
+    --input input_ids=1x7xi32=101,577,521,98,179,88,238 --output last_hidden_state=@"$work/bh.bin" \
+    --output pooler_output=@"$work/bp.bin"
 else
   echo "skip conformance (no ../shared/conformance/hf/llama)"
 fi

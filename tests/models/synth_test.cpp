@@ -22,8 +22,9 @@ namespace fs = std::filesystem;
 
 TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
   const std::map<std::string, std::string> family = {{"llama-3.2-1b", "llama"}, {"qwen3-0.6b", "qwen3"},
-                                                     {"gemma-2-2b", "gemma2"}, {"qwen3-30b-a3b-4l", "qwen3moe"}};
-  for (const std::string arch : {"", "llama", "qwen3", "gemma2", "qwen3moe"})
+                                                     {"gemma-2-2b", "gemma2"}, {"qwen3-30b-a3b-4l", "qwen3moe"},
+                                                     {"bert-base", "bert"},     {"bert-tiny", "bert"}};
+  for (const std::string arch : {"", "llama", "qwen3", "gemma2", "qwen3moe", "bert"})
     for (const std::string& preset : synth_presets()) {
       SynthOptions o;
       o.arch = arch;
@@ -32,6 +33,11 @@ TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
       if (!arch.empty() && preset != "tiny" && family.at(preset) != arch) {
         ASSERT_FALSE(l) << arch << " " << preset;  // a real model's preset takes only its own family
         EXPECT_NE(l.error().to_string().find("does not fit it"), std::string::npos) << l.error().to_string();
+        continue;
+      }
+      if (arch == "bert" && preset == "tiny") {  // an encoder needs an encoder preset
+        ASSERT_FALSE(l);
+        EXPECT_NE(l.error().to_string().find("needs an encoder preset"), std::string::npos) << l.error().to_string();
         continue;
       }
       if (arch == "qwen3moe" && preset == "tiny") {  // experts need a MoE preset
@@ -45,6 +51,14 @@ TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
         ASSERT_TRUE(seen.insert(l->tokens[i]).second)
             << arch << " " << preset << ": piece '" << l->tokens[i] << "' repeats at id " << i;
     }
+  for (int64_t n : {int64_t{300}, int64_t{1024}, int64_t{30522}}) {  // WordPiece: specials, pieces, unused fill
+    const detail::SynthVocab v = detail::make_wordpiece_vocab(n);
+    ASSERT_EQ(static_cast<int64_t>(v.tokens.size()), n);
+    ASSERT_EQ(v.types.size(), v.tokens.size());
+    EXPECT_EQ(v.tokens[static_cast<size_t>(v.cls)], "[CLS]");
+    EXPECT_EQ(v.tokens[static_cast<size_t>(v.sep)], "[SEP]");
+    for (int32_t t : v.types) EXPECT_TRUE(t == 1 || t == 2 || t == 3 || t == 5) << t;
+  }
   for (int64_t n : {int64_t{300}, int64_t{512}, int64_t{32000}}) {
     const detail::SynthVocab v = detail::make_spm_vocab(n);
     ASSERT_EQ(static_cast<int64_t>(v.tokens.size()), n);

@@ -558,6 +558,27 @@ void rope_and_attention_cases(std::vector<OpCase>& cases) {
     c.output(c.b.attention(q, k, v, a, q_pos));
     c.finish();
   }
+  // The encoder form: sequences padded to one length, each attending to its own valid
+  // keys (kv_len), bidirectional or in a local window; one sequence has no key at all.
+  for (auto [name, mask, window, lens] :
+       {std::tuple{"attention_kv_len_bidirectional", MaskKind::None, int64_t{0}, std::vector<int32_t>{6, 2, 4}},
+        {"attention_kv_len_local", MaskKind::Local, int64_t{1}, std::vector<int32_t>{6, 3, 5}},
+        {"attention_kv_len_empty_sequence", MaskKind::None, int64_t{0}, std::vector<int32_t>{6, 0, 1}}}) {
+    CaseMaker c(cases, name);
+    ir::AttentionAttrs a;
+    a.n_heads = 4;
+    a.n_kv_heads = 2;
+    a.head_dim = 8;
+    a.mask = mask;
+    a.window = window;
+    const auto B = static_cast<int64_t>(lens.size());
+    ValueId q = c.input("q", DType::F32, {B, 6, 32}, -2, 2);
+    ValueId k = c.input("k", DType::F32, {B, 6, 16}, -2, 2), v = c.input("v", DType::F32, {B, 6, 16});
+    ValueId pos = c.input("pos", tensor_of<int32_t>(DType::I32, {6}, {0, 1, 2, 3, 4, 5}));
+    ValueId kv_len = c.input("kv_len", tensor_of<int32_t>(DType::I32, {B}, lens));
+    c.output(c.b.op(ir::OpKind::Attention, {q, k, v, pos, kv_len}, a));
+    c.finish();
+  }
 }
 
 void movement_cases(std::vector<OpCase>& cases) {

@@ -53,7 +53,7 @@ inline bool is_elementwise(OpKind k) { return op_info(k).category == OpCategory:
   X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Max, "max") X(Min, "min") X(Pow, "pow")
 #define RLX_COMPARE_KINDS(X) X(Eq, "eq") X(Ne, "ne") X(Lt, "lt") X(Le, "le") X(Gt, "gt") X(Ge, "ge")
 #define RLX_REDUCE_KINDS(X) X(Sum, "sum") X(Mean, "mean") X(Max, "max") X(Min, "min")
-#define RLX_MASK_KINDS(X) X(None, "none") X(Causal, "causal") X(SlidingWindow, "sliding_window")
+#define RLX_MASK_KINDS(X) X(None, "none") X(Causal, "causal") X(SlidingWindow, "sliding_window") X(Local, "local")
 #define RLX_ROPE_LAYOUTS(X) X(Normal, "normal") X(Neox, "neox")
 #define RLX_MOE_GATINGS(X) X(Softmax, "softmax") X(Sigmoid, "sigmoid")
 #define RLX_ROPE_SCALINGS(X) X(None, "none") X(Linear, "linear") X(Llama3, "llama3") X(Yarn, "yarn")
@@ -222,7 +222,12 @@ Status check_rope_attrs(const RopeAttrs& r);
 /// query head h reads kv head h / (n_heads / n_kv_heads). Optional q_pos[S] gives each
 /// query's absolute position (keys sit at 0..T-1); without it queries are aligned to
 /// the end of the keys (pos = T - S + i). scores = q.k * scale, then softcap*tanh(s/softcap)
-/// when softcap > 0, then the mask (causal: key <= pos; sliding: pos - key < window).
+/// when softcap > 0, then the mask (causal: key <= pos; sliding: pos - key < window;
+/// local: |pos - key| <= window, both directions, as ModernBERT's local layers).
+/// Optional kv_len i32[B] (input 5; q_pos must then be given), B the product of q's
+/// leading dims: batch item b attends only to keys 0 .. kv_len[b]-1 (a padding mask
+/// for sequences of different lengths in one batch; a query row with no key left
+/// outputs zeros).
 struct AttentionAttrs {
   int64_t n_heads = 1;
   int64_t n_kv_heads = 1;
@@ -311,6 +316,11 @@ struct AttentionBlockAttrs {
   /// [b*S, (b+1)*S) with its own positions in pos and its own pair of caches (inputs
   /// k_0, v_0, k_1, v_1, ... after the other inputs). Projections run over all rows.
   int64_t batch = 1;
+  /// Encoder form (no kv_cache): x holds B sequences of S rows each ([B*S, D]), the
+  /// positions input is i32[S] (shared by the sequences), and one more input follows the
+  /// others, kv_len i32[B]: sequence b's first kv_len[b] rows are real, its other rows
+  /// padding that no row attends to (their own outputs are computed and meaningless).
+  bool key_lengths = false;
   template <class V> void fields(V&& v) {
     attn.fields(v);
     v("rope_n_rot", rope.n_rot); v("rope_layout", rope.layout); v("rope_theta", rope.theta);
@@ -321,7 +331,7 @@ struct AttentionBlockAttrs {
     v("rope_freq_factors", rope.freq_factors); v("rope_attn_factor", rope.attn_factor);
     v("use_rope", use_rope); v("qkv_bias", qkv_bias); v("qk_norm", qk_norm);
     v("qk_norm_eps", qk_norm_eps); v("kv_cache", kv_cache); v("prescale_q", prescale_q);
-    v("batch", batch);
+    v("batch", batch); v("key_lengths", key_lengths);
   }
 };
 

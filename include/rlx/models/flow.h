@@ -62,6 +62,11 @@ struct AttentionSpec {
   ir::DType kv_dtype = ir::DType::F32;
   int64_t batch = 1;               ///< sequences per run (each with its own cache)
   AttentionNames names;
+  /// The encoder form (attrs.key_lengths): i32[B] valid keys per sequence; x holds B
+  /// sequences of S rows and pos is i32[S].
+  ir::ValueId kv_len = ir::kNoValue;
+  /// Add <prefix>.attn_output.bias to the output projection (BERT).
+  bool o_bias = false;
 };
 
 enum class FfnBlock : uint8_t {
@@ -129,6 +134,9 @@ class Flow {
   Expected<ir::ValueId> ffn(ir::ValueId x, const FfnSpec& spec);
   /// The mixture-of-experts feed-forward block (x [rows, dim]).
   Expected<ir::ValueId> moe_ffn(ir::ValueId x, const MoeSpec& spec);
+  /// act(x . weight[out, in]^T + bias[out]) (no bias when `bias` is empty).
+  Expected<ir::ValueId> dense(ir::ValueId x, const std::string& weight, const std::string& bias, int64_t out,
+                              int64_t in, ir::ActKind act, const std::string& label);
   /// x + y.
   ir::ValueId residual(ir::ValueId x, ir::ValueId y) { return b_.add(x, y); }
   /// x . weight[vocab, dim]^T (the embedding table when tied), then

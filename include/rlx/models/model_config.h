@@ -1,10 +1,12 @@
-// Architecture description of a decoder-only transformer (Llama family and
-// relatives), read from GGUF metadata or a Hugging Face config.json. Model
-// builders turn it into HIR; nothing here touches weights.
+// Architecture description of a transformer — decoder-only (Llama family and
+// relatives) or encoder (BERT, NomicBERT, ModernBERT) — read from GGUF metadata or a
+// Hugging Face config.json. Model builders turn it into HIR; nothing here touches
+// weights.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rlx/base/status.h"
@@ -16,10 +18,25 @@ class GgufFile;
 
 namespace rlx::models {
 
-enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, Qwen3Moe };
+enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, Qwen3Moe, Bert, NomicBert, ModernBert };
 const char* arch_name(Arch a);
+/// True for the bidirectional encoders (Bert, NomicBert, ModernBert): no LM head, no
+/// KV cache; run by EncoderModel.
+bool is_encoder(Arch a);
 
-enum class FfnKind : uint8_t { SwiGLU, GeGLU };
+/// SwiGLU / GeGLU: gated (gate, up, down); Gelu: up, GELU, down (BERT).
+enum class FfnKind : uint8_t { SwiGLU, GeGLU, Gelu };
+
+/// How an encoder's token states become one embedding per text.
+enum class Pooling : uint8_t {
+  None,  ///< every token's state
+  Cls,   ///< the first token's state
+  Mean,  ///< the mean over the text's tokens (padding excluded)
+  Last,  ///< the last token's state
+};
+const char* pooling_name(Pooling p);
+/// "none", "cls", "mean", "last"; an error names the word otherwise.
+Expected<Pooling> parse_pooling(std::string_view word);
 
 /// Which layers use a sliding-window attention mask.
 enum class SlidingPattern : uint8_t {
@@ -80,6 +97,15 @@ struct ModelConfig {
   bool expert_weights_norm = false; ///< renormalize the chosen experts' weights to sum 1
   std::vector<bool> dense_layers;   ///< when non-empty: true where a layer keeps the dense FFN
 
+  // Encoders (is_encoder(arch)): LayerNorm everywhere, bidirectional attention.
+  int64_t n_token_types = 0;      ///< token-type (segment) embeddings, token_types.weight (0: none)
+  int64_t n_positions = 0;        ///< learned absolute positions, position_embd.weight (0: rotary)
+  bool pre_norm = false;          ///< norm before each block (ModernBERT), else after the residual add (BERT)
+  bool norm_bias = true;          ///< the LayerNorms have a bias
+  bool linear_bias = false;       ///< q/k/v/output and FFN projections have biases (BERT)
+  bool gelu_tanh = false;         ///< GELU by its tanh approximation, else exact (erf)
+  Pooling pooling = Pooling::Cls; ///< the model's own pooling (GGUF pooling_type, sentence-transformers)
+
   /// The rope of a model built for `ctx` positions: LongRoPE's long factors when ctx
   /// exceeds the original context (as llama.cpp picks them), else `rope` itself.
   ir::RopeAttrs rope_for_context(int64_t ctx) const;
@@ -97,7 +123,8 @@ struct ModelConfig {
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& file);
 
 /// Reads a Hugging Face `config.json` (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe,
-/// gemma, gemma2, gemma3_text, phi3). Errors name the file and the key.
+/// gemma, gemma2, gemma3_text, phi3; the encoders bert, nomic_bert, modernbert).
+/// Errors name the file and the key.
 Expected<ModelConfig> config_from_hf(const std::string& config_json_path);
 
 }  // namespace rlx::models

@@ -14,10 +14,10 @@
 namespace rlx::models {
 
 struct SynthOptions {
-  /// llama | qwen3 | gemma2 | qwen3moe; empty: the preset's family (llama for tiny). A preset of a
-  /// real model (llama-3.2-1b, qwen3-0.6b, gemma-2-2b) takes only its own family.
+  /// llama | qwen3 | gemma2 | qwen3moe | bert; empty: the preset's family (llama for tiny). A
+  /// preset of a real model (llama-3.2-1b, qwen3-0.6b, gemma-2-2b, bert-base) takes only its own family.
   std::string arch;
-  std::string preset = "tiny";  ///< tiny | llama-3.2-1b | qwen3-0.6b | gemma-2-2b | qwen3-30b-a3b-4l (MoE)
+  std::string preset = "tiny";  ///< tiny | llama-3.2-1b | qwen3-0.6b | gemma-2-2b | qwen3-30b-a3b-4l (MoE) | bert-base, bert-tiny (encoders)
   std::string type = "f32";     ///< f32 | f16 | q8_0 | q4_k_m
   uint64_t seed = 0;
   /// Written as `tokenizer.chat_template` when not empty (instead of the Llama 3

@@ -109,6 +109,13 @@ std::unique_ptr<WeightSource> split_fused_projections(std::unique_ptr<WeightSour
 /// attention (GGUF post_attention_norm) and pre_feedforward_layernorm is ffn_norm.
 std::string hf_to_gguf_name(std::string_view hf_name, bool post_norms = false);
 
+enum class Arch : uint8_t;
+/// An encoder's Hugging Face tensor name -> GGUF name (llama.cpp's bert / nomic-bert /
+/// modern-bert names: "encoder.layer.3.attention.self.query.weight" ->
+/// "blk.3.attn_q.weight"; BERT's pooler dense layer -> pooler.weight / pooler.bias);
+/// empty when the name has no counterpart.
+std::string hf_to_gguf_encoder_name(std::string_view hf_name, Arch arch);
+
 /// A per-expert Hugging Face matrix and the stacked GGUF tensor it belongs to:
 /// "model.layers.3.mlp.experts.5.up_proj.weight" (Qwen3-MoE) or
 /// "model.layers.3.block_sparse_moe.experts.5.w3.weight" (Mixtral) -> {"blk.3.ffn_up_exps.weight", 5}.

@@ -88,6 +88,7 @@ struct AttnParams {
   int64_t window = 0;
   float scale = 1.0f, softcap = 0.0f;
   bool has_qpos = false;
+  bool has_kv_len = false;  // input 4: valid keys per batch item
   DType dt = DType::F32, kv_dt = DType::F32, out_dt = DType::F32, pos_dt = DType::I32;
   bool q_bucket = false, k_bucket = false;
 };
@@ -101,8 +102,34 @@ Status attention_fn(const Step& s, const StepCtx& ctx) {
   const bool f32 = p.dt == DType::F32 && p.kv_dt == DType::F32 && p.out_dt == DType::F32;
   // One sequence with f32 queries and i32 positions: the kernels library's flash-style
   // kernel (f32 KV) or its f16-KV kernel with llama.cpp's f16-cache numerics.
-  if (p.batch == 1 && p.dt == DType::F32 && p.out_dt == DType::F32 && (!p.has_qpos || p.pos_dt == DType::I32) &&
-      (p.kv_dt == DType::F32 || p.kv_dt == DType::F16)) {
+  const auto* kv_len = p.has_kv_len ? reinterpret_cast<const int32_t*>(s.in_ptr[4]) : nullptr;
+  // Padded sequences without a window (encoders): the kernels library's kernel per
+  // sequence, over its valid keys.
+  if (kv_len && p.mask == ir::MaskKind::None && p.dt == DType::F32 && p.kv_dt == DType::F32 &&
+      p.out_dt == DType::F32) {
+    const cpu::KernelContext kc{ctx.pool, isa_cap()};
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t len = std::clamp<int64_t>(kv_len[b], 0, T);
+      float* out = s.outf() + b * p.S * qw;
+      if (len == 0) {
+        std::fill(out, out + S * qw, 0.0f);
+        continue;
+      }
+      cpu::AttentionParams ap;
+      ap.seq_q = S;
+      ap.seq_kv = len;
+      ap.n_heads = p.n_heads;
+      ap.n_kv_heads = p.n_kv;
+      ap.head_dim = p.hd;
+      ap.scale = p.scale;
+      ap.softcap = p.softcap;
+      ap.mask = cpu::AttnMask::kNone;
+      cpu::attention_f32(kc, ap, s.inf(0) + b * p.S * qw, s.inf(1) + b * p.T * kw, s.inf(2) + b * p.T * kw, out);
+    }
+    return {};
+  }
+  if (!kv_len && p.mask != ir::MaskKind::Local && p.batch == 1 && p.dt == DType::F32 && p.out_dt == DType::F32 &&
+      (!p.has_qpos || p.pos_dt == DType::I32) && (p.kv_dt == DType::F32 || p.kv_dt == DType::F16)) {
     cpu::AttentionParams ap;
     ap.seq_q = S;
     ap.seq_kv = T;
@@ -139,8 +166,13 @@ Status attention_fn(const Step& s, const StepCtx& ctx) {
       const int64_t q_off = (b * p.S + i) * qw + h * p.hd;
       const int64_t pos = p.has_qpos ? load_i(p.pos_dt, s.in_ptr[3], i) : T - S + i;
       int64_t j_end = T, j_begin = 0;
-      if (p.mask != ir::MaskKind::None) j_end = std::min<int64_t>(T, pos + 1);
+      if (p.mask == ir::MaskKind::Causal || p.mask == ir::MaskKind::SlidingWindow) j_end = std::min<int64_t>(T, pos + 1);
       if (p.mask == ir::MaskKind::SlidingWindow) j_begin = std::max<int64_t>(0, pos - p.window + 1);
+      if (p.mask == ir::MaskKind::Local) {
+        j_begin = std::max<int64_t>(0, pos - p.window);
+        j_end = std::min<int64_t>(T, pos + p.window + 1);
+      }
+      if (kv_len) j_end = std::min<int64_t>(j_end, kv_len[b]);
       for (int64_t d = 0; d < p.hd; ++d) {
         q[d] = (f32 ? s.inf(0)[q_off + d] : load_f(p.dt, s.in_ptr[0], q_off + d)) * p.scale;
         acc[d] = 0.0f;
@@ -240,7 +272,8 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   p->window = a.window;
   p->scale = static_cast<float>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim)));
   p->softcap = static_cast<float>(a.softcap);
-  p->has_qpos = n.inputs.size() == 4;
+  p->has_qpos = n.inputs.size() >= 4;
+  p->has_kv_len = n.inputs.size() == 5;
   if (p->has_qpos) p->pos_dt = ctx.input(3).dtype;
   p->dt = ctx.input(0).dtype;
   p->kv_dt = ctx.input(1).dtype;

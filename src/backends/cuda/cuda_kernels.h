@@ -200,12 +200,13 @@ struct AttentionParams {
   const void* k = nullptr;
   const void* v = nullptr;
   const void* q_pos = nullptr;  ///< null: queries aligned to the end of the keys
+  const int32_t* kv_len = nullptr;  ///< null, or valid keys per batch item (padding mask)
   void* out = nullptr;
   float* partial = nullptr;
   DT dt = DT::F32, out_dt = DT::F32, pos_dt = DT::I32;
   int64_t batch = 1, S = 0, T = 0, S_full = 0, T_full = 0;
   int n_heads = 1, n_kv = 1, hd = 1;
-  int mask = 1;  ///< ir::MaskKind: 0 none, 1 causal, 2 sliding window
+  int mask = 1;  ///< ir::MaskKind: 0 none, 1 causal, 2 sliding window, 3 local
   int64_t window = 0;
   float scale = 1.0f, softcap = 0.0f;
   int splits = 1;

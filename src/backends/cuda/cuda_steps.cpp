@@ -27,7 +27,7 @@ RLX_SAME_DTYPE(Q8_0) RLX_SAME_DTYPE(Q4_K) RLX_SAME_DTYPE(Q5_K) RLX_SAME_DTYPE(Q6
 #undef RLX_SAME_DTYPE
 static_assert(static_cast<int>(ir::ActKind::Cos) == 14 && static_cast<int>(ir::BinaryKind::Pow) == 6 &&
               static_cast<int>(ir::CompareKind::Ge) == 5 && static_cast<int>(ir::ReduceKind::Min) == 3 &&
-              static_cast<int>(ir::MaskKind::SlidingWindow) == 2);
+              static_cast<int>(ir::MaskKind::SlidingWindow) == 2 && static_cast<int>(ir::MaskKind::Local) == 3);
 
 // ---- cuBLASLt plans ------------------------------------------------------------------
 
@@ -734,6 +734,7 @@ Status attention_fn(const Step& s, const RunCtx& ctx) {
   k.k = s.in_ptr[1];
   k.v = s.in_ptr[2];
   k.q_pos = s.in_ptr.size() > 3 ? s.in_ptr[3] : nullptr;
+  k.kv_len = s.in_ptr.size() > 4 ? reinterpret_cast<const int32_t*>(s.in_ptr[4]) : nullptr;
   k.out = s.out_ptr;
   k.partial = reinterpret_cast<float*>(ctx.scratch + p.partial_off);
   k.counters = reinterpret_cast<unsigned*>(ctx.zeroed + p.counters_off);
@@ -779,7 +780,7 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   k.window = a.window;
   k.scale = static_cast<float>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim)));
   k.softcap = static_cast<float>(a.softcap);
-  if (n.inputs.size() == 4) k.pos_dt = to_dt(ctx.input(3).dtype);
+  if (n.inputs.size() >= 4) k.pos_dt = to_dt(ctx.input(3).dtype);
   k.dt = to_dt(dt);
   k.out_dt = to_dt(n.dtype);
   k.decode = attention_decode_supported(k.S, k.n_heads, k.n_kv, k.hd);

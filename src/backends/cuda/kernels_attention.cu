@@ -27,6 +27,25 @@ size_t attention_smem(int hd) {
                           static_cast<size_t>(kRows) * hd);
 }
 
+// Keys [jb, je) that the query at position `pos` of batch item b sees: the mask
+// (1 causal, 2 sliding window, 3 local: |pos - key| <= window), then kv_len[b].
+__device__ __forceinline__ void visible_keys(const AttentionParams& p, int64_t b, int64_t pos, int64_t& jb,
+                                             int64_t& je) {
+  jb = 0;
+  je = p.T;
+  if (p.mask == 1 || p.mask == 2) je = pos + 1 < p.T ? pos + 1 : p.T;
+  if (p.mask == 2) jb = pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+  if (p.mask == 3) {
+    jb = pos - p.window > 0 ? pos - p.window : 0;
+    je = pos + p.window + 1 < p.T ? pos + p.window + 1 : p.T;
+  }
+  if (p.kv_len) {
+    const int64_t len = p.kv_len[b];
+    if (len < je) je = len > 0 ? len : 0;
+  }
+  if (je < jb) je = jb;
+}
+
 __global__ void attention_kernel(const AttentionParams p) {
   pdl_wait();
   pdl_trigger();
@@ -53,9 +72,7 @@ __global__ void attention_kernel(const AttentionParams p) {
   int64_t jb = 0, je = 0;
   if (active) {
     const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, i) : p.T - p.S + i;
-    je = p.T;
-    if (p.mask != 0) je = pos + 1 < p.T ? pos + 1 : p.T;
-    if (p.mask == 2) jb = pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+    visible_keys(p, b, pos, jb, je);
     if (jb < s_begin) jb = s_begin;
     if (je > s_end) je = s_end;
     const int64_t q_off = (b * p.S_full + i) * qw + static_cast<int64_t>(h) * hd;
@@ -385,9 +402,7 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   // they read anything else.)
   const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, 0) : p.T - 1;
   int64_t jb = 0, je = p.T;
-  if (p.mask != 0) je = pos + 1 < p.T ? pos + 1 : p.T;
-  if (p.mask == 2) jb = pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
-  if (je < jb) je = jb;
+  visible_keys(p, b, pos, jb, je);
   const int64_t n = je - jb;
   // Short contexts: one block per query head, one trip to memory (attention_decode_short).
   constexpr int kThreads = kDecodeWarps * 32;
@@ -671,10 +686,9 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
     if (rows[r] < p.S) {
       const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, rows[r]) : p.T - p.S + rows[r];
       int64_t e = p.T, s0 = 0;
-      if (p.mask != 0) e = pos + 1 < p.T ? pos + 1 : p.T;
-      if (p.mask == 2) s0 = pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+      visible_keys(p, b, pos, s0, e);
       jb[r] = static_cast<int>(s0);
-      je[r] = static_cast<int>(e > s0 ? e : s0);
+      je[r] = static_cast<int>(e);
     }
   }
   if (threadIdx.x == 0) {

@@ -46,15 +46,20 @@ Status run_rope(const RefCall& call) {
 // q[.., S, n_heads*D], k/v[.., T, n_kv_heads*D], optional q_pos[S]. Query i sits at
 // q_pos[i], else at T - S + i (bottom-right alignment); query head h reads kv head
 // h / (n_heads / n_kv_heads). Causal keeps keys j <= pos, sliding window also
-// pos - j < window. A query with no allowed key gets zeros.
+// pos - j < window, local |pos - j| <= window; optional kv_len[batch] keeps only keys
+// j < kv_len[b] of batch item b. A query with no allowed key gets zeros.
 Status run_attention(const RefCall& call) {
   const auto& a = call.attr<ir::AttentionAttrs>();
   ASSIGN_OR_RETURN(std::vector<double> q, read_values(call.in[0]));
   ASSIGN_OR_RETURN(std::vector<double> k, read_values(call.in[1]));
   ASSIGN_OR_RETURN(std::vector<double> v, read_values(call.in[2]));
   std::vector<double> q_pos;
-  if (call.in.size() == 4) {
+  if (call.in.size() >= 4) {
     ASSIGN_OR_RETURN(q_pos, read_values(call.in[3]));
+  }
+  std::vector<double> kv_len;
+  if (call.in.size() == 5) {
+    ASSIGN_OR_RETURN(kv_len, read_values(call.in[4]));
   }
   const std::vector<int64_t>& qd = call.in[0].dims;
   const size_t rank = qd.size();
@@ -72,9 +77,11 @@ Status run_attention(const RefCall& call) {
         const double* qi = q.data() + ((b * seq_q + i) * n_heads + h) * hd;
         double mx = minus_inf;
         for (int64_t j = 0; j < seq_kv; ++j) {
-          bool allowed = a.mask == ir::MaskKind::None || static_cast<double>(j) <= pos;
-          if (a.mask == ir::MaskKind::SlidingWindow)
-            allowed = allowed && pos - static_cast<double>(j) < static_cast<double>(a.window);
+          const auto key = static_cast<double>(j);
+          bool allowed = a.mask == ir::MaskKind::None || a.mask == ir::MaskKind::Local || key <= pos;
+          if (a.mask == ir::MaskKind::SlidingWindow) allowed = allowed && pos - key < static_cast<double>(a.window);
+          if (a.mask == ir::MaskKind::Local) allowed = std::fabs(pos - key) <= static_cast<double>(a.window);
+          if (!kv_len.empty()) allowed = allowed && key < kv_len[static_cast<size_t>(b)];
           scores[static_cast<size_t>(j)] = minus_inf;
           if (!allowed) continue;
           const double* kj = k.data() + ((b * seq_kv + j) * n_kv + kv_head) * hd;

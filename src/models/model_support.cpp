@@ -1,0 +1,47 @@
+// What the model classes share (see model_support.h).
+#include "models/model_support.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "rlx/base/hash.h"
+
+namespace rlx::models {
+
+namespace fs = std::filesystem;
+
+// The identity of a model's files for cache keys: canonical path, size and write time of
+// the file (or of every file directly in an HF folder).
+uint64_t model_file_identity(const std::string& path) {
+  StableHasher h;
+  h.str("rlx.model_identity.v1");
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(path, ec);
+  h.str(ec ? path : p.string());
+  auto add = [&](const fs::path& f) {
+    std::error_code e;
+    h.str(f.filename().string());
+    h.u64(static_cast<uint64_t>(fs::file_size(f, e)));
+    h.i64(static_cast<int64_t>(fs::last_write_time(f, e).time_since_epoch().count()));
+  };
+  if (fs::is_directory(path, ec)) {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) add(f);
+  } else {
+    add(path);
+  }
+  return h.digest();
+}
+
+Expected<std::unique_ptr<ModelCompilePipeline>> make_model_pipeline(const Device& device, int threads) {
+  BackendOptions backend;
+  backend.threads = threads;
+  ASSIGN_OR_RETURN(Session session, Session::create(device, backend));
+  return std::make_unique<ModelCompilePipeline>(std::move(session), 64);
+}
+
+}  // namespace rlx::models
