@@ -240,6 +240,21 @@ fi
 printf 'one\ntwo words\n' >"$work/texts.txt"
 check embed_file_jsonl ok "2 texts .*pooling mean, normalized" -- embed -m "$bert" -f "$work/texts.txt" \
   --pooling mean --normalize --out "$work/e.jsonl"
+# Texts of different lengths in one batch embed as they do one at a time.
+printf 'a\nthe longest text of all these texts by far\nmiddle sized text\nb c\n' >"$work/mixed.txt"
+check embed_batched ok "4 texts" -- embed -m "$bert" -f "$work/mixed.txt" --batch 4 --pooling mean --out "$work/b4.jsonl"
+check embed_one_by_one ok "4 texts" -- embed -m "$bert" -f "$work/mixed.txt" --batch 1 --pooling mean --out "$work/b1.jsonl"
+if ! python3 - "$work/b4.jsonl" "$work/b1.jsonl" <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert len(a) == len(b) == 4, (len(a), len(b))
+worst = max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+assert worst < 1e-5, worst
+PY
+then
+  failures=$((failures + 1)); echo "FAIL embed_batch_equals_one_by_one"
+fi
 check embed_text_and_file fail "with --text .* or --file .*, not both" -- embed -m "$bert" --text a -f "$work/texts.txt"
 check embed_bad_pooling fail "--pooling: max not in" -- embed -m "$bert" --text a --pooling max
 check embed_lm fail "language model, not an encoder" -- embed -m "$model" --text a
