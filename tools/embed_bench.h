@@ -1,7 +1,7 @@
 // `rlx embed --bench`: encoder throughput (texts/s, tokens/s, GFLOP/s) per sequence
 // length and batch size, next to the machine's compute limit measured in the same
-// process (CPU: the f32 FMA peak of machine_limits.h; CUDA: a large f32 matmul run
-// through the same backend, i.e. cuBLAS).
+// process (CPU: the f32 FMA peak of machine_limits.h; CUDA: large f32 matmuls run
+// through the same backend on device-resident operands, i.e. cuBLAS).
 #pragma once
 
 #include <cstdint>
