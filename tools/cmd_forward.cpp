@@ -73,9 +73,10 @@ Expected<NamedInput> parse_input(const std::string& arg) {
     if (d.empty() || *end != '\0' || v < 1 || v > (int64_t{1} << 31))
       return Error::invalid_argument("--input {}: dimension '{}' of '{}' is not a positive integer", in.name, d, type);
     in.shape.push_back(v);
+    if (in.shape.size() > 8 || in.count() > (int64_t{1} << 28))  // each factor <= 2^31: no overflow before this
+      return Error::invalid_argument("--input {}: {} is too large", in.name, type);
     i = j + 1;
   }
-  if (in.count() > (int64_t{1} << 28)) return Error::invalid_argument("--input {}: {} is too large", in.name, type);
   const bool is_int = in.dtype != "f32";
   if (!value.empty() && value[0] == '@') {
     const std::string path = value.substr(1);
