@@ -115,6 +115,7 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
     if (stopped) break;
     if (step + 1 == options.max_tokens) break;
     if (model.n_past() >= model.context_length()) break;
+    if (options.interrupt_check) TRY(options.interrupt_check());
     if (on_device) {
       ASSIGN_OR_RETURN(picked, pick(std::span<const int32_t>(&next, 1)));
     } else {
@@ -174,6 +175,7 @@ Expected<std::vector<GenerateResult>> generate_batch(LanguageModel& model, const
       any = true;
     }
     if (!any) break;
+    if (options.interrupt_check) TRY(options.interrupt_check());
     ASSIGN_OR_RETURN(logits, model.forward_batch(feed, false));
   }
   const double decode_ms = ms_since(t1);

@@ -407,6 +407,29 @@ TEST(Generate, SameSeedSameText) {
   EXPECT_NE(a->tokens, c->tokens);
 }
 
+TEST(Generate, InterruptCheckEndsGenerationWithItsError) {
+  const TinyLlama t = tiny_llama(128);
+  ASSERT_TRUE(t.tok && t.model);
+  GenerateOptions go;
+  go.max_tokens = 12;
+  go.stop_at_eos = false;
+  int checks = 0;
+  go.interrupt_check = [&checks]() -> Status {
+    if (++checks == 3) return Error::invalid_argument("interrupted by the caller");
+    return {};
+  };
+  const auto prompt = t.tok->encode("Once upon a time", true, false);
+  auto r = generate(*t.model, *t.tok, prompt, go, nullptr);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message(), "interrupted by the caller");
+  EXPECT_EQ(checks, 3);  // one check after each of the three sampled tokens
+  EXPECT_EQ(t.model->n_past(), static_cast<int64_t>(prompt.size()) + 2);
+  go.interrupt_check = [] { return Status{}; };
+  auto full = generate(*t.model, *t.tok, prompt, go, nullptr);
+  ASSERT_TRUE(full) << full.error().to_string();
+  EXPECT_EQ(full->tokens.size(), 12u);
+}
+
 TEST(QuantMix, StandardRules) {
   using formats::GgmlType;
   EXPECT_EQ(*mix_weight_type("q4_k_m", "blk.5.attn_q.weight", 2048, 2048, 5, 16, true), GgmlType::Q4_K);

@@ -18,6 +18,10 @@ struct GenerateOptions {
   SamplingOptions sampling;
   std::vector<std::string> stop;  ///< stop strings (not emitted)
   bool stop_at_eos = true;
+  /// Called after every sampled token, before the next model run; an error it returns
+  /// ends the generation with that error (a caller's interrupt, e.g. Ctrl-C in the
+  /// Python binding, or a cancelled stream). May be empty.
+  std::function<Status()> interrupt_check;
 };
 
 struct GenerateResult {
