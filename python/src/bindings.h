@@ -10,5 +10,7 @@ namespace rlx::python {
 void bind_graphs(pybind11::module_& m);
 /// rlx.GraphBuilder and rlx.Value (builder_bindings.cpp).
 void bind_builder(pybind11::module_& m);
+/// rlx.Model, rlx.load_model, rlx.TextStream, rlx.synth (model_bindings.cpp).
+void bind_models(pybind11::module_& m);
 
 }  // namespace rlx::python
