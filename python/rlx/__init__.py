@@ -1,0 +1,42 @@
+"""RLX from Python: compile and run graphs on NumPy arrays, load language models and generate.
+
+    import rlx
+    model = rlx.load_model("model.gguf", ctx=1024)
+    print(model.generate("Once upon a time", max_tokens=32))
+
+The compiled core is the extension module ``rlx._rlx`` (pybind11, over RLX's C++ API);
+this package re-exports it. Errors from RLX raise :class:`rlx.Error` (a RuntimeError)
+with the C++ message.
+"""
+
+from ._rlx import (
+    CompiledGraph,
+    Error,
+    Graph,
+    GraphBuilder,
+    Model,
+    Session,
+    TensorSpec,
+    TextStream,
+    Value,
+    __version__,
+    load_model,
+    parse_graph,
+    synth,
+)
+
+__all__ = [
+    "CompiledGraph",
+    "Error",
+    "Graph",
+    "GraphBuilder",
+    "Model",
+    "Session",
+    "TensorSpec",
+    "TextStream",
+    "Value",
+    "__version__",
+    "load_model",
+    "parse_graph",
+    "synth",
+]

@@ -1,0 +1,209 @@
+# Type stubs of the rlx package (the extension module rlx._rlx), for editors and type
+# checkers. Keep in step with python/src/*_bindings.cpp.
+from typing import Iterator, Literal, Mapping, Sequence, overload
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+
+class Error(RuntimeError):
+    """An error reported by RLX; str(e) is the C++ message."""
+
+    code: str
+    """invalid_argument, invalid_file, not_found, unsupported, io, parse, verify or internal."""
+
+class TensorSpec:
+    """Name, dtype and shape of a compiled graph's input, param or output."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int | str, ...]: ...
+
+class Graph:
+    """A graph of RLX IR."""
+
+    @staticmethod
+    def parse(text: str) -> Graph: ...
+
+def parse_graph(text: str) -> Graph:
+    """Parses a graph from the IR text form; errors name the line and column."""
+
+class Value:
+    """A value of a graph being built; +, -, *, / and @ add ops."""
+
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def shape(self) -> tuple[int | str, ...]: ...
+    def __add__(self, other: Value) -> Value: ...
+    def __sub__(self, other: Value) -> Value: ...
+    def __mul__(self, other: Value) -> Value: ...
+    def __truediv__(self, other: Value) -> Value: ...
+    def __matmul__(self, other: Value) -> Value: ...
+
+class GraphBuilder:
+    """Builds a Graph op by op; a bad op raises Error at once."""
+
+    def __init__(self) -> None: ...
+    def input(self, name: str, dtype: str, shape: Sequence[int | str]) -> Value: ...
+    def param(self, name: str, dtype: str, shape: Sequence[int | str]) -> Value: ...
+    def constant(self, values: npt.ArrayLike, dtype: str = "f32") -> Value: ...
+    def activation(self, kind: str, x: Value) -> Value: ...
+    def binary(self, kind: str, a: Value, b: Value) -> Value: ...
+    def matmul(self, a: Value, b: Value, transpose_a: bool = False, transpose_b: bool = False) -> Value: ...
+    def linear(self, x: Value, w: Value, bias: Value | None = None, act: str = "identity") -> Value: ...
+    def softmax(self, x: Value, axis: int = -1) -> Value: ...
+    def reduce(self, kind: str, x: Value, axes: Sequence[int], keep_dims: bool = False) -> Value: ...
+    def rms_norm(self, x: Value, gamma: Value, eps: float = 1e-5) -> Value: ...
+    def reshape(self, x: Value, shape: Sequence[int | str]) -> Value: ...
+    def transpose(self, x: Value, perm: Sequence[int]) -> Value: ...
+    def cast(self, x: Value, dtype: str) -> Value: ...
+    def output(self, value: Value, name: str = "") -> None: ...
+    def build(self) -> Graph: ...
+
+class CompiledGraph:
+    """A graph compiled for one device."""
+
+    @property
+    def inputs(self) -> list[TensorSpec]: ...
+    @property
+    def params(self) -> list[TensorSpec]: ...
+    @property
+    def outputs(self) -> list[TensorSpec]: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def input_pointers(self) -> dict[str, int]:
+        """Data pointers the last run() handed to the runtime (array.ctypes.data when not copied)."""
+    def set_param(self, name: str, values: npt.ArrayLike) -> None: ...
+    def run(self, inputs: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
+        """Runs; C-contiguous inputs of the declared dtype are read in place (no copy)."""
+
+class Session:
+    """Compiles graphs for one device: "cpu", "cuda", "cuda:N" or "reference"."""
+
+    def __init__(self, device: str = "cpu") -> None: ...
+    @property
+    def device(self) -> str: ...
+    def compile(self, graph: Graph | str, bindings: Mapping[str, int] = ...) -> CompiledGraph: ...
+
+class TextStream(Iterator[str]):
+    """Text pieces of a streaming generation; close() (or Ctrl-C) ends it."""
+
+    def __iter__(self) -> TextStream: ...
+    def __next__(self) -> str: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> TextStream: ...
+    def __exit__(self, *args: object) -> None: ...
+
+class Model:
+    """A language model with its tokenizer (see load_model)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def arch(self) -> str: ...
+    @property
+    def n_vocab(self) -> int: ...
+    @property
+    def context_length(self) -> int: ...
+    def logits(self, tokens: Sequence[int] | npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
+        """float32 [len(tokens), n_vocab]; row i follows tokens[0..i]."""
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]: ...
+    def detokenize(self, tokens: Sequence[int] | npt.NDArray[np.integer], render_special: bool = False) -> str: ...
+    @overload
+    def generate(
+        self,
+        prompt: str | Sequence[int],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        repetition_penalty: float = 1.0,
+        seed: int = 0,
+        stop: Sequence[str] | None = None,
+        ignore_eos: bool = False,
+        stream: Literal[False] = False,
+        add_special: bool = True,
+    ) -> str:
+        """The continuation of `prompt` (text or token ids); temperature 0 is greedy."""
+    @overload
+    def generate(
+        self,
+        prompt: str | Sequence[int],
+        *,
+        max_tokens: int = 64,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        repetition_penalty: float = 1.0,
+        seed: int = 0,
+        stop: Sequence[str] | None = None,
+        ignore_eos: bool = False,
+        stream: Literal[True],
+        add_special: bool = True,
+    ) -> TextStream:
+        """The continuation of `prompt` as a stream of text pieces."""
+    @overload
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        template: str = "",
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        repetition_penalty: float = 1.0,
+        seed: int = 0,
+        stop: Sequence[str] | None = None,
+        stream: Literal[False] = False,
+    ) -> str:
+        """The assistant's reply, rendered with the model's template or a built-in one."""
+    @overload
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        template: str = "",
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        min_p: float = 0.0,
+        repetition_penalty: float = 1.0,
+        seed: int = 0,
+        stop: Sequence[str] | None = None,
+        stream: Literal[True],
+    ) -> TextStream:
+        """The assistant's reply as a stream of text pieces."""
+
+def load_model(
+    path: str,
+    *,
+    device: str = "cpu",
+    ctx: int = 512,
+    kv: str = "f32",
+    threads: int = 0,
+    compile_cache: bool = True,
+) -> Model:
+    """Loads a GGUF file or a Hugging Face folder."""
+
+def synth(
+    path: str,
+    *,
+    arch: str = "",
+    preset: str = "tiny",
+    type: str = "f32",
+    seed: int = 0,
+    chat_template: str = "",
+) -> None:
+    """Writes a GGUF model with seeded random weights (as `rlx synth`)."""
