@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs everything RLX needs to build and test on Debian 12 (run as root or with sudo).
+# Installs everything RLX needs to build and test on Debian 12 (run as root or with sudo),
+# the Python package's build and tests included (pybind11, NumPy, pytest from Debian).
 # Safe to run repeatedly; skips apt when every package is already present.
 set -euo pipefail
 
@@ -7,6 +8,7 @@ packages=(
   build-essential cmake ninja-build g++ clang libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   libfmt-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libicu-dev
+  python3-dev python3-venv python3-pybind11 python3-numpy python3-pytest
 )
 
 missing=()

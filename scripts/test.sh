@@ -2,12 +2,15 @@
 # Installs dependencies, builds RLX from scratch with AddressSanitizer +
 # UndefinedBehaviorSanitizer and warnings as errors, runs every test with ctest,
 # runs the CPU kernel tests (thread pool and every parallel kernel) under
-# ThreadSanitizer, then runs each libFuzzer target for a bounded time. This is what
-# CI runs.
+# ThreadSanitizer, installs the Python package into a temporary virtual environment
+# as the README does and runs its pytest suite, then runs each libFuzzer target for a
+# bounded time. This is what CI runs.
 #
 #   scripts/test.sh                 # full run (fuzz 60 s per target)
 #   RLX_FUZZ_SECONDS=10 scripts/test.sh
 #   RLX_TEST_BUILD_DIR=build-test scripts/test.sh
+#   RLX_JOBS=4 scripts/test.sh     # parallel compile jobs (default 2)
+#   RLX_PYTHON=python3.11 scripts/test.sh  # the interpreter of the Python step
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +39,21 @@ cmake -S . -B "${tsan_dir}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DRLX_CUDA=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
 cmake --build "${tsan_dir}" -j"${jobs}" --target rlx_cpu_kernels_tests
 TSAN_OPTIONS="halt_on_error=1" "${tsan_dir}/tests/rlx_cpu_kernels_tests" --gtest_brief=1
+
+# The README's install: a venv that sees Debian's numpy / pybind11 / pytest, then pip
+# builds the extension module (Release, CPU) and installs it. pip builds in the tree:
+# its CMake folder (build/temp.*/cmake) is kept, so a later run recompiles only what changed.
+echo "== Python package: pip install into a temporary venv, pytest python/tests"
+python="${RLX_PYTHON:-python3}"
+# A python3 ahead of Debian's on PATH (pyenv, conda) does not see the Debian packages.
+if [ -z "${RLX_PYTHON:-}" ] && ! "$python" -c "import numpy, pytest" 2>/dev/null && [ -x /usr/bin/python3 ]; then
+  python=/usr/bin/python3
+fi
+py_venv="$(mktemp -d)"
+trap 'rm -rf "${py_venv}"' EXIT
+"$python" -m venv --system-site-packages "${py_venv}"
+RLX_JOBS="${jobs}" "${py_venv}/bin/pip" install --no-build-isolation -q .
+"${py_venv}/bin/python" -m pytest -q -p no:cacheprovider python/tests
 
 if [ -f fuzz/CMakeLists.txt ] && [ "${fuzz_seconds}" != "0" ]; then
   echo "== fuzz (${fuzz_seconds} s per target, clang libFuzzer) in ${fuzz_dir}"
