@@ -3,6 +3,7 @@ round trips, generation (streaming equals non-streaming for one seed), chat temp
 Ctrl-C, and errors as rlx.Error with the C++ message."""
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -121,25 +122,37 @@ def test_model_errors_are_python_exceptions(tmp_path: Path, tiny: rlx.Model) -> 
     assert tiny.logits([1, 2]).shape == (2, tiny.n_vocab)  # still usable after the errors
 
 
-def test_ctrl_c_interrupts_generation(tiny_path: str) -> None:
-    # A child process generates far more tokens than it could in the time allowed and is
-    # sent SIGINT once it has started: it must end with KeyboardInterrupt, not finish.
+@pytest.mark.parametrize("stream", [False, True])
+def test_ctrl_c_interrupts_generation(tiny_path: str, stream: bool) -> None:
+    # A child process starts generating far more tokens than it could before the signal
+    # comes, says "started" (streaming: after the first piece; otherwise from a helper
+    # thread while the main thread is inside generate()) and gets SIGINT: it must end with
+    # KeyboardInterrupt, not finish, and the model must be usable afterwards.
+    if stream:
+        run = """
+            for i, piece in enumerate(model.generate("Once upon a time", max_tokens=8000, ignore_eos=True,
+                                                     stream=True)):
+                if i == 0:
+                    print("started", flush=True)"""
+    else:
+        run = """
+            threading.Thread(target=lambda: (time.sleep(0.2), print("started", flush=True)), daemon=True).start()
+            model.generate("Once upon a time", max_tokens=8000, ignore_eos=True)"""
     child = textwrap.dedent(f"""
-        import sys, rlx
+        import sys, threading, time, rlx
         model = rlx.load_model({tiny_path!r}, ctx=8192, threads=1, compile_cache=False)
         model.generate("Once", max_tokens=2)  # compile before the long run
-        print("started", flush=True)
-        try:
-            model.generate("Once upon a time", max_tokens=8000, ignore_eos=True)
+        try:{textwrap.indent(textwrap.dedent(run), "            ")}
         except KeyboardInterrupt:
             print("interrupted", flush=True)
+            print(len(model.logits([1, 2])), flush=True)  # the model is free again
             sys.exit(3)
         print("finished", flush=True)
     """)
     proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    assert proc.stdout.readline().strip() == "started"
-    proc.send_signal(2)
+    assert proc.stdout.readline().strip() == "started", proc.communicate(timeout=120)
+    proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)  # bounds a hang only
     assert proc.returncode == 3, (out, err)
-    assert out.strip() == "interrupted"
+    assert out.split() == ["interrupted", "2"]
