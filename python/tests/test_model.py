@@ -30,6 +30,20 @@ def test_stories260k_logits_match_llama_cpp(conformance: Path) -> None:
     np.testing.assert_array_equal(model.logits(np.array(tokens, dtype=np.int64)), logits)
 
 
+def test_hugging_face_folder_logits_match_transformers(conformance: Path) -> None:
+    # A folder with config.json + model.safetensors (no tokenizer): logits work, text needs tokenizer.json.
+    folder = conformance / "hf" / "llama"
+    seq = json.loads((folder / "manifest.json").read_text())["sequences"]["s7"]
+    ref = np.fromfile(folder / "logits-s7.f32", dtype="<f4").reshape(seq["shape"])
+    model = rlx.load_model(str(folder), ctx=64, threads=2, compile_cache=False)
+    logits = model.logits(seq["token_ids"])
+    # The HF conformance bar (tests/integration): relative L2 error of each row <= 1e-4.
+    rel = np.linalg.norm(logits - ref, axis=1) / np.linalg.norm(ref, axis=1)
+    assert rel.max() <= 1e-4
+    with pytest.raises(rlx.Error, match="tokenizer.json"):
+        model.tokenize("hello")
+
+
 def test_tokenize_detokenize_round_trip(tiny: rlx.Model) -> None:
     ids = tiny.tokenize("Once upon a time")
     assert ids and all(isinstance(i, int) for i in ids)
