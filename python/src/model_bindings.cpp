@@ -284,7 +284,7 @@ void bind_models(py::module_& m) {
       .def_property_readonly("n_vocab", &PyModel::n_vocab)
       .def_property_readonly("context_length", &PyModel::context_length)
       .def("logits", &PyModel::logits, py::arg("tokens"),
-           "float32 logits [len(tokens), n_vocab]: row i is the next-token distribution after tokens[0..i].")
+           "float32 logits [len(tokens), n_vocab] from an empty context: row i scores the token after tokens[0..i].")
       .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("add_special") = true,
            py::arg("parse_special") = false, "Token ids of `text` (BOS added as the vocabulary asks).")
       .def("detokenize", &PyModel::detokenize, py::arg("tokens"), py::arg("render_special") = false,
