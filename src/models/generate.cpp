@@ -3,57 +3,14 @@
 
 #include <chrono>
 
+#include "rlx/models/text_stream.h"
+
 namespace rlx::models {
 namespace {
 
 double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
-
-// Turns sampled tokens into text as it becomes final: pieces from the streaming
-// decoder, held back while they may still turn into a stop string.
-class TextStream {
- public:
-  TextStream(const Tokenizer& tokenizer, const std::vector<std::string>& stop) : stream_(tokenizer), stop_(stop) {}
-
-  /// Text made final by `token`; sets *stopped when a stop string appeared (the text
-  /// before it is returned, the stop string never).
-  Expected<std::string> push(int32_t token, bool* stopped) {
-    ASSIGN_OR_RETURN(std::string piece, stream_.push(token));
-    pending_ += piece;
-    *stopped = false;
-    for (const std::string& s : stop_) {
-      const size_t at = pending_.find(s);
-      if (!s.empty() && at != std::string::npos) {
-        pending_.resize(at);
-        *stopped = true;
-      }
-    }
-    // Emit what can no longer start a stop string.
-    size_t keep = 0;
-    for (const std::string& s : stop_)
-      for (size_t k = std::min(s.size() - (s.empty() ? 0 : 1), pending_.size()); k > keep; --k)
-        if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
-          keep = k;
-          break;
-        }
-    if (*stopped) keep = 0;
-    std::string out = pending_.substr(0, pending_.size() - keep);
-    pending_.erase(0, out.size());
-    return out;
-  }
-  /// What is left once generation ends.
-  std::string finish() {
-    std::string tail = pending_ + stream_.flush();
-    pending_.clear();
-    return tail;
-  }
-
- private:
-  StreamDecoder stream_;
-  const std::vector<std::string>& stop_;
-  std::string pending_;
-};
 
 Status check_options(const GenerateOptions& options) {
   TRY(options.sampling.validate());

@@ -77,6 +77,16 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
 
 void LanguageModel::reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
 
+Status LanguageModel::truncate(int64_t seq, int64_t n_keep) {
+  if (seq < 0 || seq >= options_.batch)
+    return Error::invalid_argument("truncate: sequence {} is outside [0, {})", seq, options_.batch);
+  const int64_t have = n_past_[static_cast<size_t>(seq)];
+  if (n_keep < 0 || n_keep > have)
+    return Error::invalid_argument("truncate: sequence {} holds {} tokens, cannot keep {}", seq, have, n_keep);
+  n_past_[static_cast<size_t>(seq)] = n_keep;
+  return Status{};
+}
+
 Status LanguageModel::prepare(CompiledGraph& graph) {
   // Weights stay where the source keeps them (the file mapping): the store holds views
   // and every executable binds them in place, so none copies a weight.

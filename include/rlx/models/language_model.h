@@ -74,6 +74,9 @@ class LanguageModel {
   int64_t n_past(int64_t seq = 0) const { return n_past_[static_cast<size_t>(seq)]; }
   int64_t batch() const { return options_.batch; }
   int64_t context_length() const { return options_.ctx; }
+  /// Fewest rows of a multi-token run (LoadOptions::min_bucket): forward_batch pads a run
+  /// of n > 1 tokens to the power of two >= max(n, min_bucket) when that fits every cache.
+  int64_t min_bucket() const { return options_.min_bucket; }
 
   /// Feeds `tokens` at positions n_past .. n_past+len-1, appending them to the KV
   /// cache, and returns logits [len, n_vocab] (all_rows) or [1, n_vocab] of the
@@ -100,6 +103,12 @@ class LanguageModel {
   Expected<std::vector<std::vector<float>>> forward_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows);
   /// Forgets the cached context of every sequence (next forward starts at position 0).
   void reset();
+  /// Keeps only the first `n_keep` cached tokens of sequence `seq` (the next forward
+  /// writes from position n_keep): a prefix cache reuses what a sequence already holds
+  /// (a shared system prompt, earlier turns) and recomputes only the rest. Rows past
+  /// n_keep are not cleared; they are overwritten before anything reads them. Errors:
+  /// `seq` outside [0, batch()), or n_keep outside [0, n_past(seq)].
+  Status truncate(int64_t seq, int64_t n_keep);
   /// What the executables of a generation return.
   enum class Output : uint8_t { kLogits, kGreedy, kSampled };
   /// Compiles (or loads from the caches) every executable a generation from a
