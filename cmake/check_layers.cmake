@@ -8,9 +8,10 @@ set(allowed_compile  "base;ir;compile")
 set(allowed_runtime  "base;ir;compile;runtime")
 set(allowed_backends "base;ir;compile;runtime;backends;formats")  # formats: block codecs for packed matmuls
 set(allowed_models   "base;ir;compile;runtime;backends;formats;models")
+set(allowed_serve    "base;ir;compile;runtime;backends;formats;models;serve")
 
 set(violations "")
-foreach(layer base ir formats compile runtime backends models)
+foreach(layer base ir formats compile runtime backends models serve)
   file(GLOB_RECURSE files "${ROOT}/src/${layer}/*.h" "${ROOT}/src/${layer}/*.cpp" "${ROOT}/src/${layer}/*.cu"
                           "${ROOT}/src/${layer}/*.cuh" "${ROOT}/include/rlx/${layer}/*.h")
   foreach(f IN LISTS files)

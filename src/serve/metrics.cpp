@@ -1,0 +1,70 @@
+// Metrics of `rlx serve` and their Prometheus text form (see rlx/serve/metrics.h).
+#include "rlx/serve/metrics.h"
+
+#include <fmt/format.h>
+
+namespace rlx::serve {
+
+void Histogram::observe(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+  ++counts_[i];
+  sum_ += seconds;
+  ++count_;
+}
+
+void Histogram::write(std::string& out, const std::string& name, const std::string& help) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    cumulative += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, kBounds[i], cumulative);
+  }
+  cumulative += counts_.back();
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cumulative, name, sum_, name,
+                     count_);
+}
+
+void Metrics::count_request(const std::string& path, int status) {
+  std::lock_guard<std::mutex> lock(requests_mu_);
+  ++requests_[{path, status}];
+}
+
+namespace {
+void write_scalar(std::string& out, const char* name, const char* type, const char* help, int64_t value) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+}
+}  // namespace
+
+std::string Metrics::prometheus() const {
+  std::string out;
+  out += "# HELP rlx_http_requests_total HTTP requests answered, by path and status code.\n"
+         "# TYPE rlx_http_requests_total counter\n";
+  {
+    std::lock_guard<std::mutex> lock(requests_mu_);
+    for (const auto& [key, n] : requests_)
+      out += fmt::format("rlx_http_requests_total{{path=\"{}\",code=\"{}\"}} {}\n", key.first, key.second, n);
+  }
+  write_scalar(out, "rlx_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", prompt_tokens);
+  write_scalar(out, "rlx_prefix_cache_hit_tokens_total", "counter",
+               "Prompt tokens reused from a slot's KV cache (not computed).", prefix_hit_tokens);
+  write_scalar(out, "rlx_prefill_tokens_total", "counter", "Prompt tokens computed by prefill.", prefill_tokens);
+  write_scalar(out, "rlx_generated_tokens_total", "counter", "Tokens generated.", generated_tokens);
+  write_scalar(out, "rlx_decode_steps_total", "counter", "Batched model runs.", decode_steps);
+  write_scalar(out, "rlx_requests_finished_total", "counter", "Generation requests finished (any reason).",
+               requests_finished);
+  write_scalar(out, "rlx_requests_cancelled_total", "counter", "Generation requests cancelled by their client.",
+               requests_cancelled);
+  write_scalar(out, "rlx_queue_length", "gauge", "Requests waiting for a slot.", queue_length);
+  write_scalar(out, "rlx_slots_busy", "gauge", "Slots running a request.", slots_busy);
+  write_scalar(out, "rlx_slots_total", "gauge", "Slots (sequences served at once).", slots_total);
+  time_to_first_token.write(out, "rlx_time_to_first_token_seconds", "Time from arrival to the first token.");
+  inter_token.write(out, "rlx_inter_token_seconds", "Time between consecutive tokens of a request.");
+  request_duration.write(out, "rlx_request_duration_seconds", "Time from arrival to the last token.");
+  step_duration.write(out, "rlx_step_duration_seconds", "Duration of one batched model run.");
+  return out;
+}
+
+}  // namespace rlx::serve

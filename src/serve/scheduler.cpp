@@ -1,0 +1,377 @@
+// The continuous-batching scheduler of `rlx serve` (see rlx/serve/scheduler.h): one
+// thread, one LanguageModel whose sequences are the slots; each loop turn admits queued
+// requests into free slots (the slot whose cache shares the longest prefix with the
+// prompt first), then runs one batched forward that decodes one token for every running
+// request and prefills the next chunk of every request still reading its prompt.
+#include "rlx/serve/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "rlx/models/text_stream.h"
+
+namespace rlx::serve {
+
+using Clock = std::chrono::steady_clock;
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+RequestHandle::RequestHandle(GenerationParams params) : params_(std::move(params)) {}
+
+std::optional<GenerationEvent> RequestHandle::next(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, wait, [&] { return !events_.empty(); })) return std::nullopt;
+  GenerationEvent e = std::move(events_.front());
+  events_.pop_front();
+  return e;
+}
+
+void RequestHandle::push(GenerationEvent e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ended_) return;
+    ended_ = e.finish != FinishReason::kNone;
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+// One sequence of the model. `cached` mirrors what the model's KV cache holds for it
+// (model.n_past(seq) == cached.size()); a free slot keeps it for prefix reuse.
+struct Scheduler::Slot {
+  std::shared_ptr<RequestHandle> req;  // null: free
+  std::vector<int32_t> cached;
+  size_t fed = 0;            // prompt tokens in the cache (prefill progress)
+  int32_t next_token = -1;   // sampled, to be fed by the next run (>= 0: decoding)
+  std::optional<models::Sampler> sampler;
+  std::optional<models::TextStream> text;
+  std::vector<int32_t> generated;
+  uint64_t last_used = 0;
+  Clock::time_point last_token;
+};
+
+namespace {
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return i;
+}
+
+// The final event of a request that produced nothing more.
+GenerationEvent ended(FinishReason reason, std::string error = {}) {
+  GenerationEvent e;
+  e.finish = reason;
+  e.error = std::move(error);
+  return e;
+}
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The chosen token's log-probability and the `top` best ones, from raw logits.
+StepLogprobs logprobs_of(std::span<const float> logits, int32_t chosen, int32_t top) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (float v : logits) max = std::max(max, v);
+  double sum = 0.0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
+  const double log_z = static_cast<double>(max) + std::log(sum);
+  auto lp = [&](int32_t id) { return static_cast<float>(static_cast<double>(logits[static_cast<size_t>(id)]) - log_z); };
+  StepLogprobs s;
+  s.chosen = {chosen, lp(chosen)};
+  const auto n = static_cast<int32_t>(logits.size());
+  const int32_t k = std::min(top, n);
+  if (k > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+      const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+      return la > lb || (la == lb && a < b);
+    });
+    for (int32_t i = 0; i < k; ++i) s.top.push_back({ids[static_cast<size_t>(i)], lp(ids[static_cast<size_t>(i)])});
+  }
+  return s;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(models::LanguageModel& model, const Tokenizer& tokenizer, Metrics& metrics,
+                     SchedulerOptions options)
+    : model_(model), tokenizer_(tokenizer), metrics_(metrics), options_(options) {
+  options_.prefill_chunk = std::max<int64_t>(options_.prefill_chunk, 1);
+  slots_.resize(static_cast<size_t>(model_.batch()));
+  model_.reset();
+  metrics_.slots_total = model_.batch();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+int64_t Scheduler::slots() const { return static_cast<int64_t>(slots_.size()); }
+
+void Scheduler::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestHandle> Scheduler::submit(GenerationParams params, SubmitRefusal* why, std::string* error) {
+  auto refuse = [&](SubmitRefusal r, std::string msg) -> std::shared_ptr<RequestHandle> {
+    *why = r;
+    if (error) *error = std::move(msg);
+    return nullptr;
+  };
+  const int64_t ctx = model_.context_length();
+  if (params.prompt.empty()) return refuse(SubmitRefusal::kInvalid, "the prompt has no tokens");
+  if (static_cast<int64_t>(params.prompt.size()) >= ctx)
+    return refuse(SubmitRefusal::kInvalid, fmt::format("the prompt has {} tokens; the context length is {}",
+                                                       params.prompt.size(), ctx));
+  for (int32_t id : params.prompt)
+    if (id < 0 || id >= model_.config().n_vocab)
+      return refuse(SubmitRefusal::kInvalid,
+                    fmt::format("token id {} is outside the vocabulary [0, {})", id, model_.config().n_vocab));
+  if (params.max_tokens < 1) return refuse(SubmitRefusal::kInvalid, "max_tokens must be at least 1");
+  if (params.top_logprobs > kMaxTopLogprobs)
+    return refuse(SubmitRefusal::kInvalid, fmt::format("top_logprobs must be at most {}", kMaxTopLogprobs));
+  if (Status s = params.sampling.validate(); !s.ok()) return refuse(SubmitRefusal::kInvalid, s.error().message());
+  auto handle = std::make_shared<RequestHandle>(std::move(params));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return refuse(SubmitRefusal::kStopping, "the server is shutting down");
+    if (static_cast<int64_t>(queue_.size()) >= options_.max_queue)
+      return refuse(SubmitRefusal::kQueueFull,
+                    fmt::format("{} requests are already waiting; try again later", queue_.size()));
+    queue_.push_back(handle);
+    metrics_.queue_length = static_cast<int64_t>(queue_.size());
+  }
+  cv_.notify_all();
+  *why = SubmitRefusal::kNone;
+  return handle;
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    std::deque<std::shared_ptr<RequestHandle>> incoming;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const bool busy = std::any_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.req != nullptr; });
+      if (!busy) cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (stopping_) break;
+      // Requests cancelled while waiting leave the queue; then take as many as there
+      // are free slots.
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (!(*it)->cancelled()) {
+          ++it;
+          continue;
+        }
+        ++metrics_.requests_cancelled;
+        ++metrics_.requests_finished;
+        (*it)->push(ended(FinishReason::kCancelled));
+        it = queue_.erase(it);
+      }
+      size_t free = 0;
+      for (const Slot& s : slots_) free += s.req == nullptr;
+      while (free > 0 && !queue_.empty()) {
+        incoming.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+        --free;
+      }
+      metrics_.queue_length = static_cast<int64_t>(queue_.size());
+    }
+    admit(incoming);
+    step();
+  }
+  // Stopping: every request still here ends as cancelled.
+  std::deque<std::shared_ptr<RequestHandle>> left;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    left.swap(queue_);
+    metrics_.queue_length = 0;
+  }
+  for (auto& r : left) r->push(ended(FinishReason::kCancelled));
+  for (Slot& s : slots_)
+    if (s.req) finish(s, ended(FinishReason::kCancelled));
+}
+
+void Scheduler::admit(std::deque<std::shared_ptr<RequestHandle>>& incoming) {
+  for (auto& req : incoming) {
+    const std::vector<int32_t>& prompt = req->params().prompt;
+    // The free slot sharing the longest prefix with the prompt; ties: least recently used.
+    Slot* best = nullptr;
+    size_t best_len = 0;
+    for (Slot& s : slots_) {
+      if (s.req) continue;
+      const size_t len = common_prefix(s.cached, prompt);
+      if (!best || len > best_len || (len == best_len && s.last_used < best->last_used)) {
+        best = &s;
+        best_len = len;
+      }
+    }
+    // At least the prompt's last token is fed, to get the logits of the first pick.
+    const size_t reuse = std::min(best_len, prompt.size() - 1);
+    const auto seq = static_cast<int64_t>(best - slots_.data());
+    if (Status s = model_.truncate(seq, static_cast<int64_t>(reuse)); !s.ok()) {
+      ++metrics_.requests_finished;
+      req->push(ended(FinishReason::kError, s.error().message()));
+      continue;
+    }
+    best->cached.resize(reuse);
+    best->fed = reuse;
+    best->next_token = -1;
+    best->generated.clear();
+    best->sampler.emplace(req->params().sampling);
+    best->text.emplace(tokenizer_, req->params().stop);
+    req->cached_tokens_ = static_cast<int64_t>(reuse);
+    metrics_.prompt_tokens += static_cast<int64_t>(prompt.size());
+    metrics_.prefix_hit_tokens += static_cast<int64_t>(reuse);
+    best->req = std::move(req);
+    ++metrics_.slots_busy;
+  }
+}
+
+void Scheduler::finish(Slot& slot, GenerationEvent e) {
+  if (e.finish == FinishReason::kCancelled) ++metrics_.requests_cancelled;
+  if (e.finish == FinishReason::kError) {
+    // The cache may be half written: forget it.
+    slot.cached.clear();
+    (void)model_.truncate(static_cast<int64_t>(&slot - slots_.data()), 0);
+  }
+  metrics_.request_duration.observe(seconds_since(slot.req->arrival_));
+  // The counters first: a client that sees the final event sees the slot free.
+  --metrics_.slots_busy;
+  ++metrics_.requests_finished;
+  std::shared_ptr<RequestHandle> req = std::move(slot.req);
+  slot.sampler.reset();
+  slot.text.reset();
+  slot.next_token = -1;
+  slot.last_used = clock_;
+  req->push(std::move(e));
+}
+
+void Scheduler::step() {
+  ++clock_;
+  const int64_t ctx = model_.context_length();
+  for (Slot& s : slots_)
+    if (s.req && s.req->cancelled()) finish(s, ended(FinishReason::kCancelled));
+
+  // Tokens per running slot: the sampled token of a decoding one, the next prompt chunk
+  // of a prefilling one. Every run pads all sequences to its row count, so the chunk is
+  // bounded by the room left in every running sequence's cache.
+  int64_t chunk = options_.prefill_chunk;
+  bool any = false;
+  for (const Slot& s : slots_)
+    if (s.req) {
+      chunk = std::min(chunk, ctx - static_cast<int64_t>(s.cached.size()));
+      any = true;
+    }
+  if (!any) return;
+  chunk = std::max<int64_t>(chunk, 1);
+  std::vector<std::vector<int32_t>> tokens(slots_.size());
+  int64_t longest = 0;
+  for (size_t b = 0; b < slots_.size(); ++b) {
+    Slot& s = slots_[b];
+    if (!s.req) continue;
+    const std::vector<int32_t>& prompt = s.req->params().prompt;
+    if (s.next_token >= 0) {
+      tokens[b] = {s.next_token};
+    } else {
+      const size_t n = std::min(prompt.size() - s.fed, static_cast<size_t>(chunk));
+      tokens[b].assign(prompt.begin() + static_cast<std::ptrdiff_t>(s.fed),
+                       prompt.begin() + static_cast<std::ptrdiff_t>(s.fed + n));
+    }
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(tokens[b].size()));
+  }
+  // A free slot's cache must stay clear of the padding rows the run writes after its
+  // end: keep only the prefix that the longest possible padded run leaves alone.
+  int64_t rows = 1;
+  if (longest > 1) {
+    rows = std::max<int64_t>(model_.min_bucket(), 1);
+    while (rows < longest) rows *= 2;
+  }
+  for (size_t b = 0; b < slots_.size(); ++b) {
+    Slot& s = slots_[b];
+    if (s.req || static_cast<int64_t>(s.cached.size()) + rows <= ctx) continue;
+    const int64_t keep = std::max<int64_t>(ctx - rows, 0);
+    s.cached.resize(static_cast<size_t>(keep));
+    (void)model_.truncate(static_cast<int64_t>(b), keep);
+  }
+
+  const Clock::time_point t0 = Clock::now();
+  auto out = model_.forward_batch(tokens, /*all_rows=*/false);
+  metrics_.step_duration.observe(seconds_since(t0));
+  ++metrics_.decode_steps;
+  if (!out) {
+    for (Slot& s : slots_)
+      if (s.req) finish(s, ended(FinishReason::kError, out.error().message()));
+    return;
+  }
+  for (size_t b = 0; b < slots_.size(); ++b) {
+    Slot& s = slots_[b];
+    if (!s.req) continue;
+    s.cached.insert(s.cached.end(), tokens[b].begin(), tokens[b].end());
+    if (s.next_token < 0) {
+      s.fed += tokens[b].size();
+      metrics_.prefill_tokens += static_cast<int64_t>(tokens[b].size());
+      if (s.fed < s.req->params().prompt.size()) continue;  // more prompt to read
+    }
+    sample(s, b, (*out)[b]);
+  }
+}
+
+void Scheduler::sample(Slot& s, size_t index, std::span<const float> logits) {
+  const GenerationParams& p = s.req->params();
+  const int32_t token = s.sampler->sample(logits, s.generated);
+  s.generated.push_back(token);
+  ++metrics_.generated_tokens;
+  if (s.generated.size() == 1)
+    metrics_.time_to_first_token.observe(seconds_since(s.req->arrival_));
+  else
+    metrics_.inter_token.observe(seconds_since(s.last_token));
+  s.last_token = Clock::now();
+
+  GenerationEvent e;
+  e.tokens = {token};
+  if (p.top_logprobs >= 0) e.logprobs.push_back(logprobs_of(logits, token, p.top_logprobs));
+  if (tokenizer_.is_end_of_generation(token)) {
+    e.text = s.text->finish();
+    e.finish = FinishReason::kStop;
+  } else {
+    bool stopped = false;
+    auto piece = s.text->push(token, &stopped);
+    if (!piece) {
+      e.finish = FinishReason::kError;
+      e.error = piece.error().message();
+    } else {
+      e.text = std::move(*piece);
+      if (stopped) {
+        e.finish = FinishReason::kStop;
+      } else if (static_cast<int64_t>(s.generated.size()) >= p.max_tokens ||
+                 model_.n_past(static_cast<int64_t>(index)) >= model_.context_length()) {
+        e.text += s.text->finish();
+        e.finish = FinishReason::kLength;
+      }
+    }
+  }
+  if (e.finish != FinishReason::kNone) {
+    finish(s, std::move(e));
+    return;
+  }
+  s.next_token = token;
+  s.req->push(std::move(e));
+}
+
+}  // namespace rlx::serve

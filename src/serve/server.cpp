@@ -1,0 +1,237 @@
+// The HTTP front end of `rlx serve` (see rlx/serve/server.h). Each connection runs on
+// one of cpp-httplib's pool threads; a generation handler submits to the Scheduler and
+// then waits on its RequestHandle, writing events as they come.
+#include "rlx/serve/server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <ctime>
+#include <random>
+
+namespace rlx::serve {
+namespace {
+
+// A request that found no event for this long writes an SSE comment: a client that went
+// away is then noticed (the write fails) even while the request still waits in the queue.
+constexpr std::chrono::milliseconds kKeepAlive{1000};
+
+void send_error(httplib::Response& res, int status, std::string_view message, std::string_view type,
+                std::string_view code = {}) {
+  res.status = status;
+  res.set_content(error_body(message, type, code), "application/json");
+}
+
+// Label of a path in the request counter: the known routes, else "other" (so that a
+// client cannot grow the metrics without bound).
+std::string path_label(const std::string& path) {
+  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+    if (path == known) return known;
+  return "other";
+}
+
+// The state a streamed response keeps between calls of its content provider.
+struct StreamState {
+  std::shared_ptr<RequestHandle> handle;
+  ApiRequest request;
+  ResponseMeta meta;
+  bool first = true;
+  int64_t completion_tokens = 0;
+};
+
+}  // namespace
+
+struct Server::Impl {
+  Scheduler& scheduler;
+  const Tokenizer& tokenizer;
+  ChatFormatter chat;
+  Metrics& metrics;
+  ServerOptions options;
+  httplib::Server http;
+  int64_t created = static_cast<int64_t>(std::time(nullptr));
+  std::atomic<uint64_t> next_id{0};
+  std::mutex rng_mu;
+  std::mt19937_64 rng{std::random_device{}()};
+
+  Impl(Scheduler& s, const Tokenizer& t, ChatFormatter c, Metrics& m, ServerOptions o)
+      : scheduler(s), tokenizer(t), chat(std::move(c)), metrics(m), options(std::move(o)) {
+    routes();
+  }
+
+  uint64_t random_seed() {
+    std::lock_guard<std::mutex> lock(rng_mu);
+    return rng();
+  }
+
+  void routes() {
+    const size_t threads = static_cast<size_t>(std::max(options.threads, 4));
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.set_payload_max_length(options.max_body_bytes);
+    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
+      if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
+        return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, 401, "invalid or missing API key (send \"Authorization: Bearer <key>\")",
+                 "invalid_request_error", "invalid_api_key");
+      return httplib::Server::HandlerResponse::Handled;
+    });
+    // httplib's own refusals (unknown route, body too large, bad request line) get an
+    // OpenAI error body too.
+    http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      if (res.status == 404)
+        send_error(res, 404, fmt::format("no route {} {}", req.method, req.path), "invalid_request_error");
+      else if (res.status == 413)
+        send_error(res, 413, "the request body is too large", "invalid_request_error");
+      else
+        send_error(res, res.status, fmt::format("HTTP {}", res.status), "invalid_request_error");
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+      send_error(res, 500, "internal error", "server_error");
+    });
+    http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      metrics.count_request(path_label(req.path), res.status);
+    });
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      const int64_t busy = metrics.slots_busy.load();
+      const nlohmann::json j{{"status", "ok"},
+                             {"slots_idle", scheduler.slots() - busy},
+                             {"slots_busy", busy},
+                             {"queue", metrics.queue_length.load()}};
+      res.set_content(j.dump(), "application/json");
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics.prometheus(), "text/plain; version=0.0.4");
+    });
+    http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(models_body(options.model_name, created), "application/json");
+    });
+    http.Post("/v1/chat/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, Endpoint::kChat); });
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      generate(req, res, Endpoint::kCompletion);
+    });
+  }
+
+  void generate(const httplib::Request& http_req, httplib::Response& res, Endpoint endpoint) {
+    auto req = parse_request(http_req.body, endpoint);
+    if (!req) return send_error(res, 400, req.error().message(), "invalid_request_error");
+    if (req->model != options.model_name)
+      return send_error(res, 404, fmt::format("the model '{}' does not exist (this server serves '{}')", req->model,
+                                              options.model_name),
+                        "invalid_request_error", "model_not_found");
+    GenerationParams p;
+    if (endpoint == Endpoint::kChat) {
+      auto tokens = chat.prompt_tokens(req->messages, req->tools, tokenizer);
+      if (!tokens) return send_error(res, 400, tokens.error().message(), "invalid_request_error");
+      p.prompt = std::move(*tokens);
+      p.stop = chat.stop_strings();
+    } else if (req->prompt_ids) {
+      p.prompt = *req->prompt_ids;
+    } else {
+      p.prompt = tokenizer.encode(*req->prompt_text, /*add_special=*/true, /*parse_special=*/false);
+    }
+    p.stop.insert(p.stop.end(), req->stop.begin(), req->stop.end());
+    p.sampling = req->sampling;
+    if (!req->seed_given) p.sampling.seed = random_seed();
+    p.top_logprobs = req->top_logprobs;
+    const int64_t room = scheduler.context_length() - static_cast<int64_t>(p.prompt.size());
+    p.max_tokens = static_cast<int32_t>(std::clamp<int64_t>(req->max_tokens.value_or(room), 1, std::max<int64_t>(room, 1)));
+
+    SubmitRefusal why = SubmitRefusal::kNone;
+    std::string error;
+    std::shared_ptr<RequestHandle> handle = scheduler.submit(std::move(p), &why, &error);
+    if (!handle) {
+      if (why == SubmitRefusal::kQueueFull) return send_error(res, 429, error, "rate_limit_exceeded");
+      if (why == SubmitRefusal::kStopping) return send_error(res, 503, error, "server_error");
+      return send_error(res, 400, error, "invalid_request_error");
+    }
+    ResponseMeta meta{fmt::format("{}{:016x}", endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-",
+                                  (random_seed() & ~uint64_t{0xffff}) | (next_id++ & 0xffff)),
+                      created, options.model_name};
+    if (req->stream) return stream(res, std::move(handle), std::move(*req), std::move(meta));
+
+    Completion c;
+    c.prompt_tokens = static_cast<int64_t>(handle->params().prompt.size());
+    for (;;) {
+      std::optional<GenerationEvent> e = handle->next(kKeepAlive);
+      if (!e) continue;
+      c.text += e->text;
+      c.tokens.insert(c.tokens.end(), e->tokens.begin(), e->tokens.end());
+      for (StepLogprobs& s : e->logprobs) c.logprobs.push_back(std::move(s));
+      if (e->finish == FinishReason::kNone) continue;
+      if (e->finish == FinishReason::kError) return send_error(res, 500, e->error, "server_error");
+      if (e->finish == FinishReason::kCancelled)
+        return send_error(res, 503, "the request was cancelled (the server is shutting down)", "server_error");
+      c.finish = e->finish;
+      break;
+    }
+    c.cached_tokens = handle->cached_tokens();
+    res.set_content(completion_body(endpoint, meta, c, *req, tokenizer), "application/json");
+  }
+
+  void stream(httplib::Response& res, std::shared_ptr<RequestHandle> handle, ApiRequest req, ResponseMeta meta) {
+    auto state = std::make_shared<StreamState>(StreamState{std::move(handle), std::move(req), std::move(meta)});
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, state](size_t, httplib::DataSink& sink) {
+          std::optional<GenerationEvent> e = state->handle->next(kKeepAlive);
+          if (!e) {
+            static constexpr std::string_view kComment = ": keep-alive\n\n";
+            return sink.write(kComment.data(), kComment.size());
+          }
+          std::string out;
+          if (e->finish == FinishReason::kError || e->finish == FinishReason::kCancelled) {
+            const std::string msg = e->finish == FinishReason::kError ? e->error : "the server is shutting down";
+            out = "data: " + error_body(msg, "server_error") + "\n\n";
+          } else {
+            out = stream_chunk(state->request.endpoint, state->meta, *e, state->first, state->request, tokenizer);
+            state->first = false;
+            state->completion_tokens += static_cast<int64_t>(e->tokens.size());
+            if (e->finish != FinishReason::kNone && state->request.include_usage)
+              out += stream_usage_chunk(state->request.endpoint, state->meta,
+                                        static_cast<int64_t>(state->handle->params().prompt.size()),
+                                        state->completion_tokens, state->handle->cached_tokens());
+          }
+          if (e->finish != FinishReason::kNone) out += "data: [DONE]\n\n";
+          if (!sink.write(out.data(), out.size())) return false;
+          if (e->finish != FinishReason::kNone) sink.done();
+          return true;
+        },
+        // Whether the stream ended or the client went away, the request is over: a
+        // request still running is cancelled and its slot freed.
+        [state](bool) { state->handle->cancel(); });
+  }
+};
+
+Server::Server(Scheduler& scheduler, const Tokenizer& tokenizer, ChatFormatter chat, Metrics& metrics,
+               ServerOptions options)
+    : impl_(std::make_unique<Impl>(scheduler, tokenizer, std::move(chat), metrics, std::move(options))) {}
+
+Server::~Server() { stop(); }
+
+Expected<int> Server::bind() {
+  const ServerOptions& o = impl_->options;
+  if (o.port < 0 || o.port > 65535) return Error::invalid_argument("--port {} is outside 0..65535", o.port);
+  if (o.port == 0) {
+    const int port = impl_->http.bind_to_any_port(o.host);
+    if (port < 0) return Error::io("cannot listen on {} (any port)", o.host);
+    return port;
+  }
+  if (!impl_->http.bind_to_port(o.host, o.port))
+    return Error::io("cannot listen on {}:{} (in use, or not an address of this machine?)", o.host, o.port);
+  return o.port;
+}
+
+Status Server::serve() {
+  if (!impl_->http.listen_after_bind()) return Error::io("the HTTP server stopped with an error");
+  return {};
+}
+
+void Server::stop() {
+  if (impl_) impl_->http.stop();
+}
+
+}  // namespace rlx::serve
