@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   rlx::cli::add_render_chat_command(app, &runner);
   rlx::cli::add_forward_command(app, &runner);
   rlx::cli::add_embed_command(app, &runner);
+  rlx::cli::add_serve_command(app, &runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,160 @@
+// `rlx serve --model M [--host H] [--port P] [--device cpu|cuda] [--parallel N] [--ctx N]
+// [--api-key K]`: an OpenAI-compatible HTTP server over one model (src/serve: the
+// scheduler runs continuous batching over --parallel sequences, the front end speaks
+// /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics). Runs until
+// SIGINT or SIGTERM.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "commands.h"
+#include "model_path.h"
+#include "rlx/base/memory_budget.h"
+#include "rlx/formats/gguf.h"
+#include "rlx/models/language_model.h"
+#include "rlx/serve/server.h"
+
+namespace rlx::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model, host = "127.0.0.1", device = "cpu", api_key, name;
+  int port = 8080, threads = 0;
+  int64_t parallel = 4, ctx = 2048, max_queue = 64, prefill_chunk = 64;
+  size_t max_body = size_t{4} << 20;
+  bool no_cache = false;
+};
+
+// The chat template a model ships: GGUF `tokenizer.chat_template`, or for a Hugging Face
+// folder its chat_template.jinja or tokenizer_config.json's "chat_template" string.
+std::string chat_template_source(const ModelPath& where) {
+  if (!where.hf) {
+    auto file = formats::GgufFile::open(where.path);
+    if (!file) return {};
+    auto src = file->get_string("tokenizer.chat_template");
+    return src ? std::string(*src) : std::string{};
+  }
+  const std::filesystem::path dir(where.path);
+  if (std::ifstream in(dir / "chat_template.jinja"); in) return std::string(std::istreambuf_iterator<char>(in), {});
+  if (std::ifstream in(dir / "tokenizer_config.json"); in) {
+    auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
+      return j["chat_template"].get<std::string>();
+  }
+  return {};
+}
+
+// Compiles the executables the scheduler's runs use (one-row decode steps and the
+// prefill buckets up to the chunk) before the first request, then empties the caches.
+Status warm_up(models::LanguageModel& model, int64_t prefill_chunk) {
+  std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(model.batch()));
+  for (int64_t rows = 1; rows <= prefill_chunk && rows < model.context_length();
+       rows = rows == 1 ? std::max<int64_t>(model.min_bucket(), 2) : rows * 2) {
+    tokens[0].assign(static_cast<size_t>(rows), 0);
+    model.reset();
+    auto out = model.forward_batch(tokens, /*all_rows=*/false);
+    if (!out) return out.error();
+  }
+  model.reset();
+  return {};
+}
+
+int run_serve(const ServeArgs& a) {
+  if (Status s = check_thread_count(a.threads, "--threads"); !s.ok()) return report(s.error());
+  auto where = resolve_model_path(a.model);
+  if (!where) return report(where.error());
+  auto device = Device::parse(a.device);
+  if (!device) return report(device.error());
+  models::LoadOptions lo;
+  lo.device = *device;
+  lo.ctx = a.ctx;
+  lo.threads = a.threads;
+  lo.batch = a.parallel;
+  lo.compile_cache = !a.no_cache;
+  auto model = models::LanguageModel::load(where->path, lo);
+  if (!model) return report(model.error());
+  auto tok = open_tokenizer(where->path);
+  if (!tok) return report(tok.error());
+  std::string note;
+  auto chat = serve::ChatFormatter::create(chat_template_source(*where), **tok, &note);
+  if (!chat) return report(chat.error());
+  std::fprintf(stderr, "rlx serve: %s\nrlx serve: %s\n", (*model)->config().summary().c_str(), note.c_str());
+  const int64_t chunk = std::min(a.prefill_chunk, a.ctx);
+  if (Status s = warm_up(**model, chunk); !s.ok()) return report(s.error());
+
+  // SIGINT / SIGTERM are taken by one thread (sigwait), blocked in every other: the
+  // threads made below inherit the mask. SIGUSR1 wakes that thread when serving ends
+  // for another reason.
+  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  serve::Metrics metrics;
+  serve::SchedulerOptions so;
+  so.max_queue = a.max_queue;
+  so.prefill_chunk = chunk;
+  serve::Scheduler scheduler(**model, **tok, metrics, so);
+  serve::ServerOptions opt;
+  opt.host = a.host;
+  opt.port = a.port;
+  opt.api_key = a.api_key;
+  opt.model_name = a.name.empty() ? std::filesystem::path(where->path).stem().string() : a.name;
+  opt.max_body_bytes = a.max_body;
+  opt.threads = static_cast<int>(a.parallel + a.max_queue + 8);
+  serve::Server server(scheduler, **tok, std::move(*chat), metrics, opt);
+  auto port = server.bind();
+  if (!port) return report(port.error());
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGUSR1) std::fprintf(stderr, "rlx serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    scheduler.stop();  // running requests end (cancelled); new ones are refused
+    server.stop();
+  });
+  std::fprintf(stderr, "rlx serve: model '%s', %lld slots, context %lld; listening on http://%s:%d\n",
+               opt.model_name.c_str(), static_cast<long long>(a.parallel), static_cast<long long>(a.ctx),
+               a.host.c_str(), *port);
+  std::fflush(stderr);
+  Status served = server.serve();
+  pthread_kill(waiter.native_handle(), SIGUSR1);
+  waiter.join();
+  if (!served.ok()) return report(served.error());
+  return 0;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, Runner* run) {
+  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, models)");
+  auto a = std::make_shared<ServeArgs>();
+  cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required()->check(model_path_check());
+  cmd->add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
+  cmd->add_option("--port", a->port, "TCP port (0: any free port, printed at start)")->check(CLI::Range(0, 65535));
+  cmd->add_option("--device", a->device, "cpu | cuda (default cpu)");
+  cmd->add_option("--parallel", a->parallel, "sequences decoded together (slots; default 4)")
+      ->check(CLI::Range(int64_t{1}, int64_t{256}));
+  cmd->add_option("--ctx", a->ctx, "context length of each slot, in tokens (default 2048)")->check(kTokenCount);
+  cmd->add_option("--api-key", a->api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
+  cmd->add_option("--name", a->name, "model id of /v1/models and requests (default: the file name's stem)");
+  cmd->add_option("--threads", a->threads, "CPU threads (0 = RLX_THREADS or all cores)")->check(kThreadCount);
+  cmd->add_option("--max-queue", a->max_queue, "requests that may wait for a slot; more get 429 (default 64)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  cmd->add_option("--prefill-chunk", a->prefill_chunk, "prompt tokens a request prefills per step (default 64)")
+      ->check(kTokenCount);
+  cmd->add_option("--max-body", a->max_body, "largest request body in bytes; larger get 413 (default 4 MiB)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  cmd->add_flag("--no-cache", a->no_cache, "do not use the AOT compile cache on disk");
+  cmd->callback([run, a] { *run = [a] { return run_serve(*a); }; });
+}
+
+}  // namespace rlx::cli
