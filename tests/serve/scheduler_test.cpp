@@ -1,0 +1,328 @@
+// The scheduler of `rlx serve` on a tiny synthetic model: requests run together equal
+// each run alone and the unbatched generate(); a prompt sharing a prefix with a free
+// slot's cache computes only its new tokens; cancelling frees the slot; stop strings,
+// max_tokens, logprobs and the queue limit behave as documented. No timing is asserted:
+// tests wait for events (bounded by a generous timeout that only guards against hangs).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "rlx/models/generate.h"
+#include "rlx/models/synth.h"
+#include "rlx/serve/api.h"
+#include "rlx/serve/scheduler.h"
+
+namespace rlx::serve {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string& tiny_model() {
+  static const std::string path = [] {
+    const fs::path dir = fs::temp_directory_path() / "rlx_serve_test";
+    fs::create_directories(dir);
+    const fs::path p = dir / "tiny-f32.gguf";
+    if (!fs::exists(p)) {
+      models::SynthOptions o;
+      o.seed = 11;
+      Status s = models::write_synthetic_gguf(o, p.string());
+      EXPECT_TRUE(s.ok()) << s.error().to_string();
+    }
+    return p.string();
+  }();
+  return path;
+}
+
+std::unique_ptr<models::LanguageModel> load(int64_t batch, int64_t ctx = 256) {
+  models::LoadOptions lo;
+  lo.batch = batch;
+  lo.ctx = ctx;
+  lo.threads = 2;
+  auto m = models::LanguageModel::load(tiny_model(), lo);
+  EXPECT_TRUE(m) << m.error().to_string();
+  return m ? std::move(*m) : nullptr;
+}
+
+// What a request produced, gathered from its events.
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::vector<StepLogprobs> logprobs;
+  FinishReason finish = FinishReason::kNone;
+  std::string error;
+};
+
+// Reads events until the final one. The bound only keeps a broken scheduler from
+// hanging the test run; it is no speed requirement.
+Outcome collect(RequestHandle& h) {
+  Outcome o;
+  for (int waited = 0; waited < 600 && o.finish == FinishReason::kNone; ++waited) {
+    auto e = h.next(std::chrono::milliseconds(1000));
+    if (!e) continue;
+    o.tokens.insert(o.tokens.end(), e->tokens.begin(), e->tokens.end());
+    o.text += e->text;
+    for (auto& l : e->logprobs) o.logprobs.push_back(l);
+    o.finish = e->finish;
+    o.error = e->error;
+  }
+  EXPECT_NE(o.finish, FinishReason::kNone) << "the request never finished";
+  return o;
+}
+
+GenerationParams greedy(std::vector<int32_t> prompt, int32_t max_tokens) {
+  GenerationParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = max_tokens;
+  p.sampling.temperature = 0.0f;
+  return p;
+}
+
+std::shared_ptr<RequestHandle> submit(Scheduler& s, GenerationParams p) {
+  SubmitRefusal why = SubmitRefusal::kNone;
+  std::string error;
+  auto h = s.submit(std::move(p), &why, &error);
+  EXPECT_TRUE(h) << error;
+  return h;
+}
+
+std::vector<int32_t> prompt_of(int i, size_t len) {
+  std::vector<int32_t> p{1};
+  for (size_t k = 1; k < len; ++k) p.push_back(static_cast<int32_t>(3 + (i * 37 + static_cast<int>(k) * 11) % 500));
+  return p;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto t = load_tokenizer_from_gguf(tiny_model());
+    ASSERT_TRUE(t) << t.error().to_string();
+    tok = std::move(*t);
+  }
+  std::unique_ptr<Tokenizer> tok;
+  Metrics metrics;
+};
+
+TEST_F(SchedulerTest, ConcurrentGreedyEqualsAloneAndGenerate) {
+  constexpr int kRequests = 7;  // more than the slots: some wait in the queue
+  constexpr int32_t kMax = 12;
+  auto solo = load(1);
+  ASSERT_TRUE(solo);
+  std::vector<std::vector<int32_t>> expected;
+  for (int i = 0; i < kRequests; ++i) {
+    models::GenerateOptions go;
+    go.max_tokens = kMax;
+    auto r = models::generate(*solo, *tok, prompt_of(i, 5 + 9 * static_cast<size_t>(i)), go, nullptr);
+    ASSERT_TRUE(r) << r.error().to_string();
+    expected.push_back(r->tokens);
+  }
+  auto model = load(4);
+  ASSERT_TRUE(model);
+  SchedulerOptions so;
+  so.prefill_chunk = 16;  // prompts longer than this prefill over several steps
+  Scheduler s(*model, *tok, metrics, so);
+  for (int i = 0; i < kRequests; ++i) {  // one at a time
+    auto h = submit(s, greedy(prompt_of(i, 5 + 9 * static_cast<size_t>(i)), kMax));
+    ASSERT_TRUE(h);
+    EXPECT_EQ(collect(*h).tokens, expected[static_cast<size_t>(i)]) << "alone, request " << i;
+  }
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  for (int i = kRequests - 1; i >= 0; --i) handles.push_back(submit(s, greedy(prompt_of(i, 5 + 9 * static_cast<size_t>(i)), kMax)));
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(handles[static_cast<size_t>(i)]);
+    const Outcome o = collect(*handles[static_cast<size_t>(i)]);
+    EXPECT_EQ(o.tokens, expected[static_cast<size_t>(kRequests - 1 - i)]) << "together, request " << kRequests - 1 - i;
+    EXPECT_TRUE(o.finish == FinishReason::kStop || o.finish == FinishReason::kLength);
+  }
+  EXPECT_EQ(metrics.slots_busy.load(), 0);
+  EXPECT_EQ(metrics.queue_length.load(), 0);
+}
+
+TEST_F(SchedulerTest, SharedPrefixPrefillsOnlyNewTokens) {
+  auto model = load(2);
+  ASSERT_TRUE(model);
+  Scheduler s(*model, *tok, metrics, {});
+  const std::vector<int32_t> system = prompt_of(3, 100);
+  std::vector<int32_t> a = system, b = system;
+  a.insert(a.end(), {7, 8, 9});
+  b.insert(b.end(), {10, 11, 12, 13});
+  auto ha = submit(s, greedy(a, 4));
+  ASSERT_TRUE(ha);
+  Outcome oa = collect(*ha);
+  EXPECT_EQ(metrics.prefill_tokens.load(), static_cast<int64_t>(a.size()));
+  EXPECT_EQ(ha->cached_tokens(), 0);
+  auto hb = submit(s, greedy(b, 4));
+  ASSERT_TRUE(hb);
+  Outcome ob = collect(*hb);
+  EXPECT_EQ(hb->cached_tokens(), static_cast<int64_t>(system.size()));
+  EXPECT_EQ(metrics.prefill_tokens.load(), static_cast<int64_t>(a.size() + 4));
+  EXPECT_EQ(metrics.prefix_hit_tokens.load(), static_cast<int64_t>(system.size()));
+
+  // The reused cache gives what a cold model gives.
+  auto solo = load(1);
+  ASSERT_TRUE(solo);
+  models::GenerateOptions go;
+  go.max_tokens = 4;
+  auto r = models::generate(*solo, *tok, b, go, nullptr);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(ob.tokens, r->tokens);
+  // The same prompt again reuses all but its last token.
+  auto hc = submit(s, greedy(b, 4));
+  ASSERT_TRUE(hc);
+  EXPECT_EQ(collect(*hc).tokens, r->tokens);
+  EXPECT_EQ(hc->cached_tokens(), static_cast<int64_t>(b.size() - 1));
+}
+
+TEST_F(SchedulerTest, CancelFreesTheSlot) {
+  auto model = load(1, 512);
+  ASSERT_TRUE(model);
+  Scheduler s(*model, *tok, metrics, {});
+  GenerationParams p = greedy(prompt_of(1, 8), 400);
+  p.sampling.temperature = 1.0f;  // sampled: unlikely to stop early
+  p.sampling.seed = 5;
+  auto h = submit(s, p);
+  ASSERT_TRUE(h);
+  // Wait for a first token, then cancel.
+  std::optional<GenerationEvent> first;
+  for (int i = 0; i < 600 && !first; ++i) first = h->next(std::chrono::milliseconds(1000));
+  ASSERT_TRUE(first);
+  if (first->finish != FinishReason::kNone) GTEST_SKIP() << "the request ended at its first token";
+  h->cancel();
+  const Outcome o = collect(*h);
+  EXPECT_EQ(o.finish, FinishReason::kCancelled);
+  EXPECT_EQ(metrics.slots_busy.load(), 0);
+  EXPECT_EQ(metrics.requests_cancelled.load(), 1);
+  // The one slot serves the next request.
+  auto next = submit(s, greedy(prompt_of(2, 6), 3));
+  ASSERT_TRUE(next);
+  const FinishReason f = collect(*next).finish;
+  EXPECT_TRUE(f == FinishReason::kStop || f == FinishReason::kLength);
+}
+
+TEST_F(SchedulerTest, StopStringMaxTokensAndLogprobs) {
+  auto model = load(2);
+  ASSERT_TRUE(model);
+  Scheduler s(*model, *tok, metrics, {});
+  GenerationParams p = greedy(prompt_of(4, 12), 24);
+  p.top_logprobs = 3;
+  auto h = submit(s, p);
+  ASSERT_TRUE(h);
+  const Outcome full = collect(*h);
+  ASSERT_EQ(full.logprobs.size(), full.tokens.size());
+  for (size_t i = 0; i < full.logprobs.size(); ++i) {
+    const StepLogprobs& l = full.logprobs[i];
+    EXPECT_EQ(l.chosen.token, full.tokens[i]);
+    ASSERT_EQ(l.top.size(), 3u);
+    EXPECT_EQ(l.top[0].token, l.chosen.token);  // greedy picks the best
+    EXPECT_LE(l.chosen.logprob, 0.0f);
+    EXPECT_GE(l.top[0].logprob, l.top[1].logprob);
+  }
+  if (full.finish == FinishReason::kLength) {
+    EXPECT_EQ(full.tokens.size(), 24u);
+  }
+  if (full.text.size() < 8) GTEST_SKIP() << "too little text to cut with a stop string";
+  GenerationParams q = greedy(p.prompt, 24);
+  const std::string stop = full.text.substr(4, 3);
+  q.stop = {stop};
+  auto hs = submit(s, q);
+  ASSERT_TRUE(hs);
+  const Outcome cut = collect(*hs);
+  EXPECT_EQ(cut.finish, FinishReason::kStop);
+  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+}
+
+TEST_F(SchedulerTest, RefusesBadParamsAndAFullQueue) {
+  auto model = load(1, 64);
+  ASSERT_TRUE(model);
+  SchedulerOptions so;
+  so.max_queue = 0;
+  Scheduler s(*model, *tok, metrics, so);
+  SubmitRefusal why = SubmitRefusal::kNone;
+  std::string error;
+  EXPECT_FALSE(s.submit(greedy({}, 4), &why, &error));
+  EXPECT_EQ(why, SubmitRefusal::kInvalid);
+  EXPECT_FALSE(s.submit(greedy(prompt_of(0, 64), 4), &why, &error));
+  EXPECT_EQ(why, SubmitRefusal::kInvalid);
+  EXPECT_NE(error.find("context length"), std::string::npos);
+  EXPECT_FALSE(s.submit(greedy({1, 999999}, 4), &why, &error));
+  EXPECT_EQ(why, SubmitRefusal::kInvalid);
+  EXPECT_FALSE(s.submit(greedy({1, 2}, 0), &why, &error));
+  EXPECT_EQ(why, SubmitRefusal::kInvalid);
+  EXPECT_FALSE(s.submit(greedy({1, 2}, 4), &why, &error));
+  EXPECT_EQ(why, SubmitRefusal::kQueueFull);
+  s.stop();
+  Scheduler other(*model, *tok, metrics, {});
+  other.stop();
+  EXPECT_FALSE(other.submit(greedy({1, 2}, 4), &why, &error));
+  EXPECT_EQ(why, SubmitRefusal::kStopping);
+}
+
+TEST_F(SchedulerTest, LengthEndsAtTheContext) {
+  auto model = load(1, 32);
+  ASSERT_TRUE(model);
+  Scheduler s(*model, *tok, metrics, {});
+  GenerationParams p = greedy(prompt_of(5, 28), 100);
+  p.sampling.temperature = 1.0f;
+  p.sampling.seed = 9;
+  auto h = submit(s, p);
+  ASSERT_TRUE(h);
+  const Outcome o = collect(*h);
+  EXPECT_TRUE(o.finish == FinishReason::kStop || o.finish == FinishReason::kLength) << o.error;
+  EXPECT_LE(o.tokens.size(), 5u);  // 28 prompt + 4 fed + the last one sampled
+}
+
+// The prefix cache's primitive: a truncated sequence continues as if only the kept
+// prefix had been fed; bad arguments are errors.
+TEST_F(SchedulerTest, TruncateKeepsAPrefix) {
+  auto model = load(2);
+  ASSERT_TRUE(model);
+  const std::vector<int32_t> p = prompt_of(6, 20);
+  std::vector<std::vector<int32_t>> in{p, {}};
+  ASSERT_TRUE(model->forward_batch(in, false));
+  ASSERT_TRUE(model->truncate(0, 12).ok());
+  EXPECT_EQ(model->n_past(0), 12);
+  in = {std::vector<int32_t>(p.begin() + 12, p.end()), {}};
+  auto again = model->forward_batch(in, false);
+  ASSERT_TRUE(again);
+  model->reset();
+  in = {p, {}};
+  auto fresh = model->forward_batch(in, false);
+  ASSERT_TRUE(fresh);
+  ASSERT_EQ((*again)[0].size(), (*fresh)[0].size());
+  double diff = 0;
+  for (size_t i = 0; i < (*fresh)[0].size(); ++i) diff = std::max(diff, double(std::fabs((*again)[0][i] - (*fresh)[0][i])));
+  EXPECT_LT(diff, 1e-4);
+  EXPECT_FALSE(model->truncate(0, 21).ok());
+  EXPECT_FALSE(model->truncate(0, -1).ok());
+  EXPECT_FALSE(model->truncate(2, 0).ok());
+  EXPECT_FALSE(model->truncate(-1, 0).ok());
+}
+
+TEST_F(SchedulerTest, StreamChunksParse) {
+  GenerationEvent e;
+  e.text = "hé";
+  e.tokens = {5};
+  e.logprobs.push_back({{5, -0.5f}, {{5, -0.5f}}});
+  ApiRequest req;
+  req.top_logprobs = 1;
+  const ResponseMeta meta{"chatcmpl-1", 7, "tiny"};
+  const std::string chunk = stream_chunk(Endpoint::kChat, meta, e, /*first=*/true, req, *tok);
+  ASSERT_EQ(chunk.rfind("data: ", 0), 0u);
+  ASSERT_EQ(chunk.substr(chunk.size() - 2), "\n\n");
+  const auto j = nlohmann::json::parse(chunk.substr(6));
+  EXPECT_EQ(j["object"], "chat.completion.chunk");
+  EXPECT_EQ(j["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(j["choices"][0]["delta"]["content"], "hé");
+  EXPECT_TRUE(j["choices"][0]["finish_reason"].is_null());
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["logprob"], -0.5);
+  e.finish = FinishReason::kLength;
+  const auto k = nlohmann::json::parse(stream_chunk(Endpoint::kCompletion, meta, e, false, req, *tok).substr(6));
+  EXPECT_EQ(k["object"], "text_completion");
+  EXPECT_EQ(k["choices"][0]["text"], "hé");
+  EXPECT_EQ(k["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(k["choices"][0]["logprobs"]["token_logprobs"][0], -0.5);
+}
+
+}  // namespace
+}  // namespace rlx::serve
