@@ -4,6 +4,7 @@
 #include "rlx/serve/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <ctime>
@@ -15,6 +16,8 @@ namespace {
 // A request that found no event for this long writes an SSE comment: a client that went
 // away is then noticed (the write fails) even while the request still waits in the queue.
 constexpr std::chrono::milliseconds kKeepAlive{1000};
+// Connections the kernel may hold for accept() (capped by net.core.somaxconn).
+constexpr int kListenBacklog = 1024;
 
 void send_error(httplib::Response& res, int status, std::string_view message, std::string_view type,
                 std::string_view code = {}) {
@@ -50,6 +53,7 @@ struct Server::Impl {
   httplib::Server http;
   int64_t created = static_cast<int64_t>(std::time(nullptr));
   std::atomic<uint64_t> next_id{0};
+  std::atomic<int> listen_fd{-1};  // the listening socket, seen by the socket-options hook
   std::mutex rng_mu;
   std::mt19937_64 rng{std::random_device{}()};
 
@@ -67,6 +71,16 @@ struct Server::Impl {
     const size_t threads = static_cast<size_t>(std::max(options.threads, 4));
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_payload_max_length(options.max_body_bytes);
+    // cpp-httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once
+    // overflows it and some see their connection reset. The hook notes the socket so that
+    // bind() can raise the backlog (listen() again on a listening socket sets it anew).
+    http.set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_fd = static_cast<int>(sock);
+    });
+    // An SSE event is a few small writes, which Nagle's algorithm would hold back for the
+    // client's delayed ACK (~40 ms a token).
+    http.set_tcp_nodelay(true);
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
       if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
@@ -215,14 +229,15 @@ Server::~Server() { stop(); }
 Expected<int> Server::bind() {
   const ServerOptions& o = impl_->options;
   if (o.port < 0 || o.port > 65535) return Error::invalid_argument("--port {} is outside 0..65535", o.port);
+  int port = o.port;
   if (o.port == 0) {
-    const int port = impl_->http.bind_to_any_port(o.host);
+    port = impl_->http.bind_to_any_port(o.host);
     if (port < 0) return Error::io("cannot listen on {} (any port)", o.host);
-    return port;
-  }
-  if (!impl_->http.bind_to_port(o.host, o.port))
+  } else if (!impl_->http.bind_to_port(o.host, o.port)) {
     return Error::io("cannot listen on {}:{} (in use, or not an address of this machine?)", o.host, o.port);
-  return o.port;
+  }
+  if (const int fd = impl_->listen_fd.load(); fd >= 0) (void)::listen(fd, kListenBacklog);
+  return port;
 }
 
 Status Server::serve() {
