@@ -65,6 +65,16 @@ Status warm_up(models::LanguageModel& model, int64_t prefill_chunk) {
 }
 
 int run_serve(const ServeArgs& a) {
+  // SIGINT / SIGTERM are taken by one thread (sigwait), blocked in every other: they are
+  // blocked here, before the model's thread pool and the server's threads exist, which
+  // inherit the mask. SIGUSR1 wakes that thread when serving ends for another reason.
+  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   if (Status s = check_thread_count(a.threads, "--threads"); !s.ok()) return report(s.error());
   auto where = resolve_model_path(a.model);
   if (!where) return report(where.error());
@@ -86,17 +96,6 @@ int run_serve(const ServeArgs& a) {
   std::fprintf(stderr, "rlx serve: %s\nrlx serve: %s\n", (*model)->config().summary().c_str(), note.c_str());
   const int64_t chunk = std::min(a.prefill_chunk, a.ctx);
   if (Status s = warm_up(**model, chunk); !s.ok()) return report(s.error());
-
-  // SIGINT / SIGTERM are taken by one thread (sigwait), blocked in every other: the
-  // threads made below inherit the mask. SIGUSR1 wakes that thread when serving ends
-  // for another reason.
-  std::signal(SIGPIPE, SIG_IGN);
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGUSR1);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   serve::Metrics metrics;
   serve::SchedulerOptions so;
