@@ -27,6 +27,16 @@ void Histogram::write(std::string& out, const std::string& name, const std::stri
                      count_);
 }
 
+double Histogram::sum() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sum_;
+}
+
+uint64_t Histogram::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return count_;
+}
+
 void Metrics::count_request(const std::string& path, int status) {
   std::lock_guard<std::mutex> lock(requests_mu_);
   ++requests_[{path, status}];

@@ -19,6 +19,8 @@ class Histogram {
   void observe(double seconds);
   /// Appends the `name_bucket`, `name_sum` and `name_count` lines (cumulative buckets).
   void write(std::string& out, const std::string& name, const std::string& help) const;
+  double sum() const;      ///< seconds observed in all
+  uint64_t count() const;  ///< observations
 
  private:
   mutable std::mutex mu_;
