@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "rlx/base/token_choice.h"
 #include "rlx/models/text_stream.h"
 
 namespace rlx::serve {
@@ -95,9 +96,11 @@ StepLogprobs logprobs_of(std::span<const float> logits, int32_t chosen, int32_t 
   if (k > 0) {
     std::vector<int32_t> ids(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+    // Ranked as the samplers rank (a total order: NaN last, ties to the lower id).
     std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-      const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
-      return la > lb || (la == lb && a < b);
+      const uint32_t ka = logit_rank_key(logits[static_cast<size_t>(a)]);
+      const uint32_t kb = logit_rank_key(logits[static_cast<size_t>(b)]);
+      return ka > kb || (ka == kb && a < b);
     });
     for (int32_t i = 0; i < k; ++i) s.top.push_back({ids[static_cast<size_t>(i)], lp(ids[static_cast<size_t>(i)])});
   }
