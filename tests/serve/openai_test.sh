@@ -7,7 +7,7 @@
 set -euo pipefail
 rlx=$1
 npm_dir=$2
-here=$(cd "$(dirname "$0")" && pwd)
+case $0 in */*) here=${0%/*} ;; *) here=. ;; esac
 
 skip() { echo "skipped: $*"; exit 77; }
 command -v node >/dev/null || skip "node is not installed"
