@@ -119,41 +119,24 @@ Expected<std::string> default_model() {
 }
 
 // The prompt format of a chat: the model's own Jinja template (GGUF
-// tokenizer.chat_template) unless --template names a built-in one; the built-in format
-// the template's markers point to when it does not parse; an error when there is none.
-struct ChatFormat {
-  std::optional<jinja::Template> jinja;      // the model's template
-  std::optional<models::ChatTemplate> builtin;
-  std::string bos, eos;                      // bos_token / eos_token for the template
-};
-
-Expected<ChatFormat> chat_format(const RunArgs& a, const std::string& path, const Tokenizer& tok) {
-  ChatFormat f;
+// tokenizer.chat_template, or a Hugging Face folder's) unless --template names a built-in
+// one; the built-in format the template's markers point to when it does not parse; an
+// error when there is none.
+Expected<models::ChatFormat> chat_format(const RunArgs& a, const std::string& path, const Tokenizer& tok) {
   if (!a.chat_template.empty()) {
+    models::ChatFormat f;
     f.builtin = models::parse_chat_template(a.chat_template);
     return f;
   }
-  std::string source;
-  if (auto file = formats::GgufFile::open(path))
-    if (auto src = file->get_string("tokenizer.chat_template")) source = std::string(*src);
-  if (!source.empty()) {
-    f.builtin = models::detect_chat_template(source);  // for its stop strings
-    auto t = jinja::parse(source);
-    if (t) {
-      f.jinja = std::move(*t);
-      const SpecialTokenIds& ids = tok.special_ids();
-      if (ids.bos >= 0) f.bos = std::string(tok.token_text(ids.bos));
-      if (ids.eos >= 0) f.eos = std::string(tok.token_text(ids.eos));
-      return f;
-    }
-    if (!f.builtin) return t.error().with_context(path + ": tokenizer.chat_template");
-    std::fprintf(stderr, "rlx: %s: the model's chat template does not parse (%s); using the built-in format\n",
-                 path.c_str(), t.error().message().c_str());
-    return f;
-  }
-  return Error::unsupported("{}: the model has no chat template (tokenizer.chat_template); pass --template "
-                            "llama3|chatml|gemma",
-                            path);
+  ASSIGN_OR_RETURN(const std::string source, models::read_chat_template(path));
+  if (source.empty())
+    return Error::unsupported("{}: the model has no chat template (tokenizer.chat_template); pass --template "
+                              "llama3|chatml|gemma",
+                              path);
+  auto f = models::chat_format_from_template(source, tok);
+  if (!f) return f.error().with_context(path);
+  if (!f->warning.empty()) std::fprintf(stderr, "rlx: %s: %s\n", path.c_str(), f->warning.c_str());
+  return f;
 }
 
 // Chat mode: the model's chat template (or --template) renders the conversation; with

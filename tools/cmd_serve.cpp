@@ -8,14 +8,12 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "commands.h"
 #include "model_path.h"
 #include "rlx/base/memory_budget.h"
-#include "rlx/formats/gguf.h"
+#include "rlx/models/chat.h"
 #include "rlx/models/language_model.h"
 #include "rlx/serve/server.h"
 
@@ -29,25 +27,6 @@ struct ServeArgs {
   size_t max_body = size_t{4} << 20;
   bool no_cache = false;
 };
-
-// The chat template a model ships: GGUF `tokenizer.chat_template`, or for a Hugging Face
-// folder its chat_template.jinja or tokenizer_config.json's "chat_template" string.
-std::string chat_template_source(const ModelPath& where) {
-  if (!where.hf) {
-    auto file = formats::GgufFile::open(where.path);
-    if (!file) return {};
-    auto src = file->get_string("tokenizer.chat_template");
-    return src ? std::string(*src) : std::string{};
-  }
-  const std::filesystem::path dir(where.path);
-  if (std::ifstream in(dir / "chat_template.jinja"); in) return std::string(std::istreambuf_iterator<char>(in), {});
-  if (std::ifstream in(dir / "tokenizer_config.json"); in) {
-    auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (j.is_object() && j.contains("chat_template") && j["chat_template"].is_string())
-      return j["chat_template"].get<std::string>();
-  }
-  return {};
-}
 
 // Compiles the executables the scheduler's runs use (one-row decode steps and the
 // prefill buckets up to the chunk) before the first request, then empties the caches.
@@ -91,7 +70,9 @@ int run_serve(const ServeArgs& a) {
   auto tok = open_tokenizer(where->path);
   if (!tok) return report(tok.error());
   std::string note;
-  auto chat = serve::ChatFormatter::create(chat_template_source(*where), **tok, &note);
+  auto source = models::read_chat_template(where->path);
+  if (!source) return report(source.error());
+  auto chat = serve::ChatFormatter::create(*source, **tok, &note);
   if (!chat) return report(chat.error());
   std::fprintf(stderr, "rlx serve: %s\nrlx serve: %s\n", (*model)->config().summary().c_str(), note.c_str());
   const int64_t chunk = std::min(a.prefill_chunk, a.ctx);

@@ -15,17 +15,8 @@
 
 namespace rlx::python {
 
-struct ChatFormat {
-  std::optional<jinja::Template> jinja;           ///< the model's template, when it parses
-  std::optional<models::ChatTemplate> builtin;    ///< the built-in format (also gives stop strings)
-  std::string bos, eos;                           ///< bos_token / eos_token for the template
-  std::string warning;                            ///< non-empty: why the model's template was not used
-};
-
-/// The model's own template text: GGUF `tokenizer.chat_template`, or the folder's
-/// tokenizer_config.json `chat_template` (a string, or a list of {name, template}: the
-/// one named "default", else the first). Empty when the model has none.
-Expected<std::string> read_chat_template(const std::string& model_path, bool hf_folder);
+/// The format of a loaded model (models::ChatFormat, shared with rlx run and rlx serve).
+using ChatFormat = models::ChatFormat;
 
 /// The format for `template_source` (the model's template, may be empty) or, when
 /// `builtin_name` is not empty, the built-in format it names. Errors: an unknown

@@ -173,7 +173,7 @@ class PyModel {
       msgs.push_back({py::str(d["role"]).cast<std::string>(), py::str(d["content"]).cast<std::string>()});
     }
     const Tokenizer& tok = tokenizer();
-    const std::string source = unwrap(read_chat_template(where_.path, where_.hf));
+    const std::string source = unwrap(models::read_chat_template(where_.path));
     ChatFormat format = unwrap(chat_format(where_.path, source, template_name, tok));
     if (!format.warning.empty() && PyErr_WarnEx(PyExc_RuntimeWarning, format.warning.c_str(), 1) != 0)
       throw py::error_already_set();

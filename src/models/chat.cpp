@@ -2,6 +2,15 @@
 // the built-in Llama 3, ChatML and Gemma formats.
 #include "rlx/models/chat.h"
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "rlx/base/json_limits.h"
+#include "rlx/formats/gguf.h"
+
 namespace rlx::models {
 
 std::optional<ChatTemplate> detect_chat_template(const std::string& jinja) {
@@ -73,6 +82,59 @@ std::vector<std::string> chat_stop_strings(ChatTemplate t) {
     case ChatTemplate::Gemma: return {"<end_of_turn>", "<eos>"};
   }
   return {};
+}
+
+Expected<std::string> read_chat_template(const std::string& model_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(model_path, ec)) {
+    ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(model_path));
+    if (auto src = file.get_string("tokenizer.chat_template")) return std::string(*src);
+    return std::string();
+  }
+  auto read = [](const fs::path& p) -> Expected<std::string> {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) return Error::io("cannot read '{}'", p.string());
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const fs::path dir(model_path);
+  if (fs::is_regular_file(dir / "chat_template.jinja", ec)) return read(dir / "chat_template.jinja");
+  const fs::path p = dir / "tokenizer_config.json";
+  if (!fs::is_regular_file(p, ec)) return std::string();
+  ASSIGN_OR_RETURN(const std::string text, read(p));
+  TRY(check_json_depth(text, p.string()));
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Error::parse("'{}' is not a JSON object", p.string());
+  const auto it = j.find("chat_template");
+  if (it == j.end() || it->is_null()) return std::string();
+  if (it->is_string()) return it->get<std::string>();
+  if (!it->is_array()) return Error::parse("'{}': chat_template is neither a string nor a list", p.string());
+  const nlohmann::json* chosen = nullptr;
+  for (const nlohmann::json& e : *it) {
+    if (!e.is_object() || !e.contains("template") || !e["template"].is_string())
+      return Error::parse("'{}': chat_template list entries need a string \"template\"", p.string());
+    if (chosen == nullptr || (e.contains("name") && e["name"] == "default")) chosen = &e;
+  }
+  return chosen != nullptr ? (*chosen)["template"].get<std::string>() : std::string();
+}
+
+Expected<ChatFormat> chat_format_from_template(const std::string& source, const Tokenizer& tokenizer) {
+  ChatFormat f;
+  f.builtin = detect_chat_template(source);
+  Expected<jinja::Template> t = jinja::parse(source);
+  if (!t) {
+    if (!f.builtin) return t.error().with_context("chat template");
+    f.warning = fmt::format("the model's chat template does not parse ({}); using the built-in format it names",
+                            t.error().message());
+    return f;
+  }
+  f.jinja = std::move(*t);
+  const SpecialTokenIds& ids = tokenizer.special_ids();
+  if (ids.bos >= 0) f.bos = std::string(tokenizer.token_text(ids.bos));
+  if (ids.eos >= 0) f.eos = std::string(tokenizer.token_text(ids.eos));
+  return f;
 }
 
 }  // namespace rlx::models

@@ -242,16 +242,7 @@ int64_t EncoderModel::max_tokens() const {
 
 Status EncoderModel::prepare(CompiledGraph& graph) {
   if (!params_) params_ = std::make_unique<ParamStore>();
-  for (const ir::ManifestEntry& e : graph.manifest().params) {
-    if (params_->find(e.name)) continue;
-    ASSIGN_OR_RETURN(WeightView w, weights_->take(e.name));
-    ByteView view = w.file_mapped ? ByteView::file_pages(w.bytes.data(), w.bytes.size(), w.owner)
-                                  : ByteView(w.bytes.data(), w.bytes.size(), w.owner);
-    if (Status s = params_->add_shared(w.name, SharedParam{w.dtype, w.shape, std::move(view)}); !s.ok())
-      return s.error().with_context(fmt::format("{}: loading '{}'", source_, w.name));
-  }
-  if (auto bound = params_->bind(graph); !bound) return bound.error().with_context(source_);
-  return {};
+  return bind_weights(*weights_, *params_, graph, source_, {});
 }
 
 Expected<std::shared_ptr<const CompiledVariant>> EncoderModel::variant(int64_t batch, int64_t seq) {

@@ -91,23 +91,7 @@ Status LanguageModel::prepare(CompiledGraph& graph) {
   // Weights stay where the source keeps them (the file mapping): the store holds views
   // and every executable binds them in place, so none copies a weight.
   if (!params_) params_ = std::make_unique<ParamStore>();
-  std::vector<WeightView> views;
-  int64_t total = 0, done = 0;
-  for (const ir::ManifestEntry& e : graph.manifest().params) {
-    if (params_->find(e.name)) continue;
-    ASSIGN_OR_RETURN(WeightView w, weights_->take(e.name));
-    total += static_cast<int64_t>(w.bytes.size());
-    views.push_back(std::move(w));
-  }
-  for (const WeightView& w : views) {
-    ByteView view = w.file_mapped ? ByteView::file_pages(w.bytes.data(), w.bytes.size(), w.owner)
-                                  : ByteView(w.bytes.data(), w.bytes.size(), w.owner);
-    if (Status s = params_->add_shared(w.name, SharedParam{w.dtype, w.shape, std::move(view)}); !s.ok())
-      return s.error().with_context(fmt::format("{}: loading '{}'", source_, w.name));
-    done += static_cast<int64_t>(w.bytes.size());
-    if (options_.on_weight_progress) options_.on_weight_progress(done, total);
-  }
-  if (auto bound = params_->bind(graph); !bound) return bound.error().with_context(source_);
+  TRY(bind_weights(*weights_, *params_, graph, source_, options_.on_weight_progress));
   // The KV cache: the first executable's storage (allocated by the backend, on the
   // device) is the model's; every later executable binds it.
   if (!shared_state_) return {};

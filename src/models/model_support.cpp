@@ -44,4 +44,26 @@ Expected<std::unique_ptr<ModelCompilePipeline>> make_model_pipeline(const Device
   return std::make_unique<ModelCompilePipeline>(std::move(session), 64);
 }
 
+Status bind_weights(const WeightSource& weights, ParamStore& store, CompiledGraph& graph, const std::string& source,
+                    const std::function<void(int64_t, int64_t)>& progress) {
+  std::vector<WeightView> views;
+  int64_t total = 0, done = 0;
+  for (const ir::ManifestEntry& e : graph.manifest().params) {
+    if (store.find(e.name)) continue;
+    ASSIGN_OR_RETURN(WeightView w, weights.take(e.name));
+    total += static_cast<int64_t>(w.bytes.size());
+    views.push_back(std::move(w));
+  }
+  for (const WeightView& w : views) {
+    ByteView view = w.file_mapped ? ByteView::file_pages(w.bytes.data(), w.bytes.size(), w.owner)
+                                  : ByteView(w.bytes.data(), w.bytes.size(), w.owner);
+    if (Status s = store.add_shared(w.name, SharedParam{w.dtype, w.shape, std::move(view)}); !s.ok())
+      return s.error().with_context(fmt::format("{}: loading '{}'", source, w.name));
+    done += static_cast<int64_t>(w.bytes.size());
+    if (progress) progress(done, total);
+  }
+  if (auto bound = store.bind(graph); !bound) return bound.error().with_context(source);
+  return {};
+}
+
 }  // namespace rlx::models

@@ -330,17 +330,14 @@ Expected<ChatFormatter> ChatFormatter::create(const std::string& template_source
     *note = "the model has no chat template (tokenizer.chat_template); chat uses ChatML";
     return f;
   }
-  auto t = jinja::parse(template_source);
-  if (t) {
-    f.jinja_ = std::move(*t);
+  ASSIGN_OR_RETURN(models::ChatFormat format, models::chat_format_from_template(template_source, tokenizer));
+  if (format.jinja) {
+    f.jinja_ = std::move(format.jinja);
     *note = "chat uses the model's own template (tokenizer.chat_template)";
     return f;
   }
-  auto builtin = models::detect_chat_template(template_source);
-  if (!builtin) return t.error().with_context("tokenizer.chat_template");
-  f.builtin_ = *builtin;
-  *note = fmt::format("the model's chat template does not parse ({}); chat uses the built-in format it names",
-                      t.error().message());
+  f.builtin_ = *format.builtin;
+  *note = "chat: " + format.warning;
   return f;
 }
 

@@ -15,26 +15,16 @@
 
 #include "rlx/models/encoder.h"
 
+#include "conformance_env.h"
+
 namespace rlx {
 namespace {
 
 namespace fs = std::filesystem;
 
-Device test_device() {
-  const char* env = std::getenv("RLX_TEST_DEVICE");
-  if (env == nullptr) return Device::cpu();
-  auto d = Device::parse(env);
-  if (!d) {
-    ADD_FAILURE() << "RLX_TEST_DEVICE: " << d.error().to_string();
-    return Device::cpu();
-  }
-  return *d;
-}
+using testing_env::test_device;
 
-fs::path hf_dir() {
-  if (const char* env = std::getenv("RLX_CONFORMANCE_DIR")) return fs::path(env) / "hf";
-  return fs::path(RLX_SOURCE_DIR) / ".." / "shared" / "conformance" / "hf";
-}
+fs::path hf_dir() { return testing_env::conformance_dir() / "hf"; }
 
 std::vector<float> read_f32(const fs::path& p, size_t n) {
   std::vector<float> v(n);

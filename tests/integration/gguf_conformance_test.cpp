@@ -18,28 +18,16 @@
 #include "rlx/models/language_model.h"
 #include "rlx/models/sampler.h"
 
+#include "conformance_env.h"
+
 namespace rlx {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The device the suite runs on: RLX_TEST_DEVICE (cpu, cuda), cpu by default. CI runs it
-// on the CPU; on a GPU machine the same suite checks the CUDA backend.
-Device test_device() {
-  const char* env = std::getenv("RLX_TEST_DEVICE");
-  if (env == nullptr) return Device::cpu();
-  auto d = Device::parse(env);
-  if (!d) {
-    ADD_FAILURE() << "RLX_TEST_DEVICE: " << d.error().to_string();
-    return Device::cpu();
-  }
-  return *d;
-}
+using testing_env::test_device;
 
-fs::path conformance_dir() {
-  if (const char* env = std::getenv("RLX_CONFORMANCE_DIR")) return env;
-  return fs::path(RLX_SOURCE_DIR) / ".." / "shared" / "conformance";
-}
+using testing_env::conformance_dir;
 
 std::vector<float> read_f32(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

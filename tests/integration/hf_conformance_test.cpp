@@ -19,28 +19,16 @@
 #include "rlx/models/convert.h"
 #include "rlx/models/language_model.h"
 
+#include "conformance_env.h"
+
 namespace rlx {
 namespace {
 
 namespace fs = std::filesystem;
 
-// The device the suite runs on: RLX_TEST_DEVICE (cpu, cuda), cpu by default. CI runs it
-// on the CPU; on a GPU machine the same suite checks the CUDA backend.
-Device test_device() {
-  const char* env = std::getenv("RLX_TEST_DEVICE");
-  if (env == nullptr) return Device::cpu();
-  auto d = Device::parse(env);
-  if (!d) {
-    ADD_FAILURE() << "RLX_TEST_DEVICE: " << d.error().to_string();
-    return Device::cpu();
-  }
-  return *d;
-}
+using testing_env::test_device;
 
-fs::path hf_dir() {
-  if (const char* env = std::getenv("RLX_CONFORMANCE_DIR")) return fs::path(env) / "hf";
-  return fs::path(RLX_SOURCE_DIR) / ".." / "shared" / "conformance" / "hf";
-}
+fs::path hf_dir() { return testing_env::conformance_dir() / "hf"; }
 
 // The largest relative L2 error of one position's logits (rows of `vocab`).
 double worst_relative_l2(const std::vector<float>& got, const std::vector<float>& ref, int64_t vocab) {

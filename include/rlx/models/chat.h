@@ -10,6 +10,7 @@
 
 #include "rlx/base/status.h"
 #include "rlx/models/jinja.h"
+#include "rlx/models/tokenizer.h"
 
 namespace rlx::models {
 
@@ -40,5 +41,25 @@ std::vector<std::string> chat_stop_strings(ChatTemplate t);
 Expected<std::string> render_chat(const jinja::Template& t, const std::vector<ChatMessage>& messages,
                                   const std::string& bos, const std::string& eos,
                                   bool add_generation_prompt = true);
+
+/// A model's chat template as shipped: GGUF `tokenizer.chat_template`; for a Hugging
+/// Face folder its chat_template.jinja, else tokenizer_config.json's chat_template (a
+/// string, or a list of {name, template}: the one named "default", else the first).
+/// Empty when the model has none. Errors name a file that cannot be read or parsed, or
+/// a malformed entry.
+Expected<std::string> read_chat_template(const std::string& model_path);
+
+/// How a model's conversation becomes a prompt (shared by rlx run, rlx serve and Python).
+struct ChatFormat {
+  std::optional<jinja::Template> jinja;  ///< the model's template, when it parses
+  std::optional<ChatTemplate> builtin;   ///< the built-in format the template's markers name (its stop strings)
+  std::string bos, eos;                  ///< bos_token / eos_token for the template
+  std::string warning;                   ///< non-empty: the template did not parse; `builtin` is used instead
+};
+
+/// The format of a (non-empty) template source: the parsed template; one that does not
+/// parse falls back to the built-in format its markers name (with `warning` set), and
+/// is otherwise its parse error.
+Expected<ChatFormat> chat_format_from_template(const std::string& source, const Tokenizer& tokenizer);
 
 }  // namespace rlx::models
