@@ -19,6 +19,9 @@ enum class Class { Low, F32, Follow, Opaque };
 Class class_of(OpKind k, MixedPrecision mixed) {
   switch (k) {
     case OpKind::Custom: return Class::Opaque;
+    // Recurrent states accumulate over a whole sequence: the state ops and their
+    // handles stay f32 at every precision.
+    case OpKind::CausalConv1d: case OpKind::GatedDeltaRule: return Class::Opaque;
     case OpKind::Sample: return Class::F32;  // the draw and the logits it is compared with stay f32
     case OpKind::MoeRoute: case OpKind::MoeFfn: return Class::F32;  // routing and the expert sums in f32
     case OpKind::MatMul: case OpKind::DequantMatMul: case OpKind::FusedMatMulBiasAct: case OpKind::FusedSwiGLU:
@@ -71,7 +74,7 @@ Expected<MirModule> apply_precision(const MirModule& m, Precision precision, Mix
     std::vector<ValueId> in;
     for (ValueId i : n.inputs) in.push_back(rw.map(i));
     const Class c = class_of(n.op, mixed);
-    if (c == Class::Opaque) {  // custom ops see their original types
+    if (c == Class::Opaque) {  // custom and state ops see their original types
       for (size_t i = 0; i < in.size(); ++i) in[i] = cast_to(in[i], g.node(n.inputs[i]).dtype);
       Node copy = n;
       copy.inputs = in;

@@ -14,7 +14,7 @@ namespace {
 
 bool mergeable(OpKind k) {
   return k != OpKind::Input && k != OpKind::Param && k != OpKind::Handle && k != OpKind::UpdateSlice &&
-         k != OpKind::Custom;
+         k != OpKind::Custom && !updates_state(k);
 }
 
 // Cheap key: op, type, inputs (and constant size); attrs are compared exactly on a hit.

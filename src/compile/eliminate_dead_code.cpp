@@ -1,5 +1,5 @@
 // Dead-code elimination: keeps what the outputs need, plus boundary nodes (the
-// executable's interface) and UpdateSlice writes (side effects on handles).
+// executable's interface), UpdateSlice writes and state updates (side effects on handles).
 // Semantics: unchanged outputs; value ids are renumbered densely in the same order.
 #include "rewriter.h"
 #include "rlx/compile/passes.h"
@@ -20,7 +20,9 @@ MirModule eliminate_dead_code(const MirModule& m) {
   for (const GraphOutput& o : g.outputs()) mark(o.value);
   for (ValueId v = 0; v < g.size(); ++v) {
     const OpKind op = g.node(v).op;
-    if (op == OpKind::Input || op == OpKind::Param || op == OpKind::Handle || op == OpKind::UpdateSlice) mark(v);
+    if (op == OpKind::Input || op == OpKind::Param || op == OpKind::Handle || op == OpKind::UpdateSlice ||
+        updates_state(op))
+      mark(v);
   }
   while (!stack.empty()) {
     const ValueId v = stack.back();

@@ -92,6 +92,7 @@ double act(ActKind k, double x) {
     case ActKind::Abs: return std::fabs(x);
     case ActKind::Sin: return std::sin(x);
     case ActKind::Cos: return std::cos(x);
+    case ActKind::Softplus: return x > 20.0 ? x : std::log1p(std::exp(x));
   }
   return x;
 }

@@ -101,6 +101,25 @@ struct Lowerer {
     ASSIGN_OR_RETURN(ValueId q, linear(x, in[1], bq, ActKind::Identity, true, l + ".q"));
     ASSIGN_OR_RETURN(ValueId k, linear(x, in[2], bk, ActKind::Identity, true, l + ".k"));
     ASSIGN_OR_RETURN(ValueId v, linear(x, in[3], bv, ActKind::Identity, true, l + ".v"));
+    // Gated attention: each head's projection is [q_h | gate_h]; split them apart.
+    std::optional<ValueId> gate;
+    if (blk.q_gate) {
+      const Shape qs = b().type(q).shape;
+      std::vector<Dim> heads(qs.begin(), qs.end() - 1), flat(qs.begin(), qs.end() - 1);
+      heads.emplace_back(a.n_heads);
+      heads.emplace_back(2 * a.head_dim);
+      flat.emplace_back(a.n_heads * a.head_dim);
+      const ValueId qh = b().reshape(q, Shape(heads));
+      const int64_t axis = static_cast<int64_t>(heads.size()) - 1;
+      gate = b().activation(ActKind::Sigmoid,
+                            b().reshape(b().narrow(qh, axis, a.head_dim, Dim(a.head_dim)), Shape(flat)));
+      q = b().reshape(b().narrow(qh, axis, 0, Dim(a.head_dim)), Shape(flat));
+    }
+    // The output projection, after the gate when there is one.
+    auto out_proj = [&](ValueId o) {
+      if (gate) o = b().mul(o, *gate);
+      return linear(o, in[4], std::nullopt, ActKind::Identity, true, l + ".o");
+    };
     if (blk.qk_norm) {
       q = head_norm(q, *qn, a.n_heads, a.head_dim, blk.qk_norm_eps);
       k = head_norm(k, *kn, a.n_kv_heads, a.head_dim, blk.qk_norm_eps);
@@ -135,11 +154,9 @@ struct Lowerer {
     if (kv_len) {
       b().label(l + ".attn");
       const ValueId o = b().op(OpKind::Attention, {q, k, v, pos, *kv_len}, attn);
-      return linear(b().reshape(o, Shape{rows_shape[0], b().type(o).shape.back()}), in[4], std::nullopt,
-                    ActKind::Identity, true, l + ".o");
+      return out_proj(b().reshape(o, Shape{rows_shape[0], b().type(o).shape.back()}));
     }
-    if (!blk.kv_cache) return linear(attend(q, k, v, attn, std::nullopt, l), in[4], std::nullopt, ActKind::Identity,
-                                     true, l + ".o");
+    if (!blk.kv_cache) return out_proj(attend(q, k, v, attn, std::nullopt, l));
     if (b().type(x).shape.rank() != 2)
       return Error::unsupported("{}: a kv cache needs a [S, D] input, got {}", rw.src().describe(id),
                                 b().type(x).to_string());
@@ -186,7 +203,7 @@ struct Lowerer {
       o = b().concat(outs, 0);
       o = b().reshape(o, Shape{rows, b().type(o).shape.back()});
     }
-    return linear(o, in[4], std::nullopt, ActKind::Identity, true, l + ".o");
+    return out_proj(o);
   }
 
   Expected<ValueId> lower_node(ValueId id) {

@@ -78,6 +78,15 @@ ValueId GraphBuilder::moe_route(ValueId logits, const MoeRouteAttrs& a) { return
 ValueId GraphBuilder::moe_ffn(ValueId x, ValueId route, ValueId w_gate, ValueId w_up, ValueId w_down, ActKind act) {
   return add(OpKind::MoeFfn, {x, route, w_gate, w_up, w_down}, MoeFfnAttrs{act});
 }
+
+ValueId GraphBuilder::causal_conv1d(ValueId state, ValueId x, ValueId w, ValueId seq, ActKind act) {
+  return add(OpKind::CausalConv1d, {state, x, w, seq}, CausalConvAttrs{act});
+}
+
+ValueId GraphBuilder::gated_delta_rule(ValueId state, ValueId q, ValueId k, ValueId v, ValueId g, ValueId beta,
+                                       ValueId seq, const DeltaRuleAttrs& attrs) {
+  return add(OpKind::GatedDeltaRule, {state, q, k, v, g, beta, seq}, attrs);
+}
 ValueId GraphBuilder::topk(ValueId x, int64_t k, bool values) { return add(OpKind::TopK, {x}, TopKAttrs{k, values}); }
 ValueId GraphBuilder::sample(ValueId logits, ValueId params) { return add(OpKind::Sample, {logits, params}, NoAttrs{}); }
 ValueId GraphBuilder::rms_norm(ValueId x, ValueId g, double eps) { return add(OpKind::RmsNorm, {x, g}, NormAttrs{eps}); }

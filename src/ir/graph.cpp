@@ -89,6 +89,9 @@ Status verify(const Graph& g, bool allow_hir) {
     if (t->dtype != n.dtype || t->shape != n.shape)
       return Error::verify("{}: stored type {} but inputs give {}", g.describe(v), n.type().to_string(),
                            t->to_string());
+    if (updates_state(n.op) && g.node(n.inputs[0]).op != OpKind::Handle)
+      return Error::verify("{}: its state input must be a handle (it is updated in place), got {}", g.describe(v),
+                           g.describe(n.inputs[0]));
     std::string bname;
     if (auto* a = std::get_if<InputAttrs>(&n.attrs)) bname = a->name;
     else if (auto* p = std::get_if<ParamAttrs>(&n.attrs)) bname = p->name;

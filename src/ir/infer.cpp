@@ -303,6 +303,61 @@ Expected<TensorType> infer_moe_ffn(const Types& in, const MoeFfnAttrs& a) {
   return x;
 }
 
+// The seq input of the recurrent-state ops: i32[B, 2] matching the state's B, and rows
+// of x a multiple of B.
+Status check_state_rows(const TensorType& state, const TensorType& x, const TensorType& seq, const char* op) {
+  if (state.dtype != DType::F32 || !state.shape.is_static() || state.shape.rank() < 1)
+    return bad(fmt::format("{} state must be a static f32 handle, got {}", op, str(state)));
+  const Dim batch = state.shape[0];
+  if (seq.dtype != DType::I32 || seq.shape.rank() != 2 || seq.shape[0] != batch || seq.shape[1] != Dim(2))
+    return bad(fmt::format("{} seq must be i32[{}, 2] (tokens seen, real rows per sequence), got {}", op,
+                           batch.to_string(), str(seq)));
+  if (x.shape.rank() != 2 || !x.shape[0].div(batch.value()))
+    return bad(fmt::format("{} rows {} are not {} sequences of equal length", op, str(x), batch.to_string()));
+  return {};
+}
+
+Expected<TensorType> infer_causal_conv(const Types& in, const CausalConvAttrs& a) {
+  const TensorType &state = in[0], &x = in[1], &w = in[2], &seq = in[3];
+  if (a.act != ActKind::Identity && a.act != ActKind::Silu)
+    return bad(fmt::format("causal_conv1d act must be identity or silu, got {}", enum_name(a.act)));
+  if (x.dtype != DType::F32) return bad(fmt::format("causal_conv1d input must be f32[rows, C], got {}", str(x)));
+  TRY(check_state_rows(state, x, seq, "causal_conv1d"));
+  if (w.dtype != DType::F32 || w.shape.rank() != 2 || !w.shape.is_static() || w.shape[0] != x.shape[1] ||
+      w.shape[1].value() < 1)
+    return bad(fmt::format("causal_conv1d weight must be f32[{}, K], got {}", x.shape[1].to_string(), str(w)));
+  const int64_t k = w.shape[1].value();
+  if (state.shape.rank() != 3 || state.shape[1] != Dim(k - 1) || state.shape[2] != x.shape[1])
+    return bad(fmt::format("causal_conv1d state must be f32[B, {}, {}] for kernel {}, got {}", k - 1,
+                           x.shape[1].to_string(), k, str(state)));
+  return x;
+}
+
+Expected<TensorType> infer_delta_rule(const Types& in, const DeltaRuleAttrs& a) {
+  const TensorType &state = in[0], &q = in[1], &k = in[2], &v = in[3], &g = in[4], &beta = in[5];
+  if (a.head_k_dim < 1 || a.head_v_dim < 1 || a.chunk < 0)
+    return bad(fmt::format("gated_delta_rule needs head dims >= 1 and chunk >= 0, got {} / {} / {}", a.head_k_dim,
+                           a.head_v_dim, a.chunk));
+  for (const TensorType* t : {&q, &k, &v, &g, &beta})
+    if (t->dtype != DType::F32 || t->shape.rank() != 2 || !t->shape[1].is_static() || t->shape[0] != q.shape[0])
+      return bad(fmt::format("gated_delta_rule inputs must be f32[{}, width], got {}", q.shape[0].to_string(), str(*t)));
+  TRY(check_state_rows(state, q, in[6], "gated_delta_rule"));
+  const int64_t qw = q.shape[1].value(), vw = v.shape[1].value();
+  if (k.shape[1] != q.shape[1] || qw % a.head_k_dim != 0 || vw % a.head_v_dim != 0)
+    return bad(fmt::format("gated_delta_rule q {} and k {} must be [rows, Hk*{}], v {} [rows, Hv*{}]", str(q), str(k),
+                           a.head_k_dim, str(v), a.head_v_dim));
+  const int64_t hk = qw / a.head_k_dim, hv = vw / a.head_v_dim;
+  if (hv % hk != 0)
+    return bad(fmt::format("gated_delta_rule: {} value heads are not a multiple of {} key heads", hv, hk));
+  if (g.shape[1] != Dim(hv) || beta.shape[1] != Dim(hv))
+    return bad(fmt::format("gated_delta_rule g {} and beta {} must be [rows, {}]", str(g), str(beta), hv));
+  if (state.shape.rank() != 4 || state.shape[1] != Dim(hv) || state.shape[2] != Dim(a.head_k_dim) ||
+      state.shape[3] != Dim(a.head_v_dim))
+    return bad(fmt::format("gated_delta_rule state must be f32[B, {}, {}, {}], got {}", hv, a.head_k_dim,
+                           a.head_v_dim, str(state)));
+  return v;
+}
+
 Expected<TensorType> infer_gather(const TensorType& table, const TensorType& idx, int64_t axis) {
   TRY(require_int_index(idx, "gather indices"));
   auto ax = table.shape.axis(axis);
@@ -584,7 +639,7 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
         if (r.n_rot == 0) r.n_rot = a.head_dim;
         TRY(check_rope_attrs(r));
       }
-      if (q.shape.back() != Dim(a.n_heads * a.head_dim) || k.shape.back() != Dim(a.n_kv_heads * a.head_dim) ||
+      if (q.shape.back() != Dim(a.n_heads * a.head_dim * (b.q_gate ? 2 : 1)) || k.shape.back() != Dim(a.n_kv_heads * a.head_dim) ||
           v.shape != k.shape)
         return bad(fmt::format("attention_block projections do not match heads: q {} k {} v {}", str(q), str(k), str(v)));
       TRY(require_int_index(in[5], "attention_block positions"));
@@ -609,7 +664,13 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
                                    k.shape.back().to_string(), str(c)));
         }
       }
-      return infer_linear(q, in[4], true, true);
+      TensorType heads = q;  // what reaches the output projection: the heads, without their gates
+      heads.shape = [&] {
+        std::vector<Dim> d(q.shape.begin(), q.shape.end() - 1);
+        d.emplace_back(a.n_heads * a.head_dim);
+        return Shape(d);
+      }();
+      return infer_linear(heads, in[4], true, true);
     }
     case OpKind::HirEmbedding:
       if (in[0].shape.rank() != 2) return bad(fmt::format("embedding table must be [vocab, dim], got {}", str(in[0])));
@@ -620,6 +681,10 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       return infer_moe_route(in[0], std::get<MoeRouteAttrs>(attrs));
     case OpKind::MoeFfn:
       return infer_moe_ffn(in, std::get<MoeFfnAttrs>(attrs));
+    case OpKind::CausalConv1d:
+      return infer_causal_conv(in, std::get<CausalConvAttrs>(attrs));
+    case OpKind::GatedDeltaRule:
+      return infer_delta_rule(in, std::get<DeltaRuleAttrs>(attrs));
     case OpKind::Custom: {
       const auto& c = std::get<CustomAttrs>(attrs);
       const CustomOpDef* def = find_custom_op(c.name);

@@ -1,6 +1,7 @@
-// Decoder-only transformer (Llama, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1/2/3) as a
-// composition of Flow blocks: embedding, N x (pre-norm attention + pre-norm FFN or
-// mixture of experts, with Gemma's post-norms),
+// Decoder-only transformer (Llama, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1/2/3, Qwen3.5) as
+// a composition of Flow blocks: embedding, N x (pre-norm attention — or a gated delta-net
+// with a recurrent state on Qwen3.5's linear layers — + pre-norm FFN or mixture of
+// experts, with Gemma's post-norms),
 // final norm, LM head.
 #include "rlx/models/decoder.h"
 
@@ -37,21 +38,39 @@ ir::AttentionBlockAttrs attention_attrs(const ModelConfig& c, int64_t il, int64_
   a.qk_norm = c.qk_norm;
   a.qk_norm_eps = c.norm_eps;
   a.prescale_q = c.prescale_q;
+  a.q_gate = c.attn_output_gate;
   return a;
 }
 
 Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, int64_t il, ValueId x,
-                        ValueId pos) {
+                        ValueId pos, ValueId seq) {
   const std::string blk = fmt::format("blk.{}", il);
   ASSIGN_OR_RETURN(ValueId h, f.rms_norm(x, blk + ".attn_norm.weight", c.norm_eps));
-  AttentionSpec as;
-  as.prefix = blk;
-  as.layer = il;
-  as.attrs = attention_attrs(c, il, o.ctx);
-  as.ctx = o.ctx;
-  as.kv_dtype = o.kv_dtype;
-  as.batch = o.batch;
-  ASSIGN_OR_RETURN(ValueId attn, f.attention(h, pos, as));
+  ValueId attn = ir::kNoValue;
+  if (c.layer_is_recurrent(il)) {
+    DeltaNetSpec ds;
+    ds.prefix = blk;
+    ds.layer = il;
+    ds.dim = c.n_embd;
+    ds.n_k_heads = c.ssm_n_k_heads;
+    ds.n_v_heads = c.ssm_n_v_heads;
+    ds.head_k_dim = c.ssm_head_k_dim;
+    ds.head_v_dim = c.ssm_head_v_dim;
+    ds.conv_kernel = c.ssm_conv_kernel;
+    ds.norm_eps = c.norm_eps;
+    ds.batch = o.batch;
+    ds.chunk = o.delta_chunk;
+    ASSIGN_OR_RETURN(attn, f.delta_net(h, seq, ds));
+  } else {
+    AttentionSpec as;
+    as.prefix = blk;
+    as.layer = il;
+    as.attrs = attention_attrs(c, il, o.ctx);
+    as.ctx = o.ctx;
+    as.kv_dtype = o.kv_dtype;
+    as.batch = o.batch;
+    ASSIGN_OR_RETURN(attn, f.attention(h, pos, as));
+  }
   if (c.post_norms) {
     ASSIGN_OR_RETURN(attn, f.rms_norm(attn, blk + ".post_attention_norm.weight", c.norm_eps));
   }
@@ -92,6 +111,8 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
     return Error::invalid_argument("decoder: greedy_token picks from the last rows; it needs last_row_logits");
   if (o.sample_token && (!o.last_row_logits || o.greedy_token))
     return Error::invalid_argument("decoder: sample_token picks from the last rows; it needs last_row_logits and no greedy_token");
+  if (c.has_recurrent_layers() && o.ctx <= 0)
+    return Error::invalid_argument("decoder: a model with recurrent (delta-net) layers needs a KV cache (ctx > 0)");
   if (o.batch < 1 || (o.batch > 1 && o.ctx <= 0))
     return Error::invalid_argument("decoder: batch {} needs >= 1 sequences (and a KV cache when > 1)", o.batch);
   const std::optional<ir::Dim> rows = ir::Dim::mul(ir::Dim(o.batch), o.seq);
@@ -99,10 +120,14 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
   Flow f(weights);
   const ValueId tokens = f.input_ids("tokens", *rows);
   const ValueId pos = f.input_ids("pos", *rows);
+  // Recurrent layers: i32[batch, 2] = (tokens seen, real rows) per sequence.
+  const ValueId seq = c.has_recurrent_layers()
+                          ? f.builder().input("seq", ir::DType::I32, ir::Shape::of({o.batch, 2}))
+                          : ir::kNoValue;
   const float scale = c.embed_scale ? std::sqrt(static_cast<float>(c.n_embd)) : 1.0f;
   ASSIGN_OR_RETURN(ValueId x, f.embedding(tokens, "token_embd.weight", c.n_vocab, c.n_embd, scale));
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    ASSIGN_OR_RETURN(x, layer(f, c, o, il, x, pos));
+    ASSIGN_OR_RETURN(x, layer(f, c, o, il, x, pos, seq));
   }
   ASSIGN_OR_RETURN(x, f.rms_norm(x, "output_norm.weight", c.norm_eps));
   if (o.last_row_logits) x = f.builder().gather(x, f.input_ids("last", ir::Dim(o.batch)), 0);

@@ -11,6 +11,8 @@ std::string kv_handle_name(char kv, int64_t il, int64_t seq) {
   return seq < 0 ? fmt::format("cache.{}.{}", kv, il) : fmt::format("cache.{}.{}.{}", kv, il, seq);
 }
 
+std::string state_handle_name(const char* kind, int64_t il) { return fmt::format("cache.{}.{}", kind, il); }
+
 namespace {
 
 // "blk.3.attn_norm.weight" -> "blk.3.attn_norm": the label of the op a weight belongs to.
@@ -83,7 +85,8 @@ Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& s
   attrs.rope.head_dim = a.attn.head_dim;
 
   std::vector<ValueId> in{x};
-  for (auto [t, rows] : {std::pair{&spec.names.q, q_width}, {&spec.names.k, kv_width}, {&spec.names.v, kv_width}}) {
+  const int64_t q_rows = a.q_gate ? 2 * q_width : q_width;  // gated: [q_h | gate_h] per head
+  for (auto [t, rows] : {std::pair{&spec.names.q, q_rows}, {&spec.names.k, kv_width}, {&spec.names.v, kv_width}}) {
     ASSIGN_OR_RETURN(ValueId w, param(name(*t), {rows, dim}));
     in.push_back(w);
   }
@@ -119,6 +122,43 @@ Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& s
   if (!spec.o_bias) return out;
   ASSIGN_OR_RETURN(ValueId bias, param(name("attn_output.bias"), {dim}));
   return b_.add(out, bias);
+}
+
+Expected<ValueId> Flow::delta_net(ValueId x, ValueId seq, const DeltaNetSpec& spec) {
+  ASSIGN_OR_RETURN(const int64_t dim, feature_dim(x, "delta_net " + spec.prefix));
+  if (dim != spec.dim) return Error::invalid_argument("delta_net {}: x has {} features, not {}", spec.prefix, dim, spec.dim);
+  auto name = [&](const char* t) { return spec.prefix + "." + t; };
+  const int64_t hk = spec.n_k_heads, hv = spec.n_v_heads, dk = spec.head_k_dim, dv = spec.head_v_dim;
+  const int64_t key_w = hk * dk, val_w = hv * dv, conv_w = 2 * key_w + val_w;
+  const std::string l = spec.prefix + ".ssm";
+  ASSIGN_OR_RETURN(ValueId qkv, dense(x, name("attn_qkv.weight"), "", conv_w, dim, ir::ActKind::Identity, l + ".qkv"));
+  ASSIGN_OR_RETURN(ValueId z, dense(x, name("attn_gate.weight"), "", val_w, dim, ir::ActKind::Silu, l + ".z"));
+  ASSIGN_OR_RETURN(ValueId beta, dense(x, name("ssm_beta.weight"), "", hv, dim, ir::ActKind::Sigmoid, l + ".beta"));
+  ASSIGN_OR_RETURN(ValueId alpha, dense(x, name("ssm_alpha.weight"), "", hv, dim, ir::ActKind::Identity, l + ".alpha"));
+  ASSIGN_OR_RETURN(ValueId dt_bias, param(name("ssm_dt.bias"), {hv}));
+  ASSIGN_OR_RETURN(ValueId a, param(name("ssm_a"), {hv}));
+  ASSIGN_OR_RETURN(ValueId conv_k, param(name("ssm_conv1d.weight"), {conv_w, spec.conv_kernel}));
+  ASSIGN_OR_RETURN(ValueId norm_w, param(name("ssm_norm.weight"), {dv}));
+  const ValueId g = b_.mul(b_.activation(ir::ActKind::Softplus, b_.add(alpha, dt_bias)), a);
+  const std::string conv_h = state_handle_name("conv", spec.layer), ssm_h = state_handle_name("ssm", spec.layer);
+  const ValueId conv_state = b_.handle(conv_h, ir::DType::F32, {spec.batch, spec.conv_kernel - 1, conv_w});
+  const ValueId ssm_state = b_.handle(ssm_h, ir::DType::F32, {spec.batch, hv, dk, dv});
+  handles_.push_back(conv_h);
+  handles_.push_back(ssm_h);
+  const ValueId mixed = b_.label(l + ".conv").causal_conv1d(conv_state, qkv, conv_k, seq, ir::ActKind::Silu);
+  const ValueId q = b_.narrow(mixed, 1, 0, ir::Dim(key_w));
+  const ValueId k = b_.narrow(mixed, 1, key_w, ir::Dim(key_w));
+  const ValueId v = b_.narrow(mixed, 1, 2 * key_w, ir::Dim(val_w));
+  ir::DeltaRuleAttrs dr;
+  dr.head_k_dim = dk;
+  dr.head_v_dim = dv;
+  dr.chunk = spec.chunk;
+  const ValueId o = b_.label(l + ".delta").gated_delta_rule(ssm_state, q, k, v, g, beta, seq, dr);
+  // The gated RMSNorm: each value head normalized over its Dv, then times silu(z).
+  const ir::Dim rows = b_.type(x).shape[0];
+  const ValueId normed = b_.reshape(
+      b_.rms_norm(b_.reshape(o, ir::Shape{rows, ir::Dim(hv), ir::Dim(dv)}), norm_w, spec.norm_eps), ir::Shape{rows, ir::Dim(val_w)});
+  return dense(b_.mul(normed, z), name("ssm_out.weight"), "", dim, val_w, ir::ActKind::Identity, l + ".out");
 }
 
 Expected<ValueId> Flow::dense(ValueId x, const std::string& weight, const std::string& bias, int64_t out, int64_t in,

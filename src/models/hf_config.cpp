@@ -103,6 +103,25 @@ Status read_experts(const Reader& r, const std::string& type, ModelConfig* c) {
   return {};
 }
 
+// Gated delta-net layers (Qwen3.5): their sizes, and which layers they are —
+// layer_types when given (read by the caller), else every full_attention_interval-th
+// layer is full attention and the others linear.
+Status read_linear_attention(const Reader& r, ModelConfig* c) {
+  ASSIGN_OR_RETURN(c->ssm_conv_kernel, r.opt_int("linear_conv_kernel_dim", 4));
+  ASSIGN_OR_RETURN(c->ssm_n_k_heads, r.req_int("linear_num_key_heads"));
+  ASSIGN_OR_RETURN(c->ssm_n_v_heads, r.req_int("linear_num_value_heads"));
+  ASSIGN_OR_RETURN(c->ssm_head_k_dim, r.req_int("linear_key_head_dim"));
+  ASSIGN_OR_RETURN(c->ssm_head_v_dim, r.req_int("linear_value_head_dim"));
+  if (c->recurrent_layers.empty() && c->n_layer >= 1 && c->n_layer <= 4096) {
+    ASSIGN_OR_RETURN(const int64_t every, r.opt_int("full_attention_interval", 4));
+    if (every < 1 || every > 4096)
+      return Error::invalid_file("{}: 'full_attention_interval' {} must be in [1, 4096]", r.path, every);
+    for (int64_t il = 0; il < c->n_layer; ++il) c->recurrent_layers.push_back((il + 1) % every != 0);
+  }
+  if (!c->has_recurrent_layers()) c->recurrent_layers.clear();
+  return {};
+}
+
 // The encoders. Older nomic-bert files (nomic-embed-text v1 / v1.5) use GPT-2 style
 // keys (n_embd, n_layer, n_head, n_inner, rotary_emb_base, layer_norm_epsilon); the
 // caller reads the shared sizes with those as fallbacks. ModernBERT's local layers see
@@ -214,9 +233,10 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   else if (type == "bert") c.arch = Arch::Bert;
   else if (type == "nomic_bert") c.arch = Arch::NomicBert;
   else if (type == "modernbert") c.arch = Arch::ModernBert;
+  else if (type == "qwen3_5_text") c.arch = Arch::Qwen35;
   else
     return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
-                              "gemma, gemma2, gemma3_text, phi3; encoders bert, nomic_bert, modernbert)", path, type);
+                              "gemma, gemma2, gemma3_text, phi3, qwen3_5_text; encoders bert, nomic_bert, modernbert)", path, type);
 
   // Older nomic_bert files name the sizes as GPT-2 does.
   const bool gpt2_keys = c.arch == Arch::NomicBert && r.find("n_embd");
@@ -262,11 +282,13 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
     if (!v->is_array()) return r.wrong_type("layer_types", *v, "an array");
     for (size_t i = 0; i < v->size(); ++i) {
       const json& t = (*v)[i];
-      const bool sliding = t.is_string() && t.get<std::string>() == "sliding_attention";
-      if (!sliding && !(t.is_string() && t.get<std::string>() == "full_attention"))
-        return Error::invalid_file("{}: layer_types[{}] must be \"sliding_attention\" or \"full_attention\"", path,
-                                   i);
+      const std::string kind = t.is_string() ? t.get<std::string>() : std::string();
+      const bool sliding = kind == "sliding_attention", linear = kind == "linear_attention";
+      if (!sliding && !linear && kind != "full_attention")
+        return Error::invalid_file(
+            "{}: layer_types[{}] must be \"sliding_attention\", \"full_attention\" or \"linear_attention\"", path, i);
       c.sliding_layers.push_back(sliding);
+      c.recurrent_layers.push_back(linear);
     }
     if (static_cast<int64_t>(c.sliding_layers.size()) != c.n_layer)
       return Error::invalid_file("{}: layer_types has {} entries for {} layers", path, c.sliding_layers.size(),
@@ -297,6 +319,12 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
     case Arch::Qwen3Moe:
       c.qk_norm = true;
       c.qkv_bias = attention_bias;
+      break;
+    case Arch::Qwen35:
+      c.qk_norm = true;
+      c.qkv_bias = attention_bias;
+      c.attn_output_gate = true;
+      TRY(read_linear_attention(r, &c));
       break;
     case Arch::Gemma:
     case Arch::Gemma2:

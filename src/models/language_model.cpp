@@ -83,6 +83,10 @@ Status LanguageModel::truncate(int64_t seq, int64_t n_keep) {
   const int64_t have = n_past_[static_cast<size_t>(seq)];
   if (n_keep < 0 || n_keep > have)
     return Error::invalid_argument("truncate: sequence {} holds {} tokens, cannot keep {}", seq, have, n_keep);
+  if (!can_truncate() && n_keep != 0 && n_keep != have)
+    return Error::invalid_argument(
+        "truncate: sequence {} of a model with recurrent layers keeps all {} tokens or none, not {} (its state "
+        "cannot be rolled back)", seq, have, n_keep);
   n_past_[static_cast<size_t>(seq)] = n_keep;
   return Status{};
 }
@@ -108,7 +112,8 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
   if (profile_name.empty()) {
-    const char* family = config_.arch == Arch::Qwen3 || config_.arch == Arch::Qwen2 || config_.arch == Arch::Qwen3Moe
+    const char* family = config_.arch == Arch::Qwen35 ? "qwen35"
+                         : config_.arch == Arch::Qwen3 || config_.arch == Arch::Qwen2 || config_.arch == Arch::Qwen3Moe
                              ? "qwen3"
                          : config_.arch == Arch::Llama || config_.arch == Arch::Phi3 ? "llama32"
                                                                                     : "gemma";
@@ -126,6 +131,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   d.greedy_token = pick.greedy;
   d.sample_token = pick.sample.has_value();
   d.batch = options_.batch;
+  d.delta_chunk = options_.delta_chunk;
   d.policy = profile->fusion.policy;
   const compile::CompileOptions co = profile->to_compile_options(pipeline_->session().backend()->target());
   // One key per (model file, profile, output kind, bucket); the graph itself is part of
@@ -138,6 +144,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   h.u64(pick.greedy);
   h.u64(pick.sample.has_value());
   h.i64(rows);
+  h.i64(options_.delta_chunk);
   const uint64_t key = h.digest();
   const ir::DimBinding binding{{ir::SEQ, rows}};
   const HirBuildFn build = [&]() -> Expected<ir::HirModule> {
@@ -217,6 +224,10 @@ Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool 
       {"pos", TensorView{ir::DType::I32, shape, pos.data()}},
   };
   if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, one, &last}});
+  // Recurrent layers: tokens seen before this run and its real rows.
+  const std::array<int32_t, 2> seq{static_cast<int32_t>(n_past_[0]), static_cast<int32_t>(n)};
+  const std::vector<int64_t> seq_shape{1, 2};
+  if (config_.has_recurrent_layers()) inputs.push_back({"seq", TensorView{ir::DType::I32, seq_shape, seq.data()}});
   const std::vector<int64_t> params_shape{1, ir::kSampleParams};
   std::array<float, ir::kSampleParams> params{};
   if (pick.sample) {
@@ -346,7 +357,7 @@ Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span
   ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, Pick{}));
   TRY(move_cache_to(v));
   const size_t total = static_cast<size_t>(batch * rows);
-  std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(batch));
+  std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(batch)), seq(static_cast<size_t>(2 * batch));
   for (int64_t b = 0; b < batch; ++b) {
     const auto& t = tokens[static_cast<size_t>(b)];
     // A full sequence given no tokens can never take another one: its padding rows
@@ -358,13 +369,16 @@ Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span
       pos[r] = static_cast<int32_t>(start + i);
     }
     last[static_cast<size_t>(b)] = static_cast<int32_t>(b * rows + std::max<int64_t>(static_cast<int64_t>(t.size()), 1) - 1);
+    seq[static_cast<size_t>(2 * b)] = static_cast<int32_t>(n_past_[static_cast<size_t>(b)]);
+    seq[static_cast<size_t>(2 * b + 1)] = static_cast<int32_t>(t.size());
   }
-  const std::vector<int64_t> shape{batch * rows}, lshape{batch};
+  const std::vector<int64_t> shape{batch * rows}, lshape{batch}, seq_shape{batch, 2};
   std::vector<NamedTensorView> inputs{
       {"tokens", TensorView{ir::DType::I32, shape, tok.data()}},
       {"pos", TensorView{ir::DType::I32, shape, pos.data()}},
   };
   if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, lshape, last.data()}});
+  if (config_.has_recurrent_layers()) inputs.push_back({"seq", TensorView{ir::DType::I32, seq_shape, seq.data()}});
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   std::span<const float> logits = out[0].as<float>();
   const auto V = static_cast<size_t>(config_.n_vocab);

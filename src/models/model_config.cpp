@@ -22,6 +22,7 @@ const char* arch_name(Arch a) {
     case Arch::Bert: return "bert";
     case Arch::NomicBert: return "nomic-bert";
     case Arch::ModernBert: return "modern-bert";
+    case Arch::Qwen35: return "qwen35";
   }
   return "?";
 }
@@ -67,6 +68,14 @@ bool ModelConfig::layer_is_moe(int64_t il) const {
   return dense_layers.empty() || il < 0 || il >= static_cast<int64_t>(dense_layers.size()) || !dense_layers[il];
 }
 
+bool ModelConfig::layer_is_recurrent(int64_t il) const {
+  return il >= 0 && il < static_cast<int64_t>(recurrent_layers.size()) && recurrent_layers[static_cast<size_t>(il)];
+}
+
+bool ModelConfig::has_recurrent_layers() const {
+  return std::find(recurrent_layers.begin(), recurrent_layers.end(), true) != recurrent_layers.end();
+}
+
 Status ModelConfig::validate() const {
   auto positive = [](int64_t v, const char* field) -> Status {
     if (v <= 0) return Error::invalid_argument("model config: {} must be positive, got {}", field, v);
@@ -93,6 +102,21 @@ Status ModelConfig::validate() const {
     TRY(positive(n_ff_expert, "n_ff_expert (expert feed-forward length)"));
     if (!dense_layers.empty() && static_cast<int64_t>(dense_layers.size()) != n_layer)
       return Error::invalid_argument("model config: {} dense-layer flags for {} layers", dense_layers.size(), n_layer);
+  }
+  if (has_recurrent_layers()) {
+    if (static_cast<int64_t>(recurrent_layers.size()) != n_layer)
+      return Error::invalid_argument("model config: {} layer types for {} layers", recurrent_layers.size(), n_layer);
+    TRY(positive(ssm_conv_kernel, "linear conv kernel"));
+    TRY(positive(ssm_n_k_heads, "linear key heads"));
+    TRY(positive(ssm_n_v_heads, "linear value heads"));
+    TRY(positive(ssm_head_k_dim, "linear key head dim"));
+    TRY(positive(ssm_head_v_dim, "linear value head dim"));
+    if (ssm_n_v_heads % ssm_n_k_heads != 0)
+      return Error::invalid_argument("model config: {} linear value heads are not a multiple of {} key heads",
+                                     ssm_n_v_heads, ssm_n_k_heads);
+    if (ssm_conv_kernel > 64 || ssm_n_v_heads > 4096 || ssm_head_k_dim > 4096 || ssm_head_v_dim > 4096)
+      return Error::invalid_argument("model config: implausible delta-net sizes (conv {}, value heads {}, dims {}/{})",
+                                     ssm_conv_kernel, ssm_n_v_heads, ssm_head_k_dim, ssm_head_v_dim);
   }
   if (n_layer > 4096 || n_embd > (1 << 20) || n_vocab > (1 << 24))
     return Error::invalid_argument("model config: implausible sizes (layers {}, embd {}, vocab {})", n_layer, n_embd,
@@ -266,6 +290,8 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.sliding = SlidingPattern::Gemma3;
       c.rope_theta_local = 10000.0;
       break;
+    case Arch::Qwen35:  // not read from GGUF (config_from_gguf does not map an architecture to it)
+      return Error::unsupported("{}: qwen35 GGUF files are not read yet; load the Hugging Face folder", f.name());
     case Arch::Bert:
     case Arch::NomicBert:
     case Arch::ModernBert: {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -180,6 +181,16 @@ std::string hf_to_gguf_name(std::string_view hf, bool post_norms) {
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
       {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+      // Qwen3.5 gated delta-net layers (llama.cpp's qwen35 names)
+      {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight"},
+      {"linear_attn.in_proj_z.weight", "attn_gate.weight"},
+      {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
+      {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},
+      {"linear_attn.conv1d.weight", "ssm_conv1d.weight"},
+      {"linear_attn.dt_bias", "ssm_dt.bias"},
+      {"linear_attn.A_log", "ssm_a"},
+      {"linear_attn.norm.weight", "ssm_norm.weight"},
+      {"linear_attn.out_proj.weight", "ssm_out.weight"},
   };
   constexpr std::string_view prefix = "model.layers.";
   if (hf.substr(0, prefix.size()) != prefix) return {};
@@ -306,7 +317,9 @@ Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open
   std::unique_ptr<SafetensorsWeightSource> s(new SafetensorsWeightSource());
   s->path_ = path;
   s->model_ = std::make_shared<const formats::SafetensorsModel>(std::move(model));
-  s->norm_plus_one_ = config.arch == Arch::Gemma || config.arch == Arch::Gemma2 || config.arch == Arch::Gemma3;
+  s->norm_plus_one_ = config.arch == Arch::Gemma || config.arch == Arch::Gemma2 || config.arch == Arch::Gemma3 ||
+                      config.arch == Arch::Qwen35;
+  s->delta_net_ = config.has_recurrent_layers();
   const bool encoder = is_encoder(config.arch);
   for (std::string_view hf : s->model_->tensor_names()) {
     const std::string g = encoder ? hf_to_gguf_encoder_name(hf, config.arch) : hf_to_gguf_name(hf, config.post_norms);
@@ -397,7 +410,28 @@ Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const 
       return Error::unsupported("{}: tensor '{}' has dtype {} (F32, F16, BF16 supported)", path_, it->second,
                                 formats::safetensors_dtype_name(t->dtype));
   }
-  const bool is_norm = name.size() > 11 && name.substr(name.size() - 11) == "norm.weight";
+  auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
+  };
+  // Delta-net layers: the conv kernel [C, 1, K] is served as [C, K] (the same bytes);
+  // A_log as ssm_a = -exp(A_log), the decay rate the GGUF convention stores.
+  if (delta_net_ && ends_with("ssm_conv1d.weight") && w.shape.size() == 3 && w.shape[1] == 1)
+    w.shape = {w.shape[0], w.shape[2]};
+  if (delta_net_ && ends_with(".ssm_a")) {
+    if (w.dtype != ir::DType::F32)
+      return Error::unsupported("{}: tensor '{}' must be F32 (A_log)", path_, it->second);
+    auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(t->n_elements()));
+    for (size_t i = 0; i < values->size(); ++i) {
+      float x = 0;
+      std::memcpy(&x, t->data + 4 * i, 4);
+      (*values)[i] = -std::exp(x);
+    }
+    w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values->data()), values->size() * 4);
+    w.owner = values;
+    return w;
+  }
+  // Zero-centred RMSNorm weights (x * (1 + w)); the delta-net's gated norm is a plain one.
+  const bool is_norm = ends_with("norm.weight") && !ends_with("ssm_norm.weight");
   if (norm_plus_one_ && is_norm) {
     auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(t->n_elements()));
     for (size_t i = 0; i < values->size(); ++i) {

@@ -36,6 +36,7 @@ double unary_ref(UnaryOp op, double x) {
     case UnaryOp::kAbs: return std::fabs(x);
     case UnaryOp::kSin: return std::sin(x);
     case UnaryOp::kCos: return std::cos(x);
+    case UnaryOp::kSoftplus: return x > 20 ? x : std::log1p(std::exp(x));
   }
   return 0;
 }
@@ -55,7 +56,7 @@ TEST(Elementwise, UnaryOpsWithinStatedError) {
       {UnaryOp::kLog, 1e-3f, 1e3f, 1e-7, 2e-7},  {UnaryOp::kSqrt, 0, 100, 0, 2e-7},
       {UnaryOp::kRsqrt, 1e-3f, 100, 0, 4e-7},   {UnaryOp::kNeg, -5, 5, 0, 0},
       {UnaryOp::kAbs, -5, 5, 0, 0},             {UnaryOp::kSin, -10, 10, 1e-7, 1e-6},
-      {UnaryOp::kCos, -10, 10, 1e-7, 1e-6},
+      {UnaryOp::kCos, -10, 10, 1e-7, 1e-6},    {UnaryOp::kSoftplus, -30, 30, 1e-7, 1e-6},
   };
   Rng rng;
   RLX_TRACE_SEED(rng);

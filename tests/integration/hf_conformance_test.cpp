@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -85,13 +86,100 @@ TEST_P(HfConformance, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfConformance,
                          ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma2",
-                                           "gemma3", "phi3", "qwen3-moe", "mixtral"),
+                                           "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '.') c = '_';
                            return n;
                          });
+
+// Hybrid models (gated delta-net layers with a recurrent state): the prompt in runs of a
+// size that does not divide it (the state carried from run to run), the delta rule's
+// chunked form with a chunk that does not divide a run, and three sequences served
+// together (of different lengths, one continuing after a first part) equal to the
+// reference — all on the same executables the product uses.
+class HfHybridConformance : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfHybridConformance, ChunkedAndBatchedMatchTransformers) {
+  const fs::path dir = hf_dir() / GetParam();
+  if (!fs::exists(dir / "manifest.json")) GTEST_SKIP() << dir << " not found (skipped)";
+  std::ifstream in(dir / "manifest.json");
+  const auto manifest = nlohmann::json::parse(in);
+  std::map<std::string, std::pair<std::vector<int32_t>, std::vector<float>>> seqs;
+  int64_t vocab = 0;
+  for (const auto& [name, info] : manifest["sequences"].items()) {
+    auto tokens = info["token_ids"].get<std::vector<int32_t>>();
+    vocab = info["shape"][1];
+    std::ifstream lf(dir / ("logits-" + name + ".f32"), std::ios::binary);
+    std::vector<float> ref(tokens.size() * static_cast<size_t>(vocab));
+    lf.read(reinterpret_cast<char*>(ref.data()), static_cast<std::streamsize>(ref.size() * sizeof(float)));
+    ASSERT_TRUE(lf) << "short reference file for " << name;
+    seqs[name] = {std::move(tokens), std::move(ref)};
+  }
+  ASSERT_TRUE(seqs.count("s40") && seqs.count("s7"));
+  const auto& [long_tokens, long_ref] = seqs["s40"];
+  const auto& [short_tokens, short_ref] = seqs["s7"];
+  for (auto [max_chunk, delta_chunk] : {std::pair{int64_t{16}, int64_t{5}}, {int64_t{64}, int64_t{0}}}) {
+    SCOPED_TRACE(fmt::format("runs of {} rows, delta chunk {}", max_chunk, delta_chunk));
+    models::LoadOptions lo;
+    lo.ctx = 64;
+    lo.threads = 2;
+    lo.device = test_device();
+    lo.max_chunk = max_chunk;
+    lo.delta_chunk = delta_chunk;
+    lo.min_bucket = 4;
+    auto model = models::LanguageModel::load(dir.string(), lo);
+    ASSERT_TRUE(model) << model.error().to_string();
+    auto logits = (*model)->forward(long_tokens, /*all_rows=*/true);
+    ASSERT_TRUE(logits) << logits.error().to_string();
+    EXPECT_LE(worst_relative_l2(*logits, long_ref, vocab), 1e-4) << GetParam();
+    // A recurrent state cannot be rolled back part of the way.
+    EXPECT_FALSE((*model)->truncate(0, 3).ok());
+    ASSERT_TRUE((*model)->truncate(0, 0).ok());
+    auto again = (*model)->forward(short_tokens, true);
+    ASSERT_TRUE(again) << again.error().to_string();
+    EXPECT_LE(worst_relative_l2(*again, short_ref, vocab), 1e-4) << GetParam() << " after truncate(0)";
+  }
+  // Three sequences in one model: s40 split 23 + 17, s7 whole, and s40's first 12 tokens
+  // then its next 5 (the state of each sequence is its own).
+  models::LoadOptions lo;
+  lo.ctx = 64;
+  lo.threads = 2;
+  lo.device = test_device();
+  lo.batch = 3;
+  lo.min_bucket = 4;
+  lo.delta_chunk = 8;
+  auto model = models::LanguageModel::load(dir.string(), lo);
+  ASSERT_TRUE(model) << model.error().to_string();
+  auto part = [](const std::vector<int32_t>& t, size_t from, size_t n) {
+    return std::vector<int32_t>(t.begin() + static_cast<std::ptrdiff_t>(from),
+                                t.begin() + static_cast<std::ptrdiff_t>(from + n));
+  };
+  auto rows = [&](const std::vector<float>& ref, size_t from, size_t n) {
+    return std::vector<float>(ref.begin() + static_cast<std::ptrdiff_t>(from * vocab),
+                              ref.begin() + static_cast<std::ptrdiff_t>((from + n) * vocab));
+  };
+  std::vector<std::vector<int32_t>> step1{part(long_tokens, 0, 23), short_tokens, part(long_tokens, 0, 12)};
+  auto r1 = (*model)->forward_batch(step1, true);
+  ASSERT_TRUE(r1) << r1.error().to_string();
+  EXPECT_LE(worst_relative_l2((*r1)[0], rows(long_ref, 0, 23), vocab), 1e-4) << "batch seq 0";
+  EXPECT_LE(worst_relative_l2((*r1)[1], short_ref, vocab), 1e-4) << "batch seq 1";
+  EXPECT_LE(worst_relative_l2((*r1)[2], rows(long_ref, 0, 12), vocab), 1e-4) << "batch seq 2";
+  std::vector<std::vector<int32_t>> step2{part(long_tokens, 23, 17), {}, part(long_tokens, 12, 5)};
+  auto r2 = (*model)->forward_batch(step2, true);
+  ASSERT_TRUE(r2) << r2.error().to_string();
+  EXPECT_LE(worst_relative_l2((*r2)[0], rows(long_ref, 23, 17), vocab), 1e-4) << "batch seq 0, second part";
+  EXPECT_TRUE((*r2)[1].empty());
+  EXPECT_LE(worst_relative_l2((*r2)[2], rows(long_ref, 12, 5), vocab), 1e-4) << "batch seq 2, second part";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfHybridConformance, ::testing::Values("qwen3.5"), [](const auto& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (c == '-' || c == '.') c = '_';
+  return n;
+});
 
 // The same folders written as GGUF by `rlx convert` (f32, q8_0 and q4_k_m) and loaded
 // from the file: f32 within the same bound; the quantized files as stated below.
@@ -161,7 +249,7 @@ INSTANTIATE_TEST_SUITE_P(Models, HfConvertedToGguf,
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
-                             if (c == '-') c = '_';
+                             if (c == '-' || c == '.') c = '_';
                            return n;
                          });
 

@@ -143,7 +143,7 @@ class CaseMaker {
 // ---- the cases, one function per op family ------------------------------------------------
 
 void elementwise_cases(std::vector<OpCase>& cases) {
-  for (int k = 0; k <= static_cast<int>(ActKind::Cos); ++k) {
+  for (int k = 0; k <= static_cast<int>(ActKind::Softplus); ++k) {
     const auto kind = static_cast<ActKind>(k);
     const bool positive = kind == ActKind::Log || kind == ActKind::Sqrt || kind == ActKind::Rsqrt;
     CaseMaker c(cases, fmt::format("activation_{}_f32", ir::enum_name(kind)));
@@ -804,6 +804,40 @@ void moe_cases(std::vector<OpCase>& cases) {
   }
 }
 
+// Gated delta-net state ops: a continued sequence, a fresh one with padding rows, and
+// rows past one chunk of the prefill form; the state handles are compared after the run.
+void recurrent_cases(std::vector<OpCase>& cases) {
+  for (auto [chunk, rows] : {std::pair{int64_t{0}, int64_t{1}}, {int64_t{4}, int64_t{11}}, {int64_t{64}, int64_t{9}}}) {
+    CaseMaker c(cases, fmt::format("gated_delta_rule_chunk{}_rows{}", chunk, rows));
+    const int64_t batch = 2, hk = 2, hv = 4, dk = 6, dv = 5;
+    const ValueId st = c.handle("ssm", DType::F32, {batch, hv, dk, dv});
+    const ValueId q = c.input("q", DType::F32, {batch * rows, hk * dk});
+    const ValueId k = c.input("k", DType::F32, {batch * rows, hk * dk});
+    const ValueId v = c.input("v", DType::F32, {batch * rows, hv * dv});
+    const ValueId g = c.input("g", DType::F32, {batch * rows, hv}, -1.0f, 0.0f);
+    const ValueId beta = c.input("beta", DType::F32, {batch * rows, hv}, 0.0f, 1.0f);
+    const ValueId seq = c.input("seq", tensor_of<int32_t>(DType::I32, {batch, 2},
+                                                          {3, static_cast<int32_t>(rows), 0,
+                                                           static_cast<int32_t>(std::max<int64_t>(rows - 2, 1))}));
+    ir::DeltaRuleAttrs a;
+    a.head_k_dim = dk;
+    a.head_v_dim = dv;
+    a.chunk = chunk;
+    c.output(c.b.gated_delta_rule(st, q, k, v, g, beta, seq, a));
+    c.finish();
+  }
+  for (ir::ActKind act : {ir::ActKind::Silu, ir::ActKind::Identity}) {
+    CaseMaker c(cases, fmt::format("causal_conv1d_{}", ir::enum_name(act)));
+    const int64_t batch = 2, rows = 5, chans = 9, kernel = 4;
+    const ValueId st = c.handle("conv", DType::F32, {batch, kernel - 1, chans});
+    const ValueId x = c.input("x", DType::F32, {batch * rows, chans});
+    const ValueId w = c.param("w", DType::F32, {chans, kernel});
+    const ValueId seq = c.input("seq", tensor_of<int32_t>(DType::I32, {batch, 2}, {2, 5, 0, 2}));
+    c.output(c.b.causal_conv1d(st, x, w, seq, act));
+    c.finish();
+  }
+}
+
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> cases = [] {
     std::vector<OpCase> all;
@@ -815,6 +849,7 @@ const std::vector<OpCase>& op_cases() {
     movement_cases(all);
     larger_cases(all);
     moe_cases(all);
+    recurrent_cases(all);
     return all;
   }();
   return cases;

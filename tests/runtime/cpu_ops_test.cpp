@@ -96,6 +96,7 @@ double act_ref(ActKind k, double x) {
     case ActKind::Abs: return std::fabs(x);
     case ActKind::Sin: return std::sin(x);
     case ActKind::Cos: return std::cos(x);
+    case ActKind::Softplus: return std::log1p(std::exp(x));
   }
   return x;
 }
@@ -127,7 +128,7 @@ TEST(CpuKernelTable, ClaimsExactlyWhatItRuns) {
 }
 
 TEST(CpuOps, ActivationsAllKinds) {
-  for (int k = 0; k <= static_cast<int>(ActKind::Cos); ++k) {
+  for (int k = 0; k <= static_cast<int>(ActKind::Softplus); ++k) {
     const auto kind = static_cast<ActKind>(k);
     const bool positive = kind == ActKind::Log || kind == ActKind::Sqrt || kind == ActKind::Rsqrt;
     GraphBuilder b;

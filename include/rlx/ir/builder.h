@@ -73,6 +73,10 @@ class GraphBuilder {
   ValueId moe_route(ValueId logits, const MoeRouteAttrs& a);
   /// Sum over the routed experts of route[t, e] * down_e(act(gate_e(x)) * up_e(x)).
   ValueId moe_ffn(ValueId x, ValueId route, ValueId w_gate, ValueId w_up, ValueId w_down, ActKind act = ActKind::Silu);
+  // recurrent state, updated in place (see CausalConvAttrs / DeltaRuleAttrs)
+  ValueId causal_conv1d(ValueId state, ValueId x, ValueId w, ValueId seq, ActKind act = ActKind::Silu);
+  ValueId gated_delta_rule(ValueId state, ValueId q, ValueId k, ValueId v, ValueId g, ValueId beta, ValueId seq,
+                           const DeltaRuleAttrs& attrs);
 
   /// Any op with explicit attrs (fused, HIR, custom ...).
   ValueId op(OpKind k, std::vector<ValueId> inputs, Attrs attrs, const TensorType& declared = {});

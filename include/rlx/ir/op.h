@@ -42,13 +42,17 @@ inline constexpr int kNumOpKinds = 0
     ;
 inline bool is_hir_op(OpKind k) { return op_info(k).category == OpCategory::Hir; }
 inline bool is_elementwise(OpKind k) { return op_info(k).category == OpCategory::Elementwise; }
+/// Ops that update their first input — a handle (recurrent state) — in place while
+/// producing their output: causal_conv1d and gated_delta_rule. Like update_slice they
+/// are writes: never removed, merged or reordered past another user of the handle.
+inline bool updates_state(OpKind k) { return k == OpKind::CausalConv1d || k == OpKind::GatedDeltaRule; }
 
 // ---- enums used by attributes (each with a name table for the text form) ----------
 
 #define RLX_ACT_KINDS(X) \
   X(Identity, "identity") X(Gelu, "gelu") X(GeluTanh, "gelu_tanh") X(Silu, "silu") X(Relu, "relu") \
   X(Sigmoid, "sigmoid") X(Tanh, "tanh") X(Exp, "exp") X(Log, "log") X(Sqrt, "sqrt") X(Rsqrt, "rsqrt") \
-  X(Neg, "neg") X(Abs, "abs") X(Sin, "sin") X(Cos, "cos")
+  X(Neg, "neg") X(Abs, "abs") X(Sin, "sin") X(Cos, "cos") X(Softplus, "softplus")
 #define RLX_BINARY_KINDS(X) \
   X(Add, "add") X(Sub, "sub") X(Mul, "mul") X(Div, "div") X(Max, "max") X(Min, "min") X(Pow, "pow")
 #define RLX_COMPARE_KINDS(X) X(Eq, "eq") X(Ne, "ne") X(Lt, "lt") X(Le, "le") X(Gt, "gt") X(Ge, "ge")
@@ -321,6 +325,9 @@ struct AttentionBlockAttrs {
   /// others, kv_len i32[B]: sequence b's first kv_len[b] rows are real, its other rows
   /// padding that no row attends to (their own outputs are computed and meaningless).
   bool key_lengths = false;
+  /// Gated attention (Qwen3.5): the q projection yields 2*head_dim per head, [q_h | g_h],
+  /// and the heads' output is multiplied by sigmoid(g) before the output projection.
+  bool q_gate = false;
   template <class V> void fields(V&& v) {
     attn.fields(v);
     v("rope_n_rot", rope.n_rot); v("rope_layout", rope.layout); v("rope_theta", rope.theta);
@@ -331,7 +338,7 @@ struct AttentionBlockAttrs {
     v("rope_freq_factors", rope.freq_factors); v("rope_attn_factor", rope.attn_factor);
     v("use_rope", use_rope); v("qkv_bias", qkv_bias); v("qk_norm", qk_norm);
     v("qk_norm_eps", qk_norm_eps); v("kv_cache", kv_cache); v("prescale_q", prescale_q);
-    v("batch", batch); v("key_lengths", key_lengths);
+    v("batch", batch); v("key_lengths", key_lengths); v("q_gate", q_gate);
   }
 };
 
@@ -357,11 +364,47 @@ struct MoeFfnAttrs {
   template <class V> void fields(V&& v) { v("act", act); }
 };
 
+/// Causal depthwise conv1d over the rows of each sequence, with a carried state
+/// (Mamba / gated delta-net's short convolution). Inputs: state handle f32[B, K-1, C]
+/// (the last K-1 input rows each sequence has seen), x f32[B*S, C] (sequence b at rows
+/// b*S ..), w f32[C, K], seq i32[B, 2] = (tokens seen before, real rows of this run)
+/// per sequence. With window_b = the state's rows when tokens seen > 0, else zeros:
+///   y[b, t, c] = act(sum_j w[c, j] * concat(window_b, x_b)[t + j, c])
+/// and the state becomes the last K-1 rows of concat(window_b, the real rows of x_b);
+/// rows past a sequence's real count are padding: computed, but they never reach the
+/// state. Output f32[B*S, C].
+struct CausalConvAttrs {
+  ActKind act = ActKind::Silu;  ///< Identity or Silu
+  template <class V> void fields(V&& v) { v("act", act); }
+};
+/// The gated delta rule (gated delta-net's linear attention) with a recurrent state per
+/// sequence and value head, S_h f32[Dk, Dv]. Inputs: state handle f32[B, Hv, Dk, Dv],
+/// q, k f32[B*S, Hk*Dk], v f32[B*S, Hv*Dv], g (log decay, <= 0) and beta f32[B*S, Hv],
+/// seq i32[B, 2] as in causal_conv1d (tokens seen 0: the state starts at zero). Value
+/// head h reads q/k head h / (Hv / Hk). Per real row t, in order:
+///   q, k <- l2-normalized (eps 1e-6, when l2norm_qk); q <- q * scale
+///   S <- exp(g_t) S;  S <- S + k_t (beta_t (v_t - S^T k_t))^T;  o_t = S^T q_t
+/// Output f32[B*S, Hv*Dv] (padding rows are computed from the state reached, and leave
+/// it unchanged). chunk > 0 evaluates the same recurrence chunk by chunk (the WY / UT
+/// form: parallel within a chunk of that many rows, sequential across chunks); 0 runs it
+/// token by token (the decode form).
+struct DeltaRuleAttrs {
+  int64_t head_k_dim = 0, head_v_dim = 0;
+  int64_t chunk = 64;
+  bool l2norm_qk = true;
+  double scale = 0;  ///< 0: 1/sqrt(head_k_dim)
+  template <class V> void fields(V&& v) {
+    v("head_k_dim", head_k_dim); v("head_v_dim", head_v_dim); v("chunk", chunk); v("l2norm_qk", l2norm_qk);
+    v("scale", scale);
+  }
+};
+
 using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, ConstantAttrs, ActivationAttrs,
                            BinaryAttrs, CompareAttrs, MatMulAttrs, ReduceAttrs, SoftmaxAttrs, CumsumAttrs,
                            TopKAttrs, NormAttrs, RopeAttrs, AttentionAttrs, ShapeAttrs, TransposeAttrs,
                            NarrowAttrs, AxisAttrs, FusedMatMulAttrs, FusedSwiGLUAttrs, RegionAttrs,
-                           CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs, MoeRouteAttrs, MoeFfnAttrs>;
+                           CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs, MoeRouteAttrs, MoeFfnAttrs,
+                           CausalConvAttrs, DeltaRuleAttrs>;
 
 /// Default-constructed attrs of the type ops.def gives `kind`.
 Attrs default_attrs(OpKind kind);

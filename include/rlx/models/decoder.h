@@ -37,6 +37,10 @@ struct DecoderOptions {
   /// min-p) instead of logits; needs last_row_logits, excludes greedy_token.
   bool sample_token = false;
   int64_t batch = 1;                        ///< sequences per run (> 1 needs ctx > 0)
+  /// Recurrent (delta-net) layers: rows per chunk of the delta rule's prefill form
+  /// (0: token by token). Their input "seq" i32[batch, 2] gives each sequence's tokens
+  /// seen before the run (0: a fresh state) and its real rows in this run.
+  int64_t delta_chunk = 64;
   ir::FusionPolicy policy = ir::FusionPolicy::Direct;
 };
 

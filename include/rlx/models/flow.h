@@ -39,12 +39,17 @@ struct BuiltModel {
   ir::HirModule hir;
   ModelConfig config;                     ///< set by family builders (default for others)
   std::vector<std::string> param_names;   ///< every Param of the graph, in order
-  std::vector<std::string> handle_names;  ///< KV-cache handles, in order (k0, v0, k1, v1, ...)
+  std::vector<std::string> handle_names;  ///< state handles in order: KV caches (k0, v0, ...), recurrent states
 };
 
 /// Names of the KV-cache handles of layer `il` (of sequence `seq` in a batched graph;
 /// -1 = the unbatched name): cache.k.<il>[.<seq>].
 std::string kv_handle_name(char kv, int64_t il, int64_t seq = -1);
+
+/// Name of a recurrent-state handle of layer `il`: kind "conv" (the short convolution's
+/// last inputs) or "ssm" (the delta rule's state): cache.<kind>.<il>. One handle holds
+/// every sequence of a batched graph (its first axis).
+std::string state_handle_name(const char* kind, int64_t il);
 
 /// Parameter names of one attention block, relative to its prefix ("blk.3" ->
 /// "blk.3.attn_q.weight"); the GGUF convention by default.
@@ -67,6 +72,25 @@ struct AttentionSpec {
   ir::ValueId kv_len = ir::kNoValue;
   /// Add <prefix>.attn_output.bias to the output projection (BERT).
   bool o_bias = false;
+};
+
+/// A gated delta-net token mixer (Qwen3.5's linear attention) over x [B*S, dim], with
+/// the GGUF names of llama.cpp's qwen35 tensors under `prefix`: attn_qkv [2*Hk*Dk + Hv*Dv,
+/// dim], attn_gate (z) [Hv*Dv, dim], ssm_beta / ssm_alpha [Hv, dim], ssm_conv1d
+/// [conv channels, K], ssm_dt.bias [Hv], ssm_a [Hv] (= -exp(A_log)), ssm_norm [Dv],
+/// ssm_out [dim, Hv*Dv]. It declares two state handles (state_handle_name) of `batch`
+/// sequences and reads `seq` i32[B, 2] (tokens seen, real rows per sequence).
+///   qkv = conv1d_causal(x attn_qkvᵀ) (SiLU);  q, k, v = split(qkv)
+///   beta = sigmoid(x ssm_betaᵀ);  g = ssm_a * softplus(x ssm_alphaᵀ + ssm_dt)
+///   o = gated_delta_rule(q, k, v, g, beta);  y = ssm_out(rms_norm_head(o) * silu(x attn_gateᵀ))
+struct DeltaNetSpec {
+  std::string prefix;  ///< e.g. "blk.0"
+  int64_t layer = 0;   ///< names the state handles
+  int64_t dim = 0;
+  int64_t n_k_heads = 0, n_v_heads = 0, head_k_dim = 0, head_v_dim = 0, conv_kernel = 4;
+  double norm_eps = 1e-6;
+  int64_t batch = 1;   ///< sequences per run
+  int64_t chunk = 64;  ///< rows per chunk of the delta rule's prefill form (0: token by token)
 };
 
 enum class FfnBlock : uint8_t {
@@ -130,6 +154,8 @@ class Flow {
   /// and output projections; with spec.ctx > 0 it declares its KV-cache handles
   /// (kv_handle_name) and writes the rows' keys and values at their positions.
   Expected<ir::ValueId> attention(ir::ValueId x, ir::ValueId pos, const AttentionSpec& spec);
+  /// The gated delta-net token mixer (see DeltaNetSpec).
+  Expected<ir::ValueId> delta_net(ir::ValueId x, ir::ValueId seq, const DeltaNetSpec& spec);
   /// The feed-forward block.
   Expected<ir::ValueId> ffn(ir::ValueId x, const FfnSpec& spec);
   /// The mixture-of-experts feed-forward block (x [rows, dim]).

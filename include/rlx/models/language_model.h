@@ -38,6 +38,10 @@ struct LoadOptions {
   /// Sequences served at once (forward_batch): each has its own KV cache and position;
   /// one run projects all their rows together (weights read once per step for all).
   int64_t batch = 1;
+  /// Recurrent (delta-net) layers: rows per chunk of the delta rule's parallel prefill
+  /// form inside one run (0: token by token). Any value gives the same results up to
+  /// rounding; it trades parallel work against sequential steps.
+  int64_t delta_chunk = 64;
   /// Compile profiles of the two phases (preset names or *.rlx.toml files); empty =
   /// the family's presets (llama32_*, qwen3_*, gemma_* with _prefill / _decode).
   /// A profile's [fusion] policy becomes the HIR's FusionPolicy.
@@ -107,8 +111,13 @@ class LanguageModel {
   /// writes from position n_keep): a prefix cache reuses what a sequence already holds
   /// (a shared system prompt, earlier turns) and recomputes only the rest. Rows past
   /// n_keep are not cleared; they are overwritten before anything reads them. Errors:
-  /// `seq` outside [0, batch()), or n_keep outside [0, n_past(seq)].
+  /// `seq` outside [0, batch()), or n_keep outside [0, n_past(seq)]. A model with
+  /// recurrent layers (Qwen3.5) keeps one state per sequence, not one row per token: it
+  /// can keep all of a sequence or none of it (n_keep 0 or n_past), nothing between.
+  /// can_truncate says which.
   Status truncate(int64_t seq, int64_t n_keep);
+  /// True when truncate(seq, n_keep) may keep part of a sequence (no recurrent layers).
+  bool can_truncate() const { return !config_.has_recurrent_layers(); }
   /// What the executables of a generation return.
   enum class Output : uint8_t { kLogits, kGreedy, kSampled };
   /// Compiles (or loads from the caches) every executable a generation from a

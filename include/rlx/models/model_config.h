@@ -18,7 +18,10 @@ class GgufFile;
 
 namespace rlx::models {
 
-enum class Arch : uint8_t { Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, Qwen3Moe, Bert, NomicBert, ModernBert };
+enum class Arch : uint8_t {
+  Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, Qwen3Moe, Bert, NomicBert, ModernBert,
+  Qwen35,  ///< Qwen3.5 (qwen3_5_text): gated delta-net layers between gated full-attention layers
+};
 const char* arch_name(Arch a);
 /// True for the bidirectional encoders (Bert, NomicBert, ModernBert): no LM head, no
 /// KV cache; run by EncoderModel.
@@ -97,6 +100,19 @@ struct ModelConfig {
   bool expert_weights_norm = false; ///< renormalize the chosen experts' weights to sum 1
   std::vector<bool> dense_layers;   ///< when non-empty: true where a layer keeps the dense FFN
 
+  // Hybrid linear attention (Qwen3.5): layers whose token mixer is a gated delta-net
+  // with a recurrent state instead of attention with a KV cache. Such a layer projects
+  // x to q, k (ssm_n_k_heads x ssm_head_k_dim each), v and the output gate z
+  // (ssm_n_v_heads x ssm_head_v_dim), runs a causal depthwise conv (ssm_conv_kernel,
+  // SiLU) over q|k|v, then the gated delta rule, a gated RMSNorm and the output projection.
+  std::vector<bool> recurrent_layers;  ///< when non-empty: true where a layer is a delta-net
+  int64_t ssm_conv_kernel = 0;
+  int64_t ssm_n_k_heads = 0, ssm_n_v_heads = 0;
+  int64_t ssm_head_k_dim = 0, ssm_head_v_dim = 0;
+  /// The attention layers' q projection holds a per-head output gate: rows of head h are
+  /// [q_h | gate_h], and the attention output is multiplied by sigmoid(gate) (Qwen3.5).
+  bool attn_output_gate = false;
+
   // Encoders (is_encoder(arch)): LayerNorm everywhere, bidirectional attention.
   int64_t n_token_types = 0;      ///< token-type (segment) embeddings, token_types.weight (0: none)
   int64_t n_positions = 0;        ///< learned absolute positions, position_embd.weight (0: rotary)
@@ -113,6 +129,10 @@ struct ModelConfig {
   bool layer_is_sliding(int64_t il) const;
   /// True if layer `il`'s FFN is a mixture of experts.
   bool layer_is_moe(int64_t il) const;
+  /// True if layer `il` is a gated delta-net (recurrent state, no KV cache).
+  bool layer_is_recurrent(int64_t il) const;
+  /// True if any layer keeps a recurrent state.
+  bool has_recurrent_layers() const;
   /// Checks internal consistency (positive sizes, heads divide, n_rot fits); errors name the field.
   Status validate() const;
   std::string summary() const;

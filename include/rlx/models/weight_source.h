@@ -96,6 +96,7 @@ class SafetensorsWeightSource : public WeightSource {
   /// Stacked expert tensors: GGUF name -> the HF name of each expert, by expert index.
   std::map<std::string, std::vector<std::string>, std::less<>> stacked_;
   bool norm_plus_one_ = false;
+  bool delta_net_ = false;  ///< serve ssm_conv1d as [C, K] and A_log as ssm_a = -exp(A_log)
 };
 
 /// For a model with fused projections (ModelConfig::fused_projections, Phi-3): serves

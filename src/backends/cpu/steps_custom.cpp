@@ -104,6 +104,8 @@ const std::vector<KernelEntry>& cpu_kernel_table() {
       {OpKind::ElementwiseRegion, &build_region},
       {OpKind::MoeRoute, &build_moe_route},
       {OpKind::MoeFfn, &build_moe_ffn},
+      {OpKind::CausalConv1d, &build_causal_conv1d},
+      {OpKind::GatedDeltaRule, &build_gated_delta_rule},
       {OpKind::Custom, &build_custom},
   };
   return table;

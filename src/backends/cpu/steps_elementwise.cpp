@@ -59,6 +59,7 @@ float act_f(ir::ActKind k, float x) {
     case ActKind::Abs: return std::fabs(x);
     case ActKind::Sin: return std::sin(x);
     case ActKind::Cos: return std::cos(x);
+    case ActKind::Softplus: return x > 20.0f ? x : std::log1p(std::exp(x));
   }
   return x;
 }
@@ -81,6 +82,7 @@ double act_d(ir::ActKind k, double x) {
     case ActKind::Abs: return std::fabs(x);
     case ActKind::Sin: return std::sin(x);
     case ActKind::Cos: return std::cos(x);
+    case ActKind::Softplus: return x > 20.0 ? x : std::log1p(std::exp(x));
   }
   return x;
 }
@@ -91,7 +93,7 @@ double act_d(ir::ActKind k, double x) {
 // table for Gemma) and a 1e-6 approximation error flips enough f16 roundings there to
 // move quantized Gemma logits past the conformance tolerance.
 void act_f32_simd(ir::ActKind k, const float* x, float* y, int64_t n) {
-  static_assert(static_cast<int>(cpu::UnaryOp::kCos) == static_cast<int>(ir::ActKind::Cos));
+  static_assert(static_cast<int>(cpu::UnaryOp::kSoftplus) == static_cast<int>(ir::ActKind::Softplus));
   if (k == ir::ActKind::Gelu || k == ir::ActKind::GeluTanh) {
     for (int64_t i = 0; i < n; ++i) y[i] = act_f(k, x[i]);
     return;

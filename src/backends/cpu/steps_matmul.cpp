@@ -68,6 +68,7 @@ float act_apply(ir::ActKind k, float x) {
     case ir::ActKind::Abs: return std::fabs(x);
     case ir::ActKind::Sin: return std::sin(x);
     case ir::ActKind::Cos: return std::cos(x);
+    case ir::ActKind::Softplus: return x > 20.0f ? x : std::log1p(std::exp(x));
   }
   return x;
 }

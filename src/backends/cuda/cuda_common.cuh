@@ -125,7 +125,7 @@ __device__ __forceinline__ T round_to(DT t, T v) {
   }
 }
 
-// ir::ActKind order: Identity Gelu GeluTanh Silu Relu Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs Sin Cos
+// ir::ActKind order: Identity Gelu GeluTanh Silu Relu Sigmoid Tanh Exp Log Sqrt Rsqrt Neg Abs Sin Cos Softplus
 template <typename T>
 __device__ __forceinline__ T act_fn(uint8_t k, T x) {
   switch (k) {
@@ -144,6 +144,7 @@ __device__ __forceinline__ T act_fn(uint8_t k, T x) {
     case 12: return fabs(x);
     case 13: return sin(x);
     case 14: return cos(x);
+    case 15: return x > T(20) ? x : log1p(exp(x));
     default: return x;
   }
 }

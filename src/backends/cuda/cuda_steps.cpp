@@ -25,7 +25,7 @@ RLX_SAME_DTYPE(F32) RLX_SAME_DTYPE(F16) RLX_SAME_DTYPE(BF16) RLX_SAME_DTYPE(F64)
 RLX_SAME_DTYPE(U8) RLX_SAME_DTYPE(I32) RLX_SAME_DTYPE(I64) RLX_SAME_DTYPE(Bool) RLX_SAME_DTYPE(Q4_0)
 RLX_SAME_DTYPE(Q8_0) RLX_SAME_DTYPE(Q4_K) RLX_SAME_DTYPE(Q5_K) RLX_SAME_DTYPE(Q6_K) RLX_SAME_DTYPE(Q8_K)
 #undef RLX_SAME_DTYPE
-static_assert(static_cast<int>(ir::ActKind::Cos) == 14 && static_cast<int>(ir::BinaryKind::Pow) == 6 &&
+static_assert(static_cast<int>(ir::ActKind::Softplus) == 15 && static_cast<int>(ir::BinaryKind::Pow) == 6 &&
               static_cast<int>(ir::CompareKind::Ge) == 5 && static_cast<int>(ir::ReduceKind::Min) == 3 &&
               static_cast<int>(ir::MaskKind::SlidingWindow) == 2 && static_cast<int>(ir::MaskKind::Local) == 3);
 

@@ -45,6 +45,8 @@ double activation(ir::ActKind kind, double x) {
       return std::sin(x);
     case ActKind::Cos:
       return std::cos(x);
+    case ActKind::Softplus:  // as torch: x itself past 20
+      return x > 20 ? x : std::log1p(std::exp(x));
   }
   return x;
 }

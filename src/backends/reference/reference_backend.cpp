@@ -207,6 +207,7 @@ Status ReferenceExecutable::run(std::span<const void* const> inputs) {
       call.in.push_back(RefInput{src.dtype, p.dims[static_cast<size_t>(in)], bytes_of(in)});
     }
     call.out = RefOutput{n.dtype, p.dims[static_cast<size_t>(v)], buffer_of(v)};
+    if (ir::updates_state(n.op)) call.state = buffer_of(n.inputs[0]);
     TRY(kernel(call));
   }
   for (size_t i = 0; i < p.manifest.outputs.size(); ++i) {

@@ -34,6 +34,8 @@ struct RefCall {
   std::string what;  ///< "%3 (matmul 'x')", for error messages
   std::vector<RefInput> in;
   RefOutput out;
+  /// The state ops (ir::updates_state): input 0's handle storage, written in place.
+  uint8_t* state = nullptr;
   template <typename A>
   const A& attr() const {
     return node->attr<A>();
@@ -123,5 +125,7 @@ Status run_gather(const RefCall&);
 Status run_update_slice(const RefCall&);
 Status run_moe_route(const RefCall&);
 Status run_moe_ffn(const RefCall&);
+Status run_causal_conv1d(const RefCall&);
+Status run_gated_delta_rule(const RefCall&);
 
 }  // namespace rlx::reference_backend

@@ -200,6 +200,8 @@ const std::vector<RefKernelEntry>& reference_kernel_table() {
       {OpKind::TopK, &run_topk},
       {OpKind::MoeRoute, &run_moe_route},
       {OpKind::MoeFfn, &run_moe_ffn},
+      {OpKind::CausalConv1d, &run_causal_conv1d},
+      {OpKind::GatedDeltaRule, &run_gated_delta_rule},
       {OpKind::Sample, &run_sample},
       {OpKind::LayerNorm, &run_layer_norm},
       {OpKind::RmsNorm, &run_rms_norm},

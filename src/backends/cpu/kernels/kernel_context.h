@@ -35,7 +35,7 @@ void parallel_for(const KernelContext& ctx, int64_t n, F&& fn) {
 /// Elementwise unary operations (also the activations of fused epilogues).
 enum class UnaryOp : uint8_t {
   kIdentity, kGelu, kGeluTanh, kSilu, kRelu, kSigmoid, kTanh, kExp, kLog,
-  kSqrt, kRsqrt, kNeg, kAbs, kSin, kCos,
+  kSqrt, kRsqrt, kNeg, kAbs, kSin, kCos, kSoftplus,
 };
 
 /// Elementwise binary operations (numpy broadcasting in elementwise.h).
