@@ -22,7 +22,7 @@ strip .devrun/rlx .devrun/rlx_cuda_tests .devrun/rlx_integration_tests .devrun/r
 # Libraries from this machine's packages that the GPU machine may lack (CUDA's own and
 # the C/C++ runtime are there).
 ldd .devrun/rlx .devrun/rlx_cuda_tests | awk '/=> \// {print $3}' | sort -u |
-  grep -E 'libfmt|libicu|libtomlplusplus' | xargs -r -I{} cp -L {} .devrun/lib/
+  grep -E 'libfmt|libicu|libtomlplusplus|libcpp-httplib|libbrotli' | xargs -r -I{} cp -L {} .devrun/lib/
 if [ -d "$conf" ]; then
   python3 - "$conf" <<'PY'
 import json, shutil, sys

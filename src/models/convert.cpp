@@ -27,10 +27,11 @@ Expected<std::string> gguf_arch(const ModelConfig& c, const std::string& dir) {
     case Arch::Qwen2: return std::string("qwen2");
     case Arch::Qwen3: return std::string("qwen3");
     case Arch::Qwen3Moe: return std::string("qwen3moe");
+    case Arch::Qwen35: return std::string("qwen35");
     default: break;
   }
   return Error::unsupported("{}: rlx convert does not write {} models yet (llama, mistral, mixtral, qwen2, qwen3, "
-                            "qwen3_moe)", dir, arch_name(c.arch));
+                            "qwen3_moe, qwen3_5_text)", dir, arch_name(c.arch));
 }
 
 // llama.cpp's q/k permutation for its llama graph: within each head, HF's rows
@@ -76,7 +77,8 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
                                   "decoder_sparse_step), which GGUF's {} layout cannot say", dir, il, a);
     TRY(u32("expert_count", c.n_expert));
     TRY(u32("expert_used_count", c.n_expert_used));
-    if (a == "qwen3moe") TRY(u32("expert_feed_forward_length", c.n_ff_expert));
+    if (a == "qwen3moe" || a == "qwen35") TRY(u32("expert_feed_forward_length", c.n_ff_expert));
+    if (c.n_ff_shared > 0) TRY(u32("expert_shared_feed_forward_length", c.n_ff_shared));
   }
   switch (c.rope.scaling) {
     case ir::RopeScaling::None:
@@ -93,6 +95,23 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
   }
   if (!c.rope_long_factors.empty())
     return Error::unsupported("{}: LongRoPE factors are not converted yet", dir);
+  if (c.has_recurrent_layers()) {
+    // GGUF says which layers are full attention by one interval: the layer types must
+    // follow it.
+    int64_t every = 0;
+    for (int64_t il = 0; il < c.n_layer && every == 0; ++il)
+      if (!c.layer_is_recurrent(il)) every = il + 1;
+    for (int64_t il = 0; il < c.n_layer; ++il)
+      if (every == 0 || c.layer_is_recurrent(il) != ((il + 1) % every != 0))
+        return Error::unsupported("{}: layer_types is not every-n-th-layer full attention, which GGUF's {} layout "
+                                  "cannot say", dir, a);
+    TRY(u32("full_attention_interval", every));
+    TRY(u32("ssm.conv_kernel", c.ssm_conv_kernel));
+    TRY(u32("ssm.state_size", c.ssm_head_k_dim));
+    TRY(u32("ssm.group_count", c.ssm_n_k_heads));
+    TRY(u32("ssm.time_step_rank", c.ssm_n_v_heads));
+    TRY(u32("ssm.inner_size", c.ssm_n_v_heads * c.ssm_head_v_dim));
+  }
   if (c.bos_id >= 0) TRY(w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(c.bos_id)));
   if (c.eos_id >= 0) TRY(w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(c.eos_id)));
   return {};
@@ -146,7 +165,9 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, con
       values = interleave_heads(values, heads, c.head_dim, view.shape.size() == 1 ? 1 : cols);
     }
     GgmlType type = GgmlType::F32;
-    if (view.shape.size() >= 2 && name.find("ffn_gate_inp") == std::string::npos) {  // routers stay f32
+    // Routers and the delta-net's short conv kernels stay f32 (as llama.cpp keeps them).
+    if (view.shape.size() >= 2 && name.find("ffn_gate_inp") == std::string::npos &&
+        name.find("ssm_conv1d") == std::string::npos) {
       ASSIGN_OR_RETURN(MixChoice choice,
                        mix_weight_choice(o.mix, name, rows, cols, gguf_tensor_layer(name), c.n_layer, c.tied_embeddings));
       if (choice.fell_back() && o.on_fallback) o.on_fallback(describe_fallback(name, rows, cols, choice));

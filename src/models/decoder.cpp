@@ -87,6 +87,8 @@ Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, 
     ms.n_used = c.n_expert_used;
     ms.normalize = c.expert_weights_norm;
     ms.act = c.ffn == FfnKind::SwiGLU ? ir::ActKind::Silu : ir::ActKind::GeluTanh;
+    ms.shared_hidden = c.n_ff_shared;
+    ms.shared_gate = c.shared_expert_gate;
     ASSIGN_OR_RETURN(ff, f.moe_ffn(h, ms));
   } else {
     FfnSpec fs;

@@ -139,6 +139,11 @@ Expected<ValueId> Flow::delta_net(ValueId x, ValueId seq, const DeltaNetSpec& sp
   ASSIGN_OR_RETURN(ValueId a, param(name("ssm_a"), {hv}));
   ASSIGN_OR_RETURN(ValueId conv_k, param(name("ssm_conv1d.weight"), {conv_w, spec.conv_kernel}));
   ASSIGN_OR_RETURN(ValueId norm_w, param(name("ssm_norm.weight"), {dv}));
+  auto f32 = [&](ValueId v) { return b_.type(v).dtype == ir::DType::F32 ? v : b_.cast(v, ir::DType::F32); };
+  dt_bias = f32(dt_bias);
+  a = f32(a);
+  conv_k = f32(conv_k);
+  norm_w = f32(norm_w);
   const ValueId g = b_.mul(b_.activation(ir::ActKind::Softplus, b_.add(alpha, dt_bias)), a);
   const std::string conv_h = state_handle_name("conv", spec.layer), ssm_h = state_handle_name("ssm", spec.layer);
   const ValueId conv_state = b_.handle(conv_h, ir::DType::F32, {spec.batch, spec.conv_kernel - 1, conv_w});

@@ -74,7 +74,7 @@ struct Reader {
 // newer files) of width moe_intermediate_size, renormalized when norm_topk_prob; the
 // layers in mlp_only_layers, and all but every decoder_sparse_step-th, stay dense.
 Status read_experts(const Reader& r, const std::string& type, ModelConfig* c) {
-  const char* count_key = type == "qwen3_moe" && r.find("num_experts") ? "num_experts" : "num_local_experts";
+  const char* count_key = type != "mixtral" && r.find("num_experts") ? "num_experts" : "num_local_experts";
   ASSIGN_OR_RETURN(c->n_expert, r.req_int(count_key));
   ASSIGN_OR_RETURN(c->n_expert_used, r.req_int("num_experts_per_tok"));
   if (type == "mixtral") {
@@ -84,6 +84,11 @@ Status read_experts(const Reader& r, const std::string& type, ModelConfig* c) {
   }
   ASSIGN_OR_RETURN(c->n_ff_expert, r.req_int("moe_intermediate_size"));
   ASSIGN_OR_RETURN(c->expert_weights_norm, r.opt_bool("norm_topk_prob", false));
+  if (type == "qwen3_5_moe_text") {  // renormalized top-k (always), a gated shared expert in every MoE layer
+    c->expert_weights_norm = true;
+    ASSIGN_OR_RETURN(c->n_ff_shared, r.req_int("shared_expert_intermediate_size"));
+    c->shared_expert_gate = c->n_ff_shared > 0;
+  }
   ASSIGN_OR_RETURN(const int64_t step, r.opt_int("decoder_sparse_step", 1));
   if (step < 1 || step > 4096)
     return Error::invalid_file("{}: 'decoder_sparse_step' {} must be in [1, 4096]", r.path, step);
@@ -233,10 +238,10 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   else if (type == "bert") c.arch = Arch::Bert;
   else if (type == "nomic_bert") c.arch = Arch::NomicBert;
   else if (type == "modernbert") c.arch = Arch::ModernBert;
-  else if (type == "qwen3_5_text") c.arch = Arch::Qwen35;
+  else if (type == "qwen3_5_text" || type == "qwen3_5_moe_text") c.arch = Arch::Qwen35;
   else
     return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
-                              "gemma, gemma2, gemma3_text, phi3, qwen3_5_text; encoders bert, nomic_bert, modernbert)", path, type);
+                              "gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text; encoders bert, nomic_bert, modernbert)", path, type);
 
   // Older nomic_bert files name the sizes as GPT-2 does.
   const bool gpt2_keys = c.arch == Arch::NomicBert && r.find("n_embd");
@@ -346,7 +351,7 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       if (c.arch == Arch::Gemma3 && c.sliding_layers.empty()) c.sliding = SlidingPattern::Gemma3;
       break;
   }
-  if (type == "mixtral" || type == "qwen3_moe") TRY(read_experts(r, type, &c));
+  if (type == "mixtral" || type == "qwen3_moe" || type == "qwen3_5_moe_text") TRY(read_experts(r, type, &c));
   ASSIGN_OR_RETURN(c.bos_id, r.opt_token_id("bos_token_id"));
   ASSIGN_OR_RETURN(c.eos_id, r.opt_token_id("eos_token_id"));
   if (Status s = c.validate(); !s.ok()) return s.error().with_context(path);

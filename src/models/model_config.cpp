@@ -167,7 +167,12 @@ std::string ModelConfig::summary() const {
   return fmt::format("{} '{}': vocab {}, dim {}, layers {}, heads {}/{} (head_dim {}), ffn {}, rope {} θ={}",
                      arch_name(arch), name, n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff,
                      ir::enum_name(rope.layout), rope.theta) +
-         (n_expert > 0 ? fmt::format(", experts {} (top {}, ffn {})", n_expert, n_expert_used, n_ff_expert) : "");
+         (n_expert > 0 ? fmt::format(", experts {} (top {}, ffn {})", n_expert, n_expert_used, n_ff_expert) : "") +
+         (has_recurrent_layers()
+              ? fmt::format(", delta-net layers {} of {} (k heads {}, v heads {}, dims {}/{}, conv {})",
+                            std::count(recurrent_layers.begin(), recurrent_layers.end(), true), n_layer, ssm_n_k_heads,
+                            ssm_n_v_heads, ssm_head_k_dim, ssm_head_v_dim, ssm_conv_kernel)
+              : "");
 }
 
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
@@ -182,12 +187,13 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   else if (arch == "gemma3") c.arch = Arch::Gemma3;
   else if (arch == "phi3") c.arch = Arch::Phi3;
   else if (arch == "qwen3moe") c.arch = Arch::Qwen3Moe;
+  else if (arch == "qwen35") c.arch = Arch::Qwen35;
   else if (arch == "bert") c.arch = Arch::Bert;
   else if (arch == "nomic-bert") c.arch = Arch::NomicBert;
   else if (arch == "modern-bert") c.arch = Arch::ModernBert;
   else
     return Error::unsupported("{}: architecture '{}' is not supported (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, "
-                              "gemma3, phi3; encoders bert, nomic-bert, modern-bert)", f.name(), arch);
+                              "gemma3, phi3, qwen35; encoders bert, nomic-bert, modern-bert)", f.name(), arch);
   if (auto n = f.get_string("general.name")) c.name = std::string(*n);
 
   auto req_int = [&](const std::string& key) -> Expected<int64_t> {
@@ -290,8 +296,33 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.sliding = SlidingPattern::Gemma3;
       c.rope_theta_local = 10000.0;
       break;
-    case Arch::Qwen35:  // not read from GGUF (config_from_gguf does not map an architecture to it)
-      return Error::unsupported("{}: qwen35 GGUF files are not read yet; load the Hugging Face folder", f.name());
+    case Arch::Qwen35: {
+      // llama.cpp's qwen35 keys: the delta-net sizes under ssm.*, every
+      // full_attention_interval-th layer full attention (with q-k norms and the output
+      // gate folded into attn_q), the others gated delta-nets. Norm weights are stored
+      // as the 1 + w the model multiplies by.
+      c.rope.layout = ir::RopeLayout::Neox;
+      c.qk_norm = true;
+      c.attn_output_gate = true;
+      ASSIGN_OR_RETURN(c.ssm_conv_kernel, req_int("ssm.conv_kernel"));
+      ASSIGN_OR_RETURN(c.ssm_head_k_dim, req_int("ssm.state_size"));
+      ASSIGN_OR_RETURN(c.ssm_n_k_heads, req_int("ssm.group_count"));
+      ASSIGN_OR_RETURN(c.ssm_n_v_heads, req_int("ssm.time_step_rank"));
+      ASSIGN_OR_RETURN(const int64_t inner, req_int("ssm.inner_size"));
+      if (c.ssm_n_v_heads <= 0 || inner % c.ssm_n_v_heads != 0)
+        return Error::invalid_file("{}: {}.ssm.inner_size {} is not a multiple of {} value heads", f.name(), arch, inner,
+                                   c.ssm_n_v_heads);
+      c.ssm_head_v_dim = inner / c.ssm_n_v_heads;
+      const int64_t every = opt_int("full_attention_interval", 4);
+      if (every < 1 || every > 4096 || c.n_layer < 1 || c.n_layer > 4096)
+        return Error::invalid_file("{}: {}.full_attention_interval {} (layers {}) is out of range", f.name(), arch,
+                                   every, c.n_layer);
+      for (int64_t il = 0; il < c.n_layer; ++il) c.recurrent_layers.push_back((il + 1) % every != 0);
+      c.n_ff_shared = opt_int("expert_shared_feed_forward_length", 0);
+      c.shared_expert_gate = c.n_ff_shared > 0 && f.find_tensor("blk.0.ffn_gate_inp_shexp.weight") != nullptr;
+      if (!c.has_recurrent_layers()) c.recurrent_layers.clear();
+      break;
+    }
     case Arch::Bert:
     case Arch::NomicBert:
     case Arch::ModernBert: {

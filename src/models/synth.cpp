@@ -27,6 +27,9 @@ struct Preset {
   std::string arch;     ///< the family a real-model preset belongs to ("" = any)
   bool llama3 = false;  ///< Llama 3's vocabulary, rope factors and keys
   int64_t n_expert = 0, n_expert_used = 0;  ///< a mixture of experts of width n_ff each
+  /// Hybrid (qwen35): gated delta-net layers of ssm_k_heads / ssm_v_heads heads of
+  /// ssm_head_dim, every full_every-th layer gated full attention.
+  int64_t ssm_k_heads = 0, ssm_v_heads = 0, ssm_head_dim = 0, full_every = 0;
 };
 
 // Llama 3.1 / 3.2's rope scaling, from which the converter computes rope_freqs.
@@ -45,11 +48,17 @@ Expected<Preset> find_preset(const std::string& name) {
       // BERT-base's shapes (bge-base, all-mpnet-style embedders): an encoder with a WordPiece vocabulary.
       {"bert-base", {768, 12, 12, 12, 64, 3072, 30522, 512, 10000.0, "bert", false}},
       {"bert-tiny", {128, 2, 4, 4, 32, 256, 1024, 128, 10000.0, "bert", false}},
+      // A Qwen3.5-style hybrid with Qwen3-Next's layer shapes (hidden 2048; delta-net 16
+      // key / 32 value heads of 128; gated attention 16 q / 2 kv heads of 256, a quarter
+      // rotary) and a dense FFN of 6144: 8 layers, every 4th full attention.
+      {"qwen35-hybrid-8l", {2048, 8, 16, 2, 256, 6144, 32000, 4096, 10000000.0, "qwen35", false, 0, 0, 16, 32, 128, 4}},
+      {"qwen35-tiny", {64, 4, 4, 2, 16, 128, 512, 512, 10000000.0, "qwen35", false, 0, 0, 2, 4, 16, 2}},
   };
   auto it = kPresets.find(name);
   if (it == kPresets.end())
     return Error::invalid_argument(
-        "unknown preset '{}' (tiny, llama-3.2-1b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l, bert-base, bert-tiny)", name);
+        "unknown preset '{}' (tiny, llama-3.2-1b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l, bert-base, bert-tiny, "
+        "qwen35-hybrid-8l, qwen35-tiny)", name);
   return it->second;
 }
 
@@ -218,8 +227,10 @@ Expected<Plan> make_bert_plan(const SynthOptions& o, const Preset& p) {
 Expected<Plan> make_plan(const SynthOptions& o) {
   ASSIGN_OR_RETURN(Preset p, find_preset(o.preset));
   const std::string a = !o.arch.empty() ? o.arch : !p.arch.empty() ? p.arch : "llama";
-  if (a != "llama" && a != "qwen3" && a != "gemma2" && a != "qwen3moe" && a != "bert")
-    return Error::invalid_argument("unknown --arch '{}' (llama, qwen3, gemma2, qwen3moe, bert)", a);
+  if (a != "llama" && a != "qwen3" && a != "gemma2" && a != "qwen3moe" && a != "bert" && a != "qwen35")
+    return Error::invalid_argument("unknown --arch '{}' (llama, qwen3, gemma2, qwen3moe, bert, qwen35)", a);
+  if (a == "qwen35" && p.full_every == 0)
+    return Error::invalid_argument("--arch qwen35 needs a hybrid preset (qwen35-hybrid-8l, qwen35-tiny)");
   if (!p.arch.empty() && a != p.arch)
     return Error::invalid_argument("preset '{}' is a {} model; --arch {} does not fit it (leave --arch out)", o.preset,
                                    p.arch, a);
@@ -266,7 +277,16 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   }
   meta("general.file_type", u32(file_type_of(o.type)));
   meta(a + ".vocab_size", u32(p.n_vocab));
-  meta(a + ".rope.dimension_count", u32(p.head_dim));
+  const bool hybrid = a == "qwen35";
+  meta(a + ".rope.dimension_count", u32(hybrid ? p.head_dim / 4 : p.head_dim));
+  if (hybrid) {
+    meta(a + ".full_attention_interval", u32(p.full_every));
+    meta(a + ".ssm.conv_kernel", u32(4));
+    meta(a + ".ssm.state_size", u32(p.ssm_head_dim));
+    meta(a + ".ssm.group_count", u32(p.ssm_k_heads));
+    meta(a + ".ssm.time_step_rank", u32(p.ssm_v_heads));
+    meta(a + ".ssm.inner_size", u32(p.ssm_v_heads * p.ssm_head_dim));
+  }
   if (p.n_expert > 0) {
     meta(a + ".expert_count", u32(p.n_expert));
     meta(a + ".expert_used_count", u32(p.n_expert_used));
@@ -313,11 +333,31 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   for (int64_t il = 0; il < p.n_layer; ++il) {
     auto n = [il](const char* s) { return fmt::format("blk.{}.{}", il, s); };
     TRY(add(n("attn_norm.weight"), 0, p.n_embd, il));
-    TRY(add(n("attn_q.weight"), q, p.n_embd, il));
+    if (hybrid && (il + 1) % p.full_every != 0) {  // a gated delta-net layer
+      const int64_t kw = p.ssm_k_heads * p.ssm_head_dim, vw = p.ssm_v_heads * p.ssm_head_dim;
+      TRY(add(n("attn_qkv.weight"), 2 * kw + vw, p.n_embd, il));
+      TRY(add(n("attn_gate.weight"), vw, p.n_embd, il));
+      TRY(add(n("ssm_beta.weight"), p.ssm_v_heads, p.n_embd, il));
+      TRY(add(n("ssm_alpha.weight"), p.ssm_v_heads, p.n_embd, il));
+      plan.tensors.push_back({n("ssm_conv1d.weight"), 2 * kw + vw, 4, il, 0, GgmlType::F32, {}});
+      TRY(add(n("ssm_dt.bias"), 0, p.ssm_v_heads, il));
+      std::vector<float> decay_rate(static_cast<size_t>(p.ssm_v_heads));  // -A in [1, 16], as HF initializes it
+      for (size_t h = 0; h < decay_rate.size(); ++h)
+        decay_rate[h] = -(1.0f + 15.0f * static_cast<float>(h) / static_cast<float>(decay_rate.size()));
+      plan.tensors.push_back({n("ssm_a"), 0, p.ssm_v_heads, il, 0, GgmlType::F32, decay_rate});
+      TRY(add(n("ssm_norm.weight"), 0, p.ssm_head_dim, il));
+      TRY(add(n("ssm_out.weight"), p.n_embd, vw, il));
+      TRY(add(n("ffn_norm.weight"), 0, p.n_embd, il));
+      TRY(add(n("ffn_gate.weight"), p.n_ff, p.n_embd, il));
+      TRY(add(n("ffn_up.weight"), p.n_ff, p.n_embd, il));
+      TRY(add(n("ffn_down.weight"), p.n_embd, p.n_ff, il));
+      continue;
+    }
+    TRY(add(n("attn_q.weight"), hybrid ? 2 * q : q, p.n_embd, il));
     TRY(add(n("attn_k.weight"), kv, p.n_embd, il));
     TRY(add(n("attn_v.weight"), kv, p.n_embd, il));
     TRY(add(n("attn_output.weight"), p.n_embd, q, il));
-    if (a == "qwen3" || a == "qwen3moe") {
+    if (a == "qwen3" || a == "qwen3moe" || hybrid) {
       TRY(add(n("attn_q_norm.weight"), 0, p.head_dim, il));
       TRY(add(n("attn_k_norm.weight"), 0, p.head_dim, il));
     }
@@ -345,7 +385,8 @@ Expected<Plan> make_plan(const SynthOptions& o) {
 }  // namespace
 
 std::vector<std::string> synth_presets() {
-  return {"tiny", "llama-3.2-1b", "qwen3-0.6b", "gemma-2-2b", "qwen3-30b-a3b-4l", "bert-base", "bert-tiny"};
+  return {"tiny",     "llama-3.2-1b", "qwen3-0.6b",       "gemma-2-2b", "qwen3-30b-a3b-4l",
+          "bert-base", "bert-tiny",   "qwen35-hybrid-8l", "qwen35-tiny"};
 }
 std::vector<std::string> synth_types() { return {"f32", "f16", "q8_0", "q4_k_m"}; }
 

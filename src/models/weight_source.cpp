@@ -191,6 +191,11 @@ std::string hf_to_gguf_name(std::string_view hf, bool post_norms) {
       {"linear_attn.A_log", "ssm_a"},
       {"linear_attn.norm.weight", "ssm_norm.weight"},
       {"linear_attn.out_proj.weight", "ssm_out.weight"},
+      // a shared expert beside the routed ones (Qwen3.5-MoE)
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
   };
   constexpr std::string_view prefix = "model.layers.";
   if (hf.substr(0, prefix.size()) != prefix) return {};
@@ -417,6 +422,8 @@ Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const 
   // A_log as ssm_a = -exp(A_log), the decay rate the GGUF convention stores.
   if (delta_net_ && ends_with("ssm_conv1d.weight") && w.shape.size() == 3 && w.shape[1] == 1)
     w.shape = {w.shape[0], w.shape[2]};
+  // The shared expert's gate row [1, dim] is served as the vector [dim] (the same bytes).
+  if (ends_with("ffn_gate_inp_shexp.weight") && w.shape.size() == 2 && w.shape[0] == 1) w.shape = {w.shape[1]};
   if (delta_net_ && ends_with(".ssm_a")) {
     if (w.dtype != ir::DType::F32)
       return Error::unsupported("{}: tensor '{}' must be F32 (A_log)", path_, it->second);

@@ -225,8 +225,10 @@ void Scheduler::admit(std::deque<std::shared_ptr<RequestHandle>>& incoming) {
       }
     }
     // At least the prompt's last token is fed, to get the logits of the first pick.
-    const size_t reuse = std::min(best_len, prompt.size() - 1);
+    size_t reuse = std::min(best_len, prompt.size() - 1);
     const auto seq = static_cast<int64_t>(best - slots_.data());
+    // A recurrent state (Qwen3.5) cannot be rolled back: reuse all of a slot or none.
+    if (!model_.can_truncate() && static_cast<int64_t>(reuse) != model_.n_past(seq)) reuse = 0;
     if (Status s = model_.truncate(seq, static_cast<int64_t>(reuse)); !s.ok()) {
       ++metrics_.requests_finished;
       req->push(ended(FinishReason::kError, s.error().message()));
@@ -308,7 +310,7 @@ void Scheduler::step() {
   for (size_t b = 0; b < slots_.size(); ++b) {
     Slot& s = slots_[b];
     if (s.req || static_cast<int64_t>(s.cached.size()) + rows <= ctx) continue;
-    const int64_t keep = std::max<int64_t>(ctx - rows, 0);
+    const int64_t keep = model_.can_truncate() ? std::max<int64_t>(ctx - rows, 0) : 0;
     s.cached.resize(static_cast<size_t>(keep));
     (void)model_.truncate(static_cast<int64_t>(b), keep);
   }

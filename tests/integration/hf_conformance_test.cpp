@@ -86,7 +86,7 @@ TEST_P(HfConformance, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfConformance,
                          ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma2",
-                                           "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5"),
+                                           "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5", "qwen3.5-moe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
@@ -174,7 +174,7 @@ TEST_P(HfHybridConformance, ChunkedAndBatchedMatchTransformers) {
   EXPECT_LE(worst_relative_l2((*r2)[2], rows(long_ref, 12, 5), vocab), 1e-4) << "batch seq 2, second part";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HfHybridConformance, ::testing::Values("qwen3.5"), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Models, HfHybridConformance, ::testing::Values("qwen3.5", "qwen3.5-moe"), [](const auto& info) {
   std::string n = info.param;
   for (char& c : n)
     if (c == '-' || c == '.') c = '_';
@@ -245,7 +245,7 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfConvertedToGguf,
                          ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "qwen3-moe",
-                                           "mixtral"),
+                                           "mixtral", "qwen3.5", "qwen3.5-moe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

@@ -147,6 +147,13 @@ inline Graph all_ops_graph() {
   auto route = b.moe_route(b.narrow(x, 1, 0, 4), MoeRouteAttrs{2, MoeGating::Sigmoid, true});
   auto eg = b.param("eg", DType::Q8_0, {4, 32, 64});
   auto moe = b.moe_ffn(x, route, eg, eg, b.param("ed", DType::F16, {4, 64, 32}), ActKind::GeluTanh);
+  // recurrent state (MIR: before the HIR nodes): one sequence of SEQ rows, 4 value heads of 16 over 4 key heads of 16
+  auto seqi = b.input("seq", DType::I32, {1, 2});
+  auto conv = b.causal_conv1d(b.handle("conv_state", DType::F32, {1, 3, 64}), x, b.param("cw", DType::F32, {64, 4}),
+                              seqi, ActKind::Silu);
+  auto gb = b.narrow(x, 1, 0, 4);
+  auto delta = b.gated_delta_rule(b.handle("ssm_state", DType::F32, {1, 4, 16, 16}), conv, conv, x, gb, gb, seqi,
+                                  DeltaRuleAttrs{16, 16, 8, true, 0});
   auto hl = b.op(OpKind::HirLinear, {x, w, bias}, FusedMatMulAttrs{ActKind::Relu, true, true});
   auto hs = b.op(OpKind::HirSwiGLUFfn, {x, w, w, wd}, NoAttrs{});
   auto hg = b.op(OpKind::HirGeluFfn, {x, w, w, wd}, GeluFfnAttrs{true, false});
@@ -161,7 +168,8 @@ inline Graph all_ops_graph() {
   auto hr = b.op(OpKind::HirRmsNorm, {x, gamma}, NormAttrs{1e-6});
   auto hln = b.op(OpKind::HirLayerNorm, {x, gamma}, NormAttrs{1e-5});
   auto he = b.op(OpKind::HirEmbedding, {w, pos}, NoAttrs{});
-  for (ValueId v : {c, c16, half, red, tk, smp, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he, moe})
+  for (ValueId v : {c, c16, half, red, tk, smp, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he, moe,
+                    delta})
     b.output(v);
   b.output(attn, "attn_out");
   auto g = b.build();

@@ -28,6 +28,7 @@ std::string synth_model(const std::string& arch, const std::string& type) {
     o.arch = arch;
     o.type = type;
     o.seed = 7;
+    if (arch == "qwen35") o.preset = "qwen35-tiny";  // the hybrid: delta-net and gated attention layers
     Status s = write_synthetic_gguf(o, path.string());
     EXPECT_TRUE(s.ok()) << s.error().to_string();
   }
@@ -187,7 +188,7 @@ TEST_P(FamilyTest, QuantizedCopyStaysClose) {
   EXPECT_LT(max_abs_diff(*la, *lb), 0.1 * rms + 1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, FamilyTest, ::testing::Values("llama", "qwen3", "gemma2"),
+INSTANTIATE_TEST_SUITE_P(Families, FamilyTest, ::testing::Values("llama", "qwen3", "gemma2", "qwen35"),
                          [](const auto& info) { return info.param; });
 
 TEST(LanguageModel, ContextOverflowIsAnError) {

@@ -23,8 +23,9 @@ namespace fs = std::filesystem;
 TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
   const std::map<std::string, std::string> family = {{"llama-3.2-1b", "llama"}, {"qwen3-0.6b", "qwen3"},
                                                      {"gemma-2-2b", "gemma2"}, {"qwen3-30b-a3b-4l", "qwen3moe"},
-                                                     {"bert-base", "bert"},     {"bert-tiny", "bert"}};
-  for (const std::string arch : {"", "llama", "qwen3", "gemma2", "qwen3moe", "bert"})
+                                                     {"bert-base", "bert"},     {"bert-tiny", "bert"},
+                                                     {"qwen35-hybrid-8l", "qwen35"}, {"qwen35-tiny", "qwen35"}};
+  for (const std::string arch : {"", "llama", "qwen3", "gemma2", "qwen3moe", "bert", "qwen35"})
     for (const std::string& preset : synth_presets()) {
       SynthOptions o;
       o.arch = arch;
@@ -38,6 +39,11 @@ TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
       if (arch == "bert" && preset == "tiny") {  // an encoder needs an encoder preset
         ASSERT_FALSE(l);
         EXPECT_NE(l.error().to_string().find("needs an encoder preset"), std::string::npos) << l.error().to_string();
+        continue;
+      }
+      if (arch == "qwen35" && preset == "tiny") {  // a hybrid needs its delta-net shapes
+        ASSERT_FALSE(l);
+        EXPECT_NE(l.error().to_string().find("needs a hybrid preset"), std::string::npos) << l.error().to_string();
         continue;
       }
       if (arch == "qwen3moe" && preset == "tiny") {  // experts need a MoE preset

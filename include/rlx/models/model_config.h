@@ -99,6 +99,11 @@ struct ModelConfig {
   int64_t n_ff_expert = 0;          ///< each expert's hidden width
   bool expert_weights_norm = false; ///< renormalize the chosen experts' weights to sum 1
   std::vector<bool> dense_layers;   ///< when non-empty: true where a layer keeps the dense FFN
+  /// A shared expert every token passes through beside the routed ones (Qwen3.5-MoE,
+  /// Qwen3-Next): blk.N.ffn_{gate,up,down}_shexp of this width (0: none), scaled by
+  /// sigmoid(x . blk.N.ffn_gate_inp_shexp) when shared_expert_gate.
+  int64_t n_ff_shared = 0;
+  bool shared_expert_gate = false;
 
   // Hybrid linear attention (Qwen3.5): layers whose token mixer is a gated delta-net
   // with a recurrent state instead of attention with a KV cache. Such a layer projects

@@ -79,6 +79,37 @@ struct UpdateSliceParams {
 };
 void launch_update_slice(const UpdateSliceParams& p, cudaStream_t s);
 
+/// causal_conv1d (ir::CausalConvAttrs): one thread per (sequence, channel) walks the
+/// rows; the state [batch, kernel-1, chans] is updated in place from the real rows.
+/// seq i32[batch, 2]; an entry that does not fit the rows stores err_code into *err.
+struct CausalConvParams {
+  float* state = nullptr;
+  const float* x = nullptr;
+  const float* w = nullptr;  // [chans, kernel]
+  const int32_t* seq = nullptr;
+  float* y = nullptr;
+  int64_t batch = 0, rows = 0, chans = 0, kernel = 0;
+  bool silu = false;
+  int* err = nullptr;
+  int err_code = 0;
+};
+void launch_causal_conv1d(const CausalConvParams& p, cudaStream_t s);
+
+/// gated_delta_rule (ir::DeltaRuleAttrs), token by token: one block per (sequence,
+/// value head), one thread per value column of the state [dk, dv] (updated in place).
+struct DeltaRuleParams {
+  float* state = nullptr;  // [batch, hv, dk, dv]
+  const float *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr, *beta = nullptr;
+  const int32_t* seq = nullptr;
+  float* out = nullptr;
+  int64_t batch = 0, rows = 0, hk = 0, hv = 0, dk = 0, dv = 0;
+  bool l2norm = true;
+  float scale = 1.0f;
+  int* err = nullptr;
+  int err_code = 0;
+};
+void launch_gated_delta_rule(const DeltaRuleParams& p, cudaStream_t s);
+
 /// out[o, i, :] = table[o, idx[i], :]. Packed tables (outer == 1) are dequantized
 /// row by row into `out_dt`. An index out of range stores `err_code` into *err.
 struct GatherParams {

@@ -837,6 +837,8 @@ StepBuilder cuda_builder(OpKind kind) {
     case OpKind::UpdateSlice: return &build_update_slice;
     case OpKind::MoeRoute: return &build_moe_route;
     case OpKind::MoeFfn: return &build_moe_ffn;
+    case OpKind::CausalConv1d: return &build_causal_conv1d;
+    case OpKind::GatedDeltaRule: return &build_gated_delta_rule;
     default: return nullptr;
   }
 }

@@ -108,4 +108,8 @@ Status build_fused_swiglu(BuildCtx& ctx, Step& step);
 Status build_moe_route(BuildCtx& ctx, Step& step);
 Status build_moe_ffn(BuildCtx& ctx, Step& step);
 
+/// Builders of the recurrent-state steps (cuda_steps_recurrent.cpp).
+Status build_causal_conv1d(BuildCtx& ctx, Step& step);
+Status build_gated_delta_rule(BuildCtx& ctx, Step& step);
+
 }  // namespace rlx::cuda_backend
