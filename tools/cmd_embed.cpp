@@ -1,16 +1,14 @@
 // `rlx embed --model M (--text T ... | --file F) [--pooling P] [--normalize] [--batch N]
 // [--out F.npy|F.jsonl]`: one embedding per text from an encoder model (BERT,
 // NomicBERT, ModernBERT). Texts are tokenized with the model's tokenizer, grouped by
-// length into batches of N (padding stays small), run, pooled and written in input
-// order: a NumPy .npy (float32 [texts, dim]), JSON lines, or JSON lines on stdout.
+// length into batches of up to N (padding stays small; EncoderModel::embed_all), run,
+// pooled and written in input order: a NumPy .npy (float32 [texts, dim]), JSON lines, or JSON lines on stdout.
 // Prints texts/s on stderr. With --bench, measures throughput per sequence length and
 // batch size on random token ids instead (embed_bench.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <numeric>
-
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -114,35 +112,20 @@ int run_embed(const EmbedArgs& a) {
 
   // Tokenize; a text longer than the model takes keeps its first tokens and its last
   // (the [SEP] / EOS the tokenizer appends).
-  const int64_t max_tokens = (*model)->max_tokens();
-  std::vector<std::vector<int32_t>> ids(texts.size());
-  for (size_t i = 0; i < texts.size(); ++i) {
-    ids[i] = (*tokenizer)->encode(texts[i], /*add_special=*/true);
-    if (ids[i].empty()) ids[i].push_back(std::max<int32_t>((*tokenizer)->special_ids().cls, 0));
-    if (static_cast<int64_t>(ids[i].size()) > max_tokens) {
-      const int32_t last = ids[i].back();
-      ids[i].resize(static_cast<size_t>(max_tokens));
-      if ((*tokenizer)->add_eos()) ids[i].back() = last;
-    }
-  }
-  // Batches of similar lengths (longest first), results put back in input order.
-  std::vector<size_t> order(texts.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ids[x].size() > ids[y].size(); });
-  std::vector<std::vector<float>> result(texts.size());
-  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<int32_t>> ids;
   int64_t tokens = 0;
-  for (size_t start = 0; start < order.size(); start += static_cast<size_t>(a.batch)) {
-    const size_t end = std::min(order.size(), start + static_cast<size_t>(a.batch));
-    std::vector<std::vector<int32_t>> batch;
-    for (size_t k = start; k < end; ++k) {
-      batch.push_back(ids[order[k]]);
-      tokens += static_cast<int64_t>(ids[order[k]].size());
-    }
-    auto e = (*model)->embed(batch, pooling, normalize);
-    if (!e) return report(e.error());
-    for (size_t k = start; k < end; ++k) result[order[k]] = std::move((*e)[k - start]);
+  for (const std::string& text : texts) {
+    ids.push_back(models::encoder_tokens(**tokenizer, text, (*model)->max_tokens()));
+    tokens += static_cast<int64_t>(ids.back().size());
   }
+  models::EmbedOptions eo;
+  eo.pooling = pooling;
+  eo.normalize = normalize;
+  eo.max_batch = a.batch;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto embedded = (*model)->embed_all(ids, eo);
+  if (!embedded) return report(embedded.error());
+  const std::vector<std::vector<float>>& result = *embedded;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int64_t dim = (*model)->config().n_embd;
   if (a.out.empty()) {
@@ -175,7 +158,8 @@ void add_embed_command(CLI::App& app, Runner* run) {
       ->check(CLI::IsMember({"cls", "mean", "last", "none"}));
   cmd->add_flag("--normalize", a->normalize, "L2-normalize each embedding");
   cmd->add_flag("--no-normalize", a->no_normalize, "do not normalize, even when the model's files ask for it");
-  cmd->add_option("--batch", a->batch, "texts per run")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  cmd->add_option("--batch", a->batch, "most texts per run (runs take powers of two up to it)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--out", a->out, "output: F.npy (float32 [texts, dim]) or F.jsonl; default JSON lines on stdout");
   cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);

@@ -180,38 +180,28 @@ int run_encoder(const ForwardArgs& a, const ModelPath& where, const Device& devi
                                             "token_type_ids", name, models::arch_name((*model)->config().arch)));
   auto ids_it = inputs.find("input_ids");
   if (ids_it == inputs.end()) return report(Error::invalid_argument("--input input_ids is required"));
-  auto ids = rows_of(ids_it->second, "input_ids");
-  if (!ids) return report(ids.error());
-  const std::vector<int64_t> shape = ids_it->second.shape;
-  const int64_t B = static_cast<int64_t>(ids->size()), n = shape.back();
-  auto same_shape = [&](const NamedInput& in) -> Status {
-    if (in.shape != shape)
-      return Error::invalid_argument("--input {}: shape must equal input_ids' ({} values per row, {} rows)", in.name, n, B);
-    return {};
+  const NamedInput& ids = ids_it->second;
+  if (ids.dtype == "f32") return report(Error::invalid_argument("--input input_ids must be i32 or i64, got f32"));
+  if (ids.shape.size() != 2 && ids.shape.size() != 1)
+    return report(Error::invalid_argument("--input input_ids must be [batch, tokens] (or [tokens]), got rank {}",
+                                          ids.shape.size()));
+  const int64_t B = ids.shape.size() == 2 ? ids.shape[0] : 1, n = ids.shape.back();
+  // attention_mask and token_type_ids: the shape of input_ids, integers.
+  auto companion = [&](const char* name) -> Expected<std::span<const int64_t>> {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) return std::span<const int64_t>{};
+    if (it->second.shape != ids.shape)
+      return Error::invalid_argument("--input {}: shape must equal input_ids' ({} values per row, {} rows)", name, n,
+                                     B);
+    if (it->second.dtype == "f32") return Error::invalid_argument("--input {} must be i32 or i64, got f32", name);
+    return std::span<const int64_t>(it->second.ints);
   };
-  if (auto it = inputs.find("attention_mask"); it != inputs.end()) {  // right padding: ones, then zeros
-    if (Status s = same_shape(it->second); !s.ok()) return report(s.error());
-    auto mask = rows_of(it->second, "attention_mask");
-    if (!mask) return report(mask.error());
-    for (int64_t b = 0; b < B; ++b) {
-      const auto& m = (*mask)[static_cast<size_t>(b)];
-      size_t len = 0;
-      while (len < m.size() && m[len] == 1) ++len;
-      for (size_t i = len; i < m.size(); ++i)
-        if (m[i] != 0)
-          return report(Error::invalid_argument("--input attention_mask: row {} must be ones then zeros (right padding)", b));
-      if (len == 0) return report(Error::invalid_argument("--input attention_mask: row {} masks every token", b));
-      (*ids)[static_cast<size_t>(b)].resize(len);
-    }
-  }
-  std::vector<std::vector<int32_t>> types;
-  if (auto it = inputs.find("token_type_ids"); it != inputs.end()) {
-    if (Status s = same_shape(it->second); !s.ok()) return report(s.error());
-    auto t = rows_of(it->second, "token_type_ids");
-    if (!t) return report(t.error());
-    types = std::move(*t);
-    for (int64_t b = 0; b < B; ++b) types[static_cast<size_t>(b)].resize((*ids)[static_cast<size_t>(b)].size());
-  }
+  auto mask = companion("attention_mask");
+  if (!mask) return report(mask.error());
+  auto types = companion("token_type_ids");
+  if (!types) return report(types.error());
+  auto batch = models::unpad_encoder_batch(ids.ints, *mask, *types, B, n);
+  if (!batch) return report(batch.error().with_context("--input"));
   for (const auto& [name, file] : outputs) {
     if (name == "pooler_output" && !(*model)->has_pooler())
       return report(Error::invalid_argument("--output pooler_output: this model has no pooler (outputs: last_hidden_state)"));
@@ -219,19 +209,12 @@ int run_encoder(const ForwardArgs& a, const ModelPath& where, const Device& devi
       return report(Error::invalid_argument("--output {}: an encoder's outputs are last_hidden_state{}", name,
                                             (*model)->has_pooler() ? " and pooler_output" : ""));
   }
-  auto out = (*model)->forward(*ids, types);
+  auto out = (*model)->forward(batch->tokens, batch->types);
   if (!out) return report(out.error());
   const int64_t D = out->dim;
   for (const auto& [name, file] : outputs) {
-    std::vector<float> values;
-    if (name == "last_hidden_state") {  // [B, n, D]: masked rows as computed, or zeros past the run's length
-      values.assign(static_cast<size_t>(B * n * D), 0.0f);
-      for (int64_t b = 0; b < B; ++b)
-        for (int64_t i = 0; i < std::min(n, out->seq); ++i)
-          std::copy_n(out->hidden.begin() + (b * out->seq + i) * D, D, values.begin() + (b * n + i) * D);
-    } else {
-      values = out->pooler;
-    }
+    // last_hidden_state [B, n, D]: masked rows as computed, or zeros past the run's length.
+    const std::vector<float> values = name == "last_hidden_state" ? models::padded_hidden_states(*out, n) : out->pooler;
     if (Status s = write_floats(file, values); !s.ok()) return report(s.error());
     std::fprintf(stderr, "rlx: wrote %s [%s] to %s\n", name.c_str(),
                  name == "last_hidden_state" ? fmt::format("{}, {}, {}", B, n, D).c_str() : fmt::format("{}, {}", B, D).c_str(),

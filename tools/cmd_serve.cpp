@@ -1,19 +1,22 @@
 // `rlx serve --model M [--host H] [--port P] [--device cpu|cuda] [--parallel N] [--ctx N]
-// [--api-key K]`: an OpenAI-compatible HTTP server over one model (src/serve: the
-// scheduler runs continuous batching over --parallel sequences, the front end speaks
-// /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics). Runs until
-// SIGINT or SIGTERM.
+// [--api-key K]`: an OpenAI-compatible HTTP server over one model (src/serve). A language
+// model: the scheduler runs continuous batching over --parallel sequences, the front end
+// speaks /v1/chat/completions and /v1/completions. An encoder (bert, nomic-bert,
+// modern-bert): the embedder runs /v1/embeddings, requests sharing batched runs of up to
+// --batch sequences. Both: /v1/models, /health, /metrics. Runs until SIGINT or SIGTERM.
 #include <pthread.h>
 
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "commands.h"
 #include "model_path.h"
 #include "rlx/base/memory_budget.h"
 #include "rlx/models/chat.h"
+#include "rlx/models/encoder.h"
 #include "rlx/models/language_model.h"
 #include "rlx/serve/server.h"
 
@@ -26,7 +29,94 @@ struct ServeArgs {
   int64_t parallel = 4, ctx = 2048, max_queue = 64, prefill_chunk = 64;
   size_t max_body = size_t{4} << 20;
   bool no_cache = false;
+  // Encoders.
+  int64_t batch = 32;
+  std::string pooling;
+  bool normalize = false, no_normalize = false;
 };
+
+// Serves `server` until SIGINT / SIGTERM (blocked in every thread by run_serve; taken
+// here by one thread with sigwait), then stops `stop_work` and the server.
+int serve_until_signal(serve::Server& server, const sigset_t& signals, const std::function<void()>& stop_work,
+                       const std::string& banner) {
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (sig != SIGUSR1) std::fprintf(stderr, "rlx serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    stop_work();  // running requests end; new ones are refused
+    server.stop();
+  });
+  std::fprintf(stderr, "%s\n", banner.c_str());
+  std::fflush(stderr);
+  Status served = server.serve();
+  pthread_kill(waiter.native_handle(), SIGUSR1);
+  waiter.join();
+  if (!served.ok()) return report(served.error());
+  return 0;
+}
+
+serve::ServerOptions server_options(const ServeArgs& a, const ModelPath& where) {
+  serve::ServerOptions opt;
+  opt.host = a.host;
+  opt.port = a.port;
+  opt.api_key = a.api_key;
+  opt.model_name = a.name.empty() ? std::filesystem::path(where.path).stem().string() : a.name;
+  opt.max_body_bytes = a.max_body;
+  return opt;
+}
+
+// An encoder: the embedder behind /v1/embeddings.
+int serve_encoder(const ServeArgs& a, const ModelPath& where, const Device& device, const sigset_t& signals) {
+  models::EncoderLoadOptions lo;
+  lo.device = device;
+  lo.threads = a.threads;
+  lo.compile_cache = !a.no_cache;
+  auto model = models::EncoderModel::load(where.path, lo);
+  if (!model) return report(model.error());
+  serve::EmbedderOptions eo;
+  eo.pooling = (*model)->default_pooling();
+  if (!a.pooling.empty()) {
+    auto p = models::parse_pooling(a.pooling);
+    if (!p) return report(p.error());
+    eo.pooling = *p;
+  }
+  if (eo.pooling == models::Pooling::None)
+    return report(
+        Error::invalid_argument("{}: the model's pooling is 'none' (token states); give --pooling cls, mean "
+                                "or last to serve embeddings",
+                                where.path));
+  eo.normalize = a.normalize || (!a.no_normalize && (*model)->default_normalize());
+  eo.max_batch = a.batch;
+  eo.max_queue = a.max_queue;
+  // Texts need the tokenizer; a folder without one still serves token-id inputs.
+  std::unique_ptr<Tokenizer> tok;
+  if (auto t = open_tokenizer(where.path); t) {
+    tok = std::move(*t);
+  } else {
+    std::fprintf(stderr, "rlx serve: %s; requests must give token ids\n", t.error().message().c_str());
+  }
+  std::fprintf(stderr, "rlx serve: %s\nrlx serve: embeddings: pooling %s%s, dim %lld, at most %lld tokens per input\n",
+               (*model)->config().summary().c_str(), models::pooling_name(eo.pooling),
+               eo.normalize ? ", normalized" : "", static_cast<long long>((*model)->config().n_embd),
+               static_cast<long long>((*model)->max_tokens()));
+  // Compile the smallest run before listening: a model that cannot run fails here.
+  const std::vector<std::vector<int32_t>> probe{{0}};
+  if (auto e = (*model)->embed(probe, eo.pooling, eo.normalize); !e) return report(e.error());
+
+  serve::Metrics metrics;
+  auto embedder = serve::Embedder::create(**model, metrics, eo);
+  if (!embedder) return report(embedder.error());
+  serve::ServerOptions opt = server_options(a, where);
+  opt.threads = static_cast<int>(a.max_queue + 8);
+  serve::Server server(**embedder, tok.get(), metrics, opt);
+  auto port = server.bind();
+  if (!port) return report(port.error());
+  return serve_until_signal(
+      server, signals, [&] { (*embedder)->stop(); },
+      fmt::format("rlx serve: model '{}' (embeddings), batches of up to {}; listening on "
+                  "http://{}:{}",
+                  opt.model_name, a.batch, a.host, *port));
+}
 
 // Compiles the executables the scheduler's runs use (one-row decode steps and the
 // prefill buckets up to the chunk) before the first request, then empties the caches.
@@ -59,6 +149,14 @@ int run_serve(const ServeArgs& a) {
   if (!where) return report(where.error());
   auto device = Device::parse(a.device);
   if (!device) return report(device.error());
+  auto opened = open_model(*where);
+  if (!opened) return report(opened.error());
+  if (models::is_encoder(opened->config.arch)) return serve_encoder(a, *where, *device, signals);
+  if (!a.pooling.empty() || a.normalize || a.no_normalize)
+    return report(
+        Error::invalid_argument("--pooling, --normalize and --no-normalize are for encoders; '{}' is a {} "
+                                "language model",
+                                where->path, models::arch_name(opened->config.arch)));
   models::LoadOptions lo;
   lo.device = *device;
   lo.ctx = a.ctx;
@@ -83,39 +181,22 @@ int run_serve(const ServeArgs& a) {
   so.max_queue = a.max_queue;
   so.prefill_chunk = chunk;
   serve::Scheduler scheduler(**model, **tok, metrics, so);
-  serve::ServerOptions opt;
-  opt.host = a.host;
-  opt.port = a.port;
-  opt.api_key = a.api_key;
-  opt.model_name = a.name.empty() ? std::filesystem::path(where->path).stem().string() : a.name;
-  opt.max_body_bytes = a.max_body;
+  serve::ServerOptions opt = server_options(a, *where);
   opt.threads = static_cast<int>(a.parallel + a.max_queue + 8);
   serve::Server server(scheduler, **tok, std::move(*chat), metrics, opt);
   auto port = server.bind();
   if (!port) return report(port.error());
-
-  std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&signals, &sig);
-    if (sig != SIGUSR1) std::fprintf(stderr, "rlx serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    scheduler.stop();  // running requests end (cancelled); new ones are refused
-    server.stop();
-  });
-  std::fprintf(stderr, "rlx serve: model '%s', %lld slots, context %lld; listening on http://%s:%d\n",
-               opt.model_name.c_str(), static_cast<long long>(a.parallel), static_cast<long long>(a.ctx),
-               a.host.c_str(), *port);
-  std::fflush(stderr);
-  Status served = server.serve();
-  pthread_kill(waiter.native_handle(), SIGUSR1);
-  waiter.join();
-  if (!served.ok()) return report(served.error());
-  return 0;
+  return serve_until_signal(
+      server, signals, [&] { scheduler.stop(); },
+      fmt::format("rlx serve: model '{}', {} slots, context {}; listening on http://{}:{}", opt.model_name, a.parallel,
+                  a.ctx, a.host, *port));
 }
 
 }  // namespace
 
 void add_serve_command(CLI::App& app, Runner* run) {
-  auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, models)");
+  auto* cmd =
+      app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, embeddings, models)");
   auto a = std::make_shared<ServeArgs>();
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required()->check(model_path_check());
   cmd->add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
@@ -134,6 +215,13 @@ void add_serve_command(CLI::App& app, Runner* run) {
   cmd->add_option("--max-body", a->max_body, "largest request body in bytes; larger get 413 (default 4 MiB)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
   cmd->add_flag("--no-cache", a->no_cache, "do not use the AOT compile cache on disk");
+  cmd->add_option("--batch", a->batch, "encoders: most sequences per batched run (default 32)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  cmd->add_option("--pooling", a->pooling, "encoders: cls | mean | last (default: what the model's files say)")
+      ->check(CLI::IsMember({"cls", "mean", "last"}));
+  cmd->add_flag("--normalize", a->normalize, "encoders: L2-normalize each embedding");
+  cmd->add_flag("--no-normalize", a->no_normalize,
+                "encoders: do not normalize, even when the model's files ask for it");
   cmd->callback([run, a] { *run = [a] { return run_serve(*a); }; });
 }
 

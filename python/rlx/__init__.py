@@ -1,8 +1,12 @@
-"""RLX from Python: compile and run graphs on NumPy arrays, load language models and generate.
+"""RLX from Python: compile and run graphs on NumPy arrays, load language models and generate,
+load encoder models and embed.
 
     import rlx
     model = rlx.load_model("model.gguf", ctx=1024)
     print(model.generate("Once upon a time", max_tokens=32))
+
+    encoder = rlx.load_model("bge-small.gguf")       # an rlx.EncoderModel
+    vectors = encoder.embed(["first text", "second text"])  # float32 [2, dim]
 
 The compiled core is the extension module ``rlx._rlx`` (pybind11, over RLX's C++ API);
 this package re-exports it. Errors from RLX raise :class:`rlx.Error` (a RuntimeError)
@@ -11,6 +15,7 @@ with the C++ message.
 
 from ._rlx import (
     CompiledGraph,
+    EncoderModel,
     Error,
     Graph,
     GraphBuilder,
@@ -27,6 +32,7 @@ from ._rlx import (
 
 __all__ = [
     "CompiledGraph",
+    "EncoderModel",
     "Error",
     "Graph",
     "GraphBuilder",

@@ -1,6 +1,6 @@
 # Type stubs of the rlx package (the extension module rlx._rlx), for editors and type
 # checkers. Keep in step with python/src/*_bindings.cpp.
-from typing import Iterator, Literal, Mapping, Sequence, overload
+from typing import Iterator, Literal, Mapping, NoReturn, Sequence, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -111,6 +111,8 @@ class Model:
     def n_vocab(self) -> int: ...
     @property
     def context_length(self) -> int: ...
+    def embed(self, *args: object, **kwargs: object) -> NoReturn:
+        """Raises Error: embeddings need an encoder model (load_model returns an EncoderModel for one)."""
     def logits(self, tokens: Sequence[int] | npt.NDArray[np.integer]) -> npt.NDArray[np.float32]:
         """float32 [len(tokens), n_vocab] from an empty context; row i scores the token after tokens[0..i]."""
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = False) -> list[int]: ...
@@ -186,6 +188,63 @@ class Model:
     ) -> TextStream:
         """The assistant's reply as a stream of text pieces."""
 
+TokenIds = Sequence[int] | npt.NDArray[np.integer]
+IntArray = Sequence[int] | Sequence[Sequence[int]] | npt.NDArray[np.integer] | npt.NDArray[np.bool_]
+
+class EncoderModel:
+    """An encoder model (BERT, NomicBERT, ModernBERT) with its tokenizer (see load_model)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def arch(self) -> str: ...
+    @property
+    def dim(self) -> int:
+        """Width of the hidden states and embeddings."""
+    @property
+    def n_vocab(self) -> int: ...
+    @property
+    def max_tokens(self) -> int:
+        """The longest sequence the model takes."""
+    @property
+    def pooling(self) -> str:
+        """The default pooling of embed(): "cls", "mean" or "last", as the model's files say."""
+    @property
+    def normalize(self) -> bool:
+        """Whether embed() L2-normalizes by default (a sentence-transformers Normalize module)."""
+    @property
+    def has_pooler(self) -> bool:
+        """True when forward() also returns BERT's pooler_output."""
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of `text` as embed() reads it ([CLS] text [SEP] for WordPiece)."""
+    def embed(
+        self,
+        inputs: str | Sequence[str] | TokenIds | Sequence[TokenIds] | npt.NDArray[np.integer],
+        *,
+        pooling: Literal["cls", "mean", "last"] | None = None,
+        normalize: bool | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 32,
+        truncate: bool = True,
+    ) -> npt.NDArray[np.float32]:
+        """float32 embeddings [n, dim] (dim: `dimensions` when given), in input order.
+
+        inputs: a str, a list of str, a list of ints (one input of token ids, as OpenAI's
+        API reads it), a list of token-id lists or a 2-D integer array. pooling and
+        normalize default to the model's; dimensions keeps the first values and
+        L2-normalizes them again. A text longer than max_tokens keeps its first tokens
+        and its final [SEP] (truncate=False: raises Error); token ids are never cut.
+        """
+    def forward(
+        self,
+        input_ids: IntArray,
+        attention_mask: IntArray | None = None,
+        token_type_ids: IntArray | None = None,
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """One forward pass in Hugging Face's layout (input_ids [batch, n] or [n]; attention_mask
+        ones then zeros per row). Returns "last_hidden_state" float32 [batch, n, dim] and, when
+        has_pooler, "pooler_output" float32 [batch, dim]."""
+
 def load_model(
     path: str,
     *,
@@ -194,8 +253,9 @@ def load_model(
     kv: str = "f32",
     threads: int = 0,
     compile_cache: bool = True,
-) -> Model:
-    """Loads a GGUF file or a Hugging Face folder."""
+) -> Model | EncoderModel:
+    """Loads a GGUF file or a Hugging Face folder: an EncoderModel for an encoder (bert,
+    nomic-bert, modern-bert), else a Model. ctx and kv apply to language models only."""
 
 def synth(
     path: str,

@@ -1,6 +1,7 @@
 // NumPy <-> TensorView / Tensor conversions (see arrays.h).
 #include "arrays.h"
 
+#include <cstdint>
 #include <utility>
 
 #include "errors.h"
@@ -93,6 +94,33 @@ py::tuple shape_tuple(const ir::Shape& shape) {
       out[static_cast<size_t>(i)] = py::str(d.to_string());
   }
   return out;
+}
+
+std::vector<int32_t> token_ids(py::handle tokens) {
+  if (py::isinstance<py::str>(tokens)) throw py::type_error("expected token ids (a list of ints), got a str");
+  py::array a = py::module_::import("numpy").attr("asarray")(tokens);
+  if (a.ndim() != 1) throw py::type_error("tokens must be a flat list of ints");
+  if (a.size() == 0) return {};
+  const char kind = a.dtype().kind();
+  if (kind != 'i' && kind != 'u')
+    throw py::type_error("tokens must be ints, got numpy " + py::str(py::handle(a.dtype())).cast<std::string>());
+  auto wide = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+  if (!wide) throw py::error_already_set();
+  std::vector<int32_t> ids;
+  ids.reserve(static_cast<size_t>(wide.size()));
+  for (py::ssize_t i = 0; i < wide.size(); ++i) {
+    const int64_t t = wide.data()[i];
+    if (t < INT32_MIN || t > INT32_MAX)
+      throw ErrorException(Error::invalid_argument("token id {} is outside the vocabulary", t));
+    ids.push_back(static_cast<int32_t>(t));
+  }
+  return ids;
+}
+
+py::array float_array(std::vector<float>&& values, std::vector<py::ssize_t> shape) {
+  auto* owned = new std::vector<float>(std::move(values));
+  py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<float>*>(p); });
+  return py::array_t<float>(shape, owned->data(), owner);
 }
 
 }  // namespace rlx::python

@@ -3,6 +3,8 @@
 // is converted once (same-kind casts only). Outputs: each rlx::Tensor moves into a
 // capsule that owns it, and the returned array views its bytes (no copy).
 //
+// Also the model bindings' conversions: token ids from Python, float results to NumPy.
+//
 // dtypes: f32 <-> float32, f16 <-> float16, i32 <-> int32 (also i64, f64, i8, u8, bool).
 // NumPy has no bfloat16: a bf16 input or param takes float arrays (rounded to bf16) or
 // uint16 arrays holding raw bf16 bits (passed through); bf16 outputs come back widened
@@ -46,5 +48,12 @@ pybind11::array to_numpy(Tensor&& t);
 
 /// A shape as a Python tuple: ints for static dims, strings ("SEQ") for symbolic ones.
 pybind11::tuple shape_tuple(const ir::Shape& shape);
+
+/// Token ids from a flat list or array of ints; raises TypeError for a str, a nested or
+/// non-integer array, and rlx.Error for ids that do not fit int32 (they would wrap).
+std::vector<int32_t> token_ids(pybind11::handle tokens);
+
+/// Moves `values` into a float32 array of `shape` without copying them.
+pybind11::array float_array(std::vector<float>&& values, std::vector<pybind11::ssize_t> shape);
 
 }  // namespace rlx::python

@@ -4,6 +4,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 namespace rlx::python {
 
 /// rlx.Graph, rlx.parse_graph, rlx.Session, rlx.CompiledGraph, rlx.TensorSpec (graph_bindings.cpp).
@@ -12,5 +14,10 @@ void bind_graphs(pybind11::module_& m);
 void bind_builder(pybind11::module_& m);
 /// rlx.Model, rlx.load_model, rlx.TextStream, rlx.synth (model_bindings.cpp).
 void bind_models(pybind11::module_& m);
+/// rlx.EncoderModel (encoder_bindings.cpp); bound before bind_models, whose load_model
+/// returns one for an encoder's file.
+void bind_encoders(pybind11::module_& m);
+/// Loads the encoder at `path` as an rlx.EncoderModel (load_model's encoder branch).
+pybind11::object load_encoder(const std::string& path, const std::string& device, int threads, bool compile_cache);
 
 }  // namespace rlx::python

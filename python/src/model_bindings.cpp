@@ -1,6 +1,7 @@
 // rlx.load_model and rlx.Model: a decoder-only language model (GGUF file or Hugging Face
 // folder) with its tokenizer and chat template — logits, tokenize / detokenize,
-// generate (text, or a TextStream of pieces) and chat. Also rlx.synth, which writes a
+// generate (text, or a TextStream of pieces) and chat. load_model hands an encoder's
+// file to encoder_bindings.cpp (rlx.EncoderModel). Also rlx.synth, which writes a
 // synthetic model (seeded random weights) for tests and examples.
 //
 // Every call that computes releases the GIL. One call runs on a model at a time (others
@@ -40,34 +41,11 @@ py::str to_str(const std::string& s) {
   return py::reinterpret_steal<py::str>(o);
 }
 
-/// Token ids from a list or array of ints; raises for other kinds and for ids that do
-/// not fit int32 (they would wrap around).
-std::vector<int32_t> token_ids(py::handle tokens) {
-  if (py::isinstance<py::str>(tokens)) throw py::type_error("expected token ids (a list of ints), got a str");
-  py::array a = py::module_::import("numpy").attr("asarray")(tokens);
-  if (a.ndim() != 1) throw py::type_error("tokens must be a flat list of ints");
-  if (a.size() == 0) return {};
-  const char kind = a.dtype().kind();
-  if (kind != 'i' && kind != 'u')
-    throw py::type_error("tokens must be ints, got numpy " + py::str(py::handle(a.dtype())).cast<std::string>());
-  auto wide = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(a);
-  if (!wide) throw py::error_already_set();
-  std::vector<int32_t> ids;
-  ids.reserve(static_cast<size_t>(wide.size()));
-  for (py::ssize_t i = 0; i < wide.size(); ++i) {
-    const int64_t t = wide.data()[i];
-    if (t < INT32_MIN || t > INT32_MAX)
-      throw ErrorException(Error::invalid_argument("token id {} is outside the vocabulary", t));
-    ids.push_back(static_cast<int32_t>(t));
-  }
-  return ids;
-}
-
-/// Moves `values` into a float32 array of `shape` without copying them.
-py::array float_array(std::vector<float>&& values, std::vector<py::ssize_t> shape) {
-  auto* owned = new std::vector<float>(std::move(values));
-  py::capsule owner(owned, [](void* p) { delete static_cast<std::vector<float>*>(p); });
-  return py::array_t<float>(shape, owned->data(), owner);
+/// The KV-cache dtype load_model's `kv` names.
+ir::DType kv_dtype(const std::string& kv) {
+  if (kv == "f16") return ir::DType::F16;
+  if (kv != "f32") throw ErrorException(Error::invalid_argument("kv must be \"f32\" or \"f16\", got '{}'", kv));
+  return ir::DType::F32;
 }
 
 /// Sampling and stopping options of generate() and chat().
@@ -108,10 +86,7 @@ class PyModel {
     lo.ctx = ctx;
     lo.threads = threads;
     lo.compile_cache = compile_cache;
-    if (kv == "f16")
-      lo.kv_dtype = ir::DType::F16;
-    else if (kv != "f32")
-      throw ErrorException(Error::invalid_argument("kv must be \"f32\" or \"f16\", got '{}'", kv));
+    lo.kv_dtype = kv_dtype(kv);
     Expected<std::unique_ptr<models::LanguageModel>> model = Error::internal("not loaded");
     Expected<std::unique_ptr<Tokenizer>> tok = Error::internal("not loaded");
     {
@@ -130,6 +105,13 @@ class PyModel {
   std::string path() const { return where_.path; }
   std::string arch() const { return models::arch_name(model_->config().arch); }
   int64_t n_vocab() const { return model_->config().n_vocab; }
+
+  /// Embeddings come from encoders: a language model refuses, saying so.
+  [[noreturn]] void embed() const {
+    throw ErrorException(Error::invalid_argument(
+        "{}: embed() needs an encoder model (bert, nomic-bert, modern-bert); this is a {} language model", where_.path,
+        arch()));
+  }
   int64_t context_length() const { return model_->context_length(); }
 
   py::array logits(py::handle tokens) {
@@ -245,6 +227,21 @@ class PyModel {
   std::atomic<bool> streaming_{false};
 };
 
+/// rlx.load_model: an rlx.EncoderModel for an encoder's file, else an rlx.Model.
+py::object load_model(const std::string& path, const std::string& device, int64_t ctx, const std::string& kv,
+                      int threads, bool compile_cache) {
+  (void)kv_dtype(kv);
+  const cli::ModelPath where = unwrap(cli::resolve_model_path(path));
+  Expected<cli::OpenedModel> opened = Error::internal("not opened");
+  {
+    py::gil_scoped_release nogil;
+    opened = cli::open_model(where);
+  }
+  if (models::is_encoder(unwrap(std::move(opened)).config.arch))
+    return load_encoder(path, device, threads, compile_cache);
+  return py::cast(PyModel::load(path, device, ctx, kv, threads, compile_cache));
+}
+
 }  // namespace
 
 void bind_models(py::module_& m) {
@@ -283,6 +280,9 @@ void bind_models(py::module_& m) {
       .def_property_readonly("arch", &PyModel::arch)
       .def_property_readonly("n_vocab", &PyModel::n_vocab)
       .def_property_readonly("context_length", &PyModel::context_length)
+      .def(
+          "embed", [](const PyModel& self, const py::args&, const py::kwargs&) { self.embed(); },
+          "Raises rlx.Error: embeddings need an encoder model (load_model returns an EncoderModel for one).")
       .def("logits", &PyModel::logits, py::arg("tokens"),
            "float32 logits [len(tokens), n_vocab] from an empty context: row i scores the token after tokens[0..i].")
       .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("add_special") = true,
@@ -322,10 +322,12 @@ void bind_models(py::module_& m) {
           "The assistant's reply to `messages` ([{\"role\": ..., \"content\": ...}]), rendered with the model's "
           "own chat template, or the built-in `template` (\"llama3\", \"chatml\", \"gemma\").");
 
-  m.def("load_model", &PyModel::load, py::arg("path"), py::kw_only(), py::arg("device") = "cpu",
-        py::arg("ctx") = 512, py::arg("kv") = "f32", py::arg("threads") = 0, py::arg("compile_cache") = true,
-        "Loads a GGUF file or a Hugging Face folder (config.json + safetensors [+ tokenizer.json]). ctx: KV-cache "
-        "length in tokens; kv: \"f32\" or \"f16\"; threads: CPU threads (0: RLX_THREADS or all cores).");
+  m.def("load_model", &load_model, py::arg("path"), py::kw_only(), py::arg("device") = "cpu", py::arg("ctx") = 512,
+        py::arg("kv") = "f32", py::arg("threads") = 0, py::arg("compile_cache") = true,
+        "Loads a GGUF file or a Hugging Face folder (config.json + safetensors [+ tokenizer.json]): a Model for a "
+        "language model, an EncoderModel for an encoder (bert, nomic-bert, modern-bert). ctx: KV-cache length in "
+        "tokens; kv: \"f32\" or \"f16\" (both for language models only); threads: CPU threads (0: RLX_THREADS or "
+        "all cores).");
 
   m.def(
       "synth",

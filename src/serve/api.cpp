@@ -1,6 +1,7 @@
 // Request parsing and response building of the OpenAI API (see rlx/serve/api.h).
 #include "rlx/serve/api.h"
 
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -291,14 +292,79 @@ Json finish_json(FinishReason f) {
   return finish_reason_name(f);
 }
 
-}  // namespace
+// A JSON token id: a non-negative integer that fits int32.
+Expected<int32_t> token_id(const Json& v, const std::string& where) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT32_MAX}) ||
+      v.get<int64_t>() < 0 || v.get<int64_t>() > std::numeric_limits<int32_t>::max())
+    return Error::invalid_argument("'{}' must be a token id (a non-negative integer)", where);
+  return static_cast<int32_t>(v.get<int64_t>());
+}
 
-Expected<ApiRequest> parse_request(std::string_view body, Endpoint endpoint) {
+Expected<std::vector<int32_t>> token_list(const Json& list, const std::string& where) {
+  if (list.empty()) return Error::invalid_argument("'{}' is an empty list of tokens", where);
+  std::vector<int32_t> ids;
+  ids.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    ASSIGN_OR_RETURN(int32_t id, token_id(list[i], fmt::format("{}[{}]", where, i)));
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// /v1/embeddings' input: a string, a list of strings, a list of token ids (one input)
+// or a list of token-id lists.
+Status parse_embedding_input(const Json& input, EmbeddingsRequest& r) {
+  if (input.is_null()) return Error::invalid_argument("'input' is required");
+  if (input.is_string()) {
+    if (input.get_ref<const std::string&>().empty())
+      return Error::invalid_argument("'input' must not be an empty string");
+    r.texts.push_back(input.get<std::string>());
+    return {};
+  }
+  if (!input.is_array())
+    return wrong_type("input", "a string, a list of strings, a list of token ids or a list of token-id lists", input);
+  if (input.empty()) return Error::invalid_argument("'input' is an empty list");
+  if (input.size() > kMaxEmbeddingInputs)
+    return Error::invalid_argument("'input' holds {} inputs; at most {}", input.size(), kMaxEmbeddingInputs);
+  if (input[0].is_number()) {  // one input of token ids
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, token_list(input, "input"));
+    r.token_inputs.push_back(std::move(ids));
+    return {};
+  }
+  if (!input[0].is_string() && !input[0].is_array())
+    return wrong_type("input[0]", "a string, a token id or a list of token ids", input[0]);
+  const bool texts = input[0].is_string();
+  for (size_t i = 0; i < input.size(); ++i) {
+    const Json& item = input[i];
+    const std::string where = fmt::format("input[{}]", i);
+    if (texts) {
+      if (!item.is_string()) return wrong_type(where, "a string (like input[0])", item);
+      if (item.get_ref<const std::string&>().empty())
+        return Error::invalid_argument("'{}' must not be an empty string", where);
+      r.texts.push_back(item.get<std::string>());
+    } else {
+      if (!item.is_array()) return wrong_type(where, "a list of token ids (like input[0])", item);
+      ASSIGN_OR_RETURN(std::vector<int32_t> ids, token_list(item, where));
+      r.token_inputs.push_back(std::move(ids));
+    }
+  }
+  return {};
+}
+
+// The body as a JSON object (depth checked before parsing).
+Expected<Json> parse_body(std::string_view body) {
   if (json_depth(body, kMaxJsonDepth) < 0)
     return Error::parse("the request body nests deeper than {} levels", kMaxJsonDepth);
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return Error::parse("the request body is not valid JSON");
   if (!j.is_object()) return Error::invalid_argument("the request body must be a JSON object, not {}", type_name(j));
+  return j;
+}
+
+}  // namespace
+
+Expected<ApiRequest> parse_request(std::string_view body, Endpoint endpoint) {
+  ASSIGN_OR_RETURN(Json j, parse_body(body));
   ApiRequest r;
   r.endpoint = endpoint;
   TRY(parse_common(j, r));
@@ -426,6 +492,72 @@ std::string stream_usage_chunk(Endpoint endpoint, const ResponseMeta& meta, int6
 std::string models_body(const std::string& model, int64_t created) {
   Json m{{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "rlx"}};
   return dump(Json{{"object", "list"}, {"data", Json::array({std::move(m)})}});
+}
+
+Expected<EmbeddingsRequest> parse_embeddings_request(std::string_view body) {
+  ASSIGN_OR_RETURN(Json j, parse_body(body));
+  EmbeddingsRequest r;
+  const Json& model = field(j, "model");
+  if (model.is_null()) return Error::invalid_argument("'model' is required");
+  if (!model.is_string()) return wrong_type("model", "a string", model);
+  r.model = model.get<std::string>();
+  TRY(parse_embedding_input(field(j, "input"), r));
+  const Json& format = field(j, "encoding_format");
+  if (!format.is_null()) {
+    if (!format.is_string()) return wrong_type("encoding_format", "a string", format);
+    if (format != "float" && format != "base64")
+      return Error::invalid_argument("'encoding_format' must be \"float\" or \"base64\", not '{}'",
+                                     format.get<std::string>());
+    r.base64 = format == "base64";
+  }
+  ASSIGN_OR_RETURN(auto dimensions, integer_in(j, "dimensions", 1, std::numeric_limits<int32_t>::max()));
+  r.dimensions = dimensions.value_or(0);
+  const Json& user = field(j, "user");
+  if (!user.is_null() && !user.is_string()) return wrong_type("user", "a string", user);
+  return r;
+}
+
+std::string base64_encode(std::span<const uint8_t> bytes) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    const uint32_t v = (uint32_t{bytes[i]} << 16) | (uint32_t{bytes[i + 1]} << 8) | bytes[i + 2];
+    for (int shift : {18, 12, 6, 0}) out.push_back(kAlphabet[(v >> shift) & 63]);
+  }
+  if (const size_t rest = bytes.size() - i; rest > 0) {
+    const uint32_t v = (uint32_t{bytes[i]} << 16) | (rest == 2 ? uint32_t{bytes[i + 1]} << 8 : 0);
+    out.push_back(kAlphabet[(v >> 18) & 63]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(rest == 2 ? kAlphabet[(v >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+std::string embeddings_body(const std::string& model, const std::vector<std::vector<float>>& embeddings, bool base64,
+                            int64_t prompt_tokens) {
+  Json data = Json::array();
+  std::vector<uint8_t> bytes;
+  for (size_t i = 0; i < embeddings.size(); ++i) {
+    Json e{{"object", "embedding"}, {"index", i}};
+    if (base64) {  // float32, little-endian whatever the host's order
+      bytes.clear();
+      for (float x : embeddings[i]) {
+        const auto u = std::bit_cast<uint32_t>(x);
+        for (int b = 0; b < 4; ++b) bytes.push_back(static_cast<uint8_t>(u >> (8 * b)));
+      }
+      e["embedding"] = base64_encode(bytes);
+    } else {
+      e["embedding"] = embeddings[i];
+    }
+    data.push_back(std::move(e));
+  }
+  return dump(Json{{"object", "list"},
+                   {"data", std::move(data)},
+                   {"model", model},
+                   {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}}});
 }
 
 }  // namespace rlx::serve

@@ -67,13 +67,20 @@ std::string Metrics::prometheus() const {
                requests_finished);
   write_scalar(out, "rlx_requests_cancelled_total", "counter", "Generation requests cancelled by their client.",
                requests_cancelled);
-  write_scalar(out, "rlx_queue_length", "gauge", "Requests waiting for a slot.", queue_length);
+  write_scalar(out, "rlx_queue_length", "gauge", "Requests waiting for a slot (or for the embedder).", queue_length);
   write_scalar(out, "rlx_slots_busy", "gauge", "Slots running a request.", slots_busy);
   write_scalar(out, "rlx_slots_total", "gauge", "Slots (sequences served at once).", slots_total);
   time_to_first_token.write(out, "rlx_time_to_first_token_seconds", "Time from arrival to the first token.");
   inter_token.write(out, "rlx_inter_token_seconds", "Time between consecutive tokens of a request.");
-  request_duration.write(out, "rlx_request_duration_seconds", "Time from arrival to the last token.");
+  request_duration.write(out, "rlx_request_duration_seconds",
+                         "Time from arrival to the end (the last token, or the embeddings).");
   step_duration.write(out, "rlx_step_duration_seconds", "Duration of one batched model run.");
+  write_scalar(out, "rlx_embedding_requests_total", "counter", "Embedding requests answered.", embedding_requests);
+  write_scalar(out, "rlx_embedding_inputs_total", "counter", "Inputs (sequences) embedded.", embedding_inputs);
+  write_scalar(out, "rlx_embedding_tokens_total", "counter", "Tokens of the inputs embedded.", embedding_tokens);
+  write_scalar(out, "rlx_embedding_turns_total", "counter",
+               "Embedder turns: requests that arrived together share one turn's batched runs.", embedding_turns);
+  embedding_turn_duration.write(out, "rlx_embedding_turn_seconds", "Duration of one embedder turn.");
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The HTTP front end of `rlx serve` (see rlx/serve/server.h). Each connection runs on
 // one of cpp-httplib's pool threads; a generation handler submits to the Scheduler and
-// then waits on its RequestHandle, writing events as they come.
+// then waits on its RequestHandle, writing events as they come; an embeddings handler
+// tokenizes its inputs, submits them to the Embedder and waits for its EmbeddingJob.
 #include "rlx/serve/server.h"
 
 #include <httplib.h>
@@ -8,6 +9,7 @@
 
 #include <atomic>
 #include <ctime>
+#include <optional>
 #include <random>
 
 namespace rlx::serve {
@@ -28,7 +30,8 @@ void send_error(httplib::Response& res, int status, std::string_view message, st
 // Label of a path in the request counter: the known routes, else "other" (so that a
 // client cannot grow the metrics without bound).
 std::string path_label(const std::string& path) {
-  for (const char* known : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+  for (const char* known :
+       {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/health", "/metrics"})
     if (path == known) return known;
   return "other";
 }
@@ -45,9 +48,10 @@ struct StreamState {
 }  // namespace
 
 struct Server::Impl {
-  Scheduler& scheduler;
-  const Tokenizer& tokenizer;
-  ChatFormatter chat;
+  Scheduler* scheduler = nullptr;     // a language model served, or
+  Embedder* embedder = nullptr;       // an encoder served
+  const Tokenizer* tokenizer;         // null: an encoder without one (token-id inputs only)
+  std::optional<ChatFormatter> chat;  // with the scheduler
   Metrics& metrics;
   ServerOptions options;
   httplib::Server http;
@@ -58,7 +62,11 @@ struct Server::Impl {
   std::mt19937_64 rng{std::random_device{}()};
 
   Impl(Scheduler& s, const Tokenizer& t, ChatFormatter c, Metrics& m, ServerOptions o)
-      : scheduler(s), tokenizer(t), chat(std::move(c)), metrics(m), options(std::move(o)) {
+      : scheduler(&s), tokenizer(&t), chat(std::move(c)), metrics(m), options(std::move(o)) {
+    routes();
+  }
+  Impl(Embedder& e, const Tokenizer* t, Metrics& m, ServerOptions o)
+      : embedder(&e), tokenizer(t), metrics(m), options(std::move(o)) {
     routes();
   }
 
@@ -108,11 +116,13 @@ struct Server::Impl {
       metrics.count_request(path_label(req.path), res.status);
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      const int64_t busy = metrics.slots_busy.load();
-      const nlohmann::json j{{"status", "ok"},
-                             {"slots_idle", scheduler.slots() - busy},
-                             {"slots_busy", busy},
-                             {"queue", metrics.queue_length.load()}};
+      nlohmann::json j{{"status", "ok"}};
+      if (scheduler) {
+        const int64_t busy = metrics.slots_busy.load();
+        j["slots_idle"] = scheduler->slots() - busy;
+        j["slots_busy"] = busy;
+      }
+      j["queue"] = metrics.queue_length.load();
       res.set_content(j.dump(), "application/json");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
@@ -126,9 +136,16 @@ struct Server::Impl {
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
       generate(req, res, Endpoint::kCompletion);
     });
+    http.Post("/v1/embeddings", [this](const httplib::Request& req, httplib::Response& res) { embeddings(req, res); });
   }
 
   void generate(const httplib::Request& http_req, httplib::Response& res, Endpoint endpoint) {
+    if (!scheduler)
+      return send_error(res, 400,
+                        fmt::format("the model '{}' is an embedding model (an encoder): it does not generate text; "
+                                    "this server answers POST /v1/embeddings",
+                                    options.model_name),
+                        "invalid_request_error");
     auto req = parse_request(http_req.body, endpoint);
     if (!req) return send_error(res, 400, req.error().message(), "invalid_request_error");
     if (req->model != options.model_name)
@@ -137,25 +154,25 @@ struct Server::Impl {
                         "invalid_request_error", "model_not_found");
     GenerationParams p;
     if (endpoint == Endpoint::kChat) {
-      auto tokens = chat.prompt_tokens(req->messages, req->tools, tokenizer);
+      auto tokens = chat->prompt_tokens(req->messages, req->tools, *tokenizer);
       if (!tokens) return send_error(res, 400, tokens.error().message(), "invalid_request_error");
       p.prompt = std::move(*tokens);
-      p.stop = chat.stop_strings();
+      p.stop = chat->stop_strings();
     } else if (req->prompt_ids) {
       p.prompt = *req->prompt_ids;
     } else {
-      p.prompt = tokenizer.encode(*req->prompt_text, /*add_special=*/true, /*parse_special=*/false);
+      p.prompt = tokenizer->encode(*req->prompt_text, /*add_special=*/true, /*parse_special=*/false);
     }
     p.stop.insert(p.stop.end(), req->stop.begin(), req->stop.end());
     p.sampling = req->sampling;
     if (!req->seed_given) p.sampling.seed = random_seed();
     p.top_logprobs = req->top_logprobs;
-    const int64_t room = scheduler.context_length() - static_cast<int64_t>(p.prompt.size());
+    const int64_t room = scheduler->context_length() - static_cast<int64_t>(p.prompt.size());
     p.max_tokens = static_cast<int32_t>(std::clamp<int64_t>(req->max_tokens.value_or(room), 1, std::max<int64_t>(room, 1)));
 
     SubmitRefusal why = SubmitRefusal::kNone;
     std::string error;
-    std::shared_ptr<RequestHandle> handle = scheduler.submit(std::move(p), &why, &error);
+    std::shared_ptr<RequestHandle> handle = scheduler->submit(std::move(p), &why, &error);
     if (!handle) {
       if (why == SubmitRefusal::kQueueFull) return send_error(res, 429, error, "rate_limit_exceeded");
       if (why == SubmitRefusal::kStopping) return send_error(res, 503, error, "server_error");
@@ -182,7 +199,47 @@ struct Server::Impl {
       break;
     }
     c.cached_tokens = handle->cached_tokens();
-    res.set_content(completion_body(endpoint, meta, c, *req, tokenizer), "application/json");
+    res.set_content(completion_body(endpoint, meta, c, *req, *tokenizer), "application/json");
+  }
+
+  void embeddings(const httplib::Request& http_req, httplib::Response& res) {
+    if (!embedder)
+      return send_error(res, 400,
+                        fmt::format("the model '{}' is a language model: it has no embeddings; serve an encoder "
+                                    "(bert, nomic-bert, modern-bert) for POST /v1/embeddings",
+                                    options.model_name),
+                        "invalid_request_error");
+    auto req = parse_embeddings_request(http_req.body);
+    if (!req) return send_error(res, 400, req.error().message(), "invalid_request_error");
+    if (req->model != options.model_name)
+      return send_error(
+          res, 404,
+          fmt::format("the model '{}' does not exist (this server serves '{}')", req->model, options.model_name),
+          "invalid_request_error", "model_not_found");
+    std::vector<std::vector<int32_t>> inputs = std::move(req->token_inputs);
+    if (!req->texts.empty()) {
+      if (!tokenizer)
+        return send_error(res, 400,
+                          fmt::format("the model '{}' has no tokenizer (tokenizer.json): give 'input' as token ids",
+                                      options.model_name),
+                          "invalid_request_error");
+      for (const std::string& text : req->texts) inputs.push_back(models::encoder_tokens(*tokenizer, text));
+    }
+    SubmitRefusal why = SubmitRefusal::kNone;
+    std::string error;
+    std::shared_ptr<EmbeddingJob> job = embedder->submit(std::move(inputs), req->dimensions, &why, &error);
+    if (!job) {
+      if (why == SubmitRefusal::kQueueFull) return send_error(res, 429, error, "rate_limit_exceeded");
+      if (why == SubmitRefusal::kStopping) return send_error(res, 503, error, "server_error");
+      return send_error(res, 400, error, "invalid_request_error");
+    }
+    std::optional<Expected<std::vector<std::vector<float>>>> result;
+    while (!result) result = job->wait(kKeepAlive);
+    if (!*result) {  // never run (the server is stopping), or the model failed
+      if (job->shared_with() == 0) return send_error(res, 503, result->error().message(), "server_error");
+      return send_error(res, 500, result->error().message(), "server_error");
+    }
+    res.set_content(embeddings_body(options.model_name, **result, req->base64, job->tokens()), "application/json");
   }
 
   void stream(httplib::Response& res, std::shared_ptr<RequestHandle> handle, ApiRequest req, ResponseMeta meta) {
@@ -201,7 +258,7 @@ struct Server::Impl {
             const std::string msg = e->finish == FinishReason::kError ? e->error : "the server is shutting down";
             out = "data: " + error_body(msg, "server_error") + "\n\n";
           } else {
-            out = stream_chunk(state->request.endpoint, state->meta, *e, state->first, state->request, tokenizer);
+            out = stream_chunk(state->request.endpoint, state->meta, *e, state->first, state->request, *tokenizer);
             state->first = false;
             state->completion_tokens += static_cast<int64_t>(e->tokens.size());
             if (e->finish != FinishReason::kNone && state->request.include_usage)
@@ -223,6 +280,9 @@ struct Server::Impl {
 Server::Server(Scheduler& scheduler, const Tokenizer& tokenizer, ChatFormatter chat, Metrics& metrics,
                ServerOptions options)
     : impl_(std::make_unique<Impl>(scheduler, tokenizer, std::move(chat), metrics, std::move(options))) {}
+
+Server::Server(Embedder& embedder, const Tokenizer* tokenizer, Metrics& metrics, ServerOptions options)
+    : impl_(std::make_unique<Impl>(embedder, tokenizer, metrics, std::move(options))) {}
 
 Server::~Server() { stop(); }
 

@@ -141,6 +141,15 @@ async function main() {
   await expectError('missing API key', 401, '/v1/chat/completions', good, { Authorization: '' });
   await expectError('prompt past the context', 400, '/v1/completions',
                     JSON.stringify({ model: MODEL, prompt: Array(2000).fill(5) }));
+  let refusedEmbeddings = null;
+  try {
+    await client.embeddings.create({ model: MODEL, input: 'hello' });
+  } catch (e) {
+    refusedEmbeddings = e;
+  }
+  assert.ok(refusedEmbeddings && refusedEmbeddings.status === 400, 'embeddings from a language model were not refused');
+  assert.match(refusedEmbeddings.message, /is a language model: it has no embeddings/);
+  log(`embeddings from a language model -> 400 (${refusedEmbeddings.message})`);
   let rejected = false;
   try {
     await new OpenAI({ baseURL: `${base}/v1`, apiKey: 'wrong', maxRetries: 0 }).models.list();

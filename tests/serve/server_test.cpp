@@ -1,6 +1,7 @@
 // The HTTP front end of `rlx serve` in-process on a loopback port, driven by cpp-httplib's
 // client (so CI covers it without node): routes, OpenAI bodies, SSE streaming, the API key,
-// 4xx refusals, and a client that leaves mid-stream freeing its slot. Waits are bounded
+// 4xx refusals (embeddings asked of a language model among them), and a client that
+// leaves mid-stream freeing its slot. Waits are bounded
 // only to end a hang; nothing is timed.
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -169,6 +170,19 @@ TEST_F(ServerTest, RefusalsAre4xxWithErrorBodies) {
   EXPECT_EQ(no_key->status, 401);
   EXPECT_EQ(Json::parse(no_key->body)["error"]["code"], "invalid_api_key");
   auto still = c.Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(still);
+  EXPECT_EQ(still->status, 200);
+}
+
+TEST_F(ServerTest, EmbeddingsFromALanguageModelAreRefused) {
+  auto r = client().Post("/v1/embeddings", R"({"model": "tiny", "input": "hello"})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  const Json j = Json::parse(r->body);
+  EXPECT_NE(j["error"]["message"].get<std::string>().find("is a language model: it has no embeddings"),
+            std::string::npos)
+      << r->body;
+  auto still = client().Post("/v1/chat/completions", kChat, "application/json");
   ASSERT_TRUE(still);
   EXPECT_EQ(still->status, 200);
 }

@@ -1,13 +1,15 @@
 // The OpenAI API of `rlx serve` as plain functions, without HTTP: request bodies of
-// /v1/chat/completions and /v1/completions parsed and checked into ApiRequest (errors
-// name the field), chat messages rendered with the model's template into prompt tokens,
-// and the response bodies (whole responses, server-sent-event chunks, errors) built as
-// the official clients expect them.
+// /v1/chat/completions and /v1/completions parsed and checked into ApiRequest, and of
+// /v1/embeddings into EmbeddingsRequest (errors name the field), chat messages rendered
+// with the model's template into prompt tokens, and the response bodies (whole
+// responses, server-sent-event chunks, embeddings, errors) built as the official
+// clients expect them.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -107,5 +109,34 @@ std::string stream_usage_chunk(Endpoint endpoint, const ResponseMeta& meta, int6
 
 /// GET /v1/models: one model.
 std::string models_body(const std::string& model, int64_t created);
+
+/// Most inputs one /v1/embeddings request may hold (OpenAI's limit).
+inline constexpr size_t kMaxEmbeddingInputs = 2048;
+
+/// A checked /v1/embeddings body. `input` is a string, a list of strings, a list of token
+/// ids (one input) or a list of token-id lists; exactly one of texts / token_inputs is
+/// filled, with 1..kMaxEmbeddingInputs inputs, none empty.
+struct EmbeddingsRequest {
+  std::string model;
+  std::vector<std::string> texts;
+  std::vector<std::vector<int32_t>> token_inputs;  ///< ids of the model's vocabulary, used as given
+  bool base64 = false;                             ///< encoding_format "base64" (default "float")
+  int64_t dimensions = 0;                          ///< 0: not given (the model's width)
+};
+
+/// Parses and checks a /v1/embeddings body; errors (kParse for malformed JSON, else
+/// kInvalidArgument) name the field: a missing or empty input, an empty string, a list
+/// mixing kinds, a token id that is not a non-negative int32, an unknown encoding_format,
+/// dimensions below 1. (Token ranges, lengths and the width are the Embedder's to check.)
+Expected<EmbeddingsRequest> parse_embeddings_request(std::string_view body);
+
+/// The /v1/embeddings response: {"object": "list", "data": [{"object": "embedding",
+/// "index": i, "embedding": [...]}], "model", "usage": {"prompt_tokens", "total_tokens"}}.
+/// With `base64` each embedding is the base64 of its float32 little-endian bytes.
+std::string embeddings_body(const std::string& model, const std::vector<std::vector<float>>& embeddings, bool base64,
+                            int64_t prompt_tokens);
+
+/// RFC 4648 base64 (standard alphabet, '=' padding).
+std::string base64_encode(std::span<const uint8_t> bytes);
 
 }  // namespace rlx::serve

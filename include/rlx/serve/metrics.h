@@ -1,5 +1,5 @@
-// Counters, gauges and latency histograms of `rlx serve`, written by the scheduler and
-// the HTTP front end from their own threads and read as Prometheus text by GET /metrics.
+// Counters, gauges and latency histograms of `rlx serve`, written by the scheduler (or
+// the embedder) and the HTTP front end from their own threads and read as Prometheus text by GET /metrics.
 #pragma once
 
 #include <array>
@@ -41,13 +41,20 @@ struct Metrics {
   std::atomic<int64_t> decode_steps{0};        ///< batched model runs
   std::atomic<int64_t> requests_finished{0};   ///< by the scheduler, any reason
   std::atomic<int64_t> requests_cancelled{0};  ///< client gone or cancelled before the end
-  std::atomic<int64_t> queue_length{0};        ///< requests waiting for a slot (gauge)
+  std::atomic<int64_t> queue_length{0};        ///< requests waiting for a slot or the embedder (gauge)
   std::atomic<int64_t> slots_busy{0};          ///< slots running a request (gauge)
   std::atomic<int64_t> slots_total{0};         ///< --parallel (gauge)
   Histogram time_to_first_token;  ///< submit -> first sampled token
   Histogram inter_token;          ///< between a request's consecutive tokens
   Histogram request_duration;     ///< submit -> finish
   Histogram step_duration;        ///< one batched model run
+  // Embeddings (an encoder served): requests, their inputs and tokens, and the turns of
+  // the embedder (requests sharing batched runs).
+  std::atomic<int64_t> embedding_requests{0};  ///< requests answered with embeddings
+  std::atomic<int64_t> embedding_inputs{0};    ///< sequences embedded
+  std::atomic<int64_t> embedding_tokens{0};    ///< their tokens
+  std::atomic<int64_t> embedding_turns{0};     ///< embedder turns (one or more requests each)
+  Histogram embedding_turn_duration;           ///< one turn's model runs
 
   /// The Prometheus text exposition (format 0.0.4) of all of the above.
   std::string prometheus() const;

@@ -1,9 +1,11 @@
 // The HTTP front end of `rlx serve` (cpp-httplib): routes the OpenAI endpoints
-// (POST /v1/chat/completions, POST /v1/completions, GET /v1/models) and GET /health,
-// GET /metrics to the api functions and the Scheduler; streams server-sent events;
-// checks the API key, the body size and the queue limit, answering every refusal
-// with an OpenAI error body and a 4xx status. A streaming client that goes away
-// cancels its request, which frees its slot.
+// (POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models)
+// and GET /health, GET /metrics to the api functions and the Scheduler (a language
+// model) or the Embedder (an encoder); streams server-sent events; checks the API key,
+// the body size and the queue limit, answering every refusal with an OpenAI error body
+// and a 4xx status. An endpoint the served model has no use for (embeddings from a
+// language model, chat from an encoder) is refused with a 400 that says so. A streaming
+// client that goes away cancels its request, which frees its slot.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +16,7 @@
 #include "rlx/base/status.h"
 #include "rlx/models/tokenizer.h"
 #include "rlx/serve/api.h"
+#include "rlx/serve/embedder.h"
 #include "rlx/serve/metrics.h"
 #include "rlx/serve/scheduler.h"
 
@@ -30,9 +33,13 @@ struct ServerOptions {
 
 class Server {
  public:
-  /// `scheduler`, `tokenizer` and `metrics` must outlive the server.
+  /// Serves a language model. `scheduler`, `tokenizer` and `metrics` must outlive the server.
   Server(Scheduler& scheduler, const Tokenizer& tokenizer, ChatFormatter chat, Metrics& metrics,
          ServerOptions options);
+  /// Serves an encoder's embeddings. `embedder`, `tokenizer` and `metrics` must outlive
+  /// the server; `tokenizer` may be null (a model without one): requests must then give
+  /// token ids.
+  Server(Embedder& embedder, const Tokenizer* tokenizer, Metrics& metrics, ServerOptions options);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
