@@ -11,7 +11,9 @@ namespace rlx::cli {
 
 void add_convert_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand(
-      "convert", "Write a Hugging Face folder (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe) as GGUF");
+      "convert",
+      "Write a Hugging Face folder (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, qwen3_5_text, qwen3_5_moe_text) "
+      "as GGUF");
   auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
   auto mix = std::make_shared<std::string>("f16");
   cmd->add_option("input", *in, "Hugging Face folder (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);

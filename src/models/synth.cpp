@@ -229,11 +229,11 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   const std::string a = !o.arch.empty() ? o.arch : !p.arch.empty() ? p.arch : "llama";
   if (a != "llama" && a != "qwen3" && a != "gemma2" && a != "qwen3moe" && a != "bert" && a != "qwen35")
     return Error::invalid_argument("unknown --arch '{}' (llama, qwen3, gemma2, qwen3moe, bert, qwen35)", a);
-  if (a == "qwen35" && p.full_every == 0)
-    return Error::invalid_argument("--arch qwen35 needs a hybrid preset (qwen35-hybrid-8l, qwen35-tiny)");
   if (!p.arch.empty() && a != p.arch)
     return Error::invalid_argument("preset '{}' is a {} model; --arch {} does not fit it (leave --arch out)", o.preset,
                                    p.arch, a);
+  if (a == "qwen35" && p.full_every == 0)
+    return Error::invalid_argument("--arch qwen35 needs a hybrid preset (qwen35-hybrid-8l, qwen35-tiny)");
   if (a == "qwen3moe" && p.n_expert == 0)
     return Error::invalid_argument("--arch qwen3moe needs a mixture-of-experts preset (qwen3-30b-a3b-4l)");
   bool type_ok = false;

@@ -236,8 +236,13 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
       ASSERT_TRUE(formats::dequantize_row(base->type, base->data, want.data(), base->n_elements()).ok()) << t.name;
       EXPECT_LE(worst_relative_l2(got, want, t.n_elements()), 1e-2) << t.name << " as " << mix;
     }
+    // A hybrid (gated delta-net) model carries weight rounding along the sequence in its
+    // recurrent state and its decay gates amplify it (A up to 16 times the rounding of
+    // in_proj_a): the reference backend, exact but for the q8_0 weights themselves, is
+    // 7.5% off at 7 tokens and about 24% at 40 for these random weights.
+    const bool hybrid = GetParam().rfind("qwen3.5", 0) == 0;
     if (GetParam().find("moe") == std::string::npos && GetParam() != "mixtral") {
-      EXPECT_LE(worst_relative_l2(*logits, ref, vocab), 0.1) << GetParam() << " as " << mix << " GGUF";
+      EXPECT_LE(worst_relative_l2(*logits, ref, vocab), hybrid ? 0.35 : 0.1) << GetParam() << " as " << mix << " GGUF";
     }
   }
   fs::remove_all(tmp);
