@@ -1,0 +1,103 @@
+// Shape inference of conv, group_norm and interpolate (see infer_spatial.h): the layout
+// rules of NCL / NCHW tensors, with errors that name the operand and the rule broken.
+#include "ir/infer_spatial.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+
+namespace rlx::ir::detail {
+namespace {
+
+Error bad(const std::string& what) { return Error::verify("{}", what); }
+
+constexpr int64_t kMaxSpatialAttr = int64_t{1} << 20;  // strides, pads, dilations, sizes
+
+}  // namespace
+
+std::optional<int64_t> conv_out_len(int64_t len, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+  // Every operand is bounded (kMaxSpatialAttr, static dims < 2^62), so __int128 cannot overflow.
+  const __int128 span = static_cast<__int128>(dil) * (k - 1) + 1;
+  const __int128 room = static_cast<__int128>(len) + 2 * static_cast<__int128>(pad) - span;
+  if (room < 0 || stride < 1) return std::nullopt;
+  const __int128 out = room / stride + 1;
+  if (out > std::numeric_limits<int64_t>::max()) return std::nullopt;
+  return static_cast<int64_t>(out);
+}
+
+Expected<TensorType> infer_conv(const std::vector<TensorType>& in, const ConvAttrs& a) {
+  const TensorType &x = in[0], &w = in[1];
+  if (!is_float(x.dtype) || x.dtype != w.dtype)
+    return bad(fmt::format("conv input and weight must share a float type, got {} and {}", x.to_string(), w.to_string()));
+  const int64_t rank = x.shape.rank();
+  if (rank != 3 && rank != 4)
+    return bad(fmt::format("conv input must be [N, C, L] or [N, C, H, W], got {}", x.to_string()));
+  const auto spatial = static_cast<size_t>(rank - 2);
+  if (w.shape.rank() != rank)
+    return bad(fmt::format("conv weight must be [O, C/groups{}], got {}", spatial == 1 ? ", K" : ", KH, KW", w.to_string()));
+  for (const Dim& d : w.shape)
+    if (!d.is_static()) return bad(fmt::format("conv weight needs static dims, got {}", w.to_string()));
+  for (size_t i = 1; i < static_cast<size_t>(rank); ++i)
+    if (!x.shape[static_cast<int64_t>(i)].is_static())
+      return bad(fmt::format("conv input needs static channel and spatial dims, got {}", x.to_string()));
+  auto check_list = [&](const std::vector<int64_t>& v, const char* name, int64_t lo) -> Status {
+    if (!v.empty() && v.size() != spatial)
+      return bad(fmt::format("conv {} has {} entries for {} spatial dims", name, v.size(), spatial));
+    for (int64_t e : v)
+      if (e < lo || e > kMaxSpatialAttr) return bad(fmt::format("conv {} {} is out of range [{}, {}]", name, e, lo, kMaxSpatialAttr));
+    return {};
+  };
+  TRY(check_list(a.stride, "stride", 1));
+  TRY(check_list(a.padding, "padding", 0));
+  TRY(check_list(a.dilation, "dilation", 1));
+  const int64_t c = x.shape[1].value(), o = w.shape[0].value(), cg = w.shape[1].value();
+  if (a.groups < 1 || a.groups > kMaxSpatialAttr || c % a.groups != 0 || o % a.groups != 0)
+    return bad(fmt::format("conv groups {} must divide the {} input and {} output channels", a.groups, c, o));
+  if (cg * a.groups != c)
+    return bad(fmt::format("conv weight {} needs C/groups = {} input channels per group (C = {}, groups = {})",
+                           w.to_string(), c / a.groups, c, a.groups));
+  if (in.size() == 3 && (in[2].dtype != x.dtype || in[2].shape != Shape{Dim(o)}))
+    return bad(fmt::format("conv bias must be {}[{}], got {}", dtype_name(x.dtype), o, in[2].to_string()));
+  std::vector<Dim> out{x.shape[0], Dim(o)};
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t len = x.shape[static_cast<int64_t>(2 + i)].value(), k = w.shape[static_cast<int64_t>(2 + i)].value();
+    const int64_t s = a.stride.empty() ? 1 : a.stride[i], p = a.padding.empty() ? 0 : a.padding[i];
+    const int64_t d = a.dilation.empty() ? 1 : a.dilation[i];
+    if (k < 1) return bad(fmt::format("conv kernel {} has an empty spatial dim", w.to_string()));
+    const std::optional<int64_t> n = conv_out_len(len, k, s, p, d);
+    if (!n)
+      return bad(fmt::format("conv spatial dim {} of length {} (padding {}) is shorter than the dilated kernel ({} x {})",
+                             i, len, p, k, d));
+    out.emplace_back(*n);
+  }
+  return TensorType{x.dtype, Shape(std::move(out))};
+}
+
+Expected<TensorType> infer_group_norm(const std::vector<TensorType>& in, const GroupNormAttrs& a) {
+  const TensorType& x = in[0];
+  if (!is_float(x.dtype)) return bad(fmt::format("group_norm input must be a float type, got {}", x.to_string()));
+  if (x.shape.rank() < 2 || !x.shape[1].is_static())
+    return bad(fmt::format("group_norm input must be [N, C, ...] with a static C, got {}", x.to_string()));
+  const int64_t c = x.shape[1].value();
+  if (a.groups < 1 || c % a.groups != 0)
+    return bad(fmt::format("group_norm groups {} must divide the {} channels", a.groups, c));
+  if (!(a.eps >= 0) || !std::isfinite(a.eps)) return bad(fmt::format("group_norm eps must be >= 0, got {}", a.eps));
+  for (size_t i = 1; i < in.size(); ++i)
+    if (!is_float(in[i].dtype) || in[i].shape != Shape{Dim(c)})
+      return bad(fmt::format("group_norm {} must be [{}], got {}", i == 1 ? "gamma" : "beta", c, in[i].to_string()));
+  return x;
+}
+
+Expected<TensorType> infer_interpolate(const TensorType& x, const InterpolateAttrs& a) {
+  if (!is_float(x.dtype)) return bad(fmt::format("interpolate input must be a float type, got {}", x.to_string()));
+  if (x.shape.rank() != 4 || !x.shape[2].is_static() || !x.shape[3].is_static())
+    return bad(fmt::format("interpolate input must be [N, C, H, W] with static H and W, got {}", x.to_string()));
+  if (a.size.size() != 2 || a.size[0] < 1 || a.size[1] < 1 || a.size[0] > kMaxSpatialAttr || a.size[1] > kMaxSpatialAttr)
+    return bad(fmt::format("interpolate size must be two lengths in [1, {}] (H, W)", kMaxSpatialAttr));
+  if (a.mode == InterpMode::Nearest && a.align_corners)
+    return bad("interpolate nearest takes no align_corners");
+  return TensorType{x.dtype, Shape{x.shape[0], x.shape[1], Dim(a.size[0]), Dim(a.size[1])}};
+}
+
+}  // namespace rlx::ir::detail
