@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "rlx/formats/quant.h"
 #include "rlx/rlx.h"
@@ -838,6 +839,51 @@ void recurrent_cases(std::vector<OpCase>& cases) {
   }
 }
 
+// conv (1d / 2d: groups, stride, padding, dilation, bias), group_norm and interpolate;
+// the float64 definitions are checked in spatial_ops_test.cpp.
+void spatial_cases(std::vector<OpCase>& cases) {
+  {
+    CaseMaker c(cases, "conv2d_groups_stride_pad_dilation_bias");
+    const ValueId x = c.input("x", DType::F32, {2, 4, 11, 9});
+    const ValueId w = c.param("w", DType::F32, {6, 2, 3, 3}, -0.5f, 0.5f);
+    c.output(c.b.conv(x, w, c.param("b", DType::F32, {6}), ir::ConvAttrs{{2, 1}, {1, 2}, {1, 2}, 2}));
+    c.finish();
+  }
+  {
+    CaseMaker c(cases, "conv1d_even_kernel_pad");
+    const ValueId x = c.input("x", DType::F32, {1, 8, 13});
+    c.output(c.b.conv(x, c.param("w", DType::F32, {8, 2, 4}, -0.5f, 0.5f), std::nullopt, ir::ConvAttrs{{}, {2}, {}, 4}));
+    c.finish();
+  }
+  {
+    CaseMaker c(cases, "conv2d_1x1");
+    const ValueId x = c.input("x", DType::F32, {1, 5, 3, 7});
+    c.output(c.b.conv(x, c.param("w", DType::F32, {3, 5, 1, 1}), c.param("b", DType::F32, {3}), ir::ConvAttrs{}));
+    c.finish();
+  }
+  {
+    CaseMaker c(cases, "group_norm_affine");
+    const ValueId x = c.input("x", DType::F32, {2, 6, 5, 3}, -2, 3);
+    c.output(c.b.group_norm(x, c.param("g", DType::F32, {6}), c.param("b", DType::F32, {6}), 3, 1e-5));
+    c.finish();
+  }
+  {
+    CaseMaker c(cases, "group_norm_per_channel_no_beta");
+    const ValueId x = c.input("x", DType::F32, {1, 4, 17}, -1, 2);
+    c.output(c.b.group_norm(x, c.param("g", DType::F32, {4}), std::nullopt, 4, 1e-6));
+    c.finish();
+  }
+  for (auto [name, mode, align] : {std::tuple{"bicubic", ir::InterpMode::Bicubic, false},
+                                   {"bicubic_align", ir::InterpMode::Bicubic, true},
+                                   {"bilinear", ir::InterpMode::Bilinear, false},
+                                   {"nearest", ir::InterpMode::Nearest, false}}) {
+    CaseMaker c(cases, fmt::format("interpolate_{}", name));
+    const ValueId x = c.input("x", DType::F32, {1, 3, 4, 5});
+    c.output(c.b.interpolate(x, ir::InterpolateAttrs{mode, {7, 3}, align}));
+    c.finish();
+  }
+}
+
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> cases = [] {
     std::vector<OpCase> all;
@@ -850,6 +896,7 @@ const std::vector<OpCase>& op_cases() {
     larger_cases(all);
     moe_cases(all);
     recurrent_cases(all);
+    spatial_cases(all);
     return all;
   }();
   return cases;
