@@ -32,11 +32,11 @@ ir::AttentionBlockAttrs media_attention(const MediaConfig& c, bool qkv_bias) {
 // The learned positions [1, 1 + P0, D] at a grid of gh x gw patches: as stored when the
 // grid is the trained square one, else the patch part resampled bicubically (align_corners
 // false, no antialias) from its sqrt(P0) x sqrt(P0) grid, as Dinov2Embeddings does.
-Expected<ValueId> dinov2_positions(Flow& f, const MediaConfig& c, int64_t gh, int64_t gw) {
+Expected<ValueId> dinov2_positions(Flow& f, const MediaConfig& c, int64_t gh, int64_t gw, bool always) {
   ir::GraphBuilder& b = f.builder();
   const int64_t side0 = c.image_size / c.patch_size, p0 = side0 * side0, d = c.n_embd;
   ASSIGN_OR_RETURN(ValueId pos, f.param("embeddings.position_embeddings", {1, 1 + p0, d}));
-  if (gh * gw == p0 && gh == gw) return pos;
+  if (gh * gw == p0 && gh == gw && !always) return pos;
   const ValueId cls = b.narrow(pos, 1, 0, Dim(1));
   ValueId grid = b.reshape(b.narrow(pos, 1, 1, Dim(p0)), Shape{1, side0, side0, d});
   grid = b.transpose(grid, {0, 3, 1, 2});  // [1, D, s, s]
@@ -88,7 +88,7 @@ Expected<BuiltModel> build_dinov2(const MediaConfig& c, const WeightSource& weig
   x = b.transpose(b.reshape(x, Shape{batch, d, n_patch}), {0, 2, 1});  // [B, P, D]
   ASSIGN_OR_RETURN(ValueId cls, f.param("embeddings.cls_token", {1, 1, d}));
   x = b.concat({b.expand(cls, Shape{batch, 1, d}), x}, 1);  // [B, S, D]
-  ASSIGN_OR_RETURN(ValueId positions, dinov2_positions(f, c, gh, gw));
+  ASSIGN_OR_RETURN(ValueId positions, dinov2_positions(f, c, gh, gw, o.interpolate_positions));
   x = b.reshape(b.add(x, positions), Shape{batch * seq, d});
 
   for (int64_t il = 0; il < c.n_layer; ++il) {

@@ -135,6 +135,45 @@ TEST(MediaEncoders, Dinov2OtherResolutions) {
   }
 }
 
+// The position-resampling path wired into the graph (narrow, [1, D, s, s] layout,
+// bicubic interpolate, back to [1, s*s, D]) at the trained 4x4 grid, where bicubic
+// resampling is the identity: the result must still match the reference, so a swapped
+// axis in that path cannot pass.
+TEST(MediaEncoders, Dinov2ResampledPositionsAtTheTrainedGridMatch) {
+  const fs::path dir = hf_dir() / "dinov2";
+  if (!fs::exists(dir / "manifest.json")) GTEST_SKIP() << dir << " not found (skipped)";
+  auto config = models::media_config_from_hf((dir / "config.json").string());
+  ASSERT_TRUE(config) << config.error().to_string();
+  auto weights = models::open_hf_media_weights(dir.string(), *config);
+  ASSERT_TRUE(weights) << weights.error().to_string();
+  models::MediaBuildOptions o;
+  o.height = o.width = 56;
+  o.interpolate_positions = true;
+  auto built = models::build_media_encoder(*config, **weights, o);
+  ASSERT_TRUE(built) << built.error().to_string();
+  bool resampled = false;
+  for (const ir::Node& n : built->hir.graph.nodes()) resampled = resampled || n.op == ir::OpKind::Interpolate;
+  EXPECT_TRUE(resampled);
+  auto graph = Session(testing_env::test_device()).compile_hir(built->hir);
+  ASSERT_TRUE(graph) << graph.error().to_string();
+  for (const std::string& name : built->param_names) {
+    auto w = (*weights)->take(name);
+    ASSERT_TRUE(w) << w.error().to_string();
+    ASSERT_TRUE(graph->set_param_typed(name, w->bytes, w->dtype).ok()) << name;
+  }
+  const std::vector<float> pixels = read_f32(dir / "pixels-img56.f32"), hidden = read_f32(dir / "hidden-img56.f32");
+  std::vector<int32_t> pos(17), len{17};
+  for (int32_t i = 0; i < 17; ++i) pos[static_cast<size_t>(i)] = i;
+  const std::vector<int64_t> px_shape{1, 3, 56, 56}, pos_shape{17}, len_shape{1};
+  auto out = graph->run({NamedTensorView{"pixel_values", TensorView{ir::DType::F32, px_shape, pixels.data()}},
+                         NamedTensorView{"pos", TensorView{ir::DType::I32, pos_shape, pos.data()}},
+                         NamedTensorView{"kv_len", TensorView{ir::DType::I32, len_shape, len.data()}}});
+  ASSERT_TRUE(out) << out.error().to_string();
+  const double e = relative_l2((*out)[0].as<float>(), hidden);
+  std::printf("dinov2 with resampled positions: last_hidden_state rel L2 %.2e\n", e);
+  EXPECT_LE(e, 1e-4);
+}
+
 TEST(MediaEncoders, BadInputsAreErrorsThatSayWhy) {
   const fs::path dir = hf_dir() / "wav2vec2";
   if (!fs::exists(dir / "manifest.json")) GTEST_SKIP() << dir << " not found (skipped)";

@@ -75,6 +75,9 @@ struct MediaBuildOptions {
   int64_t batch = 1;
   int64_t height = 0, width = 0;
   int64_t samples = 0;
+  /// DINOv2: resample the learned positions even when the patch grid is the trained one
+  /// (transformers does so when tracing); the result then equals the stored positions.
+  bool interpolate_positions = false;
   ir::FusionPolicy policy = ir::FusionPolicy::Direct;
 };
 
