@@ -117,6 +117,11 @@ ValueId GraphBuilder::conv(ValueId x, ValueId w, std::optional<ValueId> bias, co
   if (bias) in.push_back(*bias);
   return add(OpKind::Conv, std::move(in), a);
 }
+ValueId GraphBuilder::conv_transpose(ValueId x, ValueId w, std::optional<ValueId> bias, const ConvTransposeAttrs& a) {
+  std::vector<ValueId> in{x, w};
+  if (bias) in.push_back(*bias);
+  return add(OpKind::ConvTranspose, std::move(in), a);
+}
 ValueId GraphBuilder::group_norm(ValueId x, ValueId gamma, std::optional<ValueId> beta, int64_t groups, double eps) {
   std::vector<ValueId> in{x, gamma};
   if (beta) in.push_back(*beta);

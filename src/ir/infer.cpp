@@ -688,6 +688,8 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       return infer_delta_rule(in, std::get<DeltaRuleAttrs>(attrs));
     case OpKind::Conv:
       return detail::infer_conv(in, std::get<ConvAttrs>(attrs));
+    case OpKind::ConvTranspose:
+      return detail::infer_conv_transpose(in, std::get<ConvTransposeAttrs>(attrs));
     case OpKind::GroupNorm:
       return detail::infer_group_norm(in, std::get<GroupNormAttrs>(attrs));
     case OpKind::Interpolate:

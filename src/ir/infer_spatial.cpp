@@ -2,6 +2,7 @@
 // rules of NCL / NCHW tensors, with errors that name the operand and the rule broken.
 #include "ir/infer_spatial.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -70,6 +71,61 @@ Expected<TensorType> infer_conv(const std::vector<TensorType>& in, const ConvAtt
       return bad(fmt::format("conv spatial dim {} of length {} (padding {}) is shorter than the dilated kernel ({} x {})",
                              i, len, p, k, d));
     out.emplace_back(*n);
+  }
+  return TensorType{x.dtype, Shape(std::move(out))};
+}
+
+Expected<TensorType> infer_conv_transpose(const std::vector<TensorType>& in, const ConvTransposeAttrs& a) {
+  const TensorType &x = in[0], &w = in[1];
+  if (!is_float(x.dtype) || x.dtype != w.dtype)
+    return bad(fmt::format("conv_transpose input and weight must share a float type, got {} and {}", x.to_string(),
+                           w.to_string()));
+  const int64_t rank = x.shape.rank();
+  if (rank != 3 && rank != 4)
+    return bad(fmt::format("conv_transpose input must be [N, C, L] or [N, C, H, W], got {}", x.to_string()));
+  const auto spatial = static_cast<size_t>(rank - 2);
+  if (w.shape.rank() != rank)
+    return bad(fmt::format("conv_transpose weight must be [C, O/groups{}], got {}", spatial == 1 ? ", K" : ", KH, KW",
+                           w.to_string()));
+  for (const Dim& d : w.shape)
+    if (!d.is_static()) return bad(fmt::format("conv_transpose weight needs static dims, got {}", w.to_string()));
+  for (int64_t i = 1; i < rank; ++i)
+    if (!x.shape[i].is_static())
+      return bad(fmt::format("conv_transpose input needs static channel and spatial dims, got {}", x.to_string()));
+  auto check_list = [&](const std::vector<int64_t>& v, const char* name, int64_t lo) -> Status {
+    if (!v.empty() && v.size() != spatial)
+      return bad(fmt::format("conv_transpose {} has {} entries for {} spatial dims", name, v.size(), spatial));
+    for (int64_t e : v)
+      if (e < lo || e > kMaxSpatialAttr)
+        return bad(fmt::format("conv_transpose {} {} is out of range [{}, {}]", name, e, lo, kMaxSpatialAttr));
+    return {};
+  };
+  TRY(check_list(a.stride, "stride", 1));
+  TRY(check_list(a.padding, "padding", 0));
+  TRY(check_list(a.dilation, "dilation", 1));
+  TRY(check_list(a.output_padding, "output_padding", 0));
+  const int64_t c = x.shape[1].value();
+  if (w.shape[0].value() != c)
+    return bad(fmt::format("conv_transpose weight {} must have the input's {} channels first", w.to_string(), c));
+  if (a.groups < 1 || a.groups > kMaxSpatialAttr || c % a.groups != 0)
+    return bad(fmt::format("conv_transpose groups {} must divide the {} input channels", a.groups, c));
+  const int64_t o = w.shape[1].value() * a.groups;
+  if (in.size() == 3 && (in[2].dtype != x.dtype || in[2].shape != Shape{Dim(o)}))
+    return bad(fmt::format("conv_transpose bias must be {}[{}], got {}", dtype_name(x.dtype), o, in[2].to_string()));
+  std::vector<Dim> out{x.shape[0], Dim(o)};
+  for (size_t i = 0; i < spatial; ++i) {
+    const int64_t len = x.shape[static_cast<int64_t>(2 + i)].value(), k = w.shape[static_cast<int64_t>(2 + i)].value();
+    const int64_t s = a.stride.empty() ? 1 : a.stride[i], p = a.padding.empty() ? 0 : a.padding[i];
+    const int64_t d = a.dilation.empty() ? 1 : a.dilation[i], op = a.output_padding.empty() ? 0 : a.output_padding[i];
+    if (op >= std::max(s, d))
+      return bad(fmt::format("conv_transpose output_padding {} must be smaller than stride {} or dilation {}", op, s, d));
+    if (k < 1) return bad(fmt::format("conv_transpose kernel {} has an empty spatial dim", w.to_string()));
+    // Bounded operands (kMaxSpatialAttr, static dims < 2^62): __int128 cannot overflow.
+    const __int128 n = static_cast<__int128>(len - 1) * s - 2 * static_cast<__int128>(p) +
+                       static_cast<__int128>(d) * (k - 1) + op + 1;
+    if (n < 1 || n > std::numeric_limits<int64_t>::max())
+      return bad(fmt::format("conv_transpose spatial dim {} of length {} gives no output (padding {})", i, len, p));
+    out.emplace_back(static_cast<int64_t>(n));
   }
   return TensorType{x.dtype, Shape(std::move(out))};
 }

@@ -13,6 +13,8 @@ namespace rlx::ir::detail {
 
 /// conv: x[N, C, *S] (1 or 2 spatial dims), w[O, C/groups, *K], optional bias[O] -> [N, O, *S'].
 Expected<TensorType> infer_conv(const std::vector<TensorType>& in, const ConvAttrs& a);
+/// conv_transpose: x[N, C, *S], w[C, O/groups, *K], optional bias[O] -> [N, O, *S'].
+Expected<TensorType> infer_conv_transpose(const std::vector<TensorType>& in, const ConvTransposeAttrs& a);
 /// group_norm: x[N, C, *S], gamma[C], optional beta[C] -> x's type.
 Expected<TensorType> infer_group_norm(const std::vector<TensorType>& in, const GroupNormAttrs& a);
 /// interpolate: x[N, C, H, W] -> [N, C, size[0], size[1]].

@@ -862,6 +862,13 @@ void spatial_cases(std::vector<OpCase>& cases) {
     c.finish();
   }
   {
+    CaseMaker c(cases, "conv_transpose2d_groups_stride_output_padding");
+    const ValueId x = c.input("x", DType::F32, {2, 4, 5, 3});
+    c.output(c.b.conv_transpose(x, c.param("w", DType::F32, {4, 3, 3, 2}, -0.5f, 0.5f), c.param("b", DType::F32, {6}),
+                                ir::ConvTransposeAttrs{{2, 3}, {1, 0}, {1, 2}, {1, 0}, 2}));
+    c.finish();
+  }
+  {
     CaseMaker c(cases, "group_norm_affine");
     const ValueId x = c.input("x", DType::F32, {2, 6, 5, 3}, -2, 3);
     c.output(c.b.group_norm(x, c.param("g", DType::F32, {6}), c.param("b", DType::F32, {6}), 3, 1e-5));

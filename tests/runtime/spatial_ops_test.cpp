@@ -151,6 +151,79 @@ INSTANTIATE_TEST_SUITE_P(
         ConvCase{"conv1d_large_channels", 1, 96, 0, 300, 80, 1, 3, 1, 1, 2, 0, 0, 1, 1, false}),
     [](const ::testing::TestParamInfo<ConvCase>& i) { return std::string(i.param.name); });
 
+// ---- conv transpose ---------------------------------------------------------------------
+
+struct ConvTCase {
+  const char* name;
+  int64_t n, c, h, w;  // h = 0: conv_transpose1d over w
+  int64_t og, kh, kw, groups;
+  int64_t sh, sw, ph, pw, dh, dw, oph, opw;
+  bool bias;
+};
+
+class ConvTransposeTest : public ::testing::TestWithParam<ConvTCase> {};
+
+TEST_P(ConvTransposeTest, MatchesFloat64) {
+  const ConvTCase& k = GetParam();
+  const bool one_d = k.h == 0;
+  const int64_t h = one_d ? 1 : k.h, o = k.og * k.groups, cg = k.c / k.groups;
+  const int64_t oh = (h - 1) * k.sh - 2 * k.ph + k.dh * (k.kh - 1) + k.oph + 1;
+  const int64_t ow = (k.w - 1) * k.sw - 2 * k.pw + k.dw * (k.kw - 1) + k.opw + 1;
+  Arrays data;
+  data.x_dims = one_d ? std::vector<int64_t>{k.n, k.c, k.w} : std::vector<int64_t>{k.n, k.c, k.h, k.w};
+  data.x = rt_test::random_vec(static_cast<size_t>(k.n * k.c * h * k.w), 41);
+  const std::vector<float> w = rt_test::random_vec(static_cast<size_t>(k.c * k.og * k.kh * k.kw), 42, -0.5f, 0.5f);
+  const std::vector<float> bias = rt_test::random_vec(static_cast<size_t>(o), 43);
+  data.params.emplace_back("w", w);
+  if (k.bias) data.params.emplace_back("b", bias);
+  // PyTorch's ConvTranspose: every input element scatters through every kernel tap.
+  std::vector<double> want(static_cast<size_t>(k.n * o * oh * ow), 0.0);
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t i = 0; i < oh * ow; ++i) want[static_cast<size_t>((n * o + oc) * oh * ow + i)] = k.bias ? bias[static_cast<size_t>(oc)] : 0.0;
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t ci = 0; ci < k.c; ++ci)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < k.w; ++x)
+          for (int64_t oo = 0; oo < k.og; ++oo)
+            for (int64_t a = 0; a < k.kh; ++a)
+              for (int64_t bb = 0; bb < k.kw; ++bb) {
+                const int64_t qy = y * k.sh - k.ph + a * k.dh, qx = x * k.sw - k.pw + bb * k.dw;
+                if (qy < 0 || qy >= oh || qx < 0 || qx >= ow) continue;
+                const int64_t oc = (ci / cg) * k.og + oo;
+                want[static_cast<size_t>(((n * o + oc) * oh + qy) * ow + qx)] +=
+                    double(data.x[static_cast<size_t>(((n * k.c + ci) * h + y) * k.w + x)]) *
+                    w[static_cast<size_t>(((ci * k.og + oo) * k.kh + a) * k.kw + bb)];
+              }
+  check_all_devices(
+      [&](ir::GraphBuilder& b) {
+        const ValueId x = b.input("x", DType::F32, ir::Shape::of(data.x_dims));
+        const std::vector<int64_t> w_dims = one_d ? std::vector<int64_t>{k.c, k.og, k.kw}
+                                                  : std::vector<int64_t>{k.c, k.og, k.kh, k.kw};
+        const ValueId wv = b.param("w", DType::F32, ir::Shape::of(w_dims));
+        std::optional<ValueId> bv;
+        if (k.bias) bv = b.param("b", DType::F32, {o});
+        ir::ConvTransposeAttrs a;
+        a.stride = one_d ? std::vector<int64_t>{k.sw} : std::vector<int64_t>{k.sh, k.sw};
+        a.padding = one_d ? std::vector<int64_t>{k.pw} : std::vector<int64_t>{k.ph, k.pw};
+        a.dilation = one_d ? std::vector<int64_t>{k.dw} : std::vector<int64_t>{k.dh, k.dw};
+        a.output_padding = one_d ? std::vector<int64_t>{k.opw} : std::vector<int64_t>{k.oph, k.opw};
+        a.groups = k.groups;
+        return b.conv_transpose(x, wv, bv, a);
+      },
+      data, want, k.name);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ConvTransposeTest,
+    ::testing::Values(
+        // name, n, c, h, w, og, kh, kw, groups, sh, sw, ph, pw, dh, dw, oph, opw, bias
+        ConvTCase{"sam_upscale_k2_s2", 1, 8, 4, 4, 4, 2, 2, 1, 2, 2, 0, 0, 1, 1, 0, 0, true},
+        ConvTCase{"odd_k3_s2_pad1_outpad1", 2, 5, 5, 7, 3, 3, 3, 1, 2, 2, 1, 1, 1, 1, 1, 1, true},
+        ConvTCase{"groups_dilation", 1, 6, 4, 5, 2, 3, 2, 3, 1, 2, 0, 1, 2, 1, 0, 1, false},
+        ConvTCase{"conv_transpose1d_stride3", 2, 4, 0, 9, 5, 1, 4, 2, 1, 3, 0, 1, 1, 1, 0, 2, true}),
+    [](const ::testing::TestParamInfo<ConvTCase>& i) { return std::string(i.param.name); });
+
 // ---- group norm ----------------------------------------------------------------------
 
 struct GroupNormCase {

@@ -419,6 +419,26 @@ struct ConvAttrs {
     v("stride", stride); v("padding", padding); v("dilation", dilation); v("groups", groups);
   }
 };
+/// Transposed convolution (conv's gradient with respect to its input, "deconvolution") of
+/// x[N, C, *S] (1 or 2 spatial dims) with w[C, O/groups, *K] (PyTorch's ConvTranspose
+/// layout) and an optional bias[O]. Input channel c of group g = c / (C/groups) scatters
+/// into the output channels of that group:
+///   y[n, o, q] = bias[o] + sum over c in group(o), k, p with q = p*stride - padding + k*dilation
+///                of x[n, c, p] * w[c, o - g*O/groups, k]
+/// Output size per spatial dim: (S-1)*stride - 2*padding + dilation*(K-1) + output_padding + 1,
+/// >= 1; output_padding < max(stride, dilation), as in PyTorch. Lists hold one entry per
+/// spatial dim, or are empty (stride 1, padding 0, dilation 1, output_padding 0).
+struct ConvTransposeAttrs {
+  std::vector<int64_t> stride;
+  std::vector<int64_t> padding;
+  std::vector<int64_t> dilation;
+  std::vector<int64_t> output_padding;
+  int64_t groups = 1;
+  template <class V> void fields(V&& v) {
+    v("stride", stride); v("padding", padding); v("dilation", dilation); v("output_padding", output_padding);
+    v("groups", groups);
+  }
+};
 /// Group normalization of x[N, C, *S] (rank >= 2): the channels split into `groups`
 /// equal groups; each (n, group) is normalized over its C/groups channels and all
 /// spatial positions, y = (x - mean) / sqrt(var + eps) * gamma[c] (+ beta[c]), var the
@@ -448,7 +468,7 @@ using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, Constan
                            NarrowAttrs, AxisAttrs, FusedMatMulAttrs, FusedSwiGLUAttrs, RegionAttrs,
                            CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs, MoeRouteAttrs, MoeFfnAttrs,
                            CausalConvAttrs, DeltaRuleAttrs,
-                           ConvAttrs, GroupNormAttrs, InterpolateAttrs>;
+                           ConvAttrs, GroupNormAttrs, InterpolateAttrs, ConvTransposeAttrs>;
 
 /// Default-constructed attrs of the type ops.def gives `kind`.
 Attrs default_attrs(OpKind kind);

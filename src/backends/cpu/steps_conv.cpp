@@ -3,7 +3,9 @@
 // unfolded (im2col) into scratch as B[K = C/groups*KH*KW, positions] and multiplied by
 // the group's weights A[O/groups, K] with the blocked SIMD GEMM, which writes the
 // NCHW output rows directly (a 1x1 stride-1 unpadded conv reads the input as B, no
-// copy). GroupNorm: statistics per (image, group) in double, then one scaling pass.
+// copy). ConvTranspose: cols = W_g^T . x_g by the same GEMM, then a gather of the columns
+// that land on each output element (no write races). GroupNorm: statistics per (image,
+// group) in double, then one scaling pass.
 // Interpolate: per output row and column, taps and weights resolved at build time.
 #include <algorithm>
 #include <cmath>
@@ -118,6 +120,72 @@ Status conv_fn(const Step& s, const StepCtx& ctx) {
   return {};
 }
 
+// ---- conv transpose -------------------------------------------------------------------
+
+struct ConvTParams {
+  int64_t n = 1, c = 1, h = 1, w = 1;  // input (h = 1 for 1d)
+  int64_t o = 1, cg = 1, og = 1, kh = 1, kw = 1, oh = 1, ow = 1;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t groups = 1;
+  bool has_bias = false;
+  int64_t wt_off = 0, cols_off = 0;  // scratch: W_g^T [og*kh*kw, cg], cols [og*kh*kw, h*w]
+};
+
+// Output taps of one dim: for output index q, the (k, p) pairs with q = p*s - pad + k*d.
+template <typename F>
+inline void for_taps(int64_t q, int64_t k_len, int64_t s, int64_t pad, int64_t d, int64_t in_len, const F& f) {
+  for (int64_t k = 0; k < k_len; ++k) {
+    const int64_t t = q + pad - k * d;
+    if (t < 0 || t % s != 0) continue;
+    const int64_t p = t / s;
+    if (p < in_len) f(k, p);
+  }
+}
+
+Status conv_transpose_fn(const Step& s, const StepCtx& ctx) {
+  const ConvTParams& q = s.p<ConvTParams>();
+  const cpu::KernelContext kc{ctx.pool, isa_cap()};
+  const float* x = s.inf(0);
+  const float* w = s.inf(1);
+  const float* bias = q.has_bias ? s.inf(2) : nullptr;
+  float* y = s.outf();
+  const int64_t rows = q.og * q.kh * q.kw, in_pos = q.h * q.w, out_pos = q.oh * q.ow;
+  float* wt = reinterpret_cast<float*>(ctx.scratch + q.wt_off);
+  float* cols = reinterpret_cast<float*>(ctx.scratch + q.cols_off);
+  for (int64_t g = 0; g < q.groups; ++g) {
+    // W_g is [cg, rows]; the GEMM wants A = W_g^T [rows, cg].
+    const float* wg = w + g * q.cg * rows;
+    for (int64_t ci = 0; ci < q.cg; ++ci)
+      for (int64_t r = 0; r < rows; ++r) wt[r * q.cg + ci] = wg[ci * rows + r];
+    for (int64_t n = 0; n < q.n; ++n) {
+      cpu::GemmParams gp;
+      gp.m = rows;
+      gp.n = in_pos;
+      gp.k = q.cg;
+      gp.b_transposed = false;  // B = x_g [cg, positions]
+      cpu::gemm_f32(kc, gp, wt, x + (n * q.c + g * q.cg) * in_pos, cols);
+      float* yg = y + (n * q.o + g * q.og) * out_pos;
+      // Gather: each output element sums the columns that land on it (no write races).
+      parallel_for(ctx, q.og * q.oh, 1, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t oo = r / q.oh, oy = r % q.oh;
+          float* out = yg + r * q.ow;
+          const float b = bias ? bias[g * q.og + oo] : 0.0f;
+          for (int64_t ox = 0; ox < q.ow; ++ox) {
+            float acc = b;
+            for_taps(oy, q.kh, q.sh, q.ph, q.dh, q.h, [&](int64_t ky, int64_t py) {
+              for_taps(ox, q.kw, q.sw, q.pw, q.dw, q.w, [&](int64_t kx, int64_t px) {
+                acc += cols[((oo * q.kh + ky) * q.kw + kx) * in_pos + py * q.w + px];
+              });
+            });
+            out[ox] = acc;
+          }
+        }
+      });
+    }
+  }
+  return {};
+}
 // ---- group norm ---------------------------------------------------------------------
 
 struct GroupNormParams {
@@ -300,6 +368,45 @@ Status build_conv(BuildCtx& ctx, Step& step) {
   if (q->chunk < positions && q->chunk > 64) q->chunk = q->chunk / 64 * 64;
   if (!q->direct) q->col_off = ctx.scratch(q->kdim * q->chunk * 4);
   step.fn = &conv_fn;
+  step.params = q;
+  no_extent(ctx, step);
+  return {};
+}
+
+Status build_conv_transpose(BuildCtx& ctx, Step& step) {
+  TRY(require_f32(ctx));
+  const ir::Node& n = ctx.node();
+  const auto& a = n.attr<ir::ConvTransposeAttrs>();
+  const auto xd = ctx.input(0).shape.static_dims(), wd = ctx.input(1).shape.static_dims(), yd = n.shape.static_dims();
+  const bool two_d = xd.size() == 4;
+  auto q = std::make_shared<ConvTParams>();
+  q->n = xd[0];
+  q->c = xd[1];
+  q->h = two_d ? xd[2] : 1;
+  q->w = xd.back();
+  q->groups = a.groups;
+  q->cg = q->c / a.groups;
+  q->og = wd[1];
+  q->o = q->og * a.groups;
+  q->kh = two_d ? wd[2] : 1;
+  q->kw = wd.back();
+  q->oh = two_d ? yd[2] : 1;
+  q->ow = yd.back();
+  auto pick = [&](const std::vector<int64_t>& v, bool h_dim, int64_t fallback) {
+    if (v.empty() || (h_dim && !two_d)) return fallback;
+    return h_dim ? v[0] : v.back();
+  };
+  q->sh = pick(a.stride, true, 1);
+  q->sw = pick(a.stride, false, 1);
+  q->ph = pick(a.padding, true, 0);
+  q->pw = pick(a.padding, false, 0);
+  q->dh = pick(a.dilation, true, 1);
+  q->dw = pick(a.dilation, false, 1);
+  q->has_bias = n.inputs.size() == 3;
+  const int64_t rows = q->og * q->kh * q->kw;
+  q->wt_off = ctx.scratch(rows * q->cg * 4);
+  q->cols_off = ctx.scratch(rows * q->h * q->w * 4);
+  step.fn = &conv_transpose_fn;
   step.params = q;
   no_extent(ctx, step);
   return {};

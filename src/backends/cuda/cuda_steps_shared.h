@@ -114,6 +114,7 @@ Status build_gated_delta_rule(BuildCtx& ctx, Step& step);
 
 /// Builders of the spatial steps (cuda_steps_spatial.cpp).
 Status build_conv(BuildCtx& ctx, Step& step);
+Status build_conv_transpose(BuildCtx& ctx, Step& step);
 Status build_group_norm(BuildCtx& ctx, Step& step);
 Status build_interpolate(BuildCtx& ctx, Step& step);
 

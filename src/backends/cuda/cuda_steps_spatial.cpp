@@ -2,6 +2,8 @@
 // (kernels_spatial.cu) then one strided-batched cuBLASLt GEMM over the groups,
 // W_g[O/groups, K] . col_g[K, positions], written straight into the NCHW output, then
 // the bias per channel; a 1x1 stride-1 unpadded conv multiplies the input itself.
+// ConvTranspose: per image one GEMM over the groups, cols = W_g^T . x_g (cuBLASLt
+// transposes the stored weight), then a gather kernel (col2im) with the bias.
 // GroupNorm and Interpolate are one kernel each (interpolation taps resolved at compile
 // and uploaded once). f32 only, as on the CPU.
 #include <algorithm>
@@ -68,6 +70,31 @@ Status conv_fn(const Step& s, const RunCtx& ctx) {
     k.channels = p.o;
     k.positions = p.positions;
     launch_channel_bias(k, ctx.stream);
+  }
+  return {};
+}
+
+// ---- conv transpose -------------------------------------------------------------------
+
+struct ConvTStepParams {
+  GemmDesc g;     // batch = groups: op(A) = W_g^T [og*kh*kw, cg], B = x_g [cg, positions]
+  Col2imParams k;  // pointers filled per run
+  int64_t images = 1, c = 1, in_pos = 1, o = 1, out_pos = 1;
+  int64_t cols_off = 0;
+};
+
+Status conv_transpose_fn(const Step& s, const RunCtx& ctx) {
+  const ConvTStepParams& p = s.p<ConvTStepParams>();
+  const auto* x = reinterpret_cast<const float*>(s.in_ptr[0]);
+  float* y = reinterpret_cast<float*>(s.out_ptr);
+  float* cols = reinterpret_cast<float*>(ctx.scratch + p.cols_off);
+  for (int64_t n = 0; n < p.images; ++n) {
+    TRY(run_gemm(s, ctx, 0, p.g, s.in_ptr[1], x + n * p.c * p.in_pos, cols, nullptr));
+    Col2imParams k = p.k;
+    k.cols = cols;
+    k.bias = s.in_ptr.size() > 2 ? reinterpret_cast<const float*>(s.in_ptr[2]) : nullptr;
+    k.y = y + n * p.o * p.out_pos;
+    launch_col2im(k, ctx.stream);
   }
   return {};
 }
@@ -191,6 +218,58 @@ Status build_conv(BuildCtx& ctx, Step& step) {
   g.b_bstride = kdim * p->positions;  // the unfolded groups, or the image's channel groups (1x1)
   step.gemms.push_back(&p->g);
   step.fn = &conv_fn;
+  step.params = p;
+  no_extent(ctx, step);
+  return {};
+}
+
+Status build_conv_transpose(BuildCtx& ctx, Step& step) {
+  TRY(require_f32(ctx));
+  const ir::Node& n = ctx.node();
+  const auto& a = n.attr<ir::ConvTransposeAttrs>();
+  const auto xd = ctx.input(0).shape.static_dims(), wd = ctx.input(1).shape.static_dims(), yd = n.shape.static_dims();
+  const bool two_d = xd.size() == 4;
+  auto pick = [&](const std::vector<int64_t>& v, bool h_dim, int64_t fallback) {
+    if (v.empty() || (h_dim && !two_d)) return fallback;
+    return h_dim ? v[0] : v.back();
+  };
+  auto p = std::make_shared<ConvTStepParams>();
+  Col2imParams& k = p->k;
+  p->images = xd[0];
+  p->c = xd[1];
+  k.groups = a.groups;
+  k.og = wd[1];
+  k.h = two_d ? xd[2] : 1;
+  k.w = xd.back();
+  k.kh = two_d ? wd[2] : 1;
+  k.kw = wd.back();
+  k.oh = two_d ? yd[2] : 1;
+  k.ow = yd.back();
+  k.sh = pick(a.stride, true, 1);
+  k.sw = pick(a.stride, false, 1);
+  k.ph = pick(a.padding, true, 0);
+  k.pw = pick(a.padding, false, 0);
+  k.dh = pick(a.dilation, true, 1);
+  k.dw = pick(a.dilation, false, 1);
+  p->in_pos = k.h * k.w;
+  p->out_pos = k.oh * k.ow;
+  p->o = k.og * a.groups;
+  const int64_t cg = p->c / a.groups, rows = k.og * k.kh * k.kw;
+  p->cols_off = ctx.scratch(a.groups * rows * p->in_pos * static_cast<int64_t>(sizeof(float)));
+  GemmDesc& g = p->g;
+  g.M = rows;
+  g.N = p->in_pos;
+  g.K = cg;
+  g.ta = true;  // W_g is stored [cg, rows]
+  g.ab_dt = DT::F32;
+  g.c_dt = DT::F32;
+  g.tf32 = ctx.allow_tf32;
+  g.batch = a.groups;
+  g.strided = true;
+  g.a_bstride = cg * rows;
+  g.b_bstride = cg * p->in_pos;
+  step.gemms.push_back(&p->g);
+  step.fn = &conv_transpose_fn;
   step.params = p;
   no_extent(ctx, step);
   return {};

@@ -24,6 +24,28 @@ __global__ void im2col_kernel(const Im2colParams p) {
   pdl_trigger();
 }
 
+__global__ void col2im_kernel(const Col2imParams p) {
+  pdl_wait();
+  const int64_t out_pos = p.oh * p.ow, in_pos = p.h * p.w, total = p.groups * p.og * out_pos;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t ox = i % p.ow, oy = (i / p.ow) % p.oh, oc = i / out_pos;  // oc = g*og + o'
+    const int64_t g = oc / p.og, oo = oc % p.og;
+    const float* cols = p.cols + g * p.og * p.kh * p.kw * in_pos;
+    float acc = p.bias ? p.bias[oc] : 0.0f;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t ty = oy + p.ph - ky * p.dh;
+      if (ty < 0 || ty % p.sh != 0 || ty / p.sh >= p.h) continue;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t tx = ox + p.pw - kx * p.dw;
+        if (tx < 0 || tx % p.sw != 0 || tx / p.sw >= p.w) continue;
+        acc += cols[((oo * p.kh + ky) * p.kw + kx) * in_pos + (ty / p.sh) * p.w + tx / p.sw];
+      }
+    }
+    p.y[i] = acc;
+  }
+  pdl_trigger();
+}
+
 __global__ void channel_bias_kernel(const ChannelBiasParams p) {
   pdl_wait();
   const int64_t total = p.images * p.channels * p.positions;
@@ -87,6 +109,12 @@ void launch_im2col(const Im2colParams& p, cudaStream_t s) {
   const int64_t total = p.groups * p.cg * p.kh * p.kw * p.oh * p.ow;
   if (total == 0) return;
   launch_k(im2col_kernel, grid_for(total, 256), 256, 0, s, p);
+}
+
+void launch_col2im(const Col2imParams& p, cudaStream_t s) {
+  const int64_t total = p.groups * p.og * p.oh * p.ow;
+  if (total == 0) return;
+  launch_k(col2im_kernel, grid_for(total, 256), 256, 0, s, p);
 }
 
 void launch_channel_bias(const ChannelBiasParams& p, cudaStream_t s) {

@@ -22,6 +22,19 @@ struct Im2colParams {
 };
 void launch_im2col(const Im2colParams& p, cudaStream_t s);
 
+/// Transposed conv's gather, one image: y[g*og + o', q] (+= nothing: it sets the value) =
+/// bias[.] + sum over (ky, kx) and input positions p with q = p*stride - pad + k*dil of
+/// cols[g][(o', ky, kx)][p], where cols = W_g^T . x_g was made by a GEMM. A conv1d has
+/// h = kh = oh = 1, sh = dh = 1, ph = 0.
+struct Col2imParams {
+  const float* cols = nullptr;  ///< [groups, og*kh*kw, h*w]
+  const float* bias = nullptr;  ///< [groups*og] or null
+  float* y = nullptr;           ///< one image [groups*og, oh, ow]
+  int64_t groups = 1, og = 1, h = 1, w = 1, kh = 1, kw = 1, oh = 1, ow = 1;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+};
+void launch_col2im(const Col2imParams& p, cudaStream_t s);
+
 /// y[n, o, p] += bias[o] over [n_images, o, positions].
 struct ChannelBiasParams {
   float* y = nullptr;

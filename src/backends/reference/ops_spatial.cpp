@@ -1,5 +1,5 @@
-// Reference kernels for the ops over spatial dims: conv (1d / 2d, groups, stride,
-// padding, dilation), group_norm and interpolate (nearest, bilinear, bicubic), each a
+// Reference kernels for the ops over spatial dims: conv and conv_transpose (1d / 2d,
+// groups, stride, padding, dilation), group_norm and interpolate (nearest, bilinear, bicubic), each a
 // direct transcription of its definition in include/rlx/ir/op.h, in double.
 #include <algorithm>
 #include <cmath>
@@ -101,6 +101,55 @@ Status run_conv(const RefCall& call) {
               }
             }
           y[static_cast<size_t>(((n * o + oc) * out.h + oy) * out.w + ox)] = acc;
+        }
+    }
+  write_values(call.out, y);
+  return {};
+}
+
+Status run_conv_transpose(const RefCall& call) {
+  const auto& a = call.attr<ir::ConvTransposeAttrs>();
+  ASSIGN_OR_RETURN(std::vector<double> x, read_values(call.in[0]));
+  ASSIGN_OR_RETURN(std::vector<double> w, read_values(call.in[1]));
+  std::vector<double> bias;
+  if (call.in.size() == 3) {
+    ASSIGN_OR_RETURN(bias, read_values(call.in[2]));
+  }
+  const auto& xd = call.in[0].dims;
+  const auto& wd = call.in[1].dims;
+  const bool two_d = xd.size() == 4;
+  const int64_t n_batch = xd[0], c = xd[1], og = wd[1], o = og * a.groups, cg = c / a.groups;
+  const Spatial2 in = spatial_of(xd), k = spatial_of(wd), out = spatial_of(call.out.dims);
+  auto at = [&](const std::vector<int64_t>& v, int dim, int64_t fallback) {
+    if (v.empty()) return fallback;
+    if (!two_d) return dim == 0 ? fallback : v[0];
+    return v[static_cast<size_t>(dim)];
+  };
+  const int64_t sh = at(a.stride, 0, 1), sw = at(a.stride, 1, 1), ph = at(a.padding, 0, 0), pw = at(a.padding, 1, 0);
+  const int64_t dh = at(a.dilation, 0, 1), dw = at(a.dilation, 1, 1);
+  std::vector<double> y(static_cast<size_t>(element_count(call.out.dims)), 0.0);
+  for (int64_t n = 0; n < n_batch; ++n)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t i = 0; i < out.h * out.w; ++i)
+        y[static_cast<size_t>((n * o + oc) * out.h * out.w + i)] = bias.empty() ? 0.0 : bias[static_cast<size_t>(oc)];
+  // Every input element scatters through every kernel tap.
+  for (int64_t n = 0; n < n_batch; ++n)
+    for (int64_t ci = 0; ci < c; ++ci) {
+      const int64_t g = ci / cg;
+      for (int64_t iy = 0; iy < in.h; ++iy)
+        for (int64_t ix = 0; ix < in.w; ++ix) {
+          const double xv = x[static_cast<size_t>(((n * c + ci) * in.h + iy) * in.w + ix)];
+          for (int64_t oo = 0; oo < og; ++oo)
+            for (int64_t ky = 0; ky < k.h; ++ky) {
+              const int64_t qy = iy * sh - ph + ky * dh;
+              if (qy < 0 || qy >= out.h) continue;
+              for (int64_t kx = 0; kx < k.w; ++kx) {
+                const int64_t qx = ix * sw - pw + kx * dw;
+                if (qx < 0 || qx >= out.w) continue;
+                const double wv = w[static_cast<size_t>(((ci * og + oo) * k.h + ky) * k.w + kx)];
+                y[static_cast<size_t>(((n * o + g * og + oo) * out.h + qy) * out.w + qx)] += xv * wv;
+              }
+            }
         }
     }
   write_values(call.out, y);

@@ -220,6 +220,7 @@ const std::vector<RefKernelEntry>& reference_kernel_table() {
       {OpKind::FusedResidualLayerNorm, &run_fused_residual_layer_norm},
       {OpKind::ElementwiseRegion, &run_elementwise_region},
       {OpKind::Conv, &run_conv},
+      {OpKind::ConvTranspose, &run_conv_transpose},
       {OpKind::GroupNorm, &run_group_norm},
       {OpKind::Interpolate, &run_interpolate},
   };
