@@ -6,7 +6,8 @@
 // copy). ConvTranspose: cols = W_g^T . x_g by the same GEMM, then a gather of the columns
 // that land on each output element (no write races). GroupNorm: statistics per (image,
 // group) in double, then one scaling pass.
-// Interpolate: per output row and column, taps and weights resolved at build time.
+// Interpolate: separable (along W into scratch, then along H), taps and weights resolved
+// at build time.
 #include <algorithm>
 #include <cmath>
 
@@ -285,27 +286,42 @@ AxisTaps axis_taps(ir::InterpMode mode, int64_t in, int64_t out, bool align) {
 struct InterpParams {
   int64_t planes = 1, ih = 1, iw = 1, oh = 1, ow = 1;
   AxisTaps ty, tx;
+  int64_t tmp_off = 0;  // scratch: rows resampled along W, [planes, ih, ow]
 };
 
+// Separable: every input row resampled along W into scratch, then every output row a
+// weighted sum of ty.n of those rows (ty.n + tx.n multiply-adds an output, not their product).
 Status interpolate_fn(const Step& s, const StepCtx& ctx) {
   const InterpParams& q = s.p<InterpParams>();
   const float* x = s.inf(0);
   float* y = s.outf();
-  parallel_for(ctx, q.planes * q.oh, std::max<int64_t>(1, 4096 / std::max<int64_t>(q.ow, 1)), [&](int64_t r0, int64_t r1) {
+  float* tmp = reinterpret_cast<float*>(ctx.scratch + q.tmp_off);
+  const int64_t* xi = q.tx.index.data();
+  const float* xw = q.tx.weight.data();
+  const int xn = q.tx.n, yn = q.ty.n;
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(q.ow, 1));
+  parallel_for(ctx, q.planes * q.ih, grain, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t p = r / q.oh, oy = r % q.oh;
-      const float* plane = x + p * q.ih * q.iw;
-      float* out = y + r * q.ow;
+      const float* row = x + r * q.iw;
+      float* out = tmp + r * q.ow;
       for (int64_t ox = 0; ox < q.ow; ++ox) {
         float acc = 0.0f;
-        for (int a = 0; a < q.ty.n; ++a) {
-          const float* row = plane + q.ty.index[static_cast<size_t>(oy * q.ty.n + a)] * q.iw;
-          float racc = 0.0f;
-          for (int b = 0; b < q.tx.n; ++b)
-            racc += q.tx.weight[static_cast<size_t>(ox * q.tx.n + b)] * row[q.tx.index[static_cast<size_t>(ox * q.tx.n + b)]];
-          acc += q.ty.weight[static_cast<size_t>(oy * q.ty.n + a)] * racc;
-        }
+        for (int b = 0; b < xn; ++b) acc += xw[ox * xn + b] * row[xi[ox * xn + b]];
         out[ox] = acc;
+      }
+    }
+  });
+  const int64_t* yi = q.ty.index.data();
+  const float* yw = q.ty.weight.data();
+  parallel_for(ctx, q.planes * q.oh, grain, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t p = r / q.oh, oy = r % q.oh;
+      float* out = y + r * q.ow;
+      std::fill_n(out, q.ow, 0.0f);
+      for (int a = 0; a < yn; ++a) {
+        const float wgt = yw[oy * yn + a];
+        const float* src = tmp + (p * q.ih + yi[oy * yn + a]) * q.ow;
+        for (int64_t ox = 0; ox < q.ow; ++ox) out[ox] += wgt * src[ox];
       }
     }
   });
@@ -442,6 +458,7 @@ Status build_interpolate(BuildCtx& ctx, Step& step) {
   q->ow = a.size[1];
   q->ty = axis_taps(a.mode, q->ih, q->oh, a.align_corners);
   q->tx = axis_taps(a.mode, q->iw, q->ow, a.align_corners);
+  q->tmp_off = ctx.scratch(q->planes * q->ih * q->ow * 4);
   step.fn = &interpolate_fn;
   step.params = q;
   no_extent(ctx, step);
