@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <optional>
 #include <string>
 
@@ -18,13 +17,12 @@ constexpr int64_t kMaxSpatialAttr = int64_t{1} << 20;  // strides, pads, dilatio
 }  // namespace
 
 std::optional<int64_t> conv_out_len(int64_t len, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
-  // Every operand is bounded (kMaxSpatialAttr, static dims < 2^62), so __int128 cannot overflow.
-  const __int128 span = static_cast<__int128>(dil) * (k - 1) + 1;
-  const __int128 room = static_cast<__int128>(len) + 2 * static_cast<__int128>(pad) - span;
-  if (room < 0 || stride < 1) return std::nullopt;
-  const __int128 out = room / stride + 1;
-  if (out > std::numeric_limits<int64_t>::max()) return std::nullopt;
-  return static_cast<int64_t>(out);
+  int64_t span = 0, padded = 0;  // dil*(k-1) + 1 and len + 2*pad, checked for overflow
+  if (__builtin_mul_overflow(dil, k - 1, &span) || __builtin_add_overflow(span, int64_t{1}, &span) ||
+      __builtin_mul_overflow(pad, int64_t{2}, &padded) || __builtin_add_overflow(padded, len, &padded))
+    return std::nullopt;
+  if (padded < span || stride < 1) return std::nullopt;
+  return (padded - span) / stride + 1;
 }
 
 Expected<TensorType> infer_conv(const std::vector<TensorType>& in, const ConvAttrs& a) {
@@ -120,12 +118,14 @@ Expected<TensorType> infer_conv_transpose(const std::vector<TensorType>& in, con
     if (op >= std::max(s, d))
       return bad(fmt::format("conv_transpose output_padding {} must be smaller than stride {} or dilation {}", op, s, d));
     if (k < 1) return bad(fmt::format("conv_transpose kernel {} has an empty spatial dim", w.to_string()));
-    // Bounded operands (kMaxSpatialAttr, static dims < 2^62): __int128 cannot overflow.
-    const __int128 n = static_cast<__int128>(len - 1) * s - 2 * static_cast<__int128>(p) +
-                       static_cast<__int128>(d) * (k - 1) + op + 1;
-    if (n < 1 || n > std::numeric_limits<int64_t>::max())
+    // (len-1)*s - 2*p + d*(k-1) + op + 1, checked for overflow.
+    int64_t n = 0, tail = 0;
+    const bool overflow = __builtin_mul_overflow(len - 1, s, &n) || __builtin_mul_overflow(d, k - 1, &tail) ||
+                          __builtin_add_overflow(n, tail, &n) || __builtin_add_overflow(n, op + 1, &n) ||
+                          __builtin_sub_overflow(n, 2 * p, &n);
+    if (overflow || n < 1)
       return bad(fmt::format("conv_transpose spatial dim {} of length {} gives no output (padding {})", i, len, p));
-    out.emplace_back(static_cast<int64_t>(n));
+    out.emplace_back(n);
   }
   return TensorType{x.dtype, Shape(std::move(out))};
 }
