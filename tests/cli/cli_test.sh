@@ -303,6 +303,7 @@ if [ -d "$(dirname "$0")/../../../shared/conformance/hf/llama" ]; then
     --input pixel_values=1x3x56x56xf32=@"$dino/pixels-img56.f32" --output last_hidden_state=@"$work/dh.bin" \
     --output pooler_output=@"$work/dp.bin"
   [ "$(stat -c %s "$work/dh.bin")" -eq $((17 * 128 * 4)) ] || { failures=$((failures + 1)); echo "FAIL forward_dinov2_size"; }
+  check info_dinov2 fail "model_type 'dinov2' is a vision / audio encoder: rlx forward runs it" -- info "$dino"
   check forward_dinov2_ids fail "a dinov2 model takes pixel_values only" -- forward -m "$dino" \
     --input input_ids=1x2xi32=1,2 --output last_hidden_state=@"$work/x.bin"
   check forward_dinov2_int_pixels fail "pixel_values: must be f32, got i32" -- forward -m "$dino" \
