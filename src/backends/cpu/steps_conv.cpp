@@ -59,7 +59,7 @@ void im2col(const ConvParams& q, const StepCtx& ctx, const float* xg, int64_t p0
             // Valid outputs j: 0 <= base + j < w.
             const int64_t lo = std::clamp<int64_t>(-base, 0, run), hi = std::clamp<int64_t>(q.w - base, lo, run);
             std::fill_n(d, lo, 0.0f);
-            std::copy(src + base + lo, src + base + hi, d + lo);
+            if (hi > lo) std::copy(src + base + lo, src + base + hi, d + lo);  // no pointer past the row otherwise
             std::fill(d + hi, d + run, 0.0f);
           } else {
             for (int64_t j = 0; j < run; ++j) {
