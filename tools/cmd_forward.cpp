@@ -6,6 +6,9 @@
 //             token_type_ids (default 0) -> last_hidden_state [B, n, D],
 //             pooler_output [B, D] (BERT)
 //   causal LMs: input_ids -> logits [B, n, vocab]
+//   vision: pixel_values f32 [B, C, H, W] -> last_hidden_state [B, 1 + patches, D],
+//           pooler_output [B, D] (DINOv2)
+//   audio: input_values f32 [B, samples] -> last_hidden_state [B, frames, D] (Wav2Vec2)
 // Outputs are written as float32. This interface is relied on by external checks:
 // keep it stable.
 #include <algorithm>
@@ -14,10 +17,13 @@
 #include <fstream>
 #include <map>
 
+#include <fmt/ranges.h>
+
 #include "commands.h"
 #include "model_path.h"
 #include "rlx/models/encoder.h"
 #include "rlx/models/language_model.h"
+#include "rlx/models/media_encoder.h"
 
 namespace rlx::cli {
 namespace {
@@ -258,6 +264,39 @@ int run_language_model(const ForwardArgs& a, const ModelPath& where, const Devic
   return 0;
 }
 
+int run_media(const ForwardArgs& a, const ModelPath& where, const Device& device,
+              const std::map<std::string, NamedInput>& inputs,
+              const std::vector<std::pair<std::string, std::string>>& outputs) {
+  models::MediaLoadOptions lo;
+  lo.device = device;
+  lo.threads = a.threads;
+  lo.compile_cache = !a.no_cache;
+  auto model = models::MediaEncoderModel::load(where.path, lo);
+  if (!model) return report(model.error());
+  const std::string want(model->get()->input_name());
+  const char* arch = models::media_arch_name((*model)->config().arch);
+  for (const auto& [name, in] : inputs)
+    if (name != want) return report(Error::invalid_argument("--input {}: a {} model takes {} only", name, arch, want));
+  auto it = inputs.find(want);
+  if (it == inputs.end()) return report(Error::invalid_argument("--input {} is required", want));
+  if (it->second.dtype != "f32")
+    return report(Error::invalid_argument("--input {}: must be f32, got {}", want, it->second.dtype));
+  const std::vector<std::string> names = (*model)->output_names();
+  for (const auto& [name, file] : outputs)
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      return report(Error::invalid_argument("--output {}: a {} model's outputs are {}", name, arch, fmt::join(names, ", ")));
+  auto out = (*model)->forward(it->second.shape, it->second.floats);
+  if (!out) return report(out.error());
+  for (const auto& [name, file] : outputs) {
+    const bool hidden = name == "last_hidden_state";
+    if (Status s = write_floats(file, hidden ? out->hidden : out->pooler); !s.ok()) return report(s.error());
+    const std::string shape = hidden ? fmt::format("{}, {}, {}", out->batch, out->tokens, out->dim)
+                                     : fmt::format("{}, {}", out->batch, out->dim);
+    std::fprintf(stderr, "rlx: wrote %s [%s] to %s\n", name.c_str(), shape.c_str(), file.c_str());
+  }
+  return 0;
+}
+
 int run_forward(const ForwardArgs& a) {
   auto device = Device::parse(a.device);
   if (!device) return report(device.error());
@@ -276,6 +315,11 @@ int run_forward(const ForwardArgs& a) {
   }
   auto where = resolve_model_path(a.model);
   if (!where) return report(where.error());
+  if (where->hf) {  // vision and audio encoders have no ModelConfig: their own driver
+    auto type = models::hf_model_type(where->path);
+    if (!type) return report(type.error());
+    if (models::is_media_model_type(*type)) return run_media(a, *where, *device, inputs, outputs);
+  }
   auto opened = open_model(*where);
   if (!opened) return report(opened.error());
   return models::is_encoder(opened->config.arch) ? run_encoder(a, *where, *device, inputs, outputs)

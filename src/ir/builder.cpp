@@ -112,6 +112,22 @@ ValueId GraphBuilder::gather(ValueId t, ValueId i, int64_t axis) { return add(Op
 ValueId GraphBuilder::update_slice(ValueId h, ValueId src, ValueId start, int64_t axis) {
   return add(OpKind::UpdateSlice, {h, src, start}, AxisAttrs{axis});
 }
+ValueId GraphBuilder::conv(ValueId x, ValueId w, std::optional<ValueId> bias, const ConvAttrs& a) {
+  std::vector<ValueId> in{x, w};
+  if (bias) in.push_back(*bias);
+  return add(OpKind::Conv, std::move(in), a);
+}
+ValueId GraphBuilder::conv_transpose(ValueId x, ValueId w, std::optional<ValueId> bias, const ConvTransposeAttrs& a) {
+  std::vector<ValueId> in{x, w};
+  if (bias) in.push_back(*bias);
+  return add(OpKind::ConvTranspose, std::move(in), a);
+}
+ValueId GraphBuilder::group_norm(ValueId x, ValueId gamma, std::optional<ValueId> beta, int64_t groups, double eps) {
+  std::vector<ValueId> in{x, gamma};
+  if (beta) in.push_back(*beta);
+  return add(OpKind::GroupNorm, std::move(in), GroupNormAttrs{groups, eps});
+}
+ValueId GraphBuilder::interpolate(ValueId x, const InterpolateAttrs& a) { return add(OpKind::Interpolate, {x}, a); }
 ValueId GraphBuilder::op(OpKind k, std::vector<ValueId> inputs, Attrs attrs, const TensorType& declared) {
   return add(k, std::move(inputs), std::move(attrs), declared);
 }

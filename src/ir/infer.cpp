@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "ir/infer_spatial.h"
 #include "rlx/ir/custom_op.h"
 #include "rlx/ir/graph.h"
 
@@ -685,6 +686,14 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       return infer_causal_conv(in, std::get<CausalConvAttrs>(attrs));
     case OpKind::GatedDeltaRule:
       return infer_delta_rule(in, std::get<DeltaRuleAttrs>(attrs));
+    case OpKind::Conv:
+      return detail::infer_conv(in, std::get<ConvAttrs>(attrs));
+    case OpKind::ConvTranspose:
+      return detail::infer_conv_transpose(in, std::get<ConvTransposeAttrs>(attrs));
+    case OpKind::GroupNorm:
+      return detail::infer_group_norm(in, std::get<GroupNormAttrs>(attrs));
+    case OpKind::Interpolate:
+      return detail::infer_interpolate(in[0], std::get<InterpolateAttrs>(attrs));
     case OpKind::Custom: {
       const auto& c = std::get<CustomAttrs>(attrs);
       const CustomOpDef* def = find_custom_op(c.name);

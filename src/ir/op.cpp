@@ -79,6 +79,10 @@ const std::vector<std::string_view>& enum_names(MoeGating) {
   static const std::vector<std::string_view> n = {RLX_MOE_GATINGS(RLX_ENUM_TEXT)};
   return n;
 }
+const std::vector<std::string_view>& enum_names(InterpMode) {
+  static const std::vector<std::string_view> n = {RLX_INTERP_MODES(RLX_ENUM_TEXT)};
+  return n;
+}
 #undef RLX_ENUM_TEXT
 
 std::pair<double, double> rope_yarn_range(const RopeAttrs& r) {

@@ -120,7 +120,7 @@ Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& s
   }
   const ValueId out = b_.label(spec.prefix + ".attn").op(ir::OpKind::HirAttentionBlock, in, attrs);
   if (!spec.o_bias) return out;
-  ASSIGN_OR_RETURN(ValueId bias, param(name("attn_output.bias"), {dim}));
+  ASSIGN_OR_RETURN(ValueId bias, param(name(spec.names.o_bias), {dim}));
   return b_.add(out, bias);
 }
 

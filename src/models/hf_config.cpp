@@ -6,6 +6,7 @@
 #include "models/rope_config.h"
 #include "rlx/base/json_limits.h"
 #include "rlx/formats/mapped_file.h"
+#include "rlx/models/media_encoder.h"
 #include "rlx/models/model_config.h"
 
 namespace rlx::models {
@@ -239,6 +240,9 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   else if (type == "nomic_bert") c.arch = Arch::NomicBert;
   else if (type == "modernbert") c.arch = Arch::ModernBert;
   else if (type == "qwen3_5_text" || type == "qwen3_5_moe_text") c.arch = Arch::Qwen35;
+  else if (is_media_model_type(type))
+    return Error::unsupported("{}: model_type '{}' is a vision / audio encoder: rlx forward runs it (this command takes "
+                              "language models and text encoders)", path, type);
   else
     return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
                               "gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text; encoders bert, nomic_bert, modernbert)", path, type);

@@ -297,6 +297,36 @@ if [ -d "$(dirname "$0")/../../../shared/conformance/hf/llama" ]; then
   check conformance_forward_bert ok "wrote pooler_output \[1, 128\]" -- forward -m "$bertdir" \
     --input input_ids=1x7xi32=101,577,521,98,179,88,238 --output last_hidden_state=@"$work/bh.bin" \
     --output pooler_output=@"$work/bp.bin"
+  # Vision and audio encoders (the values are checked in tests/integration/media_conformance_test.cpp).
+  dino=$(cd "$(dirname "$0")/../../../shared/conformance/hf/dinov2" && pwd)
+  check forward_dinov2 ok "wrote pooler_output \[1, 128\]" -- forward -m "$dino" \
+    --input pixel_values=1x3x56x56xf32=@"$dino/pixels-img56.f32" --output last_hidden_state=@"$work/dh.bin" \
+    --output pooler_output=@"$work/dp.bin"
+  [ "$(stat -c %s "$work/dh.bin")" -eq $((17 * 128 * 4)) ] || { failures=$((failures + 1)); echo "FAIL forward_dinov2_size"; }
+  check info_dinov2 fail "model_type 'dinov2' is a vision / audio encoder: rlx forward runs it" -- info "$dino"
+  check forward_dinov2_ids fail "a dinov2 model takes pixel_values only" -- forward -m "$dino" \
+    --input input_ids=1x2xi32=1,2 --output last_hidden_state=@"$work/x.bin"
+  check forward_dinov2_int_pixels fail "pixel_values: must be f32, got i32" -- forward -m "$dino" \
+    --input pixel_values=1x1x1x1xi32=1 --output last_hidden_state=@"$work/x.bin"
+  halves() { printf '0.5%.0s,' $(seq $(($1 - 1))); printf '0.5'; }  # N inline values
+  check forward_dinov2_channels fail "pixel_values must be \[batch, 3, height, width\], got \[1, 1, 28, 28\]" -- \
+    forward -m "$dino" --input "pixel_values=1x1x28x28xf32=$(halves 784)" --output last_hidden_state=@"$work/x.bin"
+  check forward_dinov2_small fail "a 8x14 image does not fit" -- forward -m "$dino" \
+    --input "pixel_values=1x3x8x14xf32=$(halves 336)" --output last_hidden_state=@"$work/x.bin"
+  check forward_dinov2_output fail "a dinov2 model's outputs are last_hidden_state, pooler_output" -- forward -m "$dino" \
+    --input pixel_values=1x3x56x56xf32=@"$dino/pixels-img56.f32" --output logits=@"$work/x.bin"
+  w2v=$(cd "$(dirname "$0")/../../../shared/conformance/hf/wav2vec2" && pwd)
+  check forward_wav2vec2 ok "wrote last_hidden_state \[1, 79, 128\]" -- forward -m "$w2v" \
+    --input input_values=1x1600xf32=@"$w2v/audio-a1600.f32" --output last_hidden_state=@"$work/wh.bin"
+  check forward_wav2vec2_short fail "3 samples are too few" -- forward -m "$w2v" \
+    --input input_values=1x3xf32=0.1,0.2,0.3 --output last_hidden_state=@"$work/x.bin"
+  check forward_wav2vec2_pooler fail "a wav2vec2 model's outputs are last_hidden_state" -- forward -m "$w2v" \
+    --input input_values=1x1600xf32=@"$w2v/audio-a1600.f32" --output pooler_output=@"$work/x.bin"
+  # A wav2vec2 folder whose config.json is broken says which key.
+  mkdir -p "$work/w2v-bad" && cp "$w2v/model.safetensors" "$work/w2v-bad/"
+  sed 's/"conv_kernel": \[/"conv_kernel": [7, /' "$w2v/config.json" >"$work/w2v-bad/config.json"
+  check forward_wav2vec2_bad_config fail "conv_dim, conv_kernel and conv_stride must be lists of one length" -- forward \
+    -m "$work/w2v-bad" --input input_values=1x1600xf32=@"$w2v/audio-a1600.f32" --output last_hidden_state=@"$work/x.bin"
 else
   echo "skip conformance (no ../shared/conformance/hf/llama)"
 fi

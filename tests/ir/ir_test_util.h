@@ -154,6 +154,15 @@ inline Graph all_ops_graph() {
   auto gb = b.narrow(x, 1, 0, 4);
   auto delta = b.gated_delta_rule(b.handle("ssm_state", DType::F32, {1, 4, 16, 16}), conv, conv, x, gb, gb, seqi,
                                   DeltaRuleAttrs{16, 16, 8, true, 0});
+  auto img = b.input("img", DType::F32, {2, 4, 9, 7});
+  auto cw = b.param("conv_w", DType::F32, {6, 2, 3, 3});
+  auto cb = b.param("conv_b", DType::F32, {6});
+  auto cv = b.label("patch").conv(img, cw, cb, ConvAttrs{{2, 1}, {1, 0}, {1, 2}, 2});
+  auto cg = b.param("gn_g", DType::F32, {6});
+  auto gn = b.group_norm(cv, cg, cg, 3, 1e-5);
+  auto ip = b.interpolate(gn, InterpolateAttrs{InterpMode::Bicubic, {7, 5}, false});
+  auto ct = b.conv_transpose(ip, b.param("ctw", DType::F32, {6, 2, 2, 2}), std::nullopt,
+                             ConvTransposeAttrs{{2, 2}, {0, 1}, {}, {1, 0}, 3});
   auto hl = b.op(OpKind::HirLinear, {x, w, bias}, FusedMatMulAttrs{ActKind::Relu, true, true});
   auto hs = b.op(OpKind::HirSwiGLUFfn, {x, w, w, wd}, NoAttrs{});
   auto hg = b.op(OpKind::HirGeluFfn, {x, w, w, wd}, GeluFfnAttrs{true, false});
@@ -169,7 +178,7 @@ inline Graph all_ops_graph() {
   auto hln = b.op(OpKind::HirLayerNorm, {x, gamma}, NormAttrs{1e-5});
   auto he = b.op(OpKind::HirEmbedding, {w, pos}, NoAttrs{});
   for (ValueId v : {c, c16, half, red, tk, smp, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he, moe,
-                    delta})
+                    delta, ct})
     b.output(v);
   b.output(attn, "attn_out");
   auto g = b.build();

@@ -78,6 +78,16 @@ class GraphBuilder {
   ValueId gated_delta_rule(ValueId state, ValueId q, ValueId k, ValueId v, ValueId g, ValueId beta, ValueId seq,
                            const DeltaRuleAttrs& attrs);
 
+  // spatial ops over NCL / NCHW tensors (see ConvAttrs, GroupNormAttrs, InterpolateAttrs)
+  /// conv1d / conv2d of x[N, C, *S] with w[O, C/groups, *K] (+ bias[O]).
+  ValueId conv(ValueId x, ValueId w, std::optional<ValueId> bias, const ConvAttrs& a);
+  /// Transposed conv1d / conv2d of x[N, C, *S] with w[C, O/groups, *K] (+ bias[O]).
+  ValueId conv_transpose(ValueId x, ValueId w, std::optional<ValueId> bias, const ConvTransposeAttrs& a);
+  /// Group norm of x[N, C, *S] with gamma[C] (and beta[C]).
+  ValueId group_norm(ValueId x, ValueId gamma, std::optional<ValueId> beta, int64_t groups, double eps);
+  /// x[N, C, H, W] resampled to [N, C, size[0], size[1]].
+  ValueId interpolate(ValueId x, const InterpolateAttrs& a);
+
   /// Any op with explicit attrs (fused, HIR, custom ...).
   ValueId op(OpKind k, std::vector<ValueId> inputs, Attrs attrs, const TensorType& declared = {});
 

@@ -61,6 +61,7 @@ inline bool updates_state(OpKind k) { return k == OpKind::CausalConv1d || k == O
 #define RLX_ROPE_LAYOUTS(X) X(Normal, "normal") X(Neox, "neox")
 #define RLX_MOE_GATINGS(X) X(Softmax, "softmax") X(Sigmoid, "sigmoid")
 #define RLX_ROPE_SCALINGS(X) X(None, "none") X(Linear, "linear") X(Llama3, "llama3") X(Yarn, "yarn")
+#define RLX_INTERP_MODES(X) X(Nearest, "nearest") X(Bilinear, "bilinear") X(Bicubic, "bicubic")
 
 #define RLX_ENUM_MEMBER(name, text) name,
 enum class ActKind : uint8_t { RLX_ACT_KINDS(RLX_ENUM_MEMBER) };
@@ -71,6 +72,7 @@ enum class MaskKind : uint8_t { RLX_MASK_KINDS(RLX_ENUM_MEMBER) };
 enum class RopeLayout : uint8_t { RLX_ROPE_LAYOUTS(RLX_ENUM_MEMBER) };
 enum class RopeScaling : uint8_t { RLX_ROPE_SCALINGS(RLX_ENUM_MEMBER) };
 enum class MoeGating : uint8_t { RLX_MOE_GATINGS(RLX_ENUM_MEMBER) };
+enum class InterpMode : uint8_t { RLX_INTERP_MODES(RLX_ENUM_MEMBER) };
 #undef RLX_ENUM_MEMBER
 
 /// Name tables: enum_names(E{}) lists the text of every value in order.
@@ -82,6 +84,7 @@ const std::vector<std::string_view>& enum_names(MaskKind);
 const std::vector<std::string_view>& enum_names(RopeLayout);
 const std::vector<std::string_view>& enum_names(RopeScaling);
 const std::vector<std::string_view>& enum_names(MoeGating);
+const std::vector<std::string_view>& enum_names(InterpMode);
 template <typename E>
 std::string_view enum_name(E e) { return enum_names(E{})[static_cast<size_t>(e)]; }
 template <typename E>
@@ -398,13 +401,74 @@ struct DeltaRuleAttrs {
     v("scale", scale);
   }
 };
+/// Convolution over the spatial dims of x[N, C, *S] (one spatial dim: NCL, conv1d; two:
+/// NCHW, conv2d) with weight w[O, C/groups, *K] and an optional bias[O]. Channels split
+/// into `groups` equal groups; output channel o reads the input channels of group
+/// o / (O/groups):
+///   y[n, o, p] = bias[o] + sum over c' < C/groups, k < K of
+///                w[o, c', k] * x[n, g*C/groups + c', p*stride - padding + k*dilation]
+/// where input positions outside [0, S) read 0 (zero padding at both ends). Output size
+/// per spatial dim: (S + 2*padding - dilation*(K-1) - 1) / stride + 1 (floor), >= 1.
+/// stride / padding / dilation hold one entry per spatial dim, or are empty (1 / 0 / 1).
+struct ConvAttrs {
+  std::vector<int64_t> stride;
+  std::vector<int64_t> padding;
+  std::vector<int64_t> dilation;
+  int64_t groups = 1;
+  template <class V> void fields(V&& v) {
+    v("stride", stride); v("padding", padding); v("dilation", dilation); v("groups", groups);
+  }
+};
+/// Transposed convolution (conv's gradient with respect to its input, "deconvolution") of
+/// x[N, C, *S] (1 or 2 spatial dims) with w[C, O/groups, *K] (PyTorch's ConvTranspose
+/// layout) and an optional bias[O]. Input channel c of group g = c / (C/groups) scatters
+/// into the output channels of that group:
+///   y[n, o, q] = bias[o] + sum over c in group(o), k, p with q = p*stride - padding + k*dilation
+///                of x[n, c, p] * w[c, o - g*O/groups, k]
+/// Output size per spatial dim: (S-1)*stride - 2*padding + dilation*(K-1) + output_padding + 1,
+/// >= 1; output_padding < max(stride, dilation), as in PyTorch. Lists hold one entry per
+/// spatial dim, or are empty (stride 1, padding 0, dilation 1, output_padding 0).
+struct ConvTransposeAttrs {
+  std::vector<int64_t> stride;
+  std::vector<int64_t> padding;
+  std::vector<int64_t> dilation;
+  std::vector<int64_t> output_padding;
+  int64_t groups = 1;
+  template <class V> void fields(V&& v) {
+    v("stride", stride); v("padding", padding); v("dilation", dilation); v("output_padding", output_padding);
+    v("groups", groups);
+  }
+};
+/// Group normalization of x[N, C, *S] (rank >= 2): the channels split into `groups`
+/// equal groups; each (n, group) is normalized over its C/groups channels and all
+/// spatial positions, y = (x - mean) / sqrt(var + eps) * gamma[c] (+ beta[c]), var the
+/// biased variance (as torch.nn.GroupNorm).
+struct GroupNormAttrs {
+  int64_t groups = 1;
+  double eps = 1e-5;
+  template <class V> void fields(V&& v) { v("groups", groups); v("eps", eps); }
+};
+/// Resampling of x[N, C, H, W] to [N, C, size[0], size[1]] as torch.nn.functional.interpolate
+/// (antialias off). Source coordinate of output index i along a dim of input length L and
+/// output length M: align_corners ? i * (L-1)/(M-1) (0 when M == 1) : (i + 0.5) * L/M - 0.5.
+/// Nearest: input index min(floor(i * L/M), L-1) (torch's legacy "nearest"; align_corners
+/// must be false). Bilinear: the two neighbours, weights 1-t and t (source clamped at 0
+/// when not align_corners). Bicubic: the four neighbours floor(s)-1 .. floor(s)+2 with
+/// Keys' cubic convolution weights (a = -0.75), indices clamped to [0, L-1].
+struct InterpolateAttrs {
+  InterpMode mode = InterpMode::Bicubic;
+  std::vector<int64_t> size;  ///< output H, W
+  bool align_corners = false;
+  template <class V> void fields(V&& v) { v("mode", mode); v("size", size); v("align_corners", align_corners); }
+};
 
 using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, ConstantAttrs, ActivationAttrs,
                            BinaryAttrs, CompareAttrs, MatMulAttrs, ReduceAttrs, SoftmaxAttrs, CumsumAttrs,
                            TopKAttrs, NormAttrs, RopeAttrs, AttentionAttrs, ShapeAttrs, TransposeAttrs,
                            NarrowAttrs, AxisAttrs, FusedMatMulAttrs, FusedSwiGLUAttrs, RegionAttrs,
                            CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs, MoeRouteAttrs, MoeFfnAttrs,
-                           CausalConvAttrs, DeltaRuleAttrs>;
+                           CausalConvAttrs, DeltaRuleAttrs,
+                           ConvAttrs, GroupNormAttrs, InterpolateAttrs, ConvTransposeAttrs>;
 
 /// Default-constructed attrs of the type ops.def gives `kind`.
 Attrs default_attrs(OpKind kind);

@@ -56,6 +56,7 @@ std::string state_handle_name(const char* kind, int64_t il);
 struct AttentionNames {
   std::string q = "attn_q.weight", k = "attn_k.weight", v = "attn_v.weight", o = "attn_output.weight";
   std::string q_bias = "attn_q.bias", k_bias = "attn_k.bias", v_bias = "attn_v.bias";
+  std::string o_bias = "attn_output.bias";  ///< read when AttentionSpec::o_bias
   std::string q_norm = "attn_q_norm.weight", k_norm = "attn_k_norm.weight";
 };
 
@@ -70,7 +71,7 @@ struct AttentionSpec {
   /// The encoder form (attrs.key_lengths): i32[B] valid keys per sequence; x holds B
   /// sequences of S rows and pos is i32[S].
   ir::ValueId kv_len = ir::kNoValue;
-  /// Add <prefix>.attn_output.bias to the output projection (BERT).
+  /// Add <prefix>.<names.o_bias> to the output projection (BERT).
   bool o_bias = false;
 };
 

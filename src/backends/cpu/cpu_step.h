@@ -167,6 +167,10 @@ Status build_moe_route(BuildCtx&, Step&);
 Status build_moe_ffn(BuildCtx&, Step&);
 Status build_causal_conv1d(BuildCtx&, Step&);
 Status build_gated_delta_rule(BuildCtx&, Step&);
+Status build_conv(BuildCtx&, Step&);
+Status build_conv_transpose(BuildCtx&, Step&);
+Status build_group_norm(BuildCtx&, Step&);
+Status build_interpolate(BuildCtx&, Step&);
 Status build_custom(BuildCtx&, Step&);
 Status build_boundary(BuildCtx&, Step&);  // Input/Param/Constant/Handle: no work
 

@@ -106,6 +106,10 @@ const std::vector<KernelEntry>& cpu_kernel_table() {
       {OpKind::MoeFfn, &build_moe_ffn},
       {OpKind::CausalConv1d, &build_causal_conv1d},
       {OpKind::GatedDeltaRule, &build_gated_delta_rule},
+      {OpKind::Conv, &build_conv},
+      {OpKind::ConvTranspose, &build_conv_transpose},
+      {OpKind::GroupNorm, &build_group_norm},
+      {OpKind::Interpolate, &build_interpolate},
       {OpKind::Custom, &build_custom},
   };
   return table;

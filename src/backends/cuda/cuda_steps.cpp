@@ -839,6 +839,10 @@ StepBuilder cuda_builder(OpKind kind) {
     case OpKind::MoeFfn: return &build_moe_ffn;
     case OpKind::CausalConv1d: return &build_causal_conv1d;
     case OpKind::GatedDeltaRule: return &build_gated_delta_rule;
+    case OpKind::Conv: return &build_conv;
+    case OpKind::ConvTranspose: return &build_conv_transpose;
+    case OpKind::GroupNorm: return &build_group_norm;
+    case OpKind::Interpolate: return &build_interpolate;
     default: return nullptr;
   }
 }

@@ -112,4 +112,10 @@ Status build_moe_ffn(BuildCtx& ctx, Step& step);
 Status build_causal_conv1d(BuildCtx& ctx, Step& step);
 Status build_gated_delta_rule(BuildCtx& ctx, Step& step);
 
+/// Builders of the spatial steps (cuda_steps_spatial.cpp).
+Status build_conv(BuildCtx& ctx, Step& step);
+Status build_conv_transpose(BuildCtx& ctx, Step& step);
+Status build_group_norm(BuildCtx& ctx, Step& step);
+Status build_interpolate(BuildCtx& ctx, Step& step);
+
 }  // namespace rlx::cuda_backend

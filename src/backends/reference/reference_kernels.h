@@ -127,5 +127,9 @@ Status run_moe_route(const RefCall&);
 Status run_moe_ffn(const RefCall&);
 Status run_causal_conv1d(const RefCall&);
 Status run_gated_delta_rule(const RefCall&);
+Status run_conv(const RefCall&);
+Status run_conv_transpose(const RefCall&);
+Status run_group_norm(const RefCall&);
+Status run_interpolate(const RefCall&);
 
 }  // namespace rlx::reference_backend

@@ -219,6 +219,10 @@ const std::vector<RefKernelEntry>& reference_kernel_table() {
       {OpKind::FusedResidualRmsNorm, &run_fused_residual_rms_norm},
       {OpKind::FusedResidualLayerNorm, &run_fused_residual_layer_norm},
       {OpKind::ElementwiseRegion, &run_elementwise_region},
+      {OpKind::Conv, &run_conv},
+      {OpKind::ConvTranspose, &run_conv_transpose},
+      {OpKind::GroupNorm, &run_group_norm},
+      {OpKind::Interpolate, &run_interpolate},
   };
   return table;
 }
