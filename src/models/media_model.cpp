@@ -142,7 +142,7 @@ Expected<MediaOutput> MediaEncoderModel::forward(std::span<const int64_t> shape,
   std::vector<int64_t> in_shape(shape.begin(), shape.end());
   if (in_shape.size() == 1) in_shape.insert(in_shape.begin(), 1);
   const std::vector<int64_t> pos_shape{tokens}, len_shape{mo.batch};
-  std::vector<NamedTensorView> inputs{{std::string(input_name()), TensorView{ir::DType::F32, in_shape, values.data()}},
+  std::vector<NamedTensorView> inputs{{input_name(), TensorView{ir::DType::F32, in_shape, values.data()}},
                                       {"pos", TensorView{ir::DType::I32, pos_shape, pos.data()}},
                                       {"kv_len", TensorView{ir::DType::I32, len_shape, kv_len.data()}}};
   ASSIGN_OR_RETURN(std::vector<Tensor> res, v->graph->run(inputs));
