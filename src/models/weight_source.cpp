@@ -424,15 +424,21 @@ Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const 
     w.shape = {w.shape[0], w.shape[2]};
   // The shared expert's gate row [1, dim] is served as the vector [dim] (the same bytes).
   if (ends_with("ffn_gate_inp_shexp.weight") && w.shape.size() == 2 && w.shape[0] == 1) w.shape = {w.shape[1]};
-  if (delta_net_ && ends_with(".ssm_a")) {
-    if (w.dtype != ir::DType::F32)
-      return Error::unsupported("{}: tensor '{}' must be F32 (A_log)", path_, it->second);
-    auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(t->n_elements()));
-    for (size_t i = 0; i < values->size(); ++i) {
-      float x = 0;
+  // One stored value of the tensor as f32 (F32, F16 or BF16, checked above).
+  auto value_at = [&](size_t i) {
+    float x = 0;
+    if (w.dtype == ir::DType::F32) {
       std::memcpy(&x, t->data + 4 * i, 4);
-      (*values)[i] = -std::exp(x);
+      return x;
     }
+    uint16_t h;
+    std::memcpy(&h, t->data + 2 * i, 2);
+    return w.dtype == ir::DType::F16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+  };
+  if (delta_net_ && ends_with(".ssm_a")) {  // A_log in any stored float type (BF16 checkpoints too)
+    auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(t->n_elements()));
+    for (size_t i = 0; i < values->size(); ++i) (*values)[i] = -std::exp(value_at(i));
+    w.dtype = ir::DType::F32;
     w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values->data()), values->size() * 4);
     w.owner = values;
     return w;
@@ -441,16 +447,7 @@ Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const 
   const bool is_norm = ends_with("norm.weight") && !ends_with("ssm_norm.weight");
   if (norm_plus_one_ && is_norm) {
     auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(t->n_elements()));
-    for (size_t i = 0; i < values->size(); ++i) {
-      float x = 0;
-      if (w.dtype == ir::DType::F32) std::memcpy(&x, t->data + 4 * i, 4);
-      else {
-        uint16_t h;
-        std::memcpy(&h, t->data + 2 * i, 2);
-        x = w.dtype == ir::DType::F16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
-      }
-      (*values)[i] = 1.0f + x;
-    }
+    for (size_t i = 0; i < values->size(); ++i) (*values)[i] = 1.0f + value_at(i);
     w.dtype = ir::DType::F32;
     w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values->data()), values->size() * 4);
     w.owner = values;
