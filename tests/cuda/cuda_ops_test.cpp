@@ -635,9 +635,55 @@ TEST(CudaOps, DequantMatMulPacked) {
       auto xv = *c.inputs["x"].to_f32();
       xv = x_as_cuda_sees_it(t, xv, M, true);  // (the GEMV's 8-bit x is the default)
       const double e = rel_l2(*(*out)[0].to_f32(), reference_product(xv, deq, M, N, K));
-      // GEMV: f32 math on exact weights (and on 8-bit x at M = 1); M > 8: x and weights
-      // in f16 through cuBLAS.
-      EXPECT_LE(e, M <= 8 ? 1e-5 : 2e-3) << ir::dtype_name(t) << " M=" << M << ": relative L2 error " << e;
+      // GEMV: f32 math on exact weights (and on 8-bit x at M = 1); M > 8: Q8_0 / Q4_0 on
+      // the int8 tensor cores (exact block products), the K-quants in f16 through cuBLAS.
+      const bool f16_path = M > 8 && t != DType::Q8_0 && t != DType::Q4_0;
+      EXPECT_LE(e, f16_path ? 2e-3 : 1e-5) << ir::dtype_name(t) << " M=" << M << ": relative L2 error " << e;
+    }
+  }
+}
+
+// Prefill sizes over Q8_0 / Q4_0 take the int8 tensor-core GEMM: x as llama.cpp's Q8_0
+// blocks, exact int32 block products, f32 sums. Tile edges in M and N, K not a multiple
+// of the kernel's 128-value step, and both weight layouts: split (the default) and as
+// stored (the param is also an output, so the backend keeps its file layout).
+TEST(CudaOps, DequantMatMulInt8TensorCores) {
+  REQUIRE_CUDA();
+  struct Shape {
+    int64_t M, N, K;
+  };
+  const Shape shapes[] = {{9, 40, 512}, {64, 64, 128}, {65, 70, 96}, {130, 200, 1056}};
+  for (DType t : {DType::Q8_0, DType::Q4_0}) {
+    for (const Shape& sh : shapes) {
+      for (bool stored : {false, true}) {
+        const auto [packed, deq] = packed_weights(t, sh.N, sh.K, 70);
+        GraphBuilder b;
+        auto x = b.input("x", DType::F32, {sh.M, sh.K});
+        auto w = b.param("w", t, {sh.N, sh.K});
+        b.output(b.dequant_matmul(x, w), "y");
+        if (stored) b.output(w, "w_out");
+        auto g = b.build();
+        ASSERT_TRUE(g.has_value()) << g.error().to_string();
+        Case c;
+        std::vector<float> xv = random_vec(static_cast<size_t>(sh.M * sh.K), 71, -2.0f, 2.0f);
+        xv[static_cast<size_t>(3 * sh.K + 5)] = NAN;  // row 3: a block that is not finite
+        c.inputs["x"] = Tensor::from_f32(xv, {sh.M, sh.K});
+        c.params["w"] = packed;
+        auto out = run_on(Device::cuda(), *g, c);
+        ASSERT_TRUE(out.has_value()) << out.error().to_string();
+        std::vector<float> y = *(*out)[0].to_f32();
+        const std::string what = std::string(ir::dtype_name(t)) + " " + std::to_string(sh.M) + "x" +
+                                 std::to_string(sh.N) + "x" + std::to_string(sh.K) + (stored ? " stored" : " split");
+        for (int64_t n = 0; n < sh.N; ++n) {
+          EXPECT_TRUE(std::isnan(y[static_cast<size_t>(3 * sh.N + n)])) << what << ": row 3 col " << n;
+          y[static_cast<size_t>(3 * sh.N + n)] = 0.0f;
+        }
+        xv[static_cast<size_t>(3 * sh.K + 5)] = 0.0f;
+        std::vector<float> ref = reference_product(q8_0_like_llama_cpp(xv), deq, sh.M, sh.N, sh.K);
+        for (int64_t n = 0; n < sh.N; ++n) ref[static_cast<size_t>(3 * sh.N + n)] = 0.0f;
+        const double e = rel_l2(y, ref);
+        EXPECT_LE(e, 1e-6) << what << ": relative L2 error " << e;
+      }
     }
   }
 }

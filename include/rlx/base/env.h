@@ -20,10 +20,10 @@
 //   RLX_CACHE_DIR folder for AOT compile caches and built-in demo models
 //   RLX_CPU_PREPACK  0: the CPU backend packs matmul weights per call instead of once
 //                 (default 1; BackendOptions::prepack_weights)
-//   RLX_CUDA_GRAPHS, RLX_CUDA_PDL, RLX_CUDA_GROUP_GEMV, RLX_CUDA_ATTN_TC
+//   RLX_CUDA_GRAPHS, RLX_CUDA_PDL, RLX_CUDA_GROUP_GEMV, RLX_CUDA_ATTN_TC, RLX_CUDA_INT8_PREFILL
 //                 0 or off: the CUDA backend without graph replay, programmatic launch,
-//                 grouped sibling GEMVs, tensor-core prefill attention (default on;
-//                 CudaOptions)
+//                 grouped sibling GEMVs, tensor-core prefill attention, int8 tensor-core
+//                 prefill products over Q8_0 / Q4_0 weights (default on; CudaOptions)
 //   RLX_CUDA_FUSE the CUDA decode-step fusions to apply: "all" (default), "0" / "off" /
 //                 "none", or a comma list of swiglu, rope_kv, gemv_rope_kv, norm_gemv
 //   RLX_CUDA_PROFILE 1: per-step GPU times of CUDA runs (default off)
@@ -50,6 +50,7 @@ struct EnvConfig {
   bool cuda_programmatic_launch = true;  ///< RLX_CUDA_PDL
   bool cuda_group_gemvs = true;        ///< RLX_CUDA_GROUP_GEMV
   bool cuda_gemv_int8 = true;          ///< RLX_CUDA_GEMV_INT8
+  bool cuda_int8_prefill = true;       ///< RLX_CUDA_INT8_PREFILL
   std::string cuda_fuse = "all";       ///< RLX_CUDA_FUSE (unset: "all")
   bool cuda_attention_tensor_cores = true;  ///< RLX_CUDA_ATTN_TC
   bool cuda_profile = false;           ///< RLX_CUDA_PROFILE (true only for "1")

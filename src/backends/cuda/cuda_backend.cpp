@@ -297,6 +297,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   bctx.allow_tf32 = opt.allow_tf32;
   bctx.attention_tc = opt.attention_tensor_cores;
   bctx.gemv_int8_x = opt.gemv_int8_x;
+  bctx.int8_prefill = opt.int8_prefill;
   bctx.sms = sms;
   std::vector<ValueId> schedule = lir.plan.schedule;
   if (schedule.empty())
@@ -688,6 +689,7 @@ CudaOptions default_cuda_options() {
     (void)apply_fusion_list(env.cuda_fuse, o);  // a bad list is reported by create(ordinal)
     o.attention_tensor_cores = env.cuda_attention_tensor_cores;
     o.gemv_int8_x = env.cuda_gemv_int8;
+    o.int8_prefill = env.cuda_int8_prefill;
     return o;
   }();
   return defaults;

@@ -50,13 +50,18 @@ struct CudaOptions {
   /// as the CPU backend's quantized products; several times fewer instructions than
   /// f32 math on the unpacked quants). RLX_CUDA_GEMV_INT8=0 turns it off.
   bool gemv_int8_x = true;
+  /// Prefill products (more than 8 rows) over Q8_0 / Q4_0 weights run on the int8 tensor
+  /// cores against x rounded to Q8_0 blocks, as llama.cpp's CPU backend computes them
+  /// (exact block dot products); off, the weights are dequantized to f16 for cuBLAS.
+  /// RLX_CUDA_INT8_PREFILL=0 turns it off.
+  bool int8_prefill = true;
 };
 
 /// The options `create(ordinal)` uses: the defaults, with RLX_CUDA_GRAPHS=0 turning
 /// graphs off, RLX_CUDA_PROFILE=1 turning profiling on, RLX_CUDA_PDL=0 turning
 /// programmatic launch off, RLX_CUDA_ATTN_TC=0 the tensor-core prefill attention and
 /// RLX_CUDA_GROUP_GEMV=0 grouped GEMVs, RLX_CUDA_GEMV_INT8=0 the 8-bit x of packed
-/// decode GEMVs, and RLX_CUDA_FUSE the decode-step fusions
+/// decode GEMVs, RLX_CUDA_INT8_PREFILL=0 the int8 tensor-core prefill products, and RLX_CUDA_FUSE the decode-step fusions
 /// (read once, when the first backend is created). Fails on an RLX_CUDA_FUSE entry it
 /// does not know.
 CudaOptions default_cuda_options();

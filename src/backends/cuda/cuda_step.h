@@ -102,6 +102,7 @@ struct BuildCtx : runtime::StepBuildGraph {
   bool allow_tf32 = false;
   bool attention_tc = false;  ///< CudaOptions::attention_tensor_cores
   bool gemv_int8_x = false;   ///< CudaOptions::gemv_int8_x
+  bool int8_prefill = false;  ///< CudaOptions::int8_prefill
   int sms = 1;
 
   int64_t scratch(int64_t bytes) {

@@ -1,7 +1,8 @@
 // CUDA matmul steps: MatMul, fused matmul + bias + activation, SwiGLU and packed
 // DequantMatMul. GEMMs go through cuBLASLt (bias / ReLU / tanh-GELU epilogues where it
-// has them); one-row products (M <= 8, decode) use the GEMV kernels, and packed weights
-// above that are dequantized to f16 for cuBLAS. Also group_sibling_gemvs, which merges
+// has them); one-row products (M <= 8, decode) use the GEMV kernels; packed weights
+// above that take the int8 tensor-core GEMM (Q8_0, Q4_0: mmq_kernels.h) or are
+// dequantized to f16 for cuBLAS (the K-quants). Also group_sibling_gemvs, which merges
 // GEMVs that read the same x into one launch.
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include "backends/cuda/cuda_steps_shared.h"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/mmq_kernels.h"
 #include "rlx/base/log.h"
 
 namespace rlx::cuda_backend {
@@ -99,6 +101,35 @@ Status gemv_group_fn(const Step& s, const RunCtx& ctx) {
 }
 
 namespace {
+
+/// out = act(x W^T (+ bias)) for Q8_0 / Q4_0 W at prefill sizes, on the int8 tensor cores.
+Status mmq_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  int8_t* xq = reinterpret_cast<int8_t*>(ctx.scratch + p.xq_off);
+  float* xd = reinterpret_cast<float*>(ctx.scratch + p.xd_off);
+  launch_quantize_q8_0(reinterpret_cast<const float*>(s.in_ptr[0]), xq, xd, p.g.M, p.g.K, ctx.stream);
+  MmqParams m;
+  m.xq = xq;
+  m.xd = xd;
+  m.w = s.in_ptr[1];
+  m.w_dt = p.q.w_dt;
+  m.M = p.g.M;
+  m.N = p.g.N;
+  m.K = p.g.K;
+  m.row_bytes = s.split ? p.split_row : p.q.row_bytes;
+  m.d_offset = s.split ? p.q.N * p.split_row : 0;
+  void* c = p.c_in_scratch ? static_cast<void*>(ctx.scratch + p.c_off) : static_cast<void*>(s.out_ptr);
+  m.y = static_cast<float*>(c);
+  launch_mmq(m, ctx.stream);
+  if (p.post) {
+    RegionParams k = p.post_k;
+    k.in[0] = c;
+    if (p.has_bias) k.in[1] = s.in_ptr[2];
+    k.out = s.out_ptr;
+    TRY(launch_checked(s, k, ctx, "epilogue"));
+  }
+  return {};
+}
 
 Status linear_fn(const Step& s, const RunCtx& ctx) {
   const LinearParams& p = s.p<LinearParams>();
@@ -213,7 +244,12 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     // x as llama.cpp's CPU backend sees it for these weights: Q8_0 blocks (the decode
     // GEMV, launch_gemv, rounds it itself while staging it; the others read it rounded).
     p->round_x = q8_0_activations(p->q.w_dt);
-    if (g.M > 8) {  // prefill: dequantize to f16 and use cuBLAS (f16 x f16 -> f32)
+    if (g.M > 8 && ctx.int8_prefill && mmq_supported(p->q.w_dt)) {  // prefill over Q8_0 / Q4_0: the int8 tensor cores
+      p->mmq = true;
+      p->round_x = false;
+      p->xq_off = ctx.scratch(g.M * g.K);
+      p->xd_off = ctx.scratch(g.M * (g.K / 32) * 4);
+    } else if (g.M > 8) {  // other prefill: dequantize to f16 and use cuBLAS (f16 x f16 -> f32)
       p->wdq_off = ctx.scratch(g.N * g.K * 2);
       g.ab_dt = DT::F16;
       g.c_dt = DT::F32;
@@ -273,6 +309,20 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
   }
   if (p->packed && g.M <= 8) {
     step.fn = &linear_fn;
+    step.params = p;
+    return {};
+  }
+  if (p->mmq) {  // f32 result straight into the output, or into scratch for the bias / activation
+    const ir::ActKind act = bias_act ? n.attr<ir::FusedMatMulAttrs>().act : ir::ActKind::Identity;
+    p->has_bias = bias_act && n.attr<ir::FusedMatMulAttrs>().has_bias;
+    if (p->has_bias || act != ir::ActKind::Identity) {
+      p->post = true;
+      p->c_in_scratch = true;
+      p->c_off = ctx.scratch(g.M * g.N * 4);
+      const DT in1 = p->has_bias ? to_dt(ctx.input(2).dtype) : DT::F32;
+      p->post_k = post_program(g.M, g.N, DT::F32, DT::F32, p->has_bias, in1, true, false, static_cast<uint8_t>(act));
+    }
+    step.fn = &mmq_fn;
     step.params = p;
     return {};
   }

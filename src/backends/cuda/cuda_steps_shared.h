@@ -77,7 +77,9 @@ struct LinearParams {
   // packed DequantMatMul
   bool packed = false;
   QGemvParams q;
-  int64_t wdq_off = 0;  // f16 dequantized weights (M > 8)
+  int64_t wdq_off = 0;  // f16 dequantized weights (M > 8, types launch_mmq does not take)
+  bool mmq = false;     // M > 8 over Q8_0 / Q4_0: x as Q8_0 blocks times the weights on the int8 tensor cores
+  int64_t xq_off = 0, xd_off = 0;  // scratch: x's int8 quants and block scales (mmq)
   int64_t split_row = 0;  // bytes per row in the split layout (packed_split types)
   // decode GEMV (M <= kMaxGemvM): the whole step in one kernel
   bool gemv = false;

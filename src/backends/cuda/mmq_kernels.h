@@ -1,0 +1,42 @@
+// Integer tensor-core GEMM for prefill over weights whose products llama.cpp's CPU
+// backend takes against Q8_0-rounded activations (Q8_0, Q4_0): x is quantized to Q8_0
+// blocks, every 32-element block product is exact in int32 (mma.sync m16n8k32 s8), and
+// the blocks are summed in f32 times the product of their two scales -- the same
+// arithmetic as ggml's vec-dot, so a CUDA prefill matches the CPU and llama.cpp to f32
+// rounding instead of to f16's (the dequantize-to-f16 + cuBLAS path it replaces).
+// Kept out of cuda_kernels.h so that a change here rebuilds two files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backends/cuda/cuda_kernels.h"
+
+namespace rlx::cuda_backend {
+
+/// True for the packed weight types launch_mmq multiplies (Q8_0, Q4_0).
+bool mmq_supported(DT w);
+
+/// x [rows, K] (f32, K a multiple of 32) as llama.cpp's Q8_0 activation blocks: for each
+/// block of 32, d = f16(max|x| / 127) (kept as f32) and q = round-half-even(x * 127 /
+/// max|x|). A block holding a value that is not finite gets d = NaN and q = 0, so its
+/// products come out NaN rather than silently finite.
+void launch_quantize_q8_0(const float* x, int8_t* q, float* d, int64_t rows, int64_t K, cudaStream_t s);
+
+/// y[m, n] = sum over blocks b of xd[m, b] * wd[n, b] * (int32) sum_{i<32} xq[m, 32b+i] * wq[n, 32b+i]
+/// for packed W [N, K] (Q8_0 or Q4_0 as stored, or in the split layout when d_offset > 0;
+/// see packed_split). xq / xd come from launch_quantize_q8_0; y is f32 [M, N].
+struct MmqParams {
+  const int8_t* xq = nullptr;
+  const float* xd = nullptr;
+  const uint8_t* w = nullptr;
+  float* y = nullptr;
+  DT w_dt = DT::Q8_0;
+  int64_t M = 0, N = 0, K = 0;
+  int64_t row_bytes = 0;  ///< bytes of one weight row (scales excluded when split)
+  int64_t d_offset = 0;   ///< split layout: where the f16 scales [N, K/32] start (0: as stored)
+};
+void launch_mmq(const MmqParams& p, cudaStream_t s);
+
+}  // namespace rlx::cuda_backend
