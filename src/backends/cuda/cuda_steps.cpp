@@ -11,6 +11,7 @@
 #include <numeric>
 #include <optional>
 
+#include "backends/cuda/attention_f16_kernels.h"
 #include "backends/cuda/cuda_steps_shared.h"
 #include "backends/cuda/cuda_util.h"
 #include "rlx/base/log.h"
@@ -714,6 +715,8 @@ struct AttnStepParams {
   bool cast_q = false;
   RegionParams cast_k;
   int64_t q_off = 0;
+  // An f16 cache: llama.cpp's f16-cache numerics (attention_f16_kernels.h).
+  bool f16_exact = false;
 };
 
 Status attention_fn(const Step& s, const RunCtx& ctx) {
@@ -738,7 +741,8 @@ Status attention_fn(const Step& s, const RunCtx& ctx) {
   k.out = s.out_ptr;
   k.partial = reinterpret_cast<float*>(ctx.scratch + p.partial_off);
   k.counters = reinterpret_cast<unsigned*>(ctx.zeroed + p.counters_off);
-  launch_attention(k, ctx.stream);
+  if (p.f16_exact) launch_attention_f16_exact(k, ctx.stream);
+  else launch_attention(k, ctx.stream);
   return {};
 }
 
@@ -783,10 +787,18 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   if (n.inputs.size() >= 4) k.pos_dt = to_dt(ctx.input(3).dtype);
   k.dt = to_dt(dt);
   k.out_dt = to_dt(n.dtype);
-  k.decode = attention_decode_supported(k.S, k.n_heads, k.n_kv, k.hd);
+  // An f16 cache computes as llama.cpp's (and the CPU backend's) f16 cache does, which
+  // the flash kernels' online softmax cannot: the exact two-pass kernel, no splits.
+  p->f16_exact = k.dt == DT::F16;
+  if (p->f16_exact && k.T_full > attention_f16_exact_max_keys())
+    return step_error(ctx, "an f16 KV cache of {} positions (at most {} on CUDA; an f32 cache has no such limit)",
+                      k.T_full, attention_f16_exact_max_keys());
+  k.decode = !p->f16_exact && attention_decode_supported(k.S, k.n_heads, k.n_kv, k.hd);
   k.decode_wave = ctx.sms;
-  k.tensor_cores = !k.decode && ctx.attention_tc && attention_tc_supported(k.S, k.n_heads, k.n_kv, k.hd);
-  k.splits = k.decode         ? attention_decode_splits(k.batch, k.T, k.n_kv, ctx.sms)
+  k.tensor_cores =
+      !k.decode && !p->f16_exact && ctx.attention_tc && attention_tc_supported(k.S, k.n_heads, k.n_kv, k.hd);
+  k.splits = p->f16_exact     ? 1
+             : k.decode       ? attention_decode_splits(k.batch, k.T, k.n_kv, ctx.sms)
              : k.tensor_cores ? 1
                               : attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);
   if (k.splits > 1)

@@ -13,6 +13,7 @@
 #include <cfloat>
 #include <climits>
 
+#include "backends/cuda/attention_common.cuh"
 #include "backends/cuda/cuda_common.cuh"
 
 namespace rlx::cuda_backend {
@@ -25,25 +26,6 @@ constexpr int kMaxChunks = 8;  // head_dim / 32
 size_t attention_smem(int hd) {
   return sizeof(float) * (static_cast<size_t>(kTile) * (hd + 1) + static_cast<size_t>(kTile) * hd +
                           static_cast<size_t>(kRows) * hd);
-}
-
-// Keys [jb, je) that the query at position `pos` of batch item b sees: the mask
-// (1 causal, 2 sliding window, 3 local: |pos - key| <= window), then kv_len[b].
-__device__ __forceinline__ void visible_keys(const AttentionParams& p, int64_t b, int64_t pos, int64_t& jb,
-                                             int64_t& je) {
-  jb = 0;
-  je = p.T;
-  if (p.mask == 1 || p.mask == 2) je = pos + 1 < p.T ? pos + 1 : p.T;
-  if (p.mask == 2) jb = pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
-  if (p.mask == 3) {
-    jb = pos - p.window > 0 ? pos - p.window : 0;
-    je = pos + p.window + 1 < p.T ? pos + p.window + 1 : p.T;
-  }
-  if (p.kv_len) {
-    const int64_t len = p.kv_len[b];
-    if (len < je) je = len > 0 ? len : 0;
-  }
-  if (je < jb) je = jb;
 }
 
 __global__ void attention_kernel(const AttentionParams p) {
