@@ -9,7 +9,10 @@
 # checkpoints), which
 # the run script executes with RLX_TEST_DEVICE=cuda; and `rlx_runtime_tests`, whose
 # BackendOps suite runs every op on CUDA against the reference backend.
-# Usage: [RLX_PACK_HF="bert ..."] bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY]
+# RLX_PACK_CASES="case ..." replaces the default list of main-index cases whose models go
+# along (each model brings every case of it with a reference under RLX_PACK_REF_MAX bytes,
+# default 1.1 MB).
+# Usage: [RLX_PACK_HF="bert ..."] [RLX_PACK_CASES="..."] bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY]
 # OLD_TESTS_BINARY, if given, goes along as rlx_cuda_tests_old (a baseline in the same call).
 set -euo pipefail
 build=${1:-build-cuda}
@@ -25,11 +28,12 @@ ldd .devrun/rlx .devrun/rlx_cuda_tests | awk '/=> \// {print $3}' | sort -u |
   grep -E 'libfmt|libicu|libtomlplusplus|libcpp-httplib|libbrotli' | xargs -r -I{} cp -L {} .devrun/lib/
 if [ -d "$conf" ]; then
   python3 - "$conf" <<'PY'
-import json, shutil, sys
+import json, os, shutil, sys
 conf = sys.argv[1]
 seqs = json.load(open(f"{conf}/tokens.json"))["sequences"]
-cases = ["stories260K-F32__tok512-8__kvf32", "stories260K-Q8_0__tok512-8__kvf32",
-         "llama-tiny-Q4_K_M__spm-8__kvf32", "gemma2-tiny-Q8_0__spm-8__kvf32", "llama3-tiny-F32__tok512-64__kvf32"]
+cases = os.environ.get("RLX_PACK_CASES", "").split() or [
+    "stories260K-F32__tok512-8__kvf32", "stories260K-Q8_0__tok512-8__kvf32",
+    "llama-tiny-Q4_K_M__spm-8__kvf32", "gemma2-tiny-Q8_0__spm-8__kvf32", "llama3-tiny-F32__tok512-64__kvf32"]
 lines = []
 for c in json.load(open(f"{conf}/index.json"))["cases"]:
     if c["case"] not in cases:
@@ -45,7 +49,7 @@ import os
 index = json.load(open(f"{conf}/index.json"))
 models = {c["model"] for c in index["cases"] if c["case"] in cases}
 keep = [c for c in index["cases"] if c["model"] in models and
-        os.path.getsize(f"{conf}/refs/{c['case']}.logits.bin") < 1_100_000]
+        os.path.getsize(f"{conf}/refs/{c['case']}.logits.bin") < int(os.environ.get("RLX_PACK_REF_MAX", "1100000"))]
 out = ".devrun/conformance"
 for sub in ("models", "refs", "hf"):
     os.makedirs(f"{out}/{sub}", exist_ok=True)
@@ -59,7 +63,8 @@ shutil.copy(f"{conf}/tokens.json", out)
 json.dump(dict(index, cases=keep), open(f"{out}/index.json", "w"))
 # The 64 MiB carry limit: room for about two checkpoints beside the binaries; RLX_PACK_HF
 # (space-separated folder names) picks others, e.g. "bert nomic-bert modernbert".
-hfs = tuple(os.environ.get("RLX_PACK_HF", "llama3-ropescaled qwen3-moe").split())
+hfs = tuple(os.environ.get("RLX_PACK_HF", "llama3-ropescaled qwen3-moe").split())  # "-": none
+hfs = tuple(h for h in hfs if h != "-")
 for hf in hfs:
     shutil.copytree(f"{conf}/hf/{hf}", f"{out}/hf/{hf}")
 if os.path.isdir(f"{conf}/moe"):  # the mixture-of-experts GGUF set, whole (3 MB)
