@@ -14,6 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage's start, with the minutes since this script began (to see where CI's time goes).
+stage() { printf '== %s  [%dm%02ds]\n' "$1" $((SECONDS / 60)) $((SECONDS % 60)); }
+
 bash scripts/install-deps.sh
 
 build_dir="${RLX_TEST_BUILD_DIR:-build-test}"
@@ -21,20 +24,20 @@ fuzz_dir="${build_dir}-fuzz"
 fuzz_seconds="${RLX_FUZZ_SECONDS:-60}"
 jobs="${RLX_JOBS:-2}"
 
-echo "== configure (Debug, ASan+UBSan, -Werror) in ${build_dir}"
+stage "configure (Debug, ASan+UBSan, -Werror) in ${build_dir}"
 cmake -S . -B "${build_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRLX_SANITIZE=ON -DRLX_WERROR=ON \
   -DRLX_BUILD_BENCH=ON -DRLX_CUDA_ARCHS=90-real >/dev/null
-echo "== build"
+stage "build"
 cmake --build "${build_dir}" -j"${jobs}"
 
-echo "== test"
+stage "test"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # Tests run side by side (each binary is single-process; caches are per test or atomic).
 ctest --test-dir "${build_dir}" --output-on-failure -j"${jobs}"
 
 tsan_dir="${build_dir}-tsan"
-echo "== ThreadSanitizer: CPU kernel tests in ${tsan_dir}"
+stage "ThreadSanitizer: CPU kernel tests in ${tsan_dir}"
 cmake -S . -B "${tsan_dir}" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="-fsanitize=thread" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" -DRLX_CUDA=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
 cmake --build "${tsan_dir}" -j"${jobs}" --target rlx_cpu_kernels_tests
@@ -43,7 +46,7 @@ TSAN_OPTIONS="halt_on_error=1" "${tsan_dir}/tests/rlx_cpu_kernels_tests" --gtest
 # The README's install: a venv that sees Debian's numpy / pybind11 / pytest, then pip
 # builds the extension module (Release, CPU) and installs it. pip builds in the tree:
 # its CMake folder (build/temp.*/cmake) is kept, so a later run recompiles only what changed.
-echo "== Python package: pip install into a temporary venv, pytest python/tests"
+stage "Python package: pip install into a temporary venv, pytest python/tests"
 python="${RLX_PYTHON:-python3}"
 # A python3 ahead of Debian's on PATH (pyenv, conda) does not see the Debian packages.
 if [ -z "${RLX_PYTHON:-}" ] && ! "$python" -c "import numpy, pytest" 2>/dev/null && [ -x /usr/bin/python3 ]; then
@@ -56,11 +59,11 @@ RLX_JOBS="${jobs}" "${py_venv}/bin/pip" install --no-build-isolation -q .
 "${py_venv}/bin/python" -m pytest -q -p no:cacheprovider python/tests
 
 if [ -f fuzz/CMakeLists.txt ] && [ "${fuzz_seconds}" != "0" ]; then
-  echo "== fuzz (${fuzz_seconds} s per target, clang libFuzzer) in ${fuzz_dir}"
+  stage "fuzz (${fuzz_seconds} s per target, clang libFuzzer) in ${fuzz_dir}"
   cmake -S . -B "${fuzz_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
     -DRLX_BUILD_FUZZ=ON -DRLX_BUILD_TESTS=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
   cmake --build "${fuzz_dir}" -j"${jobs}" --target rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary \
     rlx_fuzz_jinja
   bash fuzz/run.sh "${fuzz_seconds}" "${fuzz_dir}"
 fi
-echo "== all tests passed"
+stage "all tests passed"
