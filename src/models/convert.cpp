@@ -27,7 +27,14 @@ Expected<std::string> gguf_arch(const ModelConfig& c, const std::string& dir) {
     case Arch::Qwen2: return std::string("qwen2");
     case Arch::Qwen3: return std::string("qwen3");
     case Arch::Qwen3Moe: return std::string("qwen3moe");
-    case Arch::Qwen35: return std::string("qwen35");
+    case Arch::Qwen35:
+      // llama.cpp's qwen3next layout is not qwen35's: b | a stays one tensor grouped by key
+      // head (ssm_ba) and the post-attention norm is attn_post_norm. Not written yet.
+      if (c.ssm_grouped_projections)
+        return Error::unsupported("{}: rlx convert does not write qwen3_next models yet (llama.cpp's qwen3next layout "
+                                  "keeps b|a as one grouped ssm_ba tensor and names the post-attention norm "
+                                  "attn_post_norm); RLX runs the folder as it is", dir);
+      return std::string("qwen35");
     default: break;
   }
   return Error::unsupported("{}: rlx convert does not write {} models yet (llama, mistral, mixtral, qwen2, qwen3, "
@@ -75,6 +82,10 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
       if (!c.layer_is_moe(il))
         return Error::unsupported("{}: layer {} has a dense FFN inside a mixture of experts (mlp_only_layers / "
                                   "decoder_sparse_step), which GGUF's {} layout cannot say", dir, il, a);
+    // llama.cpp renormalizes the chosen experts' weights (and RLX reads GGUF so).
+    if (!c.expert_weights_norm)
+      return Error::unsupported("{}: norm_topk_prob is false (the chosen experts' weights are not renormalized), which "
+                                "GGUF's {} layout cannot say", dir, a);
     TRY(u32("expert_count", c.n_expert));
     TRY(u32("expert_used_count", c.n_expert_used));
     if (a == "qwen3moe" || a == "qwen35") TRY(u32("expert_feed_forward_length", c.n_ff_expert));

@@ -1,8 +1,8 @@
-// Decoder-only transformer (Llama, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1/2/3, Qwen3.5) as
-// a composition of Flow blocks: embedding, N x (pre-norm attention — or a gated delta-net
-// with a recurrent state on Qwen3.5's linear layers — + pre-norm FFN or mixture of
-// experts, with Gemma's post-norms),
-// final norm, LM head.
+// Decoder-only transformer (Llama, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1/2/3, Qwen3.5 and
+// Qwen3-Next — whose weights the source serves in Qwen3.5's layout) as a composition of
+// Flow blocks: embedding, N x (pre-norm attention — or a gated delta-net with a recurrent
+// state on the hybrids' linear layers — + pre-norm FFN or mixture of experts, with Gemma's
+// post-norms), final norm, LM head.
 #include "rlx/models/decoder.h"
 
 #include <cmath>

@@ -73,10 +73,14 @@ struct Reader {
 // Mixtral: num_local_experts experts of width intermediate_size in every layer, the
 // chosen weights always renormalized. Qwen3-MoE: num_experts (num_local_experts in
 // newer files) of width moe_intermediate_size, renormalized when norm_topk_prob; the
-// layers in mlp_only_layers, and all but every decoder_sparse_step-th, stay dense.
+// layers in mlp_only_layers, and all but every decoder_sparse_step-th, stay dense; with
+// num_experts 0 (Qwen3-MoE, Qwen3-Next) every layer is dense. Qwen3.5-MoE and
+// Qwen3-Next add a sigmoid-gated shared expert to every MoE layer; Qwen3.5-MoE always
+// renormalizes, Qwen3-Next when norm_topk_prob (its default: true).
 Status read_experts(const Reader& r, const std::string& type, ModelConfig* c) {
   const char* count_key = type != "mixtral" && r.find("num_experts") ? "num_experts" : "num_local_experts";
   ASSIGN_OR_RETURN(c->n_expert, r.req_int(count_key));
+  if (c->n_expert == 0 && (type == "qwen3_moe" || type == "qwen3_next")) return {};  // the dense MLP everywhere
   ASSIGN_OR_RETURN(c->n_expert_used, r.req_int("num_experts_per_tok"));
   if (type == "mixtral") {
     c->n_ff_expert = c->n_ff;
@@ -84,9 +88,9 @@ Status read_experts(const Reader& r, const std::string& type, ModelConfig* c) {
     return {};
   }
   ASSIGN_OR_RETURN(c->n_ff_expert, r.req_int("moe_intermediate_size"));
-  ASSIGN_OR_RETURN(c->expert_weights_norm, r.opt_bool("norm_topk_prob", false));
-  if (type == "qwen3_5_moe_text") {  // renormalized top-k (always), a gated shared expert in every MoE layer
-    c->expert_weights_norm = true;
+  ASSIGN_OR_RETURN(c->expert_weights_norm, r.opt_bool("norm_topk_prob", type == "qwen3_next"));
+  if (type == "qwen3_5_moe_text" || type == "qwen3_next") {
+    if (type == "qwen3_5_moe_text") c->expert_weights_norm = true;
     ASSIGN_OR_RETURN(c->n_ff_shared, r.req_int("shared_expert_intermediate_size"));
     c->shared_expert_gate = c->n_ff_shared > 0;
   }
@@ -109,7 +113,7 @@ Status read_experts(const Reader& r, const std::string& type, ModelConfig* c) {
   return {};
 }
 
-// Gated delta-net layers (Qwen3.5): their sizes, and which layers they are —
+// Gated delta-net layers (Qwen3.5, Qwen3-Next): their sizes, and which layers they are —
 // layer_types when given (read by the caller), else every full_attention_interval-th
 // layer is full attention and the others linear.
 Status read_linear_attention(const Reader& r, ModelConfig* c) {
@@ -239,13 +243,14 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   else if (type == "bert") c.arch = Arch::Bert;
   else if (type == "nomic_bert") c.arch = Arch::NomicBert;
   else if (type == "modernbert") c.arch = Arch::ModernBert;
-  else if (type == "qwen3_5_text" || type == "qwen3_5_moe_text") c.arch = Arch::Qwen35;
+  else if (type == "qwen3_5_text" || type == "qwen3_5_moe_text" || type == "qwen3_next") c.arch = Arch::Qwen35;
   else if (is_media_model_type(type))
     return Error::unsupported("{}: model_type '{}' is a vision / audio encoder: rlx forward runs it (this command takes "
                               "language models and text encoders)", path, type);
   else
     return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
-                              "gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text; encoders bert, nomic_bert, modernbert)", path, type);
+                              "gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next; encoders bert, "
+                              "nomic_bert, modernbert)", path, type);
 
   // Older nomic_bert files name the sizes as GPT-2 does.
   const bool gpt2_keys = c.arch == Arch::NomicBert && r.find("n_embd");
@@ -259,13 +264,17 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
     ASSIGN_OR_RETURN(c.n_ff, r.req_int(gpt2_keys ? "n_inner" : "intermediate_size"));
   }
   ASSIGN_OR_RETURN(c.n_head_kv, r.opt_int("num_key_value_heads", c.n_head));
-  ASSIGN_OR_RETURN(c.head_dim, r.opt_int("head_dim", c.n_head > 0 ? c.n_embd / c.n_head : 0));
+  // Qwen3-Next's head_dim defaults to 256 (its config class), not to hidden_size / heads.
+  const int64_t head_dim_default = type == "qwen3_next" ? 256 : c.n_head > 0 ? c.n_embd / c.n_head : 0;
+  ASSIGN_OR_RETURN(c.head_dim, r.opt_int("head_dim", head_dim_default));
   ASSIGN_OR_RETURN(c.n_ctx_train, r.opt_int("max_position_embeddings", 2048));
   ASSIGN_OR_RETURN(c.norm_eps, r.opt_float("rms_norm_eps", 1e-6));
   ASSIGN_OR_RETURN(c.tied_embeddings, r.opt_bool("tie_word_embeddings", false));
   c.rope.layout = ir::RopeLayout::Neox;
   c.rope.head_dim = c.head_dim;
   c.rope.n_rot = c.head_dim;
+  // Qwen3-Next rotates a quarter of each head unless the file says otherwise.
+  if (type == "qwen3_next") c.rope.n_rot = c.head_dim / 4 / 2 * 2;
   ASSIGN_OR_RETURN(c.rope.theta, r.opt_float("rope_theta", 10000.0));
   if (const json* v = r.find("partial_rotary_factor")) {  // top level (Phi, StableLM); rope_parameters may say it too
     json partial = json::object();
@@ -333,6 +342,7 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       c.qk_norm = true;
       c.qkv_bias = attention_bias;
       c.attn_output_gate = true;
+      c.ssm_grouped_projections = type == "qwen3_next";
       TRY(read_linear_attention(r, &c));
       break;
     case Arch::Gemma:
@@ -355,7 +365,8 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       if (c.arch == Arch::Gemma3 && c.sliding_layers.empty()) c.sliding = SlidingPattern::Gemma3;
       break;
   }
-  if (type == "mixtral" || type == "qwen3_moe" || type == "qwen3_5_moe_text") TRY(read_experts(r, type, &c));
+  if (type == "mixtral" || type == "qwen3_moe" || type == "qwen3_5_moe_text" || type == "qwen3_next")
+    TRY(read_experts(r, type, &c));
   ASSIGN_OR_RETURN(c.bos_id, r.opt_token_id("bos_token_id"));
   ASSIGN_OR_RETURN(c.eos_id, r.opt_token_id("eos_token_id"));
   if (Status s = c.validate(); !s.ok()) return s.error().with_context(path);

@@ -1,4 +1,6 @@
-// GGUF-backed WeightSource and the Hugging Face <-> GGUF tensor name mapping.
+// GGUF-backed WeightSource and the Hugging Face <-> GGUF tensor name mapping; the
+// Hugging Face source serves HF tensors under GGUF names (experts stacked, Qwen3-Next's
+// grouped projections regrouped, zero-centred norms as 1 + w).
 #include "rlx/models/weight_source.h"
 
 #include <algorithm>
@@ -41,6 +43,18 @@ Expected<ir::DType> dtype_of(formats::GgmlType t, std::string_view tensor) {
     default: break;
   }
   return Error::unsupported("tensor '{}': type {} is not supported", tensor, formats::ggml_type_name(t));
+}
+
+// The dtype a float safetensors tensor is served as (F32, F16, BF16); others are refused.
+Expected<ir::DType> float_dtype(const formats::SafetensorsTensor& t, const std::string& path, std::string_view hf) {
+  switch (t.dtype) {
+    case formats::SafetensorsDType::kF32: return ir::DType::F32;
+    case formats::SafetensorsDType::kF16: return ir::DType::F16;
+    case formats::SafetensorsDType::kBF16: return ir::DType::BF16;
+    default: break;
+  }
+  return Error::unsupported("{}: tensor '{}' has dtype {} (F32, F16, BF16 supported)", path, hf,
+                            formats::safetensors_dtype_name(t.dtype));
 }
 
 }  // namespace
@@ -338,7 +352,73 @@ Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open
       experts[static_cast<size_t>(e->expert)] = std::string(hf);
     }
   }
+  if (config.ssm_grouped_projections) TRY(s->add_grouped_projections(config));
   return s;
+}
+
+// Qwen3-Next: per key-head group g (of Hk), in_proj_qkvz rows [q_g (Dk) | k_g (Dk) | v_g (r Dv) |
+// z_g (r Dv)] with r = Hv / Hk value heads per group, and in_proj_ba rows [b_g (r) | a_g (r)].
+// The value heads of group g are heads g r .. g r + r - 1 (transformers' repeat_interleave of
+// q and k), so gathering each part over the groups in order gives Qwen3.5's tensors.
+Status SafetensorsWeightSource::add_grouped_projections(const ModelConfig& c) {
+  const int64_t hk = c.ssm_n_k_heads, hv = c.ssm_n_v_heads, dk = c.ssm_head_k_dim, dv = c.ssm_head_v_dim;
+  if (hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || hv % hk != 0)
+    return Error::invalid_argument("{}: linear_num_value_heads {} must be a positive multiple of linear_num_key_heads "
+                                   "{} (and the head dims {}/{} positive)", path_, hv, hk, dk, dv);
+  const int64_t r = hv / hk, group = 2 * dk + 2 * r * dv;
+  const std::string qkvz_layout = fmt::format(
+      "linear_num_key_heads {} x (2 x linear_key_head_dim {} + 2 x {} value heads per key head x "
+      "linear_value_head_dim {})", hk, dk, r, dv);
+  const std::string ba_layout = fmt::format("2 x linear_num_value_heads {}", hv);
+  // The runs of one part: `rows` rows at offset `at` within each group of `stride` rows.
+  auto part = [&](int64_t at, int64_t rows, int64_t stride) {
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    for (int64_t g = 0; g < hk; ++g) runs.emplace_back(g * stride + at, rows);
+    return runs;
+  };
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    if (!c.layer_is_recurrent(il)) continue;
+    const std::string hf = fmt::format("model.layers.{}.linear_attn.", il), blk = fmt::format("blk.{}.", il);
+    const std::string qkvz = hf + "in_proj_qkvz.weight", ba = hf + "in_proj_ba.weight";
+    RowGather qkv{qkvz, hk * group, qkvz_layout, part(0, dk, group)};
+    for (const auto& run : part(dk, dk, group)) qkv.runs.push_back(run);
+    for (const auto& run : part(2 * dk, r * dv, group)) qkv.runs.push_back(run);
+    gathered_[blk + "attn_qkv.weight"] = std::move(qkv);
+    gathered_[blk + "attn_gate.weight"] = {qkvz, hk * group, qkvz_layout, part(2 * dk + r * dv, r * dv, group)};
+    gathered_[blk + "ssm_beta.weight"] = {ba, 2 * hv, ba_layout, part(0, r, 2 * r)};
+    gathered_[blk + "ssm_alpha.weight"] = {ba, 2 * hv, ba_layout, part(r, r, 2 * r)};
+  }
+  return {};
+}
+
+Expected<WeightView> SafetensorsWeightSource::take_gathered(std::string_view name, const RowGather& g) const {
+  const formats::SafetensorsTensor* t = model_->find(g.source);
+  if (t == nullptr) return Error::invalid_file("{}: tensor '{}' is missing ({} is made from it)", path_, g.source, name);
+  ASSIGN_OR_RETURN(const ir::DType dtype, float_dtype(*t, path_, g.source));
+  if (t->shape.size() != 2 || t->shape[0] != g.source_rows)
+    return Error::invalid_file("{}: tensor '{}' has shape [{}], but the config needs a matrix of {} rows ({})", path_,
+                               g.source, fmt::join(t->shape, ", "), g.source_rows, g.layout);
+  WeightView w;
+  w.name = std::string(name);
+  w.dtype = dtype;
+  int64_t rows = 0;
+  for (const auto& run : g.runs) rows += run.second;
+  w.shape = {rows, t->shape[1]};
+  std::lock_guard<std::mutex> lock(gathered_mutex_);
+  auto& copy = gathered_copies_[std::string(name)];
+  if (!copy) {
+    const size_t row_bytes = t->n_bytes / static_cast<size_t>(g.source_rows);
+    auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows) * row_bytes);
+    uint8_t* out = bytes->data();
+    for (const auto& [first, n] : g.runs) {
+      std::memcpy(out, t->data + static_cast<size_t>(first) * row_bytes, static_cast<size_t>(n) * row_bytes);
+      out += static_cast<size_t>(n) * row_bytes;
+    }
+    copy = std::move(bytes);
+  }
+  w.bytes = std::span<const uint8_t>(copy->data(), copy->size());
+  w.owner = copy;
+  return w;
 }
 
 std::vector<std::pair<std::string, std::string>> SafetensorsWeightSource::stored_tensors() const {
@@ -346,8 +426,14 @@ std::vector<std::pair<std::string, std::string>> SafetensorsWeightSource::stored
   for (const auto& [g, hf] : gguf_to_hf_) hf_to_gguf[hf] = g;
   for (const auto& [g, experts] : stacked_)
     for (const std::string& hf : experts) hf_to_gguf[hf] = g;
+  std::multimap<std::string, std::string, std::less<>> gathered_from;  // stored -> each tensor served from it
+  for (const auto& [g, gather] : gathered_) gathered_from.emplace(gather.source, g);
   std::vector<std::pair<std::string, std::string>> out;
   for (std::string_view hf : model_->tensor_names()) {
+    if (auto [first, last] = gathered_from.equal_range(hf); first != last) {
+      for (auto it = first; it != last; ++it) out.emplace_back(std::string(hf), it->second);
+      continue;
+    }
     auto it = hf_to_gguf.find(hf);
     out.emplace_back(std::string(hf), it == hf_to_gguf.end() ? std::string() : it->second);
   }
@@ -355,6 +441,7 @@ std::vector<std::pair<std::string, std::string>> SafetensorsWeightSource::stored
 }
 
 bool SafetensorsWeightSource::has(std::string_view name) const {
+  if (auto g = gathered_.find(name); g != gathered_.end()) return model_->find(g->second.source) != nullptr;
   return gguf_to_hf_.find(name) != gguf_to_hf_.end() || stacked_.find(name) != stacked_.end();
 }
 
@@ -374,14 +461,7 @@ Expected<WeightView> SafetensorsWeightSource::take_stacked(std::string_view name
   WeightView w;
   w.name = std::string(name);
   w.shape = {static_cast<int64_t>(parts.size()), first.shape[0], first.shape[1]};
-  switch (first.dtype) {
-    case formats::SafetensorsDType::kF32: w.dtype = ir::DType::F32; break;
-    case formats::SafetensorsDType::kF16: w.dtype = ir::DType::F16; break;
-    case formats::SafetensorsDType::kBF16: w.dtype = ir::DType::BF16; break;
-    default:
-      return Error::unsupported("{}: tensor '{}' has dtype {} (F32, F16, BF16 supported)", path_, experts[0],
-                                formats::safetensors_dtype_name(first.dtype));
-  }
+  ASSIGN_OR_RETURN(w.dtype, float_dtype(first, path_, experts[0]));
   bool adjacent = true;
   for (size_t e = 1; e < parts.size(); ++e) adjacent = adjacent && parts[e]->data == parts[e - 1]->data + first.n_bytes;
   if (adjacent) {
@@ -401,20 +481,14 @@ Expected<WeightView> SafetensorsWeightSource::take_stacked(std::string_view name
 
 Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const {
   if (auto st = stacked_.find(name); st != stacked_.end()) return take_stacked(name, st->second);
+  if (auto g = gathered_.find(name); g != gathered_.end()) return take_gathered(name, g->second);
   auto it = gguf_to_hf_.find(name);
   if (it == gguf_to_hf_.end()) return Error::not_found("{}: no tensor maps to '{}'", path_, name);
   ASSIGN_OR_RETURN(const formats::SafetensorsTensor* t, model_->tensor(it->second));
   WeightView w;
   w.name = std::string(name);
   w.shape = t->shape;
-  switch (t->dtype) {
-    case formats::SafetensorsDType::kF32: w.dtype = ir::DType::F32; break;
-    case formats::SafetensorsDType::kF16: w.dtype = ir::DType::F16; break;
-    case formats::SafetensorsDType::kBF16: w.dtype = ir::DType::BF16; break;
-    default:
-      return Error::unsupported("{}: tensor '{}' has dtype {} (F32, F16, BF16 supported)", path_, it->second,
-                                formats::safetensors_dtype_name(t->dtype));
-  }
+  ASSIGN_OR_RETURN(w.dtype, float_dtype(*t, path_, it->second));
   auto ends_with = [&](std::string_view suffix) {
     return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
   };

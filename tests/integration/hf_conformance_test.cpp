@@ -86,7 +86,8 @@ TEST_P(HfConformance, MatchesTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfConformance,
                          ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma2",
-                                           "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5", "qwen3.5-moe"),
+                                           "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5", "qwen3.5-moe",
+                                           "qwen3-next"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
@@ -174,12 +175,13 @@ TEST_P(HfHybridConformance, ChunkedAndBatchedMatchTransformers) {
   EXPECT_LE(worst_relative_l2((*r2)[2], rows(long_ref, 12, 5), vocab), 1e-4) << "batch seq 2, second part";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HfHybridConformance, ::testing::Values("qwen3.5", "qwen3.5-moe"), [](const auto& info) {
-  std::string n = info.param;
-  for (char& c : n)
-    if (c == '-' || c == '.') c = '_';
-  return n;
-});
+INSTANTIATE_TEST_SUITE_P(Models, HfHybridConformance, ::testing::Values("qwen3.5", "qwen3.5-moe", "qwen3-next"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-' || c == '.') c = '_';
+                           return n;
+                         });
 
 // The same folders written as GGUF by `rlx convert` (f32, q8_0 and q4_k_m) and loaded
 // from the file: f32 within the same bound; the quantized files as stated below.

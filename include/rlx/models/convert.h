@@ -18,12 +18,13 @@ struct ConvertOptions {
 };
 
 /// Converts the Hugging Face folder `hf_dir` (llama, mistral, mixtral, qwen2, qwen3,
-/// qwen3_moe) to the GGUF file `out` (written atomically). Llama-architecture q/k rows
+/// qwen3_moe, qwen3_5_text, qwen3_5_moe_text; not yet qwen3_next, whose llama.cpp layout
+/// differs from qwen35's) to the GGUF file `out` (written atomically). Llama-architecture q/k rows
 /// are permuted to the interleaved rotary layout llama.cpp's llama graph expects; Llama 3
 /// rope scaling becomes rope_freqs.weight, linear and YaRN scaling the rope.scaling.* keys.
 /// The tokenizer is not converted (the file has no tokenizer.ggml.* vocabulary).
 /// Errors name the folder and what cannot be expressed in GGUF (another family,
-/// LongRoPE, dense layers inside a mixture of experts).
+/// LongRoPE, dense layers inside a mixture of experts, experts not renormalized).
 Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const ConvertOptions& options);
 
 }  // namespace rlx::models

@@ -20,7 +20,9 @@ namespace rlx::models {
 
 enum class Arch : uint8_t {
   Llama, Qwen2, Qwen3, Gemma, Gemma2, Gemma3, Phi3, Qwen3Moe, Bert, NomicBert, ModernBert,
-  Qwen35,  ///< Qwen3.5 (qwen3_5_text): gated delta-net layers between gated full-attention layers
+  /// Qwen3.5 (qwen3_5_text, qwen3_5_moe_text) and Qwen3-Next (qwen3_next): gated delta-net
+  /// layers between gated full-attention layers
+  Qwen35,
 };
 const char* arch_name(Arch a);
 /// True for the bidirectional encoders (Bert, NomicBert, ModernBert): no LM head, no
@@ -105,7 +107,7 @@ struct ModelConfig {
   int64_t n_ff_shared = 0;
   bool shared_expert_gate = false;
 
-  // Hybrid linear attention (Qwen3.5): layers whose token mixer is a gated delta-net
+  // Hybrid linear attention (Qwen3.5, Qwen3-Next): layers whose token mixer is a gated delta-net
   // with a recurrent state instead of attention with a KV cache. Such a layer projects
   // x to q, k (ssm_n_k_heads x ssm_head_k_dim each), v and the output gate z
   // (ssm_n_v_heads x ssm_head_v_dim), runs a causal depthwise conv (ssm_conv_kernel,
@@ -117,6 +119,12 @@ struct ModelConfig {
   /// The attention layers' q projection holds a per-head output gate: rows of head h are
   /// [q_h | gate_h], and the attention output is multiplied by sigmoid(gate) (Qwen3.5).
   bool attn_output_gate = false;
+  /// Qwen3-Next's checkpoint layout of a delta-net layer's input projections: q, k, v and z
+  /// are one matrix (in_proj_qkvz) and b, a another (in_proj_ba), each grouped by key head —
+  /// per group g, rows [q_g (Dk) | k_g (Dk) | v_g (Hv/Hk x Dv) | z_g (Hv/Hk x Dv)] and
+  /// [b_g (Hv/Hk) | a_g (Hv/Hk)]. The HF weight source serves them regrouped as the
+  /// tensors above (attn_qkv, attn_gate, ssm_beta, ssm_alpha); the graph is Qwen3.5's.
+  bool ssm_grouped_projections = false;
 
   // Encoders (is_encoder(arch)): LayerNorm everywhere, bidirectional attention.
   int64_t n_token_types = 0;      ///< token-type (segment) embeddings, token_types.weight (0: none)
@@ -148,7 +156,8 @@ struct ModelConfig {
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& file);
 
 /// Reads a Hugging Face `config.json` (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe,
-/// gemma, gemma2, gemma3_text, phi3; the encoders bert, nomic_bert, modernbert).
+/// gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next; the
+/// encoders bert, nomic_bert, modernbert).
 /// Errors name the file and the key.
 Expected<ModelConfig> config_from_hf(const std::string& config_json_path);
 

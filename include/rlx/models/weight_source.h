@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,7 +45,8 @@ class WeightSource {
   /// Human name of the source (file path) for messages.
   virtual std::string describe() const = 0;
   /// Every tensor the source stores: its stored name and the GGUF name it serves under
-  /// (empty when no model tensor maps to it).
+  /// (empty when no model tensor maps to it). A stored tensor that serves several GGUF
+  /// tensors (Qwen3-Next's in_proj_qkvz) appears once for each.
   virtual std::vector<std::pair<std::string, std::string>> stored_tensors() const = 0;
 };
 
@@ -77,7 +79,12 @@ struct ModelConfig;
 /// computing x * (1 + w): those are returned as f32 copies holding 1 + w. A mixture
 /// of experts' per-expert matrices (mlp.experts.E.gate_proj, block_sparse_moe.experts.E.w1
 /// ...) are served stacked as blk.N.ffn_{gate,up,down}_exps [experts, rows, cols]: a view
-/// when the file stores them back to back in expert order, else one copy.
+/// when the file stores them back to back in expert order, else one copy. Qwen3-Next's
+/// grouped delta-net projections (ModelConfig::ssm_grouped_projections) are served
+/// regrouped as Qwen3.5's: in_proj_qkvz as blk.N.attn_qkv ([all q | all k | all v]) and
+/// blk.N.attn_gate (z), in_proj_ba as blk.N.ssm_beta and blk.N.ssm_alpha — one copy each
+/// (in the stored dtype), made on the first take and kept; a stored matrix whose row count
+/// does not fit the config's head counts is an error naming it.
 class SafetensorsWeightSource : public WeightSource {
  public:
   static Expected<std::unique_ptr<SafetensorsWeightSource>> open(const std::string& path, const ModelConfig& config);
@@ -88,7 +95,17 @@ class SafetensorsWeightSource : public WeightSource {
 
  private:
   SafetensorsWeightSource() = default;
+  /// A served tensor made of row runs of one stored matrix (Qwen3-Next's projections).
+  struct RowGather {
+    std::string source;       ///< the stored HF matrix
+    int64_t source_rows = 0;  ///< the rows it must have
+    std::string layout;       ///< how that count follows from the config (for messages)
+    std::vector<std::pair<int64_t, int64_t>> runs;  ///< (first stored row, rows), in served order
+  };
   Expected<WeightView> take_stacked(std::string_view name, const std::vector<std::string>& experts) const;
+  Expected<WeightView> take_gathered(std::string_view name, const RowGather& gather) const;
+  /// Registers the gathers of every delta-net layer (ModelConfig::ssm_grouped_projections).
+  Status add_grouped_projections(const ModelConfig& config);
 
   std::string path_;
   std::shared_ptr<const formats::SafetensorsModel> model_;
@@ -97,6 +114,12 @@ class SafetensorsWeightSource : public WeightSource {
   std::map<std::string, std::vector<std::string>, std::less<>> stacked_;
   bool norm_plus_one_ = false;
   bool delta_net_ = false;  ///< serve ssm_conv1d as [C, K] and A_log as ssm_a = -exp(A_log)
+  /// Served GGUF name -> its rows in a stored matrix (served before gguf_to_hf_).
+  std::map<std::string, RowGather, std::less<>> gathered_;
+  /// The gathered copies made so far, by served name (take is const and may run on
+  /// several threads).
+  mutable std::mutex gathered_mutex_;
+  mutable std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>, std::less<>> gathered_copies_;
 };
 
 /// For a model with fused projections (ModelConfig::fused_projections, Phi-3): serves
