@@ -52,6 +52,7 @@ EnvConfig read_env() {
   c.cuda_group_gemvs = on("RLX_CUDA_GROUP_GEMV");
   c.cuda_gemv_int8 = on("RLX_CUDA_GEMV_INT8");
   c.cuda_int8_prefill = on("RLX_CUDA_INT8_PREFILL");
+  c.cuda_mmq_pipelined = on("RLX_CUDA_MMQ_PIPELINE");
   if (const std::string f = get("RLX_CUDA_FUSE"); !f.empty()) c.cuda_fuse = f;
   c.cuda_attention_tensor_cores = on("RLX_CUDA_ATTN_TC");
   c.cuda_profile = get("RLX_CUDA_PROFILE") == "1";

@@ -24,6 +24,8 @@
 //                 0 or off: the CUDA backend without graph replay, programmatic launch,
 //                 grouped sibling GEMVs, tensor-core prefill attention, int8 tensor-core
 //                 prefill products over Q8_0 / Q4_0 weights (default on; CudaOptions)
+//   RLX_CUDA_MMQ_PIPELINE 0: those int8 products all take the register-staged kernel, not
+//                 the cp.async-pipelined one (default on; for comparing the two)
 //   RLX_CUDA_FUSE the CUDA decode-step fusions to apply: "all" (default), "0" / "off" /
 //                 "none", or a comma list of swiglu, rope_kv, gemv_rope_kv, norm_gemv
 //   RLX_CUDA_PROFILE 1: per-step GPU times of CUDA runs (default off)
@@ -51,6 +53,7 @@ struct EnvConfig {
   bool cuda_group_gemvs = true;        ///< RLX_CUDA_GROUP_GEMV
   bool cuda_gemv_int8 = true;          ///< RLX_CUDA_GEMV_INT8
   bool cuda_int8_prefill = true;       ///< RLX_CUDA_INT8_PREFILL
+  bool cuda_mmq_pipelined = true;      ///< RLX_CUDA_MMQ_PIPELINE (0: the register-staged int8 GEMM only)
   std::string cuda_fuse = "all";       ///< RLX_CUDA_FUSE (unset: "all")
   bool cuda_attention_tensor_cores = true;  ///< RLX_CUDA_ATTN_TC
   bool cuda_profile = false;           ///< RLX_CUDA_PROFILE (true only for "1")

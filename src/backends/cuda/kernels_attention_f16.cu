@@ -10,6 +10,7 @@
 #include "backends/cuda/attention_common.cuh"
 #include "backends/cuda/attention_f16_kernels.h"
 #include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/smem_limit.cuh"
 
 namespace rlx::cuda_backend {
 namespace {
@@ -129,9 +130,7 @@ int64_t attention_f16_exact_max_keys() { return kSmemLimit / 4 - static_cast<int
 void launch_attention_f16_exact(const AttentionParams& p, cudaStream_t s) {
   if (p.S <= 0 || p.batch <= 0) return;
   const int64_t smem = smem_bytes(p.T, p.hd);
-  if (smem > 48 * 1024)  // (a per-device attribute of the function; failures surface at the launch)
-    cudaFuncSetAttribute(attention_f16_exact_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSmemLimit));
+  if (smem > 48 * 1024) raise_smem_limit<attention_f16_exact_kernel>(static_cast<int>(kSmemLimit));
   const dim3 grid(static_cast<unsigned>(p.S), static_cast<unsigned>(p.n_heads), static_cast<unsigned>(p.batch));
   launch_k(attention_f16_exact_kernel, grid, kThreads, static_cast<size_t>(smem), s, p);
 }

@@ -7,10 +7,19 @@
 // tensor cores work on this one (two buffers, one barrier per step). Each warp owns a
 // 32 x 32 quarter of the tile: 2 x 4 mma.sync.m16n8k32 per block, whose int32 results
 // are scaled into f32 accumulators at once, so every block keeps its own scales.
+// Q8_0 in the split layout with K a multiple of 128 (every real model's products) takes
+// the pipelined form of the same tile (mmq_async_kernel: cp.async, four steps in
+// flight, ldmatrix fragments); on an H200 it brings a 1B model's Q8_0 prefill from
+// 52.6k / 55.5k to 60.8k / 63.0k tok/s (512 / 2048 tokens). Still under the f16 cuBLAS
+// path it replaced (74.8k / 97.4k, which rounds both operands to f16): with one warp
+// pair per scheduler the per-block scale work stalls each warp about 90 cycles a mma,
+// and an eight-warp tile measured no better (57.5k / 60.7k).
 #include <algorithm>
 
 #include "backends/cuda/cuda_common.cuh"
 #include "backends/cuda/mmq_kernels.h"
+#include "backends/cuda/smem_limit.cuh"
+#include "rlx/base/env.h"
 
 namespace rlx::cuda_backend {
 namespace {
@@ -257,6 +266,160 @@ __global__ void __launch_bounds__(kThreads, 3) mmq_kernel(const MmqParams p) {
   }
 }
 
+// ---- the pipelined form: Q8_0 in the split layout, 16-byte aligned rows, K % 128 == 0 ----
+// The same tile and arithmetic, with the staging done by cp.async straight into shared
+// memory, kStages steps in flight (a load has three steps of tensor-core work to land
+// behind), and the mma fragments read by ldmatrix. Rows keep their natural order here
+// (cp.async cannot permute), at 144 bytes a row: the eight rows of an ldmatrix 8x8
+// matrix start 4 words apart, on distinct banks.
+constexpr int kStages = 4;
+constexpr int kAsyncRowBytes = kStepK + 16;
+constexpr int kStageQuantBytes = kTileM * kAsyncRowBytes;  // x quants; W's follow, as many
+constexpr int kStageBytes = 2 * kStageQuantBytes + kTileM * kStepBlocks * 4 + kTileN * kStepBlocks * 2;
+constexpr int kAsyncSmem = kStages * kStageBytes;
+static_assert(kTileM == kTileN && kStageBytes % 16 == 0, "stage layout");
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async8(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 8 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p))
+               : "memory");
+}
+
+__global__ void __launch_bounds__(kThreads, 2) mmq_async_kernel(const MmqParams p) {
+  extern __shared__ __align__(16) int8_t smem[];
+  const int t = threadIdx.x;
+  const int lane = t & 31, warp = t >> 5;
+  const int gid = lane >> 2, tig = lane & 3;
+  const int lq = lane >> 3, lr = lane & 7;  // ldmatrix: which 8x8 matrix this lane addresses, and its row
+  const int wm = warp >> 1, wn = warp & 1;
+  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileN;
+  const int64_t kblocks = p.K / 32;
+  const int steps = static_cast<int>(p.K / kStepK);
+  const __half* wd = reinterpret_cast<const __half*>(p.w + p.d_offset);
+
+  pdl_wait();
+
+  auto load_stage = [&](int step, int stage) {
+    int8_t* base = smem + stage * kStageBytes;
+    const int64_t k0 = static_cast<int64_t>(step) * kStepK;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // 64 rows x 8 chunks of 16 bytes, of x and of W
+      const int c = t + i * kThreads;
+      const int row = c >> 3, ch = c & 7;
+      const int64_t m = m0 + row, n = n0 + row;
+      cp_async16(base + row * kAsyncRowBytes + ch * 16, p.xq + (m < p.M ? m : 0) * p.K + k0 + ch * 16, m < p.M);
+      cp_async16(base + kStageQuantBytes + row * kAsyncRowBytes + ch * 16,
+                 p.w + (n < p.N ? n : 0) * p.row_bytes + k0 + ch * 16, n < p.N);
+    }
+    int8_t* scales = base + 2 * kStageQuantBytes;
+    if (t < kTileM) {  // x scales: 4 f32 a row; W scales: 4 f16 a row
+      const int64_t m = m0 + t;
+      cp_async16(scales + t * 16, p.xd + (m < p.M ? m : 0) * kblocks + k0 / 32, m < p.M);
+    } else {
+      const int row = t - kTileM;
+      const int64_t n = n0 + row;
+      cp_async8(scales + kTileM * 16 + row * 8, wd + (n < p.N ? n : 0) * kblocks + k0 / 32, n < p.N);
+    }
+  };
+
+  float acc[2][4][4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < steps) load_stage(s, s);
+    cp_async_commit();
+  }
+  for (int step = 0; step < steps; ++step) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // this step's stage has landed for every thread; the one refilled below is free
+    if (step + kStages - 1 < steps) load_stage(step + kStages - 1, (step + kStages - 1) % kStages);
+    cp_async_commit();
+    const int8_t* xb = smem + (step % kStages) * kStageBytes;
+    const int8_t* wb = xb + kStageQuantBytes;
+    const float* xds = reinterpret_cast<const float*>(xb + 2 * kStageQuantBytes);
+    const __half* wds = reinterpret_cast<const __half*>(xb + 2 * kStageQuantBytes + kTileM * 16);
+#pragma unroll
+    for (int kb = 0; kb < kStepBlocks; ++kb) {
+      uint32_t a[2][4];
+      float sx[2][2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int row0 = wm * 32 + i * 16;
+        ldmatrix_x4(a[i], xb + (row0 + (lq & 1) * 8 + lr) * kAsyncRowBytes + kb * 32 + (lq >> 1) * 16);
+        sx[i][0] = xds[(row0 + gid) * kStepBlocks + kb];
+        sx[i][1] = xds[(row0 + gid + 8) * kStepBlocks + kb];
+      }
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        uint32_t bf[4];  // b0, b1 of n-tile 2 jj, then of 2 jj + 1
+        ldmatrix_x4(bf, wb + (wn * 32 + jj * 16 + (lq >> 1) * 8 + lr) * kAsyncRowBytes + kb * 32 + (lq & 1) * 16);
+#pragma unroll
+        for (int jo = 0; jo < 2; ++jo) {
+          const int j = 2 * jj + jo;
+          const int col = wn * 32 + j * 8 + tig * 2;
+          const float sw0 = __half2float(wds[col * kStepBlocks + kb]);
+          const float sw1 = __half2float(wds[(col + 1) * kStepBlocks + kb]);
+          const uint32_t b[2] = {bf[2 * jo], bf[2 * jo + 1]};
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            int c[4] = {kDotBias, kDotBias, kDotBias, kDotBias};
+            mma_s8(c, a[i], b[0], b[1]);
+            acc[i][j][0] = fmaf(__int_as_float(c[0]) - kDotBiasValue, sx[i][0] * sw0, acc[i][j][0]);
+            acc[i][j][1] = fmaf(__int_as_float(c[1]) - kDotBiasValue, sx[i][0] * sw1, acc[i][j][1]);
+            acc[i][j][2] = fmaf(__int_as_float(c[2]) - kDotBiasValue, sx[i][1] * sw0, acc[i][j][2]);
+            acc[i][j][3] = fmaf(__int_as_float(c[3]) - kDotBiasValue, sx[i][1] * sw1, acc[i][j][3]);
+          }
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  pdl_trigger();
+
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = n0 + wn * 32 + j * 8 + tig * 2;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = m0 + wm * 32 + i * 16 + gid + h * 8;
+        if (m >= p.M) continue;
+        float* y = p.y + m * p.N;
+        if (n < p.N) y[n] = acc[i][j][2 * h];
+        if (n + 1 < p.N) y[n + 1] = acc[i][j][2 * h + 1];
+      }
+    }
+  }
+}
+
+// RLX_CUDA_MMQ_PIPELINE=0: every product takes the register-staged kernel (to compare).
+bool mmq_register_staging() { return !env_config().cuda_mmq_pipelined; }
+
 template <DT T>
 void launch_typed(const MmqParams& p, dim3 grid, cudaStream_t s) {
   if (p.d_offset == 0) {
@@ -264,6 +427,14 @@ void launch_typed(const MmqParams& p, dim3 grid, cudaStream_t s) {
     return;
   }
   const bool aligned = reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && p.row_bytes % 16 == 0;
+  if constexpr (T == DT::Q8_0) {
+    if (aligned && p.K % kStepK == 0 && p.d_offset % 8 == 0 && reinterpret_cast<uintptr_t>(p.xq) % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(p.xd) % 16 == 0 && !mmq_register_staging()) {
+      raise_smem_limit<mmq_async_kernel>(kAsyncSmem);
+      launch_k(mmq_async_kernel, grid, kThreads, kAsyncSmem, s, p);
+      return;
+    }
+  }
   if (aligned) launch_k(mmq_kernel<T, WLayout::kSplit16>, grid, kThreads, 0, s, p);
   else launch_k(mmq_kernel<T, WLayout::kSplit>, grid, kThreads, 0, s, p);
 }
