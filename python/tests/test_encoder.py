@@ -217,7 +217,10 @@ def test_ctrl_c_interrupts_embed(bert_tiny_path: str) -> None:
     # says "started" from a helper thread while the main thread is inside embed() and gets
     # SIGINT: it must end with KeyboardInterrupt, and the model must be usable afterwards.
     child = textwrap.dedent(f"""
-        import sys, threading, time, rlx
+        import signal, sys, threading, time, rlx
+        # Python leaves SIGINT alone when its parent ignores it (a CI job started in the
+        # background does): install the handler that raises KeyboardInterrupt explicitly.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         model = rlx.load_model({bert_tiny_path!r}, threads=1, compile_cache=False)
         model.embed([[2] * 128])  # compile before the long run
         threading.Thread(target=lambda: (time.sleep(0.2), print("started", flush=True)), daemon=True).start()

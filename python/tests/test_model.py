@@ -153,7 +153,10 @@ def test_ctrl_c_interrupts_generation(tiny_path: str, stream: bool) -> None:
             threading.Thread(target=lambda: (time.sleep(0.2), print("started", flush=True)), daemon=True).start()
             model.generate("Once upon a time", max_tokens=8000, ignore_eos=True)"""
     child = textwrap.dedent(f"""
-        import sys, threading, time, rlx
+        import signal, sys, threading, time, rlx
+        # Python leaves SIGINT alone when its parent ignores it (a CI job started in the
+        # background does): install the handler that raises KeyboardInterrupt explicitly.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         model = rlx.load_model({tiny_path!r}, ctx=8192, threads=1, compile_cache=False)
         model.generate("Once", max_tokens=2)  # compile before the long run
         try:{textwrap.indent(textwrap.dedent(run), "            ")}
