@@ -278,8 +278,9 @@ void add_run_command(CLI::App& app, Runner* run) {
                   "GGUF file or Hugging Face folder (default: built-in tiny synthetic model)")
       ->check(model_path_check());
   auto* prompt = cmd->add_option("-p,--prompt", a->prompts, "prompt text (repeat for a batched run of several)");
-  cmd->add_option("-f,--file", a->prompt_file, "read the prompt from this file")
-      ->check(CLI::ExistingFile)
+  cmd->add_option("-f,--file", a->prompt_file, "read the prompt from this file (- : standard input)")
+      ->check(CLI::Validator([](std::string& f) { return f == "-" ? std::string() : CLI::ExistingFile(f); },
+                             "FILE or -"))
       ->excludes(prompt);
   cmd->add_flag("--chat", a->chat, "chat with the model's template (-p: one turn; else read turns from stdin)");
   cmd->add_option("--template", a->chat_template, "a built-in chat format instead of the model's own template")
@@ -300,7 +301,13 @@ void add_run_command(CLI::App& app, Runner* run) {
   cmd->add_option("--seq", a->seq, "rows for --demo")->check(kTokenCount);
   cmd->callback([run, a, prompt] {
     a->prompt_given = prompt->count() > 0;
-    if (!a->prompt_file.empty()) {
+    if (a->prompt_file == "-") {  // the prompt from standard input, all of it
+      std::stringstream text;
+      text << std::cin.rdbuf();
+      if (std::cin.bad()) throw CLI::ValidationError("--file", "cannot read standard input");
+      a->prompts = {text.str()};
+      a->prompt_given = true;
+    } else if (!a->prompt_file.empty()) {
       std::ifstream in(a->prompt_file, std::ios::binary);
       std::stringstream text;
       text << in.rdbuf();

@@ -69,10 +69,11 @@ int main(int argc, char** argv) {
       if (!known) {
         std::fprintf(stderr, "rlx: '%s' is not a command (commands: %s)\nRun with --help for more information.\n",
                      argv[1], commands.c_str());
-        return e.get_exit_code();
+        return 2;
       }
     }
-    return app.exit(e);
+    // CLI11's own codes (105-109) say nothing to a script; --help and --version are 0.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   // What no check caught (an allocation beyond the machine, a thread the system refuses)
   // ends with one line and exit code 1, not an abort.

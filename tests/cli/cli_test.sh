@@ -68,6 +68,28 @@ check quantize_type fail "'q9_x' is not a quantization mix \(q4_k_m" -- quantize
 check quantize_args fail "expected MODEL OUT\.gguf MIX, got 2 arguments" -- quantize "$model" "$work/out.gguf"
 check version ok "^rlx [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-z-]+\)" -- --version
 
+# Exit status: 2 for a wrong request (README), 1 for other failures, 0 for --help.
+# check_status NAME STATUS -- ARGS...
+check_status() {
+  local name=$1 want=$2
+  shift 3
+  cases=$((cases + 1))
+  "$rlx" "$@" >/dev/null 2>&1
+  local status=$?
+  if [ $status -eq "$want" ]; then
+    echo "ok   $name"
+  else
+    failures=$((failures + 1))
+    echo "FAIL $name: exit $status, expected $want (rlx $*)"
+  fi
+}
+check_status status_unknown_command 2 -- bogus
+check_status status_no_command 2 --
+check_status status_unknown_flag 2 -- info "$model" --bogus
+check_status status_bad_value 2 -- bench --model "$model" --threads x
+check_status status_help 0 -- run --help
+check_status status_missing_file 1 -- info "$work/missing.gguf"
+
 check logits_bad_token fail "--tokens: 'x' is not a token id" -- logits --model "$model" --tokens 1,2,x \
   --out "$work/l.bin"
 check logits_out_of_vocab fail "token id 999999 is outside the vocabulary \[0, 512\)" -- logits --model "$model" \
@@ -190,6 +212,13 @@ check quantize_fallback ok "${fallback}Q4_K's 256-value block\)" -- \
 # llama.cpp's short flags and long names.
 printf 'Once upon' >"$work/prompt.txt"
 check run_llama_flags ok "^Once upon" -- run -m "$model" -f "$work/prompt.txt" -n 2 -c 64 -t 1 -s 5 --temp 0.8
+cases=$((cases + 1))  # -f -: the prompt from standard input
+if out=$(printf 'Once upon' | "$rlx" run -m "$model" -f - -n 2 --temp 0 2>&1) && grep -q "^Once upon" <<<"$out"; then
+  echo "ok   run_prompt_stdin"
+else
+  failures=$((failures + 1))
+  echo "FAIL run_prompt_stdin: $(tail -3 <<<"$out")"
+fi
 check run_llama_long ok "decode 3 tokens" -- run --model "$model" -p hi --n-predict 3 --ctx-size 64 --threads 1
 check run_file_missing fail "--file: File does not exist" -- run -m "$model" -f "$work/nope.txt"
 check run_file_and_prompt fail "excludes" -- run -m "$model" -f "$work/prompt.txt" -p hi
