@@ -34,7 +34,7 @@ Expected<std::string> gguf_arch(const ModelConfig& c, const std::string& dir) {
         return Error::unsupported("{}: rlx convert does not write qwen3_next models yet (llama.cpp's qwen3next layout "
                                   "keeps b|a as one grouped ssm_ba tensor and names the post-attention norm "
                                   "attn_post_norm); RLX runs the folder as it is", dir);
-      return std::string("qwen35");
+      return std::string(c.n_expert > 0 ? "qwen35moe" : "qwen35");  // llama.cpp's names, dense and MoE
     default: break;
   }
   return Error::unsupported("{}: rlx convert does not write {} models yet (llama, mistral, mixtral, qwen2, qwen3, "
@@ -88,7 +88,7 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
                                 "GGUF's {} layout cannot say", dir, a);
     TRY(u32("expert_count", c.n_expert));
     TRY(u32("expert_used_count", c.n_expert_used));
-    if (a == "qwen3moe" || a == "qwen35") TRY(u32("expert_feed_forward_length", c.n_ff_expert));
+    if (a == "qwen3moe" || a == "qwen35moe") TRY(u32("expert_feed_forward_length", c.n_ff_expert));
     if (c.n_ff_shared > 0) TRY(u32("expert_shared_feed_forward_length", c.n_ff_shared));
   }
   switch (c.rope.scaling) {

@@ -187,13 +187,13 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   else if (arch == "gemma3") c.arch = Arch::Gemma3;
   else if (arch == "phi3") c.arch = Arch::Phi3;
   else if (arch == "qwen3moe") c.arch = Arch::Qwen3Moe;
-  else if (arch == "qwen35") c.arch = Arch::Qwen35;
+  else if (arch == "qwen35" || arch == "qwen35moe") c.arch = Arch::Qwen35;  // dense / MoE, keys under either name
   else if (arch == "bert") c.arch = Arch::Bert;
   else if (arch == "nomic-bert") c.arch = Arch::NomicBert;
   else if (arch == "modern-bert") c.arch = Arch::ModernBert;
   else
     return Error::unsupported("{}: architecture '{}' is not supported (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, "
-                              "gemma3, phi3, qwen35; encoders bert, nomic-bert, modern-bert)", f.name(), arch);
+                              "gemma3, phi3, qwen35, qwen35moe; encoders bert, nomic-bert, modern-bert)", f.name(), arch);
   if (auto n = f.get_string("general.name")) c.name = std::string(*n);
 
   auto req_int = [&](const std::string& key) -> Expected<int64_t> {

@@ -210,6 +210,13 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
     o.mix = mix;
     const Status st = models::convert_hf_to_gguf(dir.string(), out, o);
     ASSERT_TRUE(st.ok()) << st.error().to_string();
+    if (GetParam().rfind("qwen3.5", 0) == 0) {  // llama.cpp's arch names: qwen35 dense, qwen35moe with experts
+      auto file = formats::GgufFile::open(out);
+      ASSERT_TRUE(file) << file.error().to_string();
+      const auto arch = file->get_string("general.architecture");
+      ASSERT_TRUE(arch.has_value());
+      EXPECT_EQ(std::string(*arch), GetParam() == "qwen3.5-moe" ? "qwen35moe" : "qwen35");
+    }
     models::LoadOptions lo;
     lo.ctx = static_cast<int64_t>(tokens.size()) + 8;
     lo.threads = 2;
