@@ -6,6 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "rlx/base/hash.h"
 #include "rlx/ir/op.h"
 
 namespace rlx::ir {
@@ -297,11 +298,45 @@ std::vector<ManifestEntry> read_entries(Reader& r, int32_t n_values) {
 
 }  // namespace
 
+uint64_t lir_schema_fingerprint() {
+  static const uint64_t fingerprint = [] {
+    StableHasher h;
+    for (int k = 0; k < kNumOpKinds; ++k) {
+      const auto op = static_cast<OpKind>(k);
+      h.str(op_name(op));
+      Attrs attrs = default_attrs(op);
+      std::visit([&](auto& a) {
+        a.fields([&](const char* name, auto& member) {
+          h.str(name);
+          h.u64(sizeof(member));
+        });
+      }, attrs);
+    }
+    for (int d = 0; d < kNumDTypes; ++d) h.str(dtype_name(static_cast<DType>(d)));
+    auto table = [&](const std::vector<std::string_view>& names) {
+      h.u64(names.size());
+      for (std::string_view n : names) h.str(n);
+    };
+    table(enum_names(ActKind{}));
+    table(enum_names(BinaryKind{}));
+    table(enum_names(CompareKind{}));
+    table(enum_names(ReduceKind{}));
+    table(enum_names(MaskKind{}));
+    table(enum_names(RopeLayout{}));
+    table(enum_names(RopeScaling{}));
+    table(enum_names(MoeGating{}));
+    table(enum_names(InterpMode{}));
+    return h.digest();
+  }();
+  return fingerprint;
+}
+
 std::string encode_lir_binary(const LirModule& m) {
   Writer w;
   w.out.reserve(static_cast<size_t>(m.graph.size()) * 48 + 256);
   w.out.append(kMagic);
   w.uv(kLirBinaryVersion);
+  w.uv(lir_schema_fingerprint());
   const Graph& g = m.graph;
   w.uv(static_cast<uint64_t>(g.size()));
   for (const Node& n : g.nodes()) {
@@ -342,6 +377,10 @@ Expected<LirModule> decode_lir_binary(std::string_view bytes) {
   const uint64_t version = r.uv("version");
   if (r.ok() && version != kLirBinaryVersion)
     return Error::invalid_file("LIR binary: version {} (this build reads {})", version, kLirBinaryVersion);
+  const uint64_t schema = r.uv("schema fingerprint");
+  if (r.ok() && schema != lir_schema_fingerprint())
+    return Error::invalid_file("LIR binary: written by a build with other op / attribute tables (schema {:016x}, "
+                               "this build {:016x})", schema, lir_schema_fingerprint());
   LirModule m;
   Graph& g = m.graph;
   const size_t n_nodes = r.count("node count", 5);

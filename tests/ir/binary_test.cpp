@@ -68,6 +68,18 @@ TEST(LirBinary, MagicAndVersionAreChecked) {
   bad = blob;
   bad[6] = static_cast<char>(kLirBinaryVersion + 1);
   EXPECT_NE(decode_lir_binary(bad).error().message().find("version"), std::string::npos);
+  // The schema fingerprint follows the one-byte version: a blob from a build with other
+  // op / attribute tables is refused, not misread.
+  bad = blob;
+  bad[7] = static_cast<char>(bad[7] ^ 0x01);  // (the varint's continuation bit kept)
+  auto r = decode_lir_binary(bad);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("other op / attribute tables"), std::string::npos) << r.error().message();
+}
+
+TEST(LirBinary, SchemaFingerprintIsStable) {
+  EXPECT_EQ(lir_schema_fingerprint(), lir_schema_fingerprint());
+  EXPECT_NE(lir_schema_fingerprint(), 0u);
 }
 
 TEST(LirBinary, RandomByteFlipsNeverCrash) {
@@ -90,9 +102,14 @@ TEST(LirBinary, RandomByteFlipsNeverCrash) {
 }
 
 TEST(LirBinary, HugeCountsDoNotAllocate) {
-  // "RLXLIR", version, then a node count of 2^62: rejected before any reservation.
+  // "RLXLIR", version, schema fingerprint, then a node count of 2^62: rejected before
+  // any reservation.
   std::string b = "RLXLIR";
   b.push_back(static_cast<char>(kLirBinaryVersion));
+  for (uint64_t v = lir_schema_fingerprint();; v >>= 7) {  // LEB128
+    b.push_back(static_cast<char>((v & 0x7f) | (v >= 0x80 ? 0x80 : 0)));
+    if (v < 0x80) break;
+  }
   for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>(0xff));
   b.push_back(0x3f);
   auto r = decode_lir_binary(b);

@@ -349,10 +349,12 @@ TEST_F(AotCorruption, ValidChecksumOverBrokenLir) {
     rewrite_payload(p, [](std::string& payload) { payload.resize(payload.find("RLXLIR") + 40); });
   }, "AOT payload");
   expect_rebuilt("bad op kind", [](const std::filesystem::path& p) {
-    // The first node's op byte follows "RLXLIR", the version byte and the node count.
+    // The first node's op byte follows "RLXLIR", the version byte, the schema fingerprint
+    // and the node count (varints).
     rewrite_payload(p, [](std::string& payload) {
-      const size_t at = payload.find("RLXLIR") + 7;
-      size_t op = at;
+      size_t op = payload.find("RLXLIR") + 7;
+      while (static_cast<uint8_t>(payload[op]) & 0x80) ++op;  // skip the fingerprint varint
+      ++op;
       while (static_cast<uint8_t>(payload[op]) & 0x80) ++op;  // skip the count varint
       payload[op + 1] = static_cast<char>(0xfe);
     });

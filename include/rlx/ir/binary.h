@@ -7,8 +7,8 @@
 // length-prefixed strings. A symbolic dim carries its symbol names (ids are interned per
 // process); symbol names must be identifiers.
 // Attributes are written field by field through each attrs type's `fields()` list, so
-// a new attrs field is encoded without touching this codec (bump kLirBinaryVersion when
-// fields change: old blobs are then rejected, never misread).
+// a new attrs field is encoded without touching this codec; the schema fingerprint
+// (lir_schema_fingerprint) makes old blobs rejected, never misread.
 //
 // Decoding never trusts the bytes: every read is bounds-checked, every enum and id is
 // range-checked, the graph is re-verified (types re-inferred) and counts are capped by
@@ -24,8 +24,15 @@
 
 namespace rlx::ir {
 
-/// Bumped whenever the byte layout or any attrs `fields()` list changes.
-inline constexpr uint32_t kLirBinaryVersion = 3;  // 2: the sample op; 3: rope yarn / factors
+/// Bumped whenever the byte layout changes. (4: the schema fingerprint after it.)
+inline constexpr uint32_t kLirBinaryVersion = 4;
+
+/// A hash of everything the encoding numbers or orders implicitly: the op table (names in
+/// enum order and each op's attrs field names and sizes), the dtype table and every enum
+/// name table. Written after the version; a blob from a build whose tables differ (an
+/// op row moved, an attrs field added) is refused rather than misread, without anyone
+/// having to remember a version bump.
+uint64_t lir_schema_fingerprint();
 
 /// The binary form of `m`.
 std::string encode_lir_binary(const LirModule& m);
