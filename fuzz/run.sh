@@ -6,7 +6,8 @@
 #   BUILD_DIR  build folder configured with -DRLX_BUILD_FUZZ=ON (default: build-fuzz)
 #
 # For each target found in BUILD_DIR/fuzz (rlx_fuzz_gguf, rlx_fuzz_safetensors,
-# rlx_fuzz_tokenizer, rlx_fuzz_lir_binary, rlx_fuzz_jinja), the
+# rlx_fuzz_tokenizer, rlx_fuzz_lir_binary, rlx_fuzz_jinja, rlx_fuzz_ir_text,
+# rlx_fuzz_safetensors_index, rlx_fuzz_hf_config), the
 # committed seeds in fuzz/corpus/<target>/ are copied into a working corpus
 # BUILD_DIR/fuzz/work/<target>/ (new inputs land there, the committed seeds stay
 # untouched); crash inputs go to BUILD_DIR/fuzz/artifacts/<target>/. A target with a
@@ -15,7 +16,7 @@
 set -u
 
 if [[ $# -lt 1 || ! "$1" =~ ^[0-9]+$ ]]; then
-  sed -n '2,13p' "$0" >&2
+  sed -n '2,14p' "$0" >&2
   exit 2
 fi
 seconds=$1
@@ -31,7 +32,8 @@ extra_flags=("$@")
 script_dir=$(cd "$(dirname "$0")" && pwd)
 status=0
 ran=0
-for target in rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary rlx_fuzz_jinja; do
+for target in rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary rlx_fuzz_jinja \
+              rlx_fuzz_ir_text rlx_fuzz_safetensors_index rlx_fuzz_hf_config; do
   binary="$build_dir/fuzz/$target"
   if [[ ! -x "$binary" ]]; then
     echo "skip $target: $binary not built" >&2
