@@ -122,6 +122,27 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint
 #endif
 }
 
+// A warp's 32 x 32 quarter of the tile (acc[m-tile][n-tile][fragment element], the
+// mma C layout: rows gid and gid + 8, columns 2 tig and 2 tig + 1) into y, clipped to M x N.
+__device__ __forceinline__ void store_tile(const MmqParams& p, const float (&acc)[2][4][4], int64_t m0, int64_t n0,
+                                           int gid, int tig) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = n0 + j * 8 + tig * 2;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = m0 + i * 16 + gid + h * 8;
+        if (m >= p.M) continue;
+        float* y = p.y + m * p.N;
+        if (n < p.N) y[n] = acc[i][j][2 * h];
+        if (n + 1 < p.N) y[n + 1] = acc[i][j][2 * h + 1];
+      }
+    }
+  }
+}
+
 // What one thread carries from global memory to shared memory for one step: two
 // (row, block) pairs of x and of W, each 32 int8 values and a scale.
 struct StepRegs {
@@ -198,13 +219,7 @@ __global__ void __launch_bounds__(kThreads, 3) mmq_kernel(const MmqParams p) {
     }
   };
 
-  float acc[2][4][4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  float acc[2][4][4] = {};
 
   if (steps > 0) load_step(0);
   for (int step = 0; step < steps; ++step) {
@@ -249,21 +264,7 @@ __global__ void __launch_bounds__(kThreads, 3) mmq_kernel(const MmqParams p) {
   }
   pdl_trigger();
 
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t n = n0 + wn * 32 + j * 8 + tig * 2;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t m = m0 + wm * 32 + i * 16 + gid + h * 8;
-        if (m >= p.M) continue;
-        float* y = p.y + m * p.N;
-        if (n < p.N) y[n] = acc[i][j][2 * h];
-        if (n + 1 < p.N) y[n + 1] = acc[i][j][2 * h + 1];
-      }
-    }
-  }
+  store_tile(p, acc, m0 + wm * 32, n0 + wn * 32, gid, tig);
 }
 
 // ---- the pipelined form: Q8_0 in the split layout, 16-byte aligned rows, K % 128 == 0 ----
@@ -340,13 +341,7 @@ __global__ void __launch_bounds__(kThreads, 2) mmq_async_kernel(const MmqParams 
     }
   };
 
-  float acc[2][4][4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+  float acc[2][4][4] = {};
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -400,21 +395,7 @@ __global__ void __launch_bounds__(kThreads, 2) mmq_async_kernel(const MmqParams 
   cp_async_wait<0>();
   pdl_trigger();
 
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t n = n0 + wn * 32 + j * 8 + tig * 2;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t m = m0 + wm * 32 + i * 16 + gid + h * 8;
-        if (m >= p.M) continue;
-        float* y = p.y + m * p.N;
-        if (n < p.N) y[n] = acc[i][j][2 * h];
-        if (n + 1 < p.N) y[n + 1] = acc[i][j][2 * h + 1];
-      }
-    }
-  }
+  store_tile(p, acc, m0 + wm * 32, n0 + wn * 32, gid, tig);
 }
 
 // RLX_CUDA_MMQ_PIPELINE=0: every product takes the register-staged kernel (to compare).
