@@ -33,7 +33,7 @@ struct RunArgs {
   int64_t seq = 16, ctx = 512;
   int threads = 0;
   int32_t n = 32;
-  bool demo = false, chat = false, prompt_given = false, no_cache = false;
+  bool demo = false, chat = false, prompt_given = false, no_cache = false, seed_given = false;
   std::string chat_template, system, prompt_file;
   models::SamplingOptions sampling;
 };
@@ -225,6 +225,11 @@ int run_model(const RunArgs& a) {
   models::GenerateOptions go;
   go.max_tokens = a.n;
   go.sampling = a.sampling;
+  if (!a.seed_given && go.sampling.temperature > 0) {  // as llama.cpp: a new seed each run, said so it can be repeated
+    go.sampling.seed = std::random_device{}();
+    std::fprintf(stderr, "rlx: seed %llu (--seed %llu repeats this run)\n",
+                 static_cast<unsigned long long>(go.sampling.seed), static_cast<unsigned long long>(go.sampling.seed));
+  }
   if (a.chat) return run_chat(a, path, **model, **tok, go);
   if (a.prompts.size() > 1) {
     // Several prompts: one batched generation, printed when all are done.
@@ -262,10 +267,10 @@ int run_model(const RunArgs& a) {
   const models::CompileStats& cs = (*model)->compile_stats();
   std::fprintf(stderr,
                "rlx: load %.1f ms | compile %.1f ms (%lld executables, %lld from the AOT cache%s) | prefill %zu tokens "
-               "%.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms (%.1f tok/s)\n",
+               "%.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms (%.1f tok/s) | stop: %s\n",
                load_ms, r->compile_ms, static_cast<long long>(cs.executables), static_cast<long long>(cs.aot_loads),
                a.no_cache ? ", cache off" : "", r->prompt_tokens.size(), r->prefill_ms, r->prefill_tokens_per_s(),
-               r->tokens.size(), r->decode_ms, r->decode_tokens_per_s());
+               r->tokens.size(), r->decode_ms, r->decode_tokens_per_s(), models::stop_reason_name(r->stop));
   return 0;
 }
 
@@ -292,15 +297,16 @@ void add_run_command(CLI::App& app, Runner* run) {
   cmd->add_option("--top-p", a->sampling.top_p, "top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-p", a->sampling.min_p, "min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repeat-penalty", a->sampling.repetition_penalty, "repetition penalty (1 = off)");
-  cmd->add_option("-s,--seed", a->sampling.seed, "sampling seed");
+  auto* seed = cmd->add_option("-s,--seed", a->sampling.seed, "sampling seed (default: a new one each run, printed)");
   cmd->add_option("-c,--ctx,--ctx-size", a->ctx, "context length (KV cache rows)")->check(kTokenCount);
   cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
   cmd->add_option("-t,--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(kThreadCount);
   cmd->add_flag("--demo", a->demo, "compile and run one transformer block and print the compile report");
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->add_option("--seq", a->seq, "rows for --demo")->check(kTokenCount);
-  cmd->callback([run, a, prompt] {
+  cmd->callback([run, a, prompt, seed] {
     a->prompt_given = prompt->count() > 0;
+    a->seed_given = seed->count() > 0;
     if (a->prompt_file == "-") {  // the prompt from standard input, all of it
       std::stringstream text;
       text << std::cin.rdbuf();

@@ -20,6 +20,16 @@ Status check_options(const GenerateOptions& options) {
 
 }  // namespace
 
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::kLength: return "length";
+    case StopReason::kEndOfText: return "end of text";
+    case StopReason::kStopString: return "stop string";
+    case StopReason::kContextFull: return "context full";
+  }
+  return "?";
+}
+
 Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokenizer,
                                   const std::vector<int32_t>& prompt_tokens, const GenerateOptions& options,
                                   const std::function<void(const std::string&)>& on_text) {
@@ -64,14 +74,23 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
     const int32_t next = on_device ? picked : sampler.sample(logits, history);
     r.tokens.push_back(next);
     history.push_back(next);
-    if (options.stop_at_eos && tokenizer.is_end_of_generation(next)) break;
+    if (options.stop_at_eos && tokenizer.is_end_of_generation(next)) {
+      r.stop = StopReason::kEndOfText;
+      break;
+    }
     bool stopped = false;
     ASSIGN_OR_RETURN(std::string out, text.push(next, &stopped));
     r.text += out;
     if (on_text && !out.empty()) on_text(out);
-    if (stopped) break;
+    if (stopped) {
+      r.stop = StopReason::kStopString;
+      break;
+    }
     if (step + 1 == options.max_tokens) break;
-    if (model.n_past() >= model.context_length()) break;
+    if (model.n_past() >= model.context_length()) {
+      r.stop = StopReason::kContextFull;
+      break;
+    }
     if (options.interrupt_check) TRY(options.interrupt_check());
     if (on_device) {
       ASSIGN_OR_RETURN(picked, pick(std::span<const int32_t>(&next, 1)));
@@ -119,10 +138,16 @@ Expected<std::vector<GenerateResult>> generate_batch(LanguageModel& model, const
       rs[b].tokens.push_back(next);
       history[b].push_back(next);
       bool stopped = options.stop_at_eos && tokenizer.is_end_of_generation(next);
-      if (!stopped) {
+      if (stopped) {
+        rs[b].stop = StopReason::kEndOfText;
+      } else {
         ASSIGN_OR_RETURN(std::string out, texts[b].push(next, &stopped));
         rs[b].text += out;
+        if (stopped) rs[b].stop = StopReason::kStopString;
       }
+      if (!stopped && static_cast<int32_t>(rs[b].tokens.size()) < options.max_tokens &&
+          model.n_past(static_cast<int64_t>(b)) >= model.context_length())
+        rs[b].stop = StopReason::kContextFull;
       if (stopped || static_cast<int32_t>(rs[b].tokens.size()) >= options.max_tokens ||
           model.n_past(static_cast<int64_t>(b)) >= model.context_length()) {
         done[b] = true;

@@ -219,6 +219,8 @@ else
   failures=$((failures + 1))
   echo "FAIL run_prompt_stdin: $(tail -3 <<<"$out")"
 fi
+check run_seed_default ok "seed [0-9]+ \(--seed [0-9]+ repeats this run\)" -- run --model "$model" -p hi -n 2 --temp 0.8
+check run_stop_reason ok "stop: length" -- run --model "$model" -p hi -n 2 --temp 0
 check run_llama_long ok "decode 3 tokens" -- run --model "$model" -p hi --n-predict 3 --ctx-size 64 --threads 1
 check run_file_missing fail "--file: File does not exist" -- run -m "$model" -f "$work/nope.txt"
 check run_file_and_prompt fail "excludes" -- run -m "$model" -f "$work/prompt.txt" -p hi

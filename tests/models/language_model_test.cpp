@@ -337,6 +337,35 @@ TEST(Generate, GreedyOnDeviceEqualsHostSampling) {
   EXPECT_EQ(device->tokens.size(), 16u);
 }
 
+// GenerateResult::stop says why a generation ended: the token limit, a stop string (not
+// emitted), or a full context.
+TEST(Generate, StopReasons) {
+  const TinyLlama t = tiny_llama(96);
+  ASSERT_TRUE(t.tok && t.model);
+  const auto prompt = t.tok->encode("Once upon a time", true, false);
+  GenerateOptions go;
+  go.max_tokens = 12;
+  go.stop_at_eos = false;
+  auto full = generate(*t.model, *t.tok, prompt, go, nullptr);
+  ASSERT_TRUE(full) << full.error().to_string();
+  EXPECT_EQ(full->stop, StopReason::kLength);
+  EXPECT_EQ(full->tokens.size(), 12u);
+  EXPECT_STREQ(stop_reason_name(full->stop), "length");
+  ASSERT_GE(full->text.size(), 4u);
+  go.stop = {full->text.substr(full->text.size() / 2, 2)};  // two characters from the middle
+  auto stopped = generate(*t.model, *t.tok, prompt, go, nullptr);
+  ASSERT_TRUE(stopped) << stopped.error().to_string();
+  EXPECT_EQ(stopped->stop, StopReason::kStopString);
+  EXPECT_EQ(stopped->text.find(go.stop[0]), std::string::npos) << stopped->text;
+  go.stop.clear();
+  const TinyLlama small = tiny_llama(static_cast<int64_t>(prompt.size()) + 3);
+  ASSERT_TRUE(small.tok && small.model);
+  auto filled = generate(*small.model, *small.tok, prompt, go, nullptr);
+  ASSERT_TRUE(filled) << filled.error().to_string();
+  EXPECT_EQ(filled->stop, StopReason::kContextFull);
+  EXPECT_LT(filled->tokens.size(), 12u);
+}
+
 // Sampling without penalties and with top-k on takes the token from the executable's
 // `sample` op, with the sampler's draws: the same tokens as host sampling of the logits
 // (a presence penalty of 1e-30 forces the host path and changes no logit).

@@ -24,10 +24,21 @@ struct GenerateOptions {
   std::function<Status()> interrupt_check;
 };
 
+/// Why a generation ended.
+enum class StopReason {
+  kLength,       ///< max_tokens were generated
+  kEndOfText,    ///< the model produced an end-of-generation token (stop_at_eos)
+  kStopString,   ///< a stop string appeared in the text
+  kContextFull,  ///< the KV cache (context length) is full
+};
+/// "length", "end of text", "stop string", "context full".
+const char* stop_reason_name(StopReason r);
+
 struct GenerateResult {
   std::vector<int32_t> prompt_tokens;
   std::vector<int32_t> tokens;  ///< generated
   std::string text;             ///< generated text
+  StopReason stop = StopReason::kLength;
   double prefill_ms = 0, decode_ms = 0;
   double compile_ms = 0;  ///< compiling (or loading) the executables first, outside prefill_ms
   double prefill_tokens_per_s() const { return prefill_ms > 0 ? prompt_tokens.size() * 1000.0 / prefill_ms : 0; }
