@@ -122,6 +122,19 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint
 #endif
 }
 
+// One 16 x 8 fragment's product over one 32-value block, scaled into f32 accumulators:
+// acc[r] += int32 dot * x scale of its row * W scale of its column (the mma C layout:
+// rows gid / gid + 8 take sx[0] / sx[1], columns 2 tig / 2 tig + 1 take sw0 / sw1).
+__device__ __forceinline__ void block_product(float (&acc)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                              const float (&sx)[2], float sw0, float sw1) {
+  int c[4] = {kDotBias, kDotBias, kDotBias, kDotBias};
+  mma_s8(c, a, b0, b1);
+  acc[0] = fmaf(__int_as_float(c[0]) - kDotBiasValue, sx[0] * sw0, acc[0]);
+  acc[1] = fmaf(__int_as_float(c[1]) - kDotBiasValue, sx[0] * sw1, acc[1]);
+  acc[2] = fmaf(__int_as_float(c[2]) - kDotBiasValue, sx[1] * sw0, acc[2]);
+  acc[3] = fmaf(__int_as_float(c[3]) - kDotBiasValue, sx[1] * sw1, acc[3]);
+}
+
 // A warp's 32 x 32 quarter of the tile (acc[m-tile][n-tile][fragment element], the
 // mma C layout: rows gid and gid + 8, columns 2 tig and 2 tig + 1) into y, clipped to M x N.
 __device__ __forceinline__ void store_tile(const MmqParams& p, const float (&acc)[2][4][4], int64_t m0, int64_t n0,
@@ -252,12 +265,7 @@ __global__ void __launch_bounds__(kThreads, 3) mmq_kernel(const MmqParams p) {
         const float2 sw = *reinterpret_cast<const float2*>(&wds[buf][kb * kTileN + col + tig * 2]);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          int c[4] = {kDotBias, kDotBias, kDotBias, kDotBias};
-          mma_s8(c, a[i], bw.x, bw.y);
-          acc[i][j][0] = fmaf(__int_as_float(c[0]) - kDotBiasValue, sx[i][0] * sw.x, acc[i][j][0]);
-          acc[i][j][1] = fmaf(__int_as_float(c[1]) - kDotBiasValue, sx[i][0] * sw.y, acc[i][j][1]);
-          acc[i][j][2] = fmaf(__int_as_float(c[2]) - kDotBiasValue, sx[i][1] * sw.x, acc[i][j][2]);
-          acc[i][j][3] = fmaf(__int_as_float(c[3]) - kDotBiasValue, sx[i][1] * sw.y, acc[i][j][3]);
+          block_product(acc[i][j], a[i], bw.x, bw.y, sx[i], sw.x, sw.y);
         }
       }
     }
@@ -381,12 +389,7 @@ __global__ void __launch_bounds__(kThreads, 2) mmq_async_kernel(const MmqParams 
           const uint32_t b[2] = {bf[2 * jo], bf[2 * jo + 1]};
 #pragma unroll
           for (int i = 0; i < 2; ++i) {
-            int c[4] = {kDotBias, kDotBias, kDotBias, kDotBias};
-            mma_s8(c, a[i], b[0], b[1]);
-            acc[i][j][0] = fmaf(__int_as_float(c[0]) - kDotBiasValue, sx[i][0] * sw0, acc[i][j][0]);
-            acc[i][j][1] = fmaf(__int_as_float(c[1]) - kDotBiasValue, sx[i][0] * sw1, acc[i][j][1]);
-            acc[i][j][2] = fmaf(__int_as_float(c[2]) - kDotBiasValue, sx[i][1] * sw0, acc[i][j][2]);
-            acc[i][j][3] = fmaf(__int_as_float(c[3]) - kDotBiasValue, sx[i][1] * sw1, acc[i][j][3]);
+            block_product(acc[i][j], a[i], b[0], b[1], sx[i], sw0, sw1);
           }
         }
       }
