@@ -2,41 +2,18 @@
 // media_config.cpp): arbitrary bytes are written to a config.json in a private temp
 // folder and read by config_from_hf, media_config_from_hf and hf_model_type, which take
 // a path. Any input must give a config or an error; an accepted config must validate.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "fuzz_temp_dir.h"
 #include "rlx/models/media_encoder.h"
 #include "rlx/models/model_config.h"
 
-namespace {
-
-namespace fs = std::filesystem;
-
-// A temp folder of this process, removed at exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "rlx_fuzz_hf_config.XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const TempDir dir;
+  static const rlx::fuzz::TempDir dir("rlx_fuzz_hf_config");
   const std::string file = (dir.path / "config.json").string();
   {
     std::ofstream out(file, std::ios::binary | std::ios::trunc);

@@ -3,8 +3,6 @@
 // folder that holds two valid shards, a non-safetensors file and a link to a shard
 // outside the folder. Any input must give a model or an error; an accepted model must
 // resolve every tensor it lists to readable bytes and never one from outside the folder.
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -13,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "fuzz_temp_dir.h"
 #include "rlx/formats/safetensors.h"
 
 namespace {
@@ -36,12 +35,9 @@ std::string safetensors(const std::string& header, size_t n_data) {
 // <tmp>/model/{model-00001-of-00002.safetensors (a, b), model-00002-of-00002.safetensors (c),
 // notes.txt, escape.safetensors -> ../outside.safetensors (tensor "outside")}; removed at exit.
 struct Fixture {
-  fs::path root, model;
+  rlx::fuzz::TempDir root{"rlx_fuzz_st_index"};
+  fs::path model = root.path / "model";
   Fixture() {
-    std::string tmpl = (fs::temp_directory_path() / "rlx_fuzz_st_index.XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
-    root = tmpl;
-    model = root / "model";
     fs::create_directory(model);
     write(model / "model-00001-of-00002.safetensors",
           safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
@@ -49,12 +45,8 @@ struct Fixture {
     write(model / "model-00002-of-00002.safetensors",
           safetensors(R"({"c":{"dtype":"F16","shape":[1,2],"data_offsets":[0,4]}})", 4));
     write(model / "notes.txt", "not a safetensors file");
-    write(root / "outside.safetensors", safetensors(R"({"outside":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1));
+    write(root.path / "outside.safetensors", safetensors(R"({"outside":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1));
     fs::create_symlink("../outside.safetensors", model / "escape.safetensors");
-  }
-  ~Fixture() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
   }
 };
 

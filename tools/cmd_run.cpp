@@ -307,17 +307,16 @@ void add_run_command(CLI::App& app, Runner* run) {
   cmd->callback([run, a, prompt, seed] {
     a->prompt_given = prompt->count() > 0;
     a->seed_given = seed->count() > 0;
-    if (a->prompt_file == "-") {  // the prompt from standard input, all of it
-      std::stringstream text;
-      text << std::cin.rdbuf();
-      if (std::cin.bad()) throw CLI::ValidationError("--file", "cannot read standard input");
-      a->prompts = {text.str()};
-      a->prompt_given = true;
-    } else if (!a->prompt_file.empty()) {
-      std::ifstream in(a->prompt_file, std::ios::binary);
+    if (!a->prompt_file.empty()) {  // the whole file, or all of standard input for "-"
+      const bool stdin_prompt = a->prompt_file == "-";
+      std::ifstream file;
+      if (!stdin_prompt) file.open(a->prompt_file, std::ios::binary);
+      std::istream& in = stdin_prompt ? std::cin : file;
       std::stringstream text;
       text << in.rdbuf();
-      if (!in) throw CLI::ValidationError("--file", fmt::format("cannot read '{}'", a->prompt_file));
+      if (stdin_prompt ? in.bad() : !in)
+        throw CLI::ValidationError("--file", stdin_prompt ? std::string("cannot read standard input")
+                                                          : fmt::format("cannot read '{}'", a->prompt_file));
       a->prompts = {text.str()};
       a->prompt_given = true;
     }

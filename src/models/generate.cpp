@@ -145,11 +145,11 @@ Expected<std::vector<GenerateResult>> generate_batch(LanguageModel& model, const
         rs[b].text += out;
         if (stopped) rs[b].stop = StopReason::kStopString;
       }
-      if (!stopped && static_cast<int32_t>(rs[b].tokens.size()) < options.max_tokens &&
-          model.n_past(static_cast<int64_t>(b)) >= model.context_length())
-        rs[b].stop = StopReason::kContextFull;
-      if (stopped || static_cast<int32_t>(rs[b].tokens.size()) >= options.max_tokens ||
-          model.n_past(static_cast<int64_t>(b)) >= model.context_length()) {
+      // As generate(): the token limit (the default stop) before a full context.
+      const bool at_limit = static_cast<int32_t>(rs[b].tokens.size()) >= options.max_tokens;
+      const bool full = model.n_past(static_cast<int64_t>(b)) >= model.context_length();
+      if (!stopped && !at_limit && full) rs[b].stop = StopReason::kContextFull;
+      if (stopped || at_limit || full) {
         done[b] = true;
         continue;
       }
