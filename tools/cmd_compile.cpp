@@ -12,15 +12,17 @@
 #include "rlx/compile/profile.h"
 #include "rlx/ir/text.h"
 #include "rlx/models/decoder.h"
+#include "rlx/models/language_model.h"
 #include "rlx/runtime/session.h"
 
 namespace rlx::cli {
 namespace {
 
 struct CompileArgs {
-  std::string ir_file, model, dump, device = "cpu", profile, policy = "direct";
+  std::string ir_file, model, dump, device = "cpu", profile, policy = "direct", phase = "forward";
   bool report = false;
   int64_t seq = 16;
+  int64_t ctx = 512;
 };
 
 Expected<std::string> read_text(const std::string& path) {
@@ -31,16 +33,23 @@ Expected<std::string> read_text(const std::string& path) {
   return ss.str();
 }
 
-Expected<ir::HirModule> load_hir(const CompileArgs& a) {
+/// The HIR to compile and, for a model's prefill or decode phase, the profile `rlx run`
+/// compiles it with (empty otherwise).
+struct LoadedHir {
+  ir::HirModule hir;
+  std::string profile;
+};
+
+Expected<LoadedHir> load_hir(const CompileArgs& a) {
   const ir::FusionPolicy policy = a.policy == "fusable" ? ir::FusionPolicy::Fusable : ir::FusionPolicy::Direct;
   if (!a.ir_file.empty()) {
     ASSIGN_OR_RETURN(std::string text, read_text(a.ir_file));
     // A file holds either a HIR module or a MIR module; MIR is a HIR without HIR ops.
     auto hir = ir::parse_hir(text);
-    if (hir) return hir;
+    if (hir) return LoadedHir{std::move(*hir), {}};
     auto mir = ir::parse_mir(text);
     if (!mir) return hir.error().with_context(a.ir_file);
-    return ir::HirModule{std::move(mir->graph), policy};
+    return LoadedHir{ir::HirModule{std::move(mir->graph), policy}, {}};
   }
   if (!a.model.empty()) {
     ASSIGN_OR_RETURN(ModelPath where, resolve_model_path(a.model));
@@ -49,31 +58,55 @@ Expected<ir::HirModule> load_hir(const CompileArgs& a) {
       model.weights = models::split_fused_projections(std::move(model.weights), model.config);
     models::DecoderOptions opts;
     opts.policy = policy;
+    // decode: the one-token step `rlx run` specializes (KV cache of --ctx rows, the
+    // greedy token out); prefill: the same over --seq rows. forward: no cache, logits.
+    if (a.phase != "forward") {
+      opts.ctx = a.ctx;
+      opts.last_row_logits = true;
+      opts.greedy_token = true;
+      if (a.phase == "decode") opts.seq = ir::Dim(1);
+    }
     ASSIGN_OR_RETURN(models::BuiltModel built, models::build_decoder(model.config, *model.weights, opts));
-    return std::move(built.hir);
+    std::string profile = a.phase == "forward" ? "" : models::default_profile_name(model.config, a.phase == "decode");
+    return LoadedHir{std::move(built.hir), std::move(profile)};
   }
-  return demo_block(DemoShape{}, policy);
+  if (a.phase != "forward") return Error::invalid_argument("--phase {} needs --model", a.phase);
+  ASSIGN_OR_RETURN(ir::HirModule demo, demo_block(DemoShape{}, policy));
+  return LoadedHir{std::move(demo), {}};
 }
 
 int run_compile(const CompileArgs& a) {
   auto device = Device::parse(a.device);
   if (!device) return report(device.error());
-  auto session = Session::create(*device);
-  if (!session) return report(session.error());
-  auto hir = load_hir(a);
-  if (!hir) return report(hir.error());
+  // The backend's compile target (fusion limits, op set); a device kind this build has
+  // but this machine lacks (cuda without a GPU) still compiles, for the reports.
+  BackendCompileTarget target;
+  std::string backend_name;
+  if (auto backend = BackendRegistry::global().get(*device)) {
+    target = {(*backend)->target(), (*backend)->supported_ops()};
+  } else {
+    auto described = BackendRegistry::global().compile_target(device->kind);
+    if (!described) return report(backend.error());
+    target = std::move(*described);
+    std::fprintf(stderr, "rlx compile: %s (compiling for its target only)\n", backend.error().message().c_str());
+  }
+  auto loaded = load_hir(a);
+  if (!loaded) return report(loaded.error());
+  ir::HirModule* hir = &loaded->hir;
 
   compile::CompileOptions options;
-  if (!a.profile.empty()) {
+  const std::string profile_name = !a.profile.empty() ? a.profile : loaded->profile;
+  if (!profile_name.empty()) {
     // A preset name (llama32_decode, ...) or a *.rlx.toml file.
-    auto profile = compile::CompileProfile::preset(a.profile);
-    if (!profile) profile = compile::CompileProfile::load(a.profile);
+    auto profile = compile::CompileProfile::preset(profile_name);
+    if (!profile) profile = compile::CompileProfile::load(profile_name);
     if (!profile) return report(profile.error());
-    if (Status s = check_profile_backends(*profile, a.profile); !s.ok()) return report(s.error());
-    options = profile->to_compile_options(session->backend()->target());
+    if (Status s = check_profile_backends(*profile, profile_name); !s.ok()) return report(s.error());
+    options = profile->to_compile_options(target.target);
+    if (!loaded->profile.empty()) hir->policy = profile->fusion.policy;
   }
   if (!ir::free_symbols(hir->graph).empty()) options.binding.set(ir::SEQ, a.seq);
-  auto result = compile::compile_hir(*hir, options, session->backend()->supported_ops(), session->backend()->target());
+  auto result = compile::compile_hir(*hir, options, target.ops, target.target);
   if (!result) return report(result.error());
 
   if (a.dump == "hir") {
@@ -88,7 +121,7 @@ int run_compile(const CompileArgs& a) {
     std::printf("compile: %d HIR nodes -> %d LIR nodes in %.2f ms\n", hir->graph.size(), result->lir.graph.size(),
                 result->total_ms);
     std::printf("\nfusion report:\n%s\n", result->fusion.to_string().c_str());
-    std::printf("dispatch report (%s):\n%s\n", session->backend()->name().c_str(), result->dispatch.to_string().c_str());
+    std::printf("dispatch report (%s):\n%s\n", target.target.name.c_str(), result->dispatch.to_string().c_str());
     std::printf("memory plan: arena %lld bytes (alignment %lld), unshared %lld bytes, saved %lld bytes\n",
                 static_cast<long long>(plan.arena_size), static_cast<long long>(plan.alignment),
                 static_cast<long long>(plan.unshared_bytes), static_cast<long long>(plan.bytes_saved()));
@@ -111,6 +144,9 @@ void add_compile_command(CLI::App& app, Runner* run) {
   cmd->add_option("--profile", a->profile, "compile profile: a preset name or a *.rlx.toml file");
   cmd->add_option("--policy", a->policy, "fusion policy for HIR")->check(CLI::IsMember({"direct", "fusable"}));
   cmd->add_option("--seq", a->seq, "value bound to SEQ when the graph is symbolic")->check(kTokenCount);
+  cmd->add_option("--phase", a->phase, "with --model: forward (no KV cache), prefill or decode (as rlx run builds them)")
+      ->check(CLI::IsMember({"forward", "prefill", "decode"}));
+  cmd->add_option("--ctx", a->ctx, "KV-cache rows of the prefill and decode phases")->check(kTokenCount);
   cmd->callback([run, a] { *run = [a] { return run_compile(*a); }; });
 }
 

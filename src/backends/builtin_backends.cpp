@@ -23,6 +23,12 @@ void register_builtin_backends(BackendRegistry& registry) {
                                                         device.to_string());
                               return std::shared_ptr<Backend>(std::make_shared<reference_backend::ReferenceBackend>());
                             });
+  registry.register_compile_target(DeviceKind::kCpu, [] {
+    return BackendCompileTarget{compile::Target("cpu"), cpu_backend::cpu_supported_ops()};
+  });
+  registry.register_compile_target(DeviceKind::kReference, [] {
+    return BackendCompileTarget{compile::Target("reference"), reference_backend::reference_supported_ops()};
+  });
 #ifdef RLX_HAVE_CUDA
   registry.register_backend(DeviceKind::kCuda,
                             [](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
@@ -30,6 +36,9 @@ void register_builtin_backends(BackendRegistry& registry) {
                                                cuda_backend::CudaBackend::create(device.ordinal));
                               return std::shared_ptr<Backend>(std::move(b));
                             });
+  registry.register_compile_target(DeviceKind::kCuda, [] {
+    return BackendCompileTarget{cuda_backend::cuda_compile_target(), cuda_backend::cuda_supported_ops()};
+  });
 #endif
 }
 

@@ -108,17 +108,19 @@ Status LanguageModel::prepare(CompiledGraph& graph) {
   return {};
 }
 
+std::string default_profile_name(const ModelConfig& config, bool decode) {
+  const char* family = config.arch == Arch::Qwen35 ? "qwen35"
+                       : config.arch == Arch::Qwen3 || config.arch == Arch::Qwen2 || config.arch == Arch::Qwen3Moe
+                           ? "qwen3"
+                       : config.arch == Arch::Llama || config.arch == Arch::Phi3 ? "llama32"
+                                                                                : "gemma";
+  return fmt::format("{}_{}", family, decode ? "decode" : "prefill");
+}
+
 Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick) {
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
-  if (profile_name.empty()) {
-    const char* family = config_.arch == Arch::Qwen35 ? "qwen35"
-                         : config_.arch == Arch::Qwen3 || config_.arch == Arch::Qwen2 || config_.arch == Arch::Qwen3Moe
-                             ? "qwen3"
-                         : config_.arch == Arch::Llama || config_.arch == Arch::Phi3 ? "llama32"
-                                                                                    : "gemma";
-    profile_name = fmt::format("{}_{}", family, decode ? "decode" : "prefill");
-  }
+  if (profile_name.empty()) profile_name = default_profile_name(config_, decode);
   auto profile = compile::CompileProfile::preset(profile_name);
   if (!profile) profile = compile::CompileProfile::load(profile_name);
   if (!profile) return profile.error().with_context("compile profile");

@@ -47,6 +47,28 @@ std::vector<DeviceKind> BackendRegistry::registered_kinds() const {
   return out;
 }
 
+void BackendRegistry::register_compile_target(DeviceKind kind, BackendCompileTargetFn describe) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [k, f] : targets_) {
+    if (k == kind) {
+      f = std::move(describe);
+      return;
+    }
+  }
+  targets_.emplace_back(kind, std::move(describe));
+}
+
+Expected<BackendCompileTarget> BackendRegistry::compile_target(DeviceKind kind) const {
+  BackendCompileTargetFn describe;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [k, f] : targets_)
+      if (k == kind) describe = f;
+  }
+  if (!describe) return Error::unsupported("this build has no {} backend to compile for", device_kind_name(kind));
+  return describe();
+}
+
 bool is_available(const Device& device) { return BackendRegistry::global().is_available(device); }
 
 Status check_profile_backends(const compile::CompileProfile& profile, std::string_view where) {

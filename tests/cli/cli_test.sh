@@ -114,6 +114,11 @@ check profile_typo fail "typo\.rlx\.toml:2: unknown key 'fusion\.foo'" -- compil
 check profile_missing fail "compile profile 'nosuch' cannot be opened" -- compile --profile nosuch
 printf '[backend.cdua]\nskip_fusion = true\n' >"$work/section.rlx.toml"
 check profile_backend_typo fail "\[backend\.cdua\] names no device kind" -- compile --profile "$work/section.rlx.toml"
+check compile_phase_needs_model fail "--phase decode needs --model" -- compile --phase decode
+check compile_phase_bad fail "--phase: decoder not in" -- compile --model "$model" --phase decoder
+# The decode step as rlx run builds it: one token against a KV cache (update_slice into
+# the cache handles).
+check compile_decode ok "update_slice +native" -- compile --model "$model" --phase decode --ctx 64 --report
 
 # Good input end to end.
 check synth_f32 ok "wrote" -- synth --preset tiny --type f32 -o "$work/f32.gguf"

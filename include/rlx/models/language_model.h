@@ -57,6 +57,10 @@ struct LoadOptions {
   std::string cache_dir;
 };
 
+/// The compile profile preset a family's prefill or decode phase uses by default
+/// (llama32_*, qwen3_*, qwen35_*, gemma_* with _prefill / _decode).
+std::string default_profile_name(const ModelConfig& config, bool decode);
+
 /// What compiling a model's executables cost so far.
 struct CompileStats {
   int64_t executables = 0;  ///< backend compiles (variants made)

@@ -70,6 +70,15 @@ class Backend {
 /// Creates the backend for a device, or an error saying why it is unavailable.
 using BackendFactory = std::function<Expected<std::shared_ptr<Backend>>(const Device&, const BackendOptions&)>;
 
+/// What the compiler needs of a backend, known without its device: the target (fusion
+/// limits, fused-kernel support) and the op kinds it runs. `rlx compile --device cuda`
+/// on a machine without a GPU compiles against this.
+struct BackendCompileTarget {
+  compile::Target target;
+  compile::OpSet ops;
+};
+using BackendCompileTargetFn = std::function<BackendCompileTarget()>;
+
 /// Process-wide map DeviceKind -> factory; backend instances are created once per
 /// device and shared. Thread-safe.
 class BackendRegistry {
@@ -85,10 +94,15 @@ class BackendRegistry {
   bool is_available(const Device& device);
   /// Kinds with a registered factory.
   std::vector<DeviceKind> registered_kinds() const;
+  /// Registers what the compiler needs of `kind`'s backend without creating it.
+  void register_compile_target(DeviceKind kind, BackendCompileTargetFn describe);
+  /// The compile target registered for `kind`; an error when this build has none.
+  Expected<BackendCompileTarget> compile_target(DeviceKind kind) const;
 
  private:
   mutable std::mutex mu_;
   std::vector<std::pair<DeviceKind, BackendFactory>> factories_;
+  std::vector<std::pair<DeviceKind, BackendCompileTargetFn>> targets_;
   struct Instance {
     Device device;
     BackendOptions options;

@@ -649,6 +649,8 @@ int cuda_device_count() {
   return n;
 }
 
+compile::Target cuda_compile_target() { return {"cuda", compile::FusionLimits::gpu(), 1}; }
+
 compile::OpSet cuda_supported_ops() {
   compile::OpSet ops;
   for (int k = 0; k < ir::kNumOpKinds; ++k) {

@@ -70,6 +70,11 @@ CudaOptions default_cuda_options();
 /// swiglu, rope_kv, gemv_rope_kv (implies rope_kv), norm_gemv) to `o`'s fusion switches; an unknown name is an error.
 Status apply_fusion_list(const std::string& list, CudaOptions& o);
 
+/// What the compiler needs to know of the CUDA backend (no device needed): regions within
+/// a kernel's argument and register budget, the inputs of one-row norms kept for the
+/// decode GEMVs that recompute them (fuse_norm_gemv).
+compile::Target cuda_compile_target();
+
 /// Number of CUDA devices visible to this process (0 when there is no driver or GPU).
 int cuda_device_count();
 
@@ -83,7 +88,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   /// Regions within a kernel's argument and register budget; the inputs of one-row
   /// norms kept for the decode GEMVs that recompute them (fuse_norm_gemv).
-  compile::Target target() const override { return {name(), compile::FusionLimits::gpu(), 1}; }
+  compile::Target target() const override { return cuda_compile_target(); }
   const compile::OpSet& supported_ops() const override { return ops_; }
   Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir,
                                                 const compile::CompileOptions& options) override;
