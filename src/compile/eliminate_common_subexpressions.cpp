@@ -42,7 +42,7 @@ MirModule eliminate_common_subexpressions(const MirModule& m) {
   std::unordered_multimap<uint64_t, ValueId> seen;  // key -> rebuilt id
   for (ValueId v = 0; v < g.size(); ++v) {
     const Node& n = g.node(v);
-    if (!mergeable(n.op)) {
+    if (!mergeable(n.op) || in_place_input(n) >= 0) {
       rw.copy(v);
       continue;
     }

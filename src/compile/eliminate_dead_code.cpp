@@ -20,7 +20,7 @@ MirModule eliminate_dead_code(const MirModule& m) {
   for (const GraphOutput& o : g.outputs()) mark(o.value);
   for (ValueId v = 0; v < g.size(); ++v) {
     const OpKind op = g.node(v).op;
-    if (op == OpKind::Input || op == OpKind::Param || op == OpKind::Handle || op == OpKind::UpdateSlice ||
+    if (op == OpKind::Input || op == OpKind::Param || op == OpKind::Handle || in_place_input(g.node(v)) >= 0 ||
         updates_state(op))
       mark(v);
   }

@@ -105,6 +105,29 @@ void rewrite(Rewriter& rw, ValueId v, const std::vector<std::vector<ValueId>>& u
       rw.set(v, detail::emit_attention_primitives(b, in[0], in[1], in[2], n.attr<AttentionAttrs>(), pos, kv_len));
       return;
     }
+    case OpKind::FusedLinear: {
+      // [rms_norm] -> the product (dequant_matmul for half or packed weights, else a
+      // matmul with transpose_b) -> [silu * up product] -> [+ residual] -> [rope] ->
+      // [update_slice of the cache at start, in the cache's dtype]: the op's definition.
+      const auto& a = n.attr<FusedLinearAttrs>();
+      const auto at = [&](int i) { return in[static_cast<size_t>(i)]; };
+      ValueId x = in[0];
+      if (a.norm) x = b.rms_norm(x, at(a.gamma_input()), a.eps);
+      const auto product = [&](ValueId w) {
+        return b.type(w).dtype == DType::F32 ? b.matmul(x, w, false, true) : b.dequant_matmul(x, w);
+      };
+      ValueId y = product(in[1]);
+      if (a.swiglu) y = b.mul(b.activation(ActKind::Silu, y), product(at(a.w_up_input())));
+      if (a.residual) y = b.add(y, at(a.residual_input()));
+      if (a.rope) y = b.rope(y, at(a.pos_input()), a.rope_attrs);
+      if (a.cache_write) {
+        const ValueId cache = at(a.cache_input());
+        if (b.type(cache).dtype != b.type(y).dtype) y = b.cast(y, b.type(cache).dtype);
+        y = b.update_slice(cache, y, at(a.cache_input() + 1), 0);
+      }
+      rw.set(v, y);
+      return;
+    }
     case OpKind::Rope:
       // cos/sin of pos * inv_freq, rotation by narrows, muls and a concat (emit.cpp).
       rw.set(v, detail::emit_rope_primitives(b, in[0], in[1], n.attr<RopeAttrs>()));
@@ -125,6 +148,7 @@ bool has_common_rewrite(OpKind kind) {
     case OpKind::ElementwiseRegion:
     case OpKind::Attention:
     case OpKind::Rope:
+    case OpKind::FusedLinear:
     case OpKind::DequantMatMul: return true;
     default: return false;
   }

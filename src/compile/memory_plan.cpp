@@ -27,6 +27,7 @@ std::string boundary_name(const Node& n) {
 // `sized` = shapes are static (offsets computable).
 std::optional<int64_t> view_offset(const Graph& g, const Node& n, bool sized) {
   if (n.inputs.empty()) return std::nullopt;
+  if (n.op == OpKind::FusedLinear) return in_place_input(n) >= 0 ? std::optional<int64_t>(0) : std::nullopt;
   const Node& in = g.node(n.inputs[0]);
   switch (n.op) {
     case OpKind::Reshape: return 0;
@@ -141,13 +142,16 @@ Expected<LirModule> plan_memory(const MirModule& m, const PlanOptions& opt) {
       default: break;
     }
     std::optional<int64_t> off = view_offset(g, node, sized);
-    if (off && node.op == OpKind::UpdateSlice) {
-      const BufferSlot& dst = plan.slots[static_cast<size_t>(node.inputs[0])];
-      const ValueId dst_root = dst.kind == SlotKind::kView ? dst.root : node.inputs[0];
+    // In-place writes (update_slice, a cache-writing fused_linear) alias a handle only.
+    const int written = in_place_input(node);
+    const ValueId alias_of = node.inputs.empty() ? kNoValue : node.inputs[static_cast<size_t>(std::max(written, 0))];
+    if (off && written >= 0) {
+      const BufferSlot& dst = plan.slots[static_cast<size_t>(alias_of)];
+      const ValueId dst_root = dst.kind == SlotKind::kView ? dst.root : alias_of;
       if (plan.slots[static_cast<size_t>(dst_root)].kind != SlotKind::kHandle) off.reset();
     }
     if (off) {
-      const ValueId in = node.inputs[0];
+      const ValueId in = alias_of;
       const BufferSlot& is = plan.slots[static_cast<size_t>(in)];
       s.kind = SlotKind::kView;
       s.root = is.kind == SlotKind::kView ? is.root : in;

@@ -101,6 +101,9 @@ Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const
     return run.run(std::string("fuse_") + pattern, m, [&](const MirModule& x) { return pass(x, &fr); });
   };
   TRY(fuse_if("attention", OpKind::Attention, fuse_attention));
+  if (target.fused_linear)
+    TRY(fuse_if("linear", OpKind::FusedLinear,
+                [&](const MirModule& x, FusionReport* r) { return fuse_linear(x, target, r); }));
   TRY(fuse_if("swiglu", OpKind::FusedSwiGLU, fuse_swiglu));
   TRY(fuse_if("matmul_bias_act", OpKind::FusedMatMulBiasAct, fuse_matmul_bias_act));
   TRY(fuse_if("residual_norm", OpKind::FusedResidualRmsNorm, fuse_residual_norm));

@@ -72,6 +72,13 @@ std::string Graph::describe(ValueId v) const {
   return fmt::format("%{} ({} '{}')", v, op_name(n.op), name);
 }
 
+int in_place_input(const Node& n) {
+  if (n.op == OpKind::UpdateSlice) return 0;
+  if (n.op == OpKind::FusedLinear && n.attr<FusedLinearAttrs>().cache_write)
+    return n.attr<FusedLinearAttrs>().cache_input();
+  return -1;
+}
+
 Status verify(const Graph& g, bool allow_hir) {
   std::set<std::pair<int, std::string>> boundary_names;
   for (ValueId v = 0; v < g.size(); ++v) {
@@ -89,6 +96,10 @@ Status verify(const Graph& g, bool allow_hir) {
     if (t->dtype != n.dtype || t->shape != n.shape)
       return Error::verify("{}: stored type {} but inputs give {}", g.describe(v), n.type().to_string(),
                            t->to_string());
+    if (n.op == OpKind::FusedLinear && in_place_input(n) >= 0 &&
+        g.node(n.inputs[static_cast<size_t>(in_place_input(n))]).op != OpKind::Handle)
+      return Error::verify("{}: the cache it writes must be a handle, got {}", g.describe(v),
+                           g.describe(n.inputs[static_cast<size_t>(in_place_input(n))]));
     if (updates_state(n.op) && g.node(n.inputs[0]).op != OpKind::Handle)
       return Error::verify("{}: its state input must be a handle (it is updated in place), got {}", g.describe(v),
                            g.describe(n.inputs[0]));

@@ -144,6 +144,47 @@ Expected<TensorType> infer_rope(const TensorType& x, const TensorType& pos, cons
   return TensorType{x.dtype, Shape(out)};
 }
 
+Expected<TensorType> infer_fused_linear(const Types& in, const FusedLinearAttrs& a) {
+  if (in.size() != a.num_inputs())
+    return bad(fmt::format("fused_linear needs {} inputs for its flags, got {}", a.num_inputs(), in.size()));
+  if (a.swiglu && (a.rope || a.cache_write)) return bad("fused_linear: swiglu takes no rope or cache_write");
+  if (a.group < -1) return bad(fmt::format("fused_linear group {} must be >= -1", a.group));
+  const TensorType &x = in[0], &w = in[1];
+  if (x.dtype != DType::F32) return bad(fmt::format("fused_linear input must be f32, got {}", str(x)));
+  ASSIGN_OR_RETURN(TensorType y, infer_linear(x, w, true, true));
+  y.dtype = DType::F32;
+  if (a.swiglu) {
+    const TensorType& u = in[static_cast<size_t>(a.w_up_input())];
+    if (u.dtype != w.dtype || u.shape != w.shape)
+      return bad(fmt::format("fused_linear up weight {} differs from the gate weight {}", str(u), str(w)));
+  }
+  if (a.norm) {
+    const TensorType& g = in[static_cast<size_t>(a.gamma_input())];
+    TRY(require_float(g, "fused_linear gamma"));
+    if (g.shape.rank() != 1 || g.shape[0] != x.shape.back())
+      return bad(fmt::format("fused_linear gamma must be [{}], got {}", x.shape.back().to_string(), str(g)));
+    if (!(a.eps >= 0)) return bad("fused_linear eps must be >= 0");
+  }
+  if (a.residual) {
+    const TensorType& r = in[static_cast<size_t>(a.residual_input())];
+    if (r.dtype != DType::F32 || r.shape != y.shape)
+      return bad(fmt::format("fused_linear residual must be {}, got {}", str(y), str(r)));
+  }
+  if (a.rope) {
+    if (a.rope_attrs.offset != 0 || a.rope_attrs.width != 0) return bad("fused_linear rope reads whole rows");
+    ASSIGN_OR_RETURN(y, infer_rope(y, in[static_cast<size_t>(a.pos_input())], a.rope_attrs));
+  }
+  if (!a.cache_write) return y;
+  const size_t c = static_cast<size_t>(a.cache_input());
+  const TensorType &cache = in[c], &start = in[c + 1];
+  TRY(require_float(cache, "fused_linear cache"));
+  TRY(require_int_index(start, "fused_linear start"));
+  if (start.shape.num_elements() != std::optional<int64_t>(1)) return bad("fused_linear start must have 1 element");
+  if (cache.shape.rank() != 2 || y.shape.rank() != 2 || cache.shape[1] != y.shape[1])
+    return bad(fmt::format("fused_linear rows {} do not fit the cache {}", str(y), str(cache)));
+  return cache;
+}
+
 // Head counts must be positive, n_heads a multiple of n_kv_heads, and the widths
 // n_heads*head_dim / n_kv_heads*head_dim must not overflow.
 Status check_heads(const AttentionAttrs& a) {
@@ -587,6 +628,8 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       if (g != u) return bad(fmt::format("swiglu gate and up differ: {} vs {}", str(g), str(u)));
       return g;
     }
+    case OpKind::FusedLinear:
+      return infer_fused_linear(in, std::get<FusedLinearAttrs>(attrs));
     case OpKind::HirSwiGLUFfn: {
       ASSIGN_OR_RETURN(TensorType g, infer_linear(in[0], in[1], true, true));
       ASSIGN_OR_RETURN(TensorType u, infer_linear(in[0], in[2], true, true));

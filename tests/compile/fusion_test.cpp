@@ -12,12 +12,7 @@
 namespace rlx::compile {
 namespace {
 using namespace ir;
-
-MirModule mir(const char* text) {
-  auto m = parse_mir(text);
-  if (!m) ADD_FAILURE() << m.error().to_string();
-  return m.has_value() ? std::move(m).value() : MirModule{};
-}
+using testing::mir;
 
 // --- matmul + bias + activation ---------------------------------------------------
 constexpr const char* kMatMulBiasGelu = R"(

@@ -9,7 +9,16 @@
 #include <sstream>
 #include <string>
 
+#include "rlx/ir/text.h"
+
 namespace rlx::compile::testing {
+
+/// The MIR module of `text`; a parse error fails the test (and gives an empty module).
+inline ir::MirModule mir(const char* text) {
+  auto m = ir::parse_mir(text);
+  if (!m) ADD_FAILURE() << m.error().to_string();
+  return m.has_value() ? std::move(m).value() : ir::MirModule{};
+}
 
 inline std::string golden_path(const std::string& name) {
   return std::string(RLX_SOURCE_DIR) + "/tests/golden/compile/" + name;

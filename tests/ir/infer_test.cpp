@@ -12,6 +12,19 @@ namespace {
 
 using testing::ty;
 
+// fused_linear flags: a SwiGLU with a norm prologue; rope then the write into a cache.
+FusedLinearAttrs swiglu_norm() {
+  FusedLinearAttrs a;
+  a.swiglu = a.norm = true;
+  return a;
+}
+FusedLinearAttrs rope_cache() {
+  FusedLinearAttrs a;
+  a.rope = a.cache_write = true;
+  a.rope_attrs.head_dim = a.rope_attrs.n_rot = 16;
+  return a;
+}
+
 struct InferCase {
   std::string name;
   OpKind op;
@@ -401,6 +414,16 @@ const std::vector<InferCase>& cases() {
        "error: interpolate size must be two lengths"},
       {"interpolate_nearest_align", K::Interpolate, InterpolateAttrs{InterpMode::Nearest, {6, 6}, true},
        {"f32[1, 2, 4, 4]"}, "", "error: interpolate nearest takes no align_corners"},
+      {"fused_linear_norm_swiglu", K::FusedLinear, swiglu_norm(), {"f32[1, 64]", "q8_0[96, 64]", "q8_0[96, 64]", "f32[64]"},
+       "", "f32[1, 96]"},
+      {"fused_linear_cache_write", K::FusedLinear, rope_cache(), {"f32[2, 64]", "f16[32, 64]", "i32[2]", "f16[8, 32]", "i32[1]"},
+       "", "f16[8, 32]"},
+      {"fused_linear_inputs", K::FusedLinear, swiglu_norm(), {"f32[1, 64]", "q8_0[96, 64]", "f32[64]"}, "",
+       "error: fused_linear needs 4 inputs for its flags, got 3"},
+      {"fused_linear_up_weight", K::FusedLinear, swiglu_norm(), {"f32[1, 64]", "q8_0[96, 64]", "q4_0[96, 64]", "f32[64]"},
+       "", "error: fused_linear up weight q4_0[96, 64] differs from the gate weight"},
+      {"fused_linear_cache_width", K::FusedLinear, rope_cache(), {"f32[2, 64]", "f16[32, 64]", "i32[2]", "f16[8, 16]", "i32[1]"},
+       "", "error: fused_linear rows f32[2, 32] do not fit the cache f16[8, 16]"},
       // generic checks
       {"wrong_attrs", K::Softmax, NormAttrs{}, {"f32[4]"}, "", "error: softmax has attributes of the wrong kind"},
       {"concat_unbounded_arity", K::Concat, AxisAttrs{0}, {}, "", "error: concat takes at least 1 inputs, got 0"},

@@ -134,6 +134,13 @@ inline Graph all_ops_graph() {
   auto sw = b.op(OpKind::FusedSwiGLU, {x, w, w}, FusedSwiGLUAttrs{true});
   auto frr = b.op(OpKind::FusedResidualRmsNorm, {x, ex, gamma}, NormAttrs{1e-6});
   auto frl = b.op(OpKind::FusedResidualLayerNorm, {x, ex, gamma, gamma}, NormAttrs{1e-5});
+  FusedLinearAttrs fla;  // a decode step's k: norm, rope, the rows written into a cache
+  fla.norm = fla.rope = fla.cache_write = true;
+  fla.rope_attrs.head_dim = 16;
+  fla.rope_attrs.n_rot = 16;
+  fla.group = 0;
+  auto kc = b.handle("kc", DType::F16, {16, 128});
+  auto fl = b.op(OpKind::FusedLinear, {x, qw, gamma, pos, kc, start}, fla);
   RegionAttrs region;
   region.steps = {
       {OpKind::Activation, static_cast<uint8_t>(ActKind::Silu), DType::F32, {-1}},
@@ -178,7 +185,7 @@ inline Graph all_ops_graph() {
   auto hln = b.op(OpKind::HirLayerNorm, {x, gamma}, NormAttrs{1e-5});
   auto he = b.op(OpKind::HirEmbedding, {w, pos}, NoAttrs{});
   for (ValueId v : {c, c16, half, red, tk, smp, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he, moe,
-                    delta, ct})
+                    delta, ct, fl})
     b.output(v);
   b.output(attn, "attn_out");
   auto g = b.build();

@@ -135,5 +135,6 @@ class CaseMaker {
 
 /// conv, conv_transpose, group_norm and interpolate cases (backend_ops_spatial_test.cpp).
 void spatial_cases(std::vector<OpCase>& cases);
+void fused_linear_cases(std::vector<OpCase>& cases);
 
 }  // namespace rlx::backend_ops

@@ -737,6 +737,7 @@ const std::vector<OpCase>& op_cases() {
     moe_cases(all);
     recurrent_cases(all);
     spatial_cases(all);
+    fused_linear_cases(all);
     return all;
   }();
   return cases;

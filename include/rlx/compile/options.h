@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,23 @@ struct FusionLimits {
   friend bool operator==(const FusionLimits&, const FusionLimits&) = default;
 };
 
+/// A fused_linear the fuse_linear pass would make, put to the backend: the flags, the
+/// weight dtype, the product's rows (x's leading dims), K and N, the cache's dtype
+/// (cache_write), and for a norm prologue the output columns of all the products that
+/// read that norm (each recomputes it).
+struct FusedLinearQuery {
+  ir::FusedLinearAttrs attrs;
+  ir::DType w_dtype = ir::DType::F32;
+  int64_t rows = 0, k = 0, n = 0;
+  ir::DType cache_dtype = ir::DType::F32;
+  int64_t norm_readers_n = 0;
+};
+/// Null when the backend's kernel runs the query's form, else why not (for the fusion
+/// report). An empty function: the backend makes no fused_linear.
+using FusedLinearCheck = std::function<const char*(const FusedLinearQuery&)>;
+/// Null when the backend runs these fused_linears (same x) as one launch, else why not.
+using FusedLinearGroupCheck = std::function<const char*(const std::vector<FusedLinearQuery>&)>;
+
 /// What a backend declares about itself for the compiler (Backend::target()): its name
 /// (reports, profile sections), the fusion limits its kernels take, and what the memory
 /// planner must keep for the fused steps it builds. The compiler reads these fields and
@@ -37,6 +55,10 @@ struct Target {
   /// Keep the inputs of a norm over at most this many rows alive past the norm, for
   /// GEMVs that recompute it in their prologue (PlanOptions::norm_input_rows); 0: none.
   int64_t norm_input_rows = 0;
+  /// Which products (and prologue / epilogues) fuse_linear folds into fused_linear for
+  /// this backend, and which of them share a launch; see FusedLinearCheck.
+  FusedLinearCheck fused_linear;
+  FusedLinearGroupCheck fused_linear_group;
 
   Target() = default;
   /// A target by name only (unbounded fusion, nothing kept): tests and tools that

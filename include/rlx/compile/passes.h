@@ -47,6 +47,12 @@ ir::MirModule fuse_narrow_rope(const ir::MirModule& m, FusionReport* report = nu
 /// Records "attention".
 ir::MirModule fuse_attention(const ir::MirModule& m, FusionReport* report = nullptr);
 
+/// For a target with a fused linear kernel (Target::fused_linear): products of f32 x
+/// take in the RMS norm they read, a SwiGLU, a residual add, rope and a KV-cache write,
+/// as far as the backend's check allows, as FusedLinear; sibling products the backend
+/// runs as one launch share a group id. Records "linear_*" (see fuse_linear.cpp).
+ir::MirModule fuse_linear(const ir::MirModule& m, const Target& target, FusionReport* report = nullptr);
+
 /// Maximal single-user chains of elementwise ops into ElementwiseRegions, bounded by
 /// `limits`. Records "elementwise_region".
 ir::MirModule fuse_elementwise(const ir::MirModule& m, const FusionLimits& limits, FusionReport* report = nullptr);

@@ -42,6 +42,11 @@ struct GraphOutput {
   std::string name;
 };
 
+/// The input whose storage node `n` writes in place and returns as its own result:
+/// update_slice's destination and a cache-writing fused_linear's cache (written rows of
+/// a handle); -1 for every other node. Such nodes are writes: never removed or merged.
+int in_place_input(const Node& n);
+
 /// Shape/dtype inference for one op: the result type given input types and attrs.
 /// For ops whose result type is not determined by their inputs (Input, Param,
 /// Constant, Handle, Cast, Custom) `declared` supplies it.

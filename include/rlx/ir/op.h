@@ -279,6 +279,48 @@ struct FusedSwiGLUAttrs {
   bool transpose_b = true;
   template <class V> void fields(V&& v) { v("transpose_b", transpose_b); }
 };
+/// A linear product with the prologue and epilogues a decode GEMV kernel folds into
+/// itself, made by fuse_linear for products of few rows on a backend whose
+/// Target::fused_linear takes them (CUDA decode). Inputs, in order:
+///   x[.., K] (f32), w[N, K] (f32 / f16 / bf16 or packed, as dequant_matmul's),
+///   w_up[N, K] (swiglu; w's dtype), gamma[K] (norm), residual (residual; the result's
+///   shape), pos i32[rows] (rope), cache[L, N] and start i32[1] (cache_write).
+/// With xn = norm ? rms_norm(x, eps) * gamma : x (the norm kernel's arithmetic):
+///   y = xn . w^T (f32 accumulation; packed weights as dequant_matmul computes them)
+///   swiglu: y = silu(y) * (xn . w_up^T)      residual: y = y + residual
+///   rope: y = rope(y, pos) with `rope` (whole rows: offset 0, width 0)
+///   cache_write: the result is cache with rows [start, start + rows) replaced by y
+///   (rounded to cache's dtype), as update_slice(cache, y, start) on axis 0.
+/// Products with the same group >= 0 read the same x (and norm): the backend runs them
+/// as one launch. Every value a group member reads is made before the first member.
+struct FusedLinearAttrs {
+  bool norm = false;
+  double eps = 1e-5;  ///< the norm prologue's epsilon
+  bool swiglu = false;
+  bool residual = false;
+  bool rope = false;
+  RopeAttrs rope_attrs;
+  bool cache_write = false;
+  int64_t group = -1;
+  template <class V> void fields(V&& v) {
+    v("norm", norm); v("eps", eps); v("swiglu", swiglu); v("residual", residual); v("rope", rope);
+    v("rope_head_dim", rope_attrs.head_dim); v("rope_n_rot", rope_attrs.n_rot); v("rope_layout", rope_attrs.layout);
+    v("rope_theta", rope_attrs.theta); v("rope_scaling", rope_attrs.scaling); v("rope_factor", rope_attrs.factor);
+    v("rope_low_freq_factor", rope_attrs.low_freq_factor); v("rope_high_freq_factor", rope_attrs.high_freq_factor);
+    v("rope_original_context", rope_attrs.original_context); v("rope_beta_fast", rope_attrs.beta_fast);
+    v("rope_beta_slow", rope_attrs.beta_slow); v("rope_ext_factor", rope_attrs.ext_factor);
+    v("rope_freq_factors", rope_attrs.freq_factors); v("rope_attn_factor", rope_attrs.attn_factor);
+    v("cache_write", cache_write); v("group", group);
+  }
+  /// Index of each optional input, or -1 when the flags leave it out.
+  int w_up_input() const { return swiglu ? 2 : -1; }
+  int gamma_input() const { return norm ? 2 + swiglu : -1; }
+  int residual_input() const { return residual ? 2 + swiglu + norm : -1; }
+  int pos_input() const { return rope ? 2 + swiglu + norm + residual : -1; }
+  int cache_input() const { return cache_write ? 2 + swiglu + norm + residual + rope : -1; }
+  /// Inputs the flags call for.
+  size_t num_inputs() const { return 2 + swiglu + norm + residual + rope + 2 * cache_write; }
+};
 /// One step of an ElementwiseRegion: op (Activation/Binary/Compare/Where/Cast), its kind
 /// value, result dtype, and args (< 0: region input -1-arg; >= 0: an earlier step).
 struct RegionStep {
@@ -468,7 +510,7 @@ using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, Constan
                            NarrowAttrs, AxisAttrs, FusedMatMulAttrs, FusedSwiGLUAttrs, RegionAttrs,
                            CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs, MoeRouteAttrs, MoeFfnAttrs,
                            CausalConvAttrs, DeltaRuleAttrs,
-                           ConvAttrs, GroupNormAttrs, InterpolateAttrs, ConvTransposeAttrs>;
+                           ConvAttrs, GroupNormAttrs, InterpolateAttrs, ConvTransposeAttrs, FusedLinearAttrs>;
 
 /// Default-constructed attrs of the type ops.def gives `kind`.
 Attrs default_attrs(OpKind kind);

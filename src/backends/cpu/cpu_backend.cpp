@@ -225,7 +225,7 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
     if (b == nullptr)
       return Error::unsupported("cpu backend has no kernel for {} (op {})", g.describe(v), ir::op_name(n.op));
     // Views cost nothing, except UpdateSlice whose write is the point.
-    if (lir.plan.slots[static_cast<size_t>(v)].kind == SlotKind::kView && n.op != ir::OpKind::UpdateSlice) continue;
+    if (lir.plan.slots[static_cast<size_t>(v)].kind == SlotKind::kView && ir::in_place_input(n) < 0) continue;
     for (const ir::Dim& d : n.shape)
       if (!d.is_static()) return Error::invalid_argument("cpu backend: {} has a symbolic shape", g.describe(v));
     Step s;

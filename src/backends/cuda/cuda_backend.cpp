@@ -307,7 +307,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     StepBuilder b = cuda_builder(n.op);
     if (b == nullptr)
       return Error::unsupported("cuda backend has no kernel for {} (op {})", g.describe(v), ir::op_name(n.op));
-    if (lir.plan.slots[static_cast<size_t>(v)].kind == SlotKind::kView && n.op != ir::OpKind::UpdateSlice) continue;
+    if (lir.plan.slots[static_cast<size_t>(v)].kind == SlotKind::kView && ir::in_place_input(n) < 0) continue;
     for (const ir::Dim& d : n.shape)
       if (!d.is_static()) return Error::invalid_argument("cuda backend: {} has a symbolic shape", g.describe(v));
     Step s;

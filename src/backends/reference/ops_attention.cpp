@@ -12,18 +12,15 @@ namespace rlx::reference_backend {
 // x[.., S, in_width] at positions pos[S]: reads columns [offset, offset + width) of each
 // row, writes `width` columns. Normal layout: pairs (2i, 2i+1); neox: (i, i + n_rot/2).
 // Columns n_rot.. of each head pass through.
-Status run_rope(const RefCall& call) {
-  const auto& r = call.attr<ir::RopeAttrs>();
-  ASSIGN_OR_RETURN(std::vector<double> x, read_values(call.in[0]));
-  ASSIGN_OR_RETURN(std::vector<double> pos, read_values(call.in[1]));
-  const std::vector<int64_t>& od = call.out.dims;
-  const int64_t in_width = call.in[0].dims.back(), width = od.back();
-  const int64_t seq = od[od.size() - 2];
-  const int64_t rows = width == 0 ? 0 : element_count(od) / width;
+std::vector<double> rope_rows(const std::vector<double>& x, int64_t in_width, const std::vector<int64_t>& out_dims,
+                              const std::vector<double>& pos, const ir::RopeAttrs& r) {
+  const int64_t width = out_dims.back();
+  const int64_t seq = out_dims[out_dims.size() - 2];
+  const int64_t rows = width == 0 ? 0 : element_count(out_dims) / width;
   const int64_t heads = width / r.head_dim, half = r.n_rot / 2;
   const std::vector<double> inv_freq = ir::rope_inv_freq(r);
   const bool neox = r.layout == ir::RopeLayout::Neox;
-  std::vector<double> y(static_cast<size_t>(element_count(od)));
+  std::vector<double> y(static_cast<size_t>(element_count(out_dims)));
   for (int64_t row = 0; row < rows; ++row) {
     const double p = pos[static_cast<size_t>(row % seq)];
     for (int64_t h = 0; h < heads; ++h) {
@@ -39,7 +36,13 @@ Status run_rope(const RefCall& call) {
       }
     }
   }
-  write_values(call.out, y);
+  return y;
+}
+
+Status run_rope(const RefCall& call) {
+  ASSIGN_OR_RETURN(std::vector<double> x, read_values(call.in[0]));
+  ASSIGN_OR_RETURN(std::vector<double> pos, read_values(call.in[1]));
+  write_values(call.out, rope_rows(x, call.in[0].dims.back(), call.out.dims, pos, call.attr<ir::RopeAttrs>()));
   return {};
 }
 

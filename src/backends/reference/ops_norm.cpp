@@ -8,32 +8,6 @@
 namespace rlx::reference_backend {
 namespace {
 
-// Row by row over rows of length d:
-//   layer norm: y = (x - mean) / sqrt(mean((x - mean)^2) + eps) * gamma (+ beta)
-//   rms norm:   y = x / sqrt(mean(x^2) + eps) * gamma
-std::vector<double> normalize_rows(const std::vector<double>& x, int64_t d, bool rms, double eps,
-                                   const std::vector<double>& gamma, const std::vector<double>* beta) {
-  std::vector<double> y(x.size());
-  const int64_t rows = d == 0 ? 0 : static_cast<int64_t>(x.size()) / d;
-  for (int64_t r = 0; r < rows; ++r) {
-    const double* row = x.data() + r * d;
-    double mean = 0.0;
-    if (!rms) {
-      for (int64_t j = 0; j < d; ++j) mean += row[j];
-      mean /= static_cast<double>(d);
-    }
-    double squares = 0.0;
-    for (int64_t j = 0; j < d; ++j) squares += (row[j] - mean) * (row[j] - mean);
-    const double scale = 1.0 / std::sqrt(squares / static_cast<double>(d) + eps);
-    for (int64_t j = 0; j < d; ++j) {
-      double v = (row[j] - mean) * scale * gamma[static_cast<size_t>(j)];
-      if (beta) v += (*beta)[static_cast<size_t>(j)];
-      y[static_cast<size_t>(r * d + j)] = v;
-    }
-  }
-  return y;
-}
-
 // x, gamma[, beta] (`first_weight` = 1), or x, res, gamma[, beta] (`first_weight` = 2).
 Status run_norm(const RefCall& call, bool rms, bool residual) {
   const size_t first_weight = residual ? 2 : 1;
@@ -61,6 +35,32 @@ Status run_norm(const RefCall& call, bool rms, bool residual) {
 }
 
 }  // namespace
+
+// (reference_kernels.h) Row by row over rows of length d:
+//   layer norm: y = (x - mean) / sqrt(mean((x - mean)^2) + eps) * gamma (+ beta)
+//   rms norm:   y = x / sqrt(mean(x^2) + eps) * gamma
+std::vector<double> normalize_rows(const std::vector<double>& x, int64_t d, bool rms, double eps,
+                                   const std::vector<double>& gamma, const std::vector<double>* beta) {
+  std::vector<double> y(x.size());
+  const int64_t rows = d == 0 ? 0 : static_cast<int64_t>(x.size()) / d;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = x.data() + r * d;
+    double mean = 0.0;
+    if (!rms) {
+      for (int64_t j = 0; j < d; ++j) mean += row[j];
+      mean /= static_cast<double>(d);
+    }
+    double squares = 0.0;
+    for (int64_t j = 0; j < d; ++j) squares += (row[j] - mean) * (row[j] - mean);
+    const double scale = 1.0 / std::sqrt(squares / static_cast<double>(d) + eps);
+    for (int64_t j = 0; j < d; ++j) {
+      double v = (row[j] - mean) * scale * gamma[static_cast<size_t>(j)];
+      if (beta) v += (*beta)[static_cast<size_t>(j)];
+      y[static_cast<size_t>(r * d + j)] = v;
+    }
+  }
+  return y;
+}
 
 Status run_layer_norm(const RefCall& call) { return run_norm(call, false, false); }
 Status run_rms_norm(const RefCall& call) { return run_norm(call, true, false); }

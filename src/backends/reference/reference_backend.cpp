@@ -253,6 +253,13 @@ Expected<ValueHome> home_of(const ir::LirModule& lir, ValueId v) {
       if (i < 0) return Error::internal("reference backend: {} is not among the manifest's handles", g.describe(root));
       return ValueHome{Home::kHandle, i};
     }
+    case OpKind::FusedLinear: {
+      if (ir::in_place_input(n) < 0) return ValueHome{Home::kOwn, 0};
+      const ValueId cache = n.inputs[static_cast<size_t>(ir::in_place_input(n))];  // a handle (verified)
+      const int32_t i = entry_index(m.handles, cache);
+      if (i < 0) return Error::internal("reference backend: {} is not among the manifest's handles", g.describe(cache));
+      return ValueHome{Home::kHandle, i};
+    }
     default:
       return ValueHome{Home::kOwn, 0};
   }

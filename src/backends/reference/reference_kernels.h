@@ -88,6 +88,15 @@ int64_t normalize_axis(int64_t axis, size_t rank);
 /// The activation `kind` at x, in double (gelu: the erf form; gelu_tanh: the tanh form).
 double activation(ir::ActKind kind, double x);
 
+/// Row by row over rows of length d: the layer norm (x - mean) / sqrt(var + eps) * gamma
+/// (+ beta), or with `rms` the RMS norm x / sqrt(mean(x^2) + eps) * gamma.
+std::vector<double> normalize_rows(const std::vector<double>& x, int64_t d, bool rms, double eps,
+                                   const std::vector<double>& gamma, const std::vector<double>* beta);
+/// Rotary embedding of rows of `x` (each `in_width` wide, columns from r.offset) into a
+/// tensor of `out_dims` ([.., S, width]) at positions pos[S], as the rope op defines it.
+std::vector<double> rope_rows(const std::vector<double>& x, int64_t in_width, const std::vector<int64_t>& out_dims,
+                              const std::vector<double>& pos, const ir::RopeAttrs& r);
+
 /// Error naming the node: "reference backend: %3 (matmul 'x'): <what>".
 template <typename... Args>
 Error kernel_error(const RefCall& call, fmt::format_string<Args...> f, Args&&... args) {
@@ -131,5 +140,6 @@ Status run_conv(const RefCall&);
 Status run_conv_transpose(const RefCall&);
 Status run_group_norm(const RefCall&);
 Status run_interpolate(const RefCall&);
+Status run_fused_linear(const RefCall&);
 
 }  // namespace rlx::reference_backend

@@ -214,6 +214,7 @@ const std::vector<RefKernelEntry>& reference_kernel_table() {
       {OpKind::Expand, &run_expand},
       {OpKind::Gather, &run_gather},
       {OpKind::UpdateSlice, &run_update_slice},
+      {OpKind::FusedLinear, &run_fused_linear},
       {OpKind::FusedMatMulBiasAct, &run_fused_matmul_bias_act},
       {OpKind::FusedSwiGLU, &run_fused_swiglu},
       {OpKind::FusedResidualRmsNorm, &run_fused_residual_rms_norm},
