@@ -12,15 +12,19 @@
 # RLX_PACK_CASES="case ..." replaces the default list of main-index cases whose models go
 # along (each model brings every case of it with a reference under RLX_PACK_REF_MAX bytes,
 # default 1.1 MB).
-# Usage: [RLX_PACK_HF="bert ..."] [RLX_PACK_CASES="..."] bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY]
-# OLD_TESTS_BINARY, if given, goes along as rlx_cuda_tests_old (a baseline in the same call).
+# RLX_PACK_MOE=0 leaves the moe/ set out.
+# Usage: [RLX_PACK_HF="bert ..."] [RLX_PACK_CASES="..."] bench/cuda_device_pack.sh [BUILD_DIR (default build-cuda)] [OLD_TESTS_BINARY] [OLD_RLX]
+# OLD_TESTS_BINARY and OLD_RLX, if given, go along as rlx_cuda_tests_old and rlx_old (a
+# baseline in the same call).
 set -euo pipefail
 build=${1:-build-cuda}
 old=${2:-}
+old_rlx=${3:-}
 conf=${RLX_CONFORMANCE_DIR:-../shared/conformance}
 rm -rf .devrun && mkdir -p .devrun/lib .devrun/models .devrun/refs .devpack
 cp "$build/tools/rlx" "$build/tests/rlx_cuda_tests" "$build/tests/rlx_integration_tests" "$build/tests/rlx_runtime_tests" .devrun/
-[ -z "$old" ] || cp "$old" .devrun/rlx_cuda_tests_old
+[ -z "$old" ] || { cp "$old" .devrun/rlx_cuda_tests_old && strip .devrun/rlx_cuda_tests_old; }
+[ -z "$old_rlx" ] || { cp "$old_rlx" .devrun/rlx_old && strip .devrun/rlx_old; }
 strip .devrun/rlx .devrun/rlx_cuda_tests .devrun/rlx_integration_tests .devrun/rlx_runtime_tests
 # Libraries from this machine's packages that the GPU machine may lack (CUDA's own and
 # the C/C++ runtime are there).
@@ -67,7 +71,7 @@ hfs = tuple(os.environ.get("RLX_PACK_HF", "llama3-ropescaled qwen3-moe").split()
 hfs = tuple(h for h in hfs if h != "-")
 for hf in hfs:
     shutil.copytree(f"{conf}/hf/{hf}", f"{out}/hf/{hf}")
-if os.path.isdir(f"{conf}/moe"):  # the mixture-of-experts GGUF set, whole (3 MB)
+if os.path.isdir(f"{conf}/moe") and os.environ.get("RLX_PACK_MOE", "1") == "1":  # the MoE GGUF set, whole (3 MB)
     shutil.copytree(f"{conf}/moe", f"{out}/moe")
 print(f"{len(keep)} cases, the moe/ set and {len(hfs)} HF checkpoints for the suite on CUDA")
 PY

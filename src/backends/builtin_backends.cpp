@@ -37,7 +37,7 @@ void register_builtin_backends(BackendRegistry& registry) {
                               return std::shared_ptr<Backend>(std::move(b));
                             });
   registry.register_compile_target(DeviceKind::kCuda, [] {
-    return BackendCompileTarget{cuda_backend::cuda_compile_target(), cuda_backend::cuda_supported_ops()};
+    return BackendCompileTarget{cuda_backend::cuda_compile_target(cuda_backend::default_cuda_options()), cuda_backend::cuda_supported_ops()};
   });
 #endif
 }

@@ -35,6 +35,7 @@ struct Plan {
   std::vector<ValueId> nodes;  // the chain, product first
   ValueId up = kNoValue, silu = kNoValue;
   FusedLinearQuery query;
+  bool unfusable = false;  // a fused_swiglu node whose SwiGLU the backend refuses: left as it is
 };
 
 class LinearFuser {
@@ -44,26 +45,43 @@ class LinearFuser {
 
   MirModule run() {
     for (ValueId v = 0; v < g_.size(); ++v)
-      if (is_product(v) && !taken_.count(v)) plan_chain(v);
+      if ((is_product(v) || is_swiglu_node(v)) && !taken_.count(v)) plan_chain(v);
     decide_norms();
     decide_groups();
     return rebuild();
   }
 
  private:
-  // x . W^T over f32 x of static shape: matmul (transpose_b, f32 rank-2 W) or
+  // x . W^T over f32 x of static shape: matmul (transpose_b, f32 rank-2 W), a
+  // fused_matmul_bias_act without bias or activation (Direct lowering's linear), or
   // dequant_matmul.
   bool is_product(ValueId v) const {
     const Node& n = g_.node(v);
-    if ((n.op != OpKind::MatMul && n.op != OpKind::DequantMatMul) || n.dtype != DType::F32 || !n.shape.is_static())
+    if ((n.op != OpKind::MatMul && n.op != OpKind::DequantMatMul && n.op != OpKind::FusedMatMulBiasAct) ||
+        n.dtype != DType::F32 || !n.shape.is_static())
       return false;
     const Node& x = g_.node(n.inputs[0]);
     if (x.dtype != DType::F32 || !x.shape.is_static() || x.shape.rank() < 1) return false;
     if (n.op == OpKind::DequantMatMul) return true;
-    if (n.op != OpKind::MatMul) return false;
-    const auto& m = n.attr<MatMulAttrs>();
     const Node& w = g_.node(n.inputs[1]);
-    return !m.transpose_a && m.transpose_b && w.shape.rank() == 2 && w.dtype == DType::F32;
+    if (w.shape.rank() != 2 || w.dtype != DType::F32) return false;
+    if (n.op == OpKind::FusedMatMulBiasAct) {
+      const auto& f = n.attr<FusedMatMulAttrs>();
+      return f.transpose_b && !f.has_bias && f.act == ActKind::Identity;
+    }
+    const auto& m = n.attr<MatMulAttrs>();
+    return !m.transpose_a && m.transpose_b;
+  }
+  // fused_swiglu(x, Wg, Wu) with transpose_b over f32 x and f32 weights, static shape:
+  // a SwiGLU product as the Direct lowering emits it.
+  bool is_swiglu_node(ValueId v) const {
+    const Node& n = g_.node(v);
+    if (n.op != OpKind::FusedSwiGLU || !n.attr<FusedSwiGLUAttrs>().transpose_b || n.dtype != DType::F32 ||
+        !n.shape.is_static())
+      return false;
+    const Node& x = g_.node(n.inputs[0]);
+    const Node& w = g_.node(n.inputs[1]);
+    return x.dtype == DType::F32 && x.shape.is_static() && w.shape.rank() == 2 && w.dtype == DType::F32;
   }
   // The single node reading v, when v has exactly one reader and is not an output.
   std::optional<ValueId> only_user(ValueId v) const {
@@ -91,8 +109,12 @@ class LinearFuser {
     plan.w = g_.node(p).inputs[1];
     plan.nodes = {p};
     ValueId cur = p;
+    if (is_swiglu_node(p)) {
+      plan.a.swiglu = true;
+      plan.w_up = g_.node(p).inputs[2];
+    }
     // SwiGLU: silu(p) * q, q a product over the same x with a weight like p's; p is the gate.
-    if (auto s = only_user(p); s && is_op(*s, OpKind::Activation) &&
+    if (auto s = only_user(p); !plan.a.swiglu && s && is_op(*s, OpKind::Activation) &&
                                g_.node(*s).attr<ActivationAttrs>().kind == ActKind::Silu) {
       if (auto m = only_user(*s); m && is_op(*m, OpKind::Binary) &&
                                   g_.node(*m).attr<BinaryAttrs>().kind == BinaryKind::Mul) {
@@ -199,6 +221,10 @@ class LinearFuser {
         plan.a.residual = false;
         plan.residual = kNoValue;
         drop = 1;
+      } else if (plan.a.swiglu && plan.up == kNoValue) {  // a fused_swiglu node: all or nothing
+        miss("linear_swiglu", plan.product, why);
+        plan.unfusable = true;
+        return;
       } else if (plan.a.swiglu) {
         pattern = "linear_swiglu";
         plan.a.swiglu = false;
@@ -229,8 +255,16 @@ class LinearFuser {
     for (size_t i = 0; i < plans_.size(); ++i)
       if (is_op(plans_[i].x, OpKind::RmsNorm)) readers[plans_[i].x].push_back(i);
     for (const auto& [norm, plans] : readers) {
-      size_t product_reads = 0;
-      for (size_t i : plans) product_reads += plans_[i].a.swiglu ? 2 : 1;
+      size_t product_reads = 0;  // (a SwiGLU of two products reads the norm twice)
+      bool unfusable = false;
+      for (size_t i : plans) {
+        product_reads += plans_[i].up != kNoValue ? 2 : 1;
+        unfusable = unfusable || plans_[i].unfusable;
+      }
+      if (unfusable) {
+        miss("linear_norm", norm, "a reader of the normed rows has no fused form");
+        continue;
+      }
       if (product_reads != static_cast<size_t>(uses_[static_cast<size_t>(norm)]) ||
           product_reads != users_[static_cast<size_t>(norm)].size()) {
         miss("linear_norm", norm, "the normed rows have readers other than fused products");
@@ -303,7 +337,7 @@ class LinearFuser {
       std::vector<size_t> group;
       std::vector<FusedLinearQuery> queries;
       for (size_t i : members) {
-        if (bare_why_.count(plans_[i].product)) continue;  // the backend has no fused form of it
+        if (bare_why_.count(plans_[i].product) || plans_[i].unfusable) continue;  // no fused form of it
         queries.push_back(plans_[i].query);
         if (t_.fused_linear_group(queries) != nullptr) {
           queries.pop_back();
@@ -337,7 +371,7 @@ class LinearFuser {
   }
 
   bool fused(const Plan& p) const {
-    return p.a.norm || p.a.swiglu || p.a.residual || p.a.rope || p.a.cache_write || p.a.group >= 0;
+    return !p.unfusable && (p.a.norm || p.a.swiglu || p.a.residual || p.a.rope || p.a.cache_write || p.a.group >= 0);
   }
 
   void emit(detail::Rewriter& rw, const Plan& p) {
@@ -395,6 +429,23 @@ class LinearFuser {
 };
 
 }  // namespace
+
+FusedLinearQuery fused_linear_query(const Graph& g, ValueId v) {
+  const Node& n = g.node(v);
+  const auto& a = n.attr<FusedLinearAttrs>();
+  const Node& x = g.node(n.inputs[0]);
+  const Node& w = g.node(n.inputs[1]);
+  FusedLinearQuery q;
+  q.attrs = a;
+  q.w_dtype = w.dtype;
+  q.k = x.shape.back().is_static() ? x.shape.back().value() : 0;
+  q.n = w.shape[0].is_static() ? w.shape[0].value() : 0;
+  const auto elements = x.shape.num_elements();
+  q.rows = elements && q.k > 0 ? *elements / q.k : 0;  // 0: symbolic rows
+  if (a.cache_write) q.cache_dtype = g.node(n.inputs[static_cast<size_t>(a.cache_input())]).dtype;
+  q.norm_readers_n = a.norm ? q.n * (a.swiglu ? 2 : 1) : 0;
+  return q;
+}
 
 MirModule fuse_linear(const MirModule& m, const Target& target, FusionReport* report) {
   if (!target.fused_linear) return m;

@@ -7,6 +7,7 @@
 
 #include "emit.h"
 #include "rewriter.h"
+#include "rlx/compile/passes.h"
 
 namespace rlx::compile {
 namespace {
@@ -173,7 +174,7 @@ std::string DispatchReport::to_string() const {
 }
 
 Expected<MirModule> legalize(const MirModule& m, const OpSet& ops, const std::string& backend,
-                             const KernelDispatchConfig& dispatch, DispatchReport* report) {
+                             const KernelDispatchConfig& dispatch, DispatchReport* report, const Target* target) {
   DispatchReport local;
   DispatchReport& rep = report ? *report : local;
   rep = DispatchReport{};
@@ -196,7 +197,11 @@ Expected<MirModule> legalize(const MirModule& m, const OpSet& ops, const std::st
         rw.set(v, it->second);
         continue;
       }
-      if (!is_boundary(n.op) && wants_rewrite(n.op) && rewritable(g, n)) {
+      // A claimed fused_linear runs natively only in a form the target's kernel takes.
+      const bool form_refused = n.op == OpKind::FusedLinear && ops.contains(n.op) && target != nullptr &&
+                                !dispatch.force_native.contains(n.op) &&
+                                target->fused_linear && target->fused_linear(fused_linear_query(g, v)) != nullptr;
+      if (!is_boundary(n.op) && (wants_rewrite(n.op) || form_refused) && rewritable(g, n)) {
         rewrite(rw, v, users, later);
         ++rep.kinds[n.op].rewritten;
         changed = true;

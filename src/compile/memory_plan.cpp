@@ -1,6 +1,5 @@
 // Memory planner (last stage of the pipeline): MIR -> LIR. Views alias their root with
-// a byte offset; liveness is inclusive [birth, last use] per root (a small RMS norm's
-// inputs may be kept longer: PlanOptions::norm_input_rows); elementwise ops may
+// a byte offset; liveness is inclusive [birth, last use] per root; elementwise ops may
 // take a dying input's slot (in place); groups are placed largest first at the best
 // (smallest sufficient) aligned gap among time-overlapping placed groups.
 #include "rlx/compile/memory_plan.h"
@@ -50,62 +49,13 @@ std::optional<int64_t> view_offset(const Graph& g, const Node& n, bool sized) {
 
 bool in_place_kind(OpKind k) { return is_elementwise(k) || k == OpKind::ElementwiseRegion; }
 
-// PlanOptions::norm_input_rows: the x (and residual) of each small RMS norm live as long
-// as what reads the norm's normed rows (the second half of a residual norm's [2, ..]
-// output; all of a plain norm's), directly or through a view: as long as those readers'
-// own outputs, so that the ops a backend fuses into their epilogues (rope, KV-cache
-// writes) cannot be placed over them either.
-template <class RootOf>
-void extend_norm_inputs(const Graph& g, const BufferPlan& plan, int64_t max_rows, const RootOf& root_of,
-                        std::vector<int32_t>& last) {
-  const int32_t n = g.size();
-  std::vector<int64_t> normed_at(static_cast<size_t>(n), -1);  // byte offset of the normed rows
-  bool any = false;
-  for (ValueId v = 0; v < n; ++v) {
-    const Node& node = g.node(v);
-    const bool residual = node.op == OpKind::FusedResidualRmsNorm;
-    if ((node.op != OpKind::RmsNorm && !residual) || plan.slots[static_cast<size_t>(v)].kind != SlotKind::kArena) continue;
-    const auto elems = node.shape.num_elements();
-    const int64_t d = node.shape.rank() > 0 && node.shape[node.shape.rank() - 1].is_static()
-                          ? node.shape[node.shape.rank() - 1].value() : 0;
-    if (!elems || d <= 0 || *elems / d / (residual ? 2 : 1) > max_rows) continue;
-    normed_at[static_cast<size_t>(v)] = residual ? plan.slots[static_cast<size_t>(v)].size / 2 : 0;
-    any = true;
-  }
-  if (!any) return;
-  std::vector<int32_t> normed_last(static_cast<size_t>(n), -1);
-  for (ValueId u = 0; u < n; ++u) {
-    if (plan.slots[static_cast<size_t>(u)].kind == SlotKind::kView) continue;  // a view is not a reader
-    for (ValueId in : g.node(u).inputs) {
-      const ValueId r = root_of(in);
-      const int64_t at = normed_at[static_cast<size_t>(r)];
-      if (at < 0) continue;
-      const BufferSlot& s = plan.slots[static_cast<size_t>(in)];
-      const int64_t lo = s.kind == SlotKind::kView ? s.offset : 0;
-      if (lo + s.size > at) {
-        int32_t& l = normed_last[static_cast<size_t>(r)];
-        l = std::max({l, u, last[static_cast<size_t>(root_of(u))]});
-      }
-    }
-  }
-  for (ValueId v = 0; v < n; ++v) {
-    const int32_t until = normed_last[static_cast<size_t>(v)];
-    if (until < 0) continue;
-    const Node& node = g.node(v);
-    for (size_t i = 0; i < (node.op == OpKind::FusedResidualRmsNorm ? 2u : 1u); ++i) {
-      int32_t& l = last[static_cast<size_t>(root_of(node.inputs[i]))];
-      l = std::max(l, until);
-    }
-  }
-}
-
 }  // namespace
 
 PlanOptions plan_options(const CompileOptions& o, const Target& target) {
   PlanOptions po;
   po.alignment = o.arena_alignment;
   po.in_place = o.in_place;
-  po.norm_input_rows = target.norm_input_rows;
+  (void)target;  // (nothing of the target changes the plan today)
   return po;
 }
 
@@ -183,7 +133,6 @@ Expected<LirModule> plan_memory(const MirModule& m, const PlanOptions& opt) {
     }
   }
   for (const GraphOutput& o : g.outputs()) last[static_cast<size_t>(root_of(o.value))] = n;
-  if (opt.norm_input_rows > 0 && sized) extend_norm_inputs(g, plan, opt.norm_input_rows, root_of, last);
 
   // 3. groups: a value either starts a group or joins the group of an input it replaces
   //    in place (input dies here, same shape and byte size, a plain arena value that is

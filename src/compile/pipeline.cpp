@@ -120,7 +120,7 @@ Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const
   if (o.precision != Precision::F32)
     TRY(run.run_expected("apply_precision", m, [&](const MirModule& x) { return apply_precision(x, o.precision, o.mixed); }));
   TRY(run.run_expected("legalize", m, [&](const MirModule& x) {
-    return legalize(x, ops, target.name, o.dispatch, &res.dispatch);
+    return legalize(x, ops, target.name, o.dispatch, &res.dispatch, &target);
   }));
   if (o.dce) TRY(run.run("eliminate_dead_code", m, eliminate_dead_code));
 

@@ -126,7 +126,10 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   if (!profile) return profile.error().with_context("compile profile");
   TRY(check_profile_backends(*profile, profile_name));
   DecoderOptions d;
-  d.seq = ir::Dim::symbol(ir::SEQ);
+  // The decode template has its one row static: what the decode fusions of a backend
+  // (fused_linear: one-row products) are decided on. Prefill rows stay a symbol, bound
+  // per bucket.
+  d.seq = decode ? ir::Dim(1) : ir::Dim::symbol(ir::SEQ);
   d.ctx = options_.ctx;
   d.kv_dtype = options_.kv_dtype;
   d.last_row_logits = !all_rows;

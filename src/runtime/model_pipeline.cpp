@@ -118,6 +118,11 @@ std::string ModelCompilePipeline::backend_name() const {
   return session_.backend() ? session_.backend()->name() : std::string();
 }
 
+std::string ModelCompilePipeline::backend_key() const {
+  return session_.backend() ? session_.backend()->name() + " | " + session_.backend()->target().options_key
+                            : std::string();
+}
+
 Expected<ir::HirModule> ModelCompilePipeline::build_hir_locked(const HirBuildFn& build_hir) {
   if (!build_hir) return Error::invalid_argument("model pipeline: no HIR builder given");
   ++stats_.hir_builds;
@@ -145,7 +150,7 @@ Expected<std::shared_ptr<const ModelTemplate>> ModelCompilePipeline::template_fr
   TRY(session_.status());
   const uint64_t fp = ir::fingerprint(hir.graph);
   const uint64_t oh = compile_options_hash(options);
-  const uint64_t key = template_key(fp, hir.policy, oh, backend_name());
+  const uint64_t key = template_key(fp, hir.policy, oh, backend_key());
   if (auto it = templates_.find(key); it != templates_.end()) {
     current_ = it->second;
     return it->second;
@@ -356,7 +361,7 @@ Expected<AotSpecialization> ModelCompilePipeline::specialize_aot_locked(const st
   h.u64(compile_options_hash(options));
   h.str(binding.to_string());
   h.str(device);
-  h.str(backend_name());
+  h.str(backend_key());
   AotSpecialization out;
   out.entry_key = h.digest();
   const AotCache cache(cache_dir);

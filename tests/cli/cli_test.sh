@@ -119,6 +119,14 @@ check compile_phase_bad fail "--phase: decoder not in" -- compile --model "$mode
 # The decode step as rlx run builds it: one token against a KV cache (update_slice into
 # the cache handles).
 check compile_decode ok "update_slice +native" -- compile --model "$model" --phase decode --ctx 64 --report
+# CUDA's decode fusions are IR ops, reported on a machine without a GPU too (builds
+# with the CUDA backend only).
+if "$rlx" compile --model "$model" --device cuda --phase decode --report 2>&1 | grep -q "no cuda backend"; then
+  echo "skip compile_decode_cuda: this build has no CUDA backend"
+else
+  check compile_decode_cuda ok "fused linear_norm +x[0-9]+" -- compile --model "$model" --device cuda --phase decode --report
+  check compile_decode_cuda_group ok "fused linear_group +x[0-9]+" -- compile --model "$model" --device cuda --phase decode
+fi
 
 # Good input end to end.
 check synth_f32 ok "wrote" -- synth --preset tiny --type f32 -o "$work/f32.gguf"

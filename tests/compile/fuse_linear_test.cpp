@@ -144,6 +144,48 @@ TEST(FuseLinear, NormWithAnotherReaderStaysANorm) {
   EXPECT_EQ(r.missed[0].pattern, "linear_norm");
 }
 
+// The f32-weight forms the Direct lowering emits: a linear as fused_matmul_bias_act
+// without bias or activation, the SwiGLU as fused_swiglu. A target that refuses the
+// SwiGLU leaves that node whole, and the norm it reads with it.
+TEST(FuseLinear, DirectLoweringFormsAndARefusedSwiGLU) {
+  const char* text = R"(
+    %0 = input "x" : f32[1, 32]
+    %1 = param "g" : f32[32]
+    %2 = rms_norm %0, %1 {eps=1e-05}
+    %3 = param "wg" : f32[48, 32]
+    %4 = param "wu" : f32[48, 32]
+    %5 = fused_swiglu %2, %3, %4 {transpose_b=true}
+    %6 = param "wd" : f32[32, 48]
+    %7 = fused_matmul_bias_act %5, %6 {act=identity, has_bias=false, transpose_b=true}
+    %8 = binary.add %7, %0
+    output %8 "y"
+  )";
+  FusionReport r;
+  const MirModule out = fuse_linear(mir(text), gemv_target(), &r);
+  ASSERT_TRUE(verify(out.graph).ok());
+  testing::expect_golden("linear_direct_forms.mir", print(out));
+  EXPECT_EQ(r.count("linear_norm"), 1);
+  EXPECT_EQ(r.count("linear_swiglu"), 1);
+  EXPECT_EQ(r.count("linear_residual"), 1);
+
+  Target no_swiglu = gemv_target();
+  no_swiglu.fused_linear = [](const FusedLinearQuery& q) -> const char* {
+    return q.attrs.swiglu ? "no SwiGLU epilogue" : nullptr;
+  };
+  FusionReport r2;
+  const MirModule kept = fuse_linear(mir(text), no_swiglu, &r2);
+  ASSERT_TRUE(verify(kept.graph).ok());
+  int swiglus = 0, norms = 0;
+  for (const Node& n : kept.graph.nodes()) {
+    swiglus += n.op == OpKind::FusedSwiGLU;
+    norms += n.op == OpKind::RmsNorm;
+  }
+  EXPECT_EQ(swiglus, 1);
+  EXPECT_EQ(norms, 1);
+  EXPECT_EQ(r2.count("linear_residual"), 1);  // the down product still takes its residual
+  EXPECT_EQ(r2.count("linear_norm"), 0);
+}
+
 TEST(FuseLinear, TargetWithoutAKernelChangesNothing) {
   const MirModule in = mir(kDecodeLayer);
   EXPECT_EQ(print(fuse_linear(in, Target("cpu"))), print(in));

@@ -73,6 +73,18 @@ MirModule one_op(OpKind k) {
       b.output(b.rope(x, pos, pairs), "y_slice");
       break;
     }
+    case OpKind::FusedLinear: {
+      // A k projection of four rows: norm, f32 product, rope, rows written into an f16 cache.
+      FusedLinearAttrs a;
+      a.norm = a.rope = a.cache_write = true;
+      a.rope_attrs.head_dim = a.rope_attrs.n_rot = 8;
+      const ValueId w = b.param("wk", DType::F32, Shape{Dim(16), Dim(32)});
+      const ValueId pos = b.input("pos", DType::I32, Shape{Dim(4)});
+      const ValueId cache = b.handle("cache.k", DType::F16, Shape{Dim(8), Dim(16)});
+      const ValueId start = b.input("start", DType::I32, Shape{Dim(1)});
+      b.output(b.op(k, {x, w, g, pos, cache, start}, a), "cache");
+      break;
+    }
     default: ADD_FAILURE() << "no test graph for " << op_name(k);
   }
   auto built = b.build();
@@ -103,7 +115,7 @@ TEST_P(LegalizeFused, RewritesToPrimitivesAndVerifies) {
 INSTANTIATE_TEST_SUITE_P(Kinds, LegalizeFused,
                          ::testing::Values(OpKind::FusedMatMulBiasAct, OpKind::FusedSwiGLU, OpKind::FusedResidualRmsNorm,
                                            OpKind::FusedResidualLayerNorm, OpKind::ElementwiseRegion, OpKind::Attention,
-                                           OpKind::DequantMatMul, OpKind::Rope),
+                                           OpKind::DequantMatMul, OpKind::Rope, OpKind::FusedLinear),
                          [](const auto& info) { return std::string(op_name(info.param)); });
 
 TEST(Legalize, NativeKindsStayUnderPreferNative) {
@@ -114,6 +126,29 @@ TEST(Legalize, NativeKindsStayUnderPreferNative) {
   EXPECT_EQ(print(*r), print(m));
   EXPECT_EQ(rep.kinds[OpKind::FusedSwiGLU].native, 1);
   EXPECT_NE(rep.to_string().find("fused_swiglu"), std::string::npos);
+}
+
+// A claimed fused_linear in a form the target's kernel refuses is rewritten; one it
+// takes stays, and a target without a check (the reference backend's) takes every form.
+TEST(Legalize, FusedLinearFormTheTargetRefusesIsRewritten) {
+  const MirModule m = one_op(OpKind::FusedLinear);
+  Target picky("picky");
+  picky.fused_linear = [](const FusedLinearQuery& q) -> const char* { return q.rows > 1 ? "one row only" : nullptr; };
+  auto r = legalize(m, OpSet::all_mir(), "picky", {}, nullptr, &picky);
+  ASSERT_TRUE(r.has_value()) << r.error().to_string();
+  EXPECT_TRUE(r->graph.of_kind(OpKind::FusedLinear).empty());
+  EXPECT_TRUE(verify(r->graph).ok());
+  Target lenient("lenient");
+  lenient.fused_linear = [](const FusedLinearQuery&) -> const char* { return nullptr; };
+  for (const Target* t : std::initializer_list<const Target*>{&lenient, nullptr}) {
+    auto kept = legalize(m, OpSet::all_mir(), "any", {}, nullptr, t);
+    ASSERT_TRUE(kept.has_value());
+    EXPECT_EQ(kept->graph.of_kind(OpKind::FusedLinear).size(), 1u);
+  }
+  const Target plain("reference");
+  auto ref = legalize(m, OpSet::all_mir(), "reference", {}, nullptr, &plain);
+  ASSERT_TRUE(ref.has_value());
+  EXPECT_EQ(ref->graph.of_kind(OpKind::FusedLinear).size(), 1u);
 }
 
 TEST(Legalize, ForceCommonRewritesClaimedKindsExceptForceNative) {

@@ -189,42 +189,6 @@ TEST(MemoryPlan, TransformerBlockSharesMemoryAndFusedResidualViewsAreFree) {
   EXPECT_NE(plan_report(lir).find("saved"), std::string::npos);
 }
 
-// PlanOptions::norm_input_rows: a one-row residual norm's x and residual stay live
-// through the readers of its normed row (a backend may recompute the norm there), so the
-// product that reads it cannot be placed over them; without the option it is.
-TEST(MemoryPlan, SmallNormInputsLiveThroughTheNormedRowsReaders) {
-  GraphBuilder b;
-  const ValueId x0 = b.input("x", DType::F32, Shape{Dim(1), Dim(64)});
-  const ValueId r0 = b.input("r", DType::F32, Shape{Dim(1), Dim(64)});
-  const ValueId x = b.activation(ActKind::Exp, x0);  // arena values that die at the norm
-  const ValueId r = b.activation(ActKind::Tanh, r0);
-  const ValueId g = b.param("g", DType::F32, Shape{Dim(64)});
-  const ValueId w = b.param("w", DType::F32, Shape{Dim(64), Dim(64)});
-  const ValueId f = b.op(OpKind::FusedResidualRmsNorm, {x, r, g}, NormAttrs{1e-5});
-  const ValueId sum = b.reshape(b.narrow(f, 0, 0, Dim(1)), Shape{Dim(1), Dim(64)});
-  const ValueId normed = b.reshape(b.narrow(f, 0, 1, Dim(1)), Shape{Dim(1), Dim(64)});
-  const ValueId y = b.matmul(normed, w);
-  b.output(b.add(y, sum), "out");
-  const MirModule m{*b.build()};
-  auto overlaps = [](const BufferSlot& a, const BufferSlot& c) {
-    return a.offset < c.offset + c.size && c.offset < a.offset + a.size;
-  };
-  PlanOptions keep;
-  keep.norm_input_rows = 1;
-  auto kept = plan_memory(m, keep);
-  ASSERT_TRUE(kept.has_value()) << kept.error().to_string();
-  const auto& ks = kept->plan.slots;
-  EXPECT_FALSE(overlaps(ks[y], ks[x]) || overlaps(ks[y], ks[r])) << plan_report(*kept);
-  brute_force_check(*kept);
-  auto plain = plan_memory(m);
-  ASSERT_TRUE(plain.has_value());
-  const auto& ps = plain->plan.slots;
-  EXPECT_TRUE(overlaps(ps[y], ps[x]) || overlaps(ps[y], ps[r])) << plan_report(*plain);
-  // The CUDA backend's compiles ask for it, the CPU backend's do not.
-  EXPECT_EQ(plan_options(CompileOptions{}, Target("gpu-like", FusionLimits::gpu(), 1)).norm_input_rows, 1);
-  EXPECT_EQ(plan_options(CompileOptions{}, "cpu").norm_input_rows, 0);
-}
-
 TEST(MemoryPlan, AlignmentMustBeAPowerOfTwo) {
   GraphBuilder b;
   b.output(b.activation(ActKind::Exp, b.input("x", DType::F32, Shape{Dim(3)})), "y");

@@ -43,7 +43,7 @@ TEST(Profile, OverridesRoundTripAndMapToOptions) {
   ASSERT_TRUE(back.has_value()) << back.error().to_string();
   EXPECT_EQ(*back, p);
   // A backend declaring GPU-sized fusion limits, named as its section.
-  const CompileOptions gpu = p.to_compile_options(Target("gpu0", FusionLimits::gpu(), 1));
+  const CompileOptions gpu = p.to_compile_options(Target("gpu0", FusionLimits::gpu()));
   EXPECT_EQ(gpu.fusion.target, FusionTarget::Auto);
   ASSERT_TRUE(gpu.fusion.limits.has_value());
   EXPECT_EQ(gpu.fusion.limits->max_steps, 24);
@@ -52,7 +52,7 @@ TEST(Profile, OverridesRoundTripAndMapToOptions) {
   EXPECT_EQ(gpu.precision, Precision::BF16);
   EXPECT_EQ(gpu.mixed, MixedPrecision::Auto);
   EXPECT_TRUE(gpu.assert_fusion_clean);
-  EXPECT_EQ(effective_fusion_limits(gpu.fusion, Target("gpu0", FusionLimits::gpu(), 1)).max_steps, 24);
+  EXPECT_EQ(effective_fusion_limits(gpu.fusion, Target("gpu0", FusionLimits::gpu())).max_steps, 24);
   const CompileOptions cpu = p.to_compile_options(Target("cpu"));
   EXPECT_TRUE(cpu.fusion.unfuse_regions);
   EXPECT_FALSE(cpu.fusion.limits.has_value());

@@ -74,7 +74,7 @@ class CudaGraphsMode {
           cuda_backend::CudaOptions o = cuda_backend::default_cuda_options();
           o.graphs = graphs;
           o.programmatic_launch = pdl;
-          o.fuse_swiglu = o.fuse_rope_kv = o.fuse_norm_gemv = fuse;
+          o.fuse_swiglu = o.fuse_rope_kv = o.fuse_norm_gemv = o.group_gemvs = fuse;
           o.gemv_int8_x = int8_x;
           ASSIGN_OR_RETURN(std::shared_ptr<cuda_backend::CudaBackend> b, cuda_backend::CudaBackend::create(device.ordinal, o));
           return std::shared_ptr<Backend>(std::move(b));
@@ -88,13 +88,17 @@ class CudaGraphsMode {
   }
 };
 
+// Compiles `g` on `dev` (fusion passes off unless `fusion` is given: then they run and
+// their report is stored there) and runs it once.
 Expected<std::vector<Tensor>> run_graph(const Device& dev, const ir::Graph& g, const std::map<std::string, Tensor>& params,
-                                        const std::map<std::string, Tensor>& inputs) {
+                                        const std::map<std::string, Tensor>& inputs,
+                                        compile::FusionReport* fusion = nullptr) {
   compile::CompileOptions opt;
-  opt.fusion.skip = true;
+  opt.fusion.skip = fusion == nullptr;
   opt.constant_folding = false;
   ASSIGN_OR_RETURN(Session s, Session::create(dev));
   ASSIGN_OR_RETURN(CompiledGraph cg, s.compile_with(g, opt));
+  if (fusion != nullptr) *fusion = cg.fusion_report();
   for (const auto& [name, t] : params) TRY(cg.set_param_typed(name, t.bytes(), t.dtype()));
   std::vector<NamedTensorView> views;
   for (const auto& [name, t] : inputs) views.push_back({name, t.view()});
@@ -198,10 +202,11 @@ TEST(CudaDecode, GemvInt8XPropagatesNonFinite) {
   }
 }
 
-// Sibling products over one x (as q/k/v and gate/up in a decode graph) run as one grouped
-// GEMV launch: three outputs of different N (one not a multiple of a block's rows) for
-// f16 and packed weights at M = 1 and 3, each against float64 math on the (dequantized)
-// weights (f16: and on x rounded to f16, as the GEMV does).
+// Sibling products over one x (as q/k/v and gate/up in a decode graph) are one launch
+// group of fused_linear (fuse_linear) and run as one grouped GEMV launch: three outputs
+// of different N (one not a multiple of a block's rows) for f16 and packed weights at
+// M = 1 and 3, each against float64 math on the (dequantized) weights (f16: and on x
+// rounded to f16, as the GEMV does).
 TEST(CudaDecode, GroupedGemvMatchesReference) {
   REQUIRE_CUDA();
   const int64_t K = 512;
@@ -223,9 +228,11 @@ TEST(CudaDecode, GroupedGemvMatchesReference) {
       auto graph = b.build();
       ASSERT_TRUE(graph.has_value()) << graph.error().to_string();
       const Tensor xt = f32({M, K}, 95);
-      auto out = run_graph(Device::cuda(), *graph, {{"w0", ws[0]}, {"w1", ws[1]}, {"w2", ws[2]}}, {{"x", xt}});
+      compile::FusionReport report;
+      auto out = run_graph(Device::cuda(), *graph, {{"w0", ws[0]}, {"w1", ws[1]}, {"w2", ws[2]}}, {{"x", xt}}, &report);
       ASSERT_TRUE(out.has_value()) << out.error().to_string();
       ASSERT_EQ(out->size(), 3u);
+      EXPECT_EQ(report.count("linear_group"), 1) << report.to_string();
       auto xv = *xt.to_f32();
       if (t == DType::F16)
         for (float& e : xv) e = f16_bits_to_f32(f32_to_f16_bits(e));
@@ -239,12 +246,12 @@ TEST(CudaDecode, GroupedGemvMatchesReference) {
   }
 }
 
-// A one-row RMS norm (plain, and with its residual add) read only by decode GEMVs is
-// computed in their prologue (fuse_norm_gemv): a single and a grouped product over f16
-// and packed weights (Q4_K: the third product over Q6_K, a GEMV step of its own, as
-// attn_v in a Q4_K_M file), gamma in f32 and f16, against float64 math on the norm
-// computed as the norm kernel does; the residual sum (an output) is x + res exactly; the
-// step list shows the norm inside the GEMV.
+// A one-row RMS norm (of x, or of a residual sum x + res) read only by decode products
+// is computed in their prologue (fused_linear's norm, made by fuse_linear): a single and
+// a grouped product over f16 and packed weights (Q4_K: the third product over Q6_K, a
+// launch of its own, as attn_v in a Q4_K_M file), gamma in f32 and f16, against float64
+// math on the norm computed as the norm kernel does; the residual sum (an output) is
+// x + res exactly; the fusion report shows every product took the norm.
 TEST(CudaDecode, NormPrologueGemvMatchesReference) {
   REQUIRE_CUDA();
   const int64_t K = 512;
@@ -267,13 +274,11 @@ TEST(CudaDecode, NormPrologueGemvMatchesReference) {
           auto x = b.input("x", DType::F32, {1, K});
           auto r = b.input("r", DType::F32, {1, K});
           auto gamma = b.param("g", g_dt, {K});
-          // (run_graph compiles without fusion passes: the residual form is built as the
-          // residual_norm fusion emits it, [2, 1, K] with views of the sum and the norm)
           ir::ValueId n = ir::kNoValue;
           if (residual) {
-            auto f = b.op(OpKind::FusedResidualRmsNorm, {x, r, gamma}, ir::NormAttrs{eps});
-            b.output(b.reshape(b.narrow(f, 0, 0, ir::Dim(1)), ir::Shape{ir::Dim(1), ir::Dim(K)}), "sum");
-            n = b.reshape(b.narrow(f, 0, 1, ir::Dim(1)), ir::Shape{ir::Dim(1), ir::Dim(K)});
+            auto sum = b.add(x, r);
+            b.output(sum, "sum");
+            n = b.rms_norm(sum, gamma, eps);
           } else {
             n = b.rms_norm(x, gamma, eps);
           }
@@ -297,20 +302,11 @@ TEST(CudaDecode, NormPrologueGemvMatchesReference) {
           std::map<std::string, Tensor> params{{"g", gt}};
           for (int i = 0; i < parts; ++i) params[fmt::format("w{}", i)] = ws[static_cast<size_t>(i)];
           const Tensor xt = f32({1, K}, 105, -2, 2), rt = f32({1, K}, 106);
-          const LogLevel level = log_level();
-          set_log_level(LogLevel::kDebug);
-          testing::internal::CaptureStderr();
-          auto out = run_graph(Device::cuda(), *graph, params, {{"x", xt}, {"r", rt}});
-          const std::string steps = testing::internal::GetCapturedStderr();
-          set_log_level(level);
+          compile::FusionReport report;
+          auto out = run_graph(Device::cuda(), *graph, params, {{"x", xt}, {"r", rt}}, &report);
           ASSERT_TRUE(out.has_value()) << out.error().to_string();
-          bool fused = false;
-          std::istringstream lines(steps);
-          const char* norm_op = residual ? "(fused_residual_rms_norm" : "(rms_norm";
-          for (std::string line; std::getline(lines, line);)
-            fused = fused || (line.find("cuda step") != std::string::npos && line.find(norm_op) != std::string::npos &&
-                              line.find("matmul") != std::string::npos);
-          EXPECT_TRUE(fused) << "the norm was not moved into the GEMV:\n" << steps;
+          EXPECT_EQ(report.count("linear_norm"), parts) << "the norm was not moved into the products:\n"
+                                                       << report.to_string();
           // The norm as norm_kernel computes it: the sum in f32, squares summed in double.
           const std::vector<float> xv = *xt.to_f32(), rv = *rt.to_f32();
           std::vector<float> sv(static_cast<size_t>(K)), nv(static_cast<size_t>(K));
@@ -454,9 +450,8 @@ TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
   }
 }
 
-// The decode-step fusions (SwiGLU GEMV, rope + KV-cache writes, those in the q/k/v GEMVs'
-// epilogues, norms in the GEMVs' prologues) against the same model
-// run with them off, across prefills of changing extent (M = 3, 5: the GEMV path) and
+// The decode fusions (fused_linear: the norm prologue, SwiGLU, residual, rope and
+// KV-cache epilogues, q/k/v in one launch) against the same model run with them off, across prefills of changing extent (M = 3, 5: the GEMV path) and
 // decode steps; both runs step by step so that only the fusions differ, and the step
 // lists must show the fusions applied (and not when off). (The default mode,
 // fusions on, is checked against the CPU backend by ReplayMatchesStepByStepAcrossDecodeSteps.)
@@ -485,42 +480,34 @@ TEST(CudaDecode, FusedStepsMatchUnfused) {
     set_log_level(level);
     ASSERT_TRUE(plain.has_value()) << plain.error().to_string();
     ASSERT_TRUE(fused.has_value()) << fused.error().to_string();
-    // A fused step's description joins its nodes with " + ".
-    EXPECT_NE(fused_steps.find("(rope) + "), std::string::npos) << "rope + KV writes were not fused:\n" << fused_steps;
-    EXPECT_EQ(plain_steps.find("(rope) + "), std::string::npos) << plain_steps;
-    // ... and taken over by the q/k/v GEMVs (fuse_gemv_rope_kv): the step that rotates is a matmul.
-    bool in_gemv = false;
-    std::istringstream lines(fused_steps);
-    for (std::string line; std::getline(lines, line);)
-      in_gemv = in_gemv || (line.find("matmul") != std::string::npos && line.find("(rope) + ") != std::string::npos);
-    EXPECT_TRUE(in_gemv) << "rope + KV writes were not moved into the q/k/v GEMVs:\n" << fused_steps;
-    // ... and every layer norm (attn_norm and ffn_norm of both layers) computed by the
-    // GEMVs after it (fuse_norm_gemv) in some executable (the decode one: the prefills'
-    // norms have several rows), none kept apart because the plan overlapped what the
-    // GEMVs write with the norm's inputs (PlanOptions::norm_input_rows prevents that).
-    auto norms_in_gemvs = [](const std::string& steps) {
-      std::set<std::string> names;
+    // A step's description names its node ("%12 (fused_linear 'blk.0.attn.q')"), a launch
+    // group's joins its members' with " + ".
+    auto step_lines_with = [](const std::string& steps, std::initializer_list<const char*> parts) {
+      int n = 0;
       std::istringstream in(steps);
       for (std::string line; std::getline(in, line);) {
-        const size_t at = line.find("_norm '");
-        if (line.find("cuda step") == std::string::npos || line.find(") + %") == std::string::npos ||
-            at == std::string::npos)
-          continue;
-        const size_t from = at + 7;
-        names.insert(line.substr(from, line.find('\'', from) - from));
+        bool all = line.find("cuda step") != std::string::npos;
+        for (const char* p : parts) all = all && line.find(p) != std::string::npos;
+        n += all;
       }
-      return names;
+      return n;
     };
-    const std::set<std::string> fused_norms = norms_in_gemvs(fused_steps);
-    for (const char* name : {"blk.0.attn_norm", "blk.0.ffn_norm", "blk.1.attn_norm", "blk.1.ffn_norm"})
-      EXPECT_EQ(fused_norms.count(name), 1u) << name << " was not moved into a GEMV:\n" << fused_steps;
-    EXPECT_EQ(fused_steps.find("the norm's inputs"), std::string::npos) << fused_steps;
-    EXPECT_TRUE(norms_in_gemvs(plain_steps).empty()) << plain_steps;
-    if (std::string(type) != "f32") {  // f32 weights: the compiler's own fused_swiglu, no region
-      EXPECT_NE(fused_steps.find("swiglu.up') + "), std::string::npos) << "the SwiGLU GEMVs were not fused:\n"
-                                                                       << fused_steps;
-      EXPECT_EQ(plain_steps.find("swiglu.up') + "), std::string::npos) << plain_steps;
+    // q, k and v of each layer in one launch, rope and the KV-cache rows in its epilogue
+    // (no rope step left in the decode executable's list: the prefills' ropes of several
+    // rows go to a rope_kv launch, "(rope) + ").
+    for (const char* layer : {"blk.0", "blk.1"}) {
+      const std::string q = fmt::format("(fused_linear '{}.attn.q') + ", layer);
+      EXPECT_GE(step_lines_with(fused_steps, {q.c_str(), ".attn.k')"}), 1) << layer << ":\n" << fused_steps;
+      // the SwiGLU with the ffn norm in its prologue, the residual adds in o and down
+      for (const char* name : {"ffn.swiglu", "attn.o')", "ffn.down')"}) {
+        const std::string want = fmt::format("(fused_linear '{}.{}", layer, name);
+        EXPECT_GE(step_lines_with(fused_steps, {want.c_str()}), 1) << want << " is not a fused_linear:\n" << fused_steps;
+      }
     }
+    EXPECT_EQ(step_lines_with(fused_steps, {"(rope)"}), step_lines_with(fused_steps, {"(rope) + "}))
+        << "a rope step of its own:\n" << fused_steps;
+    EXPECT_EQ(step_lines_with(plain_steps, {"fused_linear"}), 0) << plain_steps;
+    EXPECT_GE(step_lines_with(plain_steps, {"(rms_norm"}), 1) << plain_steps;
     ASSERT_EQ(plain->logits.size(), fused->logits.size());
     double worst = 0;
     for (size_t i = 0; i < plain->logits.size(); ++i) {

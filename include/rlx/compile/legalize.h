@@ -32,8 +32,11 @@ struct DispatchReport {
 bool has_common_rewrite(ir::OpKind kind);
 
 /// Rewrites until every node's kind is in `backend_ops` (boundary kinds always are).
+/// With `target`, a fused_linear whose form the target's check (when it has one) refuses (made elsewhere
+/// than by fuse_linear for this target: text IR, another target) is rewritten too.
 /// Fills `report` (when given) even on failure.
 Expected<ir::MirModule> legalize(const ir::MirModule& m, const OpSet& backend_ops, const std::string& backend_name,
-                                 const KernelDispatchConfig& dispatch = {}, DispatchReport* report = nullptr);
+                                 const KernelDispatchConfig& dispatch = {}, DispatchReport* report = nullptr,
+                                 const Target* target = nullptr);
 
 }  // namespace rlx::compile

@@ -15,16 +15,9 @@ namespace rlx::compile {
 struct PlanOptions {
   int64_t alignment = 64;  ///< arena slot alignment in bytes (power of two)
   bool in_place = true;    ///< allow elementwise outputs to take a dying input's slot
-  /// An RMS norm (or residual add + RMS norm) of at most this many rows keeps its x and
-  /// residual inputs live as long as the readers of its normed rows and their outputs,
-  /// so that a backend may recompute the norm inside those readers (the CUDA decode
-  /// GEMV's norm prologue, with rope and KV-cache writes in its epilogue) without the
-  /// plan placing what they write over its inputs. 0: off.
-  int64_t norm_input_rows = 0;
 };
 
-/// The plan options of a compile for `target`: alignment and in-place reuse from `o`,
-/// norm_input_rows as the target declares.
+/// The plan options of a compile for `target`: alignment and in-place reuse from `o`.
 PlanOptions plan_options(const CompileOptions& o, const Target& target);
 
 /// Plans `m`. With unbound symbols the plan holds slot kinds and view roots but sizes and

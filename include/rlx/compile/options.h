@@ -46,25 +46,25 @@ using FusedLinearCheck = std::function<const char*(const FusedLinearQuery&)>;
 using FusedLinearGroupCheck = std::function<const char*(const std::vector<FusedLinearQuery>&)>;
 
 /// What a backend declares about itself for the compiler (Backend::target()): its name
-/// (reports, profile sections), the fusion limits its kernels take, and what the memory
-/// planner must keep for the fused steps it builds. The compiler reads these fields and
-/// never decides anything from the name.
+/// (reports, profile sections), the fusion limits its kernels take and the fused linear
+/// forms its kernel runs. The compiler reads these fields and never decides anything
+/// from the name.
 struct Target {
   std::string name = "cpu";
   FusionLimits fusion_limits = FusionLimits::cpu();
-  /// Keep the inputs of a norm over at most this many rows alive past the norm, for
-  /// GEMVs that recompute it in their prologue (PlanOptions::norm_input_rows); 0: none.
-  int64_t norm_input_rows = 0;
   /// Which products (and prologue / epilogues) fuse_linear folds into fused_linear for
   /// this backend, and which of them share a launch; see FusedLinearCheck.
   FusedLinearCheck fused_linear;
   FusedLinearGroupCheck fused_linear_group;
+  /// What, besides the name, changes what the compiler makes for this backend (the
+  /// switches behind the checks above): part of every compile cache key.
+  std::string options_key;
 
   Target() = default;
-  /// A target by name only (unbounded fusion, nothing kept): tests and tools that
-  /// compile for no particular backend.
-  Target(std::string n, FusionLimits limits = FusionLimits::cpu(), int64_t rows = 0)  // NOLINT: implicit by design
-      : name(std::move(n)), fusion_limits(limits), norm_input_rows(rows) {}
+  /// A target by name only (unbounded fusion, no fused linear kernel): tests and tools
+  /// that compile for no particular backend.
+  Target(std::string n, FusionLimits limits = FusionLimits::cpu())  // NOLINT: implicit by design
+      : name(std::move(n)), fusion_limits(limits) {}
   Target(const char* n) : Target(std::string(n)) {}  // NOLINT: implicit by design
 };
 

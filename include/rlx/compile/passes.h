@@ -52,6 +52,9 @@ ir::MirModule fuse_attention(const ir::MirModule& m, FusionReport* report = null
 /// as far as the backend's check allows, as FusedLinear; sibling products the backend
 /// runs as one launch share a group id. Records "linear_*" (see fuse_linear.cpp).
 ir::MirModule fuse_linear(const ir::MirModule& m, const Target& target, FusionReport* report = nullptr);
+/// The query a target's fused_linear check answers for fused_linear node `v` of `g` (a
+/// norm prologue counted as read by this product alone).
+FusedLinearQuery fused_linear_query(const ir::Graph& g, ir::ValueId v);
 
 /// Maximal single-user chains of elementwise ops into ElementwiseRegions, bounded by
 /// `limits`. Records "elementwise_region".

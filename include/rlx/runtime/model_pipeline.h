@@ -253,6 +253,8 @@ class ModelCompilePipeline {
                                                                  double compile_ms);
   Expected<ir::HirModule> build_hir_locked(const HirBuildFn& build_hir);
   std::string backend_name() const;
+  /// The backend's name and its target's options_key: what identifies it in cache keys.
+  std::string backend_key() const;
 
   Session session_;
   size_t capacity_;

@@ -341,21 +341,14 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     sh->host_out_bytes += (e.bytes + 63) / 64 * 64;
   }
   decide_split(*sh);
-  if (opt.fuse_swiglu || opt.fuse_rope_kv) {
+  // The decode fusions are the IR's fused_linear nodes (compile/fuse_linear.cpp); their
+  // launch groups become one launch each. What stays a step rewrite: rope(q), rope(k)
+  // and the cache writes the products did not take, as one launch.
+  TRY(merge_linear_groups(sh->steps, g));
+  if (opt.fuse_rope_kv) {
     std::vector<ValueId> outs;
     for (const ir::ManifestEntry& e : m.outputs) outs.push_back(e.value);
-    fuse_decode_steps(sh->steps, g, outs, opt.fuse_swiglu, opt.fuse_rope_kv);
-  }
-  if (opt.group_gemvs) group_sibling_gemvs(sh->steps);
-  if (opt.fuse_rope_kv && opt.fuse_gemv_rope_kv) {
-    std::vector<ValueId> outs;
-    for (const ir::ManifestEntry& e : m.outputs) outs.push_back(e.value);
-    fuse_gemv_rope_kv(sh->steps, g, outs);
-  }
-  if (opt.fuse_norm_gemv) {
-    std::vector<ValueId> outs;
-    for (const ir::ManifestEntry& e : m.outputs) outs.push_back(e.value);
-    fuse_norm_gemv(sh->steps, g, lir.plan, outs);
+    fuse_rope_kv_steps(sh->steps, g, outs);
   }
   if (log_level() <= LogLevel::kDebug)
     for (const Step& st : sh->steps) RLX_LOG_DEBUG("cuda step {}: {}", st.index, *st.what);
@@ -649,7 +642,25 @@ int cuda_device_count() {
   return n;
 }
 
-compile::Target cuda_compile_target() { return {"cuda", compile::FusionLimits::gpu(), 1}; }
+compile::Target cuda_compile_target(const CudaOptions& o) {
+  compile::Target t("cuda", compile::FusionLimits::gpu());
+  t.options_key = fmt::format("fuse swiglu {} rope_kv {} gemv_rope_kv {} norm_gemv {} group {} int8_x {}", o.fuse_swiglu,
+                              o.fuse_rope_kv, o.fuse_gemv_rope_kv, o.fuse_norm_gemv, o.group_gemvs, o.gemv_int8_x);
+  t.fused_linear = [o](const compile::FusedLinearQuery& q) -> const char* {
+    const ir::FusedLinearAttrs& a = q.attrs;
+    if (a.swiglu && !o.fuse_swiglu) return "RLX_CUDA_FUSE leaves swiglu out";
+    if ((a.norm || a.residual) && !o.fuse_norm_gemv)  // (the residual add in the product replaces the norm's)
+      return "RLX_CUDA_FUSE leaves norm_gemv (the norm prologue and the residual epilogue) out";
+    if ((a.rope || a.cache_write) && !(o.fuse_rope_kv && o.fuse_gemv_rope_kv))
+      return "RLX_CUDA_FUSE leaves gemv_rope_kv out";
+    return fused_linear_kernel_check(q, o.gemv_int8_x);
+  };
+  t.fused_linear_group = [o](const std::vector<compile::FusedLinearQuery>& qs) -> const char* {
+    if (!o.group_gemvs) return "RLX_CUDA_GROUP_GEMV=0";
+    return fused_linear_group_kernel_check(qs);
+  };
+  return t;
+}
 
 compile::OpSet cuda_supported_ops() {
   compile::OpSet ops;

@@ -31,15 +31,15 @@ struct CudaOptions {
   /// accumulation and softmax (~1e-3 relative error against f32 math). Off: the f32
   /// kernel. RLX_CUDA_ATTN_TC=0 turns it off.
   bool attention_tensor_cores = true;
-  /// Consecutive decode GEMVs over the same x (q/k/v, gate/up) share one launch
-  /// (group_sibling_gemvs). RLX_CUDA_GROUP_GEMV=0 turns it off.
+  /// Decode products over the same x (q/k/v, gate/up) share one launch: fused_linear
+  /// launch groups (compile/fuse_linear.cpp). RLX_CUDA_GROUP_GEMV=0 turns it off.
   bool group_gemvs = true;
-  /// Decode-step fusions (fuse_decode_steps): the gate/up GEMVs and their silu * up
-  /// region as one SwiGLU GEMV (`fuse_swiglu`); rope(q), rope(k) and both KV-cache
-  /// writes as one launch (`fuse_rope_kv`), and that launch's work moved into the
-  /// epilogues of the q / k / v GEMVs where they are one-row GEMVs (`fuse_gemv_rope_kv`,
-  /// needs `fuse_rope_kv`); a one-row RMS norm (and its residual add) computed by the
-  /// GEMVs after it as a prologue (`fuse_norm_gemv`; `norm_gemv` in RLX_CUDA_FUSE).
+  /// The decode GEMV's fused forms the compile target offers fuse_linear: the SwiGLU
+  /// epilogue (`fuse_swiglu`), rope and the KV-cache write in the epilogue of one-row
+  /// q / k / v products (`fuse_gemv_rope_kv`, needs `fuse_rope_kv`), the RMS-norm
+  /// prologue and the residual-add epilogue that feeds the next norm (`fuse_norm_gemv`;
+  /// `norm_gemv` in RLX_CUDA_FUSE); and the step rewrite of
+  /// rope(q), rope(k) and the remaining cache writes into one launch (`fuse_rope_kv`).
   /// RLX_CUDA_FUSE selects them (see env.h).
   bool fuse_swiglu = true;
   bool fuse_rope_kv = true;
@@ -70,10 +70,11 @@ CudaOptions default_cuda_options();
 /// swiglu, rope_kv, gemv_rope_kv (implies rope_kv), norm_gemv) to `o`'s fusion switches; an unknown name is an error.
 Status apply_fusion_list(const std::string& list, CudaOptions& o);
 
-/// What the compiler needs to know of the CUDA backend (no device needed): regions within
-/// a kernel's argument and register budget, the inputs of one-row norms kept for the
-/// decode GEMVs that recompute them (fuse_norm_gemv).
-compile::Target cuda_compile_target();
+/// What the compiler needs to know of a CUDA backend with options `o` (no device needed):
+/// regions within a kernel's argument and register budget, and the decode GEMV's fused
+/// forms (fused_linear: norm prologue, SwiGLU, residual, rope and KV-cache epilogues,
+/// launch groups) as far as the options' fusion switches allow.
+compile::Target cuda_compile_target(const CudaOptions& o);
 
 /// Number of CUDA devices visible to this process (0 when there is no driver or GPU).
 int cuda_device_count();
@@ -86,9 +87,8 @@ class CudaBackend final : public Backend {
   static Expected<std::shared_ptr<CudaBackend>> create(int ordinal);
 
   std::string name() const override { return "cuda"; }
-  /// Regions within a kernel's argument and register budget; the inputs of one-row
-  /// norms kept for the decode GEMVs that recompute them (fuse_norm_gemv).
-  compile::Target target() const override { return cuda_compile_target(); }
+  /// cuda_compile_target with this backend's options.
+  compile::Target target() const override { return cuda_compile_target(options_); }
   const compile::OpSet& supported_ops() const override { return ops_; }
   Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir,
                                                 const compile::CompileOptions& options) override;

@@ -124,38 +124,22 @@ using StepBuilder = Status (*)(BuildCtx& ctx, Step& step);
 /// Builder for `kind`, or null when the CUDA backend does not run it.
 StepBuilder cuda_builder(ir::OpKind kind);
 
-/// Merges runs of up to kMaxGemvParts consecutive decode GEMV steps that read the same x
-/// with the same weight type, K and epilogue (q/k/v, gate/up) into one grouped launch
-/// (GemvParams::n_parts); outputs stay where the plan put them. Run after the split
-/// layout is decided; renumbers the steps.
-void group_sibling_gemvs(std::vector<Step>& steps);
-/// Hands each fused rope_kv step (fuse_decode_steps) of a decode step to the GEMVs that
-/// produce its q, k and v when they are one-row GEMVs among the four steps before it and
-/// nothing they run alongside overlaps what it writes: the q/k GEMVs rotate their
-/// outputs (non-neox rope, pairs of neighbouring rows) and write rope(q), the k cache
-/// row (and rope(k) when read elsewhere), the v GEMV its cache row; the rope_kv step
-/// goes. Run after group_sibling_gemvs; renumbers the steps.
-void fuse_gemv_rope_kv(std::vector<Step>& steps, const ir::Graph& g, const std::vector<ir::ValueId>& outputs);
+/// fused_linear (cuda_steps_linear.cpp): one GEMV launch with the node's prologue and
+/// epilogues; merge_linear_groups then makes each launch group of consecutive
+/// fused_linear steps one launch (run after decide_split).
+Status build_fused_linear(BuildCtx& ctx, Step& step);
+Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g);
+/// What the fused GEMV kernel takes (null, or why not): one fused_linear (with the 8-bit
+/// x path on or off), and the parts of one launch. The compile target's checks add the
+/// options' switches (cuda_compile_target).
+const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x);
+const char* fused_linear_group_kernel_check(const std::vector<compile::FusedLinearQuery>& qs);
 
-/// Hands each one-row f32 RMS norm step (with or without its residual add) to the decode
-/// GEMVs right after it as a prologue (GemvParams::norm; the first also writes the
-/// residual sum) when their products are the only readers of the normed row and nothing
-/// they write overlaps the norm's inputs (the plan keeps those live through the readers
-/// and their outputs: PlanOptions::norm_input_rows); the norm step goes. Run last;
-/// renumbers the steps.
-void fuse_norm_gemv(std::vector<Step>& steps, const ir::Graph& g, const ir::BufferPlan& plan,
-                    const std::vector<ir::ValueId>& outputs);
-
-/// Step-level fusions of a decode graph, run after the split layout is decided and
-/// before group_sibling_gemvs; renumbers the steps:
-/// - gemv(x, Wg), gemv(x, Wu), region silu(gate) * up -> one SwiGLU GEMV (both products
-///   used only by the region);
-/// - rope(q), rope(k), update_slice(k cache, rope k), update_slice(v cache, v) -> one
-///   launch (launch_rope_kv).
-/// `outputs`: values the executable copies out (never fused away); `swiglu`, `rope_kv`:
-/// which of the two to apply.
-void fuse_decode_steps(std::vector<Step>& steps, const ir::Graph& g, const std::vector<ir::ValueId>& outputs,
-                       bool swiglu, bool rope_kv);
+/// rope(q), rope(k), update_slice(k cache, rope k) and update_slice(v cache, v) (or the
+/// first three, when the v product wrote its cache rows itself) -> one launch
+/// (launch_rope_kv). Run after the split layout is decided; renumbers the steps.
+/// `outputs`: values the executable copies out (never fused away).
+void fuse_rope_kv_steps(std::vector<Step>& steps, const ir::Graph& g, const std::vector<ir::ValueId>& outputs);
 
 /// Bytes of one row of K elements of packed type `t` in the split device layout.
 int64_t split_row_bytes(ir::DType t, int64_t K);

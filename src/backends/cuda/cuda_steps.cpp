@@ -514,6 +514,20 @@ Status rope_fn(const Step& s, const RunCtx& ctx) {
 
 namespace {
 
+}  // namespace
+
+Expected<std::shared_ptr<DeviceBuffer>> upload_rope_table(BuildCtx& ctx, const ir::RopeAttrs& r) {
+  const std::vector<double> f = ir::rope_inv_freq(r);
+  const int64_t bytes = static_cast<int64_t>(std::max<size_t>(f.size(), 1) * sizeof(double));
+  ASSIGN_OR_RETURN(DeviceBuffer table, DeviceBuffer::create(bytes, ctx.graph->describe(ctx.id)));
+  if (!f.empty())
+    RLX_CUDA_TRY(cudaMemcpy(table.data(), f.data(), f.size() * sizeof(double), cudaMemcpyHostToDevice),
+                 ctx.graph->describe(ctx.id));
+  return std::make_shared<DeviceBuffer>(std::move(table));
+}
+
+namespace {
+
 Status build_rope(BuildCtx& ctx, Step& step) {
   const ir::Node& n = ctx.node();
   const auto& r = n.attr<ir::RopeAttrs>();
@@ -533,13 +547,7 @@ Status build_rope(BuildCtx& ctx, Step& step) {
   p->k.x_dt = to_dt(ctx.input(0).dtype);
   p->k.out_dt = to_dt(n.dtype);
   p->k.pos_dt = to_dt(ctx.input(1).dtype);
-  const std::vector<double> f = ir::rope_inv_freq(r);
-  const int64_t bytes = static_cast<int64_t>(std::max<size_t>(f.size(), 1) * sizeof(double));
-  ASSIGN_OR_RETURN(DeviceBuffer table, DeviceBuffer::create(bytes, ctx.graph->describe(ctx.id)));
-  if (!f.empty())
-    RLX_CUDA_TRY(cudaMemcpy(table.data(), f.data(), f.size() * sizeof(double), cudaMemcpyHostToDevice),
-                 ctx.graph->describe(ctx.id));
-  p->table = std::make_shared<DeviceBuffer>(std::move(table));
+  ASSIGN_OR_RETURN(p->table, upload_rope_table(ctx, r));
   step.fn = &rope_fn;
   step.params = p;
   return {};
@@ -831,6 +839,7 @@ StepBuilder cuda_builder(OpKind kind) {
     case OpKind::DequantMatMul: return &build_dequant_matmul;
     case OpKind::FusedMatMulBiasAct: return &build_fused_matmul;
     case OpKind::FusedSwiGLU: return &build_fused_swiglu;
+    case OpKind::FusedLinear: return &build_fused_linear;
     case OpKind::Reduce: return &build_reduce;
     case OpKind::Softmax: return &build_softmax;
     case OpKind::Cumsum: return &build_cumsum;

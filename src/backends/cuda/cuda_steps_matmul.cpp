@@ -2,8 +2,8 @@
 // DequantMatMul. GEMMs go through cuBLASLt (bias / ReLU / tanh-GELU epilogues where it
 // has them); one-row products (M <= 8, decode) use the GEMV kernels; packed weights
 // above that take the int8 tensor-core GEMM (Q8_0, Q4_0: mmq_kernels.h) or are
-// dequantized to f16 for cuBLAS (the K-quants). Also group_sibling_gemvs, which merges
-// GEMVs that read the same x into one launch.
+// dequantized to f16 for cuBLAS (the K-quants). The decode GEMVs' prologue, epilogues
+// and launch groups of fused_linear are in cuda_steps_linear.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,37 +19,6 @@ namespace rlx::cuda_backend {
 
 using ir::DType;
 using ir::OpKind;
-
-namespace {
-
-/// The run-time pointers of a GEMV that took over a rope_kv step: in[at ..] = q_pos,
-/// k_pos, k_cache, k_start, v_cache, v_start, q_out, k_out.
-void bind_rope_kv(GemvParams& v, const LinearParams& p, const Step& s, const RunCtx& ctx) {
-  if (p.rkv_in == 0) return;
-  const size_t at = p.rkv_in;
-  RopeKvParams& k = v.rkv;
-  k.q.pos = s.in_ptr[at];
-  k.k.pos = s.in_ptr[at + 1];
-  k.k_cache = const_cast<uint8_t*>(s.in_ptr[at + 2]);  // handles are written in place by design
-  k.k_start = s.in_ptr[at + 3];
-  k.v_cache = const_cast<uint8_t*>(s.in_ptr[at + 4]);
-  k.v_start = s.in_ptr[at + 5];
-  k.q.out = const_cast<uint8_t*>(s.in_ptr[at + 6]);
-  k.k.out = p.rkv_k_out ? const_cast<uint8_t*>(s.in_ptr[at + 7]) : nullptr;
-  k.err = ctx.err;
-  k.err_code = s.index + 1;
-}
-
-/// The run-time pointers of a GEMV that took over an RMS norm (fuse_norm_gemv).
-void bind_norm(GemvParams& v, const LinearParams& p, const Step& s) {
-  if (!v.norm) return;
-  size_t at = p.norm_in;
-  if (p.norm_residual) v.norm_res = s.in_ptr[at++];
-  v.norm_gamma = s.in_ptr[at++];
-  if (p.norm_sum) v.norm_sum = const_cast<uint8_t*>(s.in_ptr[at]);  // the norm's output, now written here
-}
-
-}  // namespace
 
 /// The GEMV path; packed weights of a split-layout type that are stored as in the file
 /// (the executable could not split them) take the generic packed GEMV instead.
@@ -74,28 +43,6 @@ Status gemv_fn(const Step& s, const RunCtx& ctx) {
     v.row_bytes = p.split_row;
     v.d_offset = p.gv.N * p.split_row;
   }
-  bind_rope_kv(v, p, s, ctx);
-  bind_norm(v, p, s);
-  launch_gemv(v, ctx.stream);
-  return {};
-}
-
-/// A grouped GEMV (group_sibling_gemvs): in = [x, w_0 .. w_{n-1}, y_1 .. y_{n-1}], out = y_0.
-Status gemv_group_fn(const Step& s, const RunCtx& ctx) {
-  const LinearParams& p = s.p<LinearParams>();
-  GemvParams v = p.gv;
-  const int n = v.n_parts;
-  v.x = s.in_ptr[0];
-  for (int i = 0; i < n; ++i) {
-    v.part_w[i] = s.in_ptr[static_cast<size_t>(1 + i)];
-    v.part_y[i] = i == 0 ? s.out_ptr : const_cast<uint8_t*>(s.in_ptr[static_cast<size_t>(n + i)]);
-    if (s.split) v.part_d_offset[i] = v.part_N[i] * p.split_row;
-  }
-  v.w = v.part_w[0];
-  v.y = v.part_y[0];
-  if (s.split) v.row_bytes = p.split_row;
-  bind_rope_kv(v, p, s, ctx);
-  bind_norm(v, p, s);
   launch_gemv(v, ctx.stream);
   return {};
 }
@@ -210,8 +157,16 @@ RegionParams post_program(int64_t M, int64_t N, DT c_dt, DT out_dt, bool two, DT
   return k;
 }
 
-Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_act) {
-  const ir::Node& n = ctx.node();
+}  // namespace
+
+Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_act, std::optional<DType> out_dtype) {
+  const ir::Node& node = ctx.node();
+  ir::Node typed;  // the node with the product's own dtype (a fused_linear writing a cache)
+  if (out_dtype) {
+    typed.dtype = *out_dtype;
+    typed.shape = node.shape;
+  }
+  const ir::Node& n = out_dtype ? typed : node;
   const ir::Node& x = ctx.input(0);
   const ir::Node& w = ctx.input(1);
   const auto xd = x.shape.static_dims(), wd = w.shape.static_dims();
@@ -295,7 +250,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     auto immutable = [](const ValueRef& r) { return r.kind == StorageKind::kParam || r.kind == StorageKind::kConstant; };
     v.w_const = immutable(step.in[1]) && (!swiglu || immutable(step.in[2]));
     if (bias_act) {
-      const auto& f = n.attr<ir::FusedMatMulAttrs>();
+      const auto& f = node.attr<ir::FusedMatMulAttrs>();
       v.act = static_cast<uint8_t>(f.act);
       p->has_bias = f.has_bias;
       if (f.has_bias) v.bias_dt = to_dt(ctx.input(2).dtype);
@@ -313,8 +268,8 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     return {};
   }
   if (p->mmq) {  // f32 result straight into the output, or into scratch for the bias / activation
-    const ir::ActKind act = bias_act ? n.attr<ir::FusedMatMulAttrs>().act : ir::ActKind::Identity;
-    p->has_bias = bias_act && n.attr<ir::FusedMatMulAttrs>().has_bias;
+    const ir::ActKind act = bias_act ? node.attr<ir::FusedMatMulAttrs>().act : ir::ActKind::Identity;
+    p->has_bias = bias_act && node.attr<ir::FusedMatMulAttrs>().has_bias;
     if (p->has_bias || act != ir::ActKind::Identity) {
       p->post = true;
       p->c_in_scratch = true;
@@ -331,7 +286,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
   const bool c_is_out = g.c_dt == to_dt(n.dtype);
   ir::ActKind act = ir::ActKind::Identity;
   if (bias_act) {
-    const auto& f = n.attr<ir::FusedMatMulAttrs>();
+    const auto& f = node.attr<ir::FusedMatMulAttrs>();
     act = f.act;
     p->has_bias = f.has_bias;
   }
@@ -357,8 +312,6 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
   step.params = p;
   return {};
 }
-
-}  // namespace
 
 Status build_fused_matmul(BuildCtx& ctx, Step& step) {
   return build_linear(ctx, step, ctx.node().attr<ir::FusedMatMulAttrs>().transpose_b, false, true);
@@ -464,67 +417,6 @@ Status build_matmul(BuildCtx& ctx, Step& step) {
   step.fn = &matmul_fn;
   step.params = p;
   return {};
-}
-
-void group_sibling_gemvs(std::vector<Step>& steps) {
-  auto plain_gemv = [](const Step& s) -> const LinearParams* {
-    if (s.fn != &gemv_fn) return nullptr;
-    const LinearParams& p = s.p<LinearParams>();
-    if (!p.gemv || p.swiglu || p.has_bias || (packed_split(p.gv.w_dt) && !s.split)) return nullptr;
-    return &p;
-  };
-  std::vector<Step> out;
-  out.reserve(steps.size());
-  for (size_t i = 0; i < steps.size();) {
-    const LinearParams* first = plain_gemv(steps[i]);
-    size_t j = i + 1;
-    if (first != nullptr) {
-      const GemvParams& a = first->gv;
-      for (; j < steps.size() && j - i < static_cast<size_t>(kMaxGemvParts); ++j) {
-        const LinearParams* q = plain_gemv(steps[j]);
-        if (q == nullptr) break;
-        const GemvParams& c = q->gv;
-        const Step& sj = steps[j];
-        bool ok = same_ref(sj.in[0], steps[i].in[0]) && sj.split == steps[i].split && c.w_dt == a.w_dt &&
-                  c.x_dt == a.x_dt && c.y_dt == a.y_dt && c.M == a.M && c.K == a.K && c.act == a.act &&
-                  c.x_vec4 == a.x_vec4 && c.x_int8 == a.x_int8 && c.w_const == a.w_const && sj.extent_ok == steps[i].extent_ok;
-        // Every output apart from x and from the others (they are all live at once).
-        for (size_t k = i; ok && k < j; ++k)
-          ok = disjoint_refs(sj.out, steps[k].out) && disjoint_refs(steps[k].out, steps[i].in[0]);
-        ok = ok && disjoint_refs(sj.out, steps[i].in[0]);
-        if (!ok) break;
-      }
-    }
-    if (j - i < 2) {
-      out.push_back(std::move(steps[i]));
-      ++i;
-      continue;
-    }
-    // Steps [i, j) become one launch.
-    const int n = static_cast<int>(j - i);
-    auto p = std::make_shared<LinearParams>(*first);
-    Step g = steps[i];
-    g.in = {steps[i].in[0]};
-    std::string what = *steps[i].what;
-    for (size_t k = i; k < j; ++k) {
-      const LinearParams& q = steps[k].p<LinearParams>();
-      p->gv.part_N[k - i] = q.gv.N;
-      p->gv.part_d_offset[k - i] = 0;
-      g.in.push_back(steps[k].in[1]);
-      if (k > i) what += " + " + *steps[k].what;
-    }
-    for (size_t k = i + 1; k < j; ++k) g.in.push_back(steps[k].out);
-    p->gv.n_parts = n;
-    p->gv.N = p->gv.part_N[0];
-    g.fn = &gemv_group_fn;
-    g.params = p;
-    g.split_inputs = 0;
-    g.what = std::make_shared<const std::string>(what);
-    out.push_back(std::move(g));
-    i = j;
-  }
-  for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
-  steps = std::move(out);
 }
 
 }  // namespace rlx::cuda_backend

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backends/cuda/cuda_step.h"
@@ -59,8 +60,10 @@ struct RopeStepParams {
 };
 
 Status rope_fn(const Step& s, const RunCtx& ctx);
+/// rope_inv_freq(r) in device memory (the rope kernels' table).
+Expected<std::shared_ptr<DeviceBuffer>> upload_rope_table(BuildCtx& ctx, const ir::RopeAttrs& r);
 
-/// The parameters of a linear step (linear_fn, gemv_fn, gemv_group_fn): the GEMM or
+/// The parameters of a linear step (linear_fn, gemv_fn, mmq_fn): the GEMM or
 /// GEMV, and the post-GEMM elementwise program act(c (+ bias)) or silu(gate) * up.
 struct LinearParams {
   GemmDesc g;
@@ -84,27 +87,24 @@ struct LinearParams {
   // decode GEMV (M <= kMaxGemvM): the whole step in one kernel
   bool gemv = false;
   GemvParams gv;
-  // rope and KV-cache writes taken over from a rope_kv step (fuse_gemv_rope_kv): its
-  // pointers are inputs [rkv_in, rkv_in + 8) (bind_rope_kv); `rkv_keep` holds its tables
-  size_t rkv_in = 0;
-  bool rkv_k_out = false;
-  std::shared_ptr<const void> rkv_keep;
-  // an RMS norm taken over as the GEMV's prologue (fuse_norm_gemv): in[0] is the norm's
-  // x; inputs [norm_in, ..) are its residual (norm_residual), gamma and the sum's half
-  // of its output (norm_sum: this GEMV writes it)
-  size_t norm_in = 0;
-  bool norm_residual = false, norm_sum = false;
 };
 /// A one-row product in one GEMV launch (LinearParams::gemv).
 Status gemv_fn(const Step& s, const RunCtx& ctx);
-/// Sibling GEMVs over the same x in one launch (group_sibling_gemvs).
-Status gemv_group_fn(const Step& s, const RunCtx& ctx);
+
+/// The linear step of x . W (W^T when tb) for a node whose inputs 0 and 1 are x and W
+/// (2: the up weights when swiglu, or the bias of a fused_matmul_bias_act), with the
+/// result in `out_dtype` (default: the node's): a GEMV (gemv_fn) at decode sizes, else a
+/// GEMM (linear_fn, mmq_fn).
+Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_act,
+                    std::optional<ir::DType> out_dtype = std::nullopt);
 
 /// Builders of the matmul steps (cuda_steps_matmul.cpp).
 Status build_matmul(BuildCtx& ctx, Step& step);
 Status build_dequant_matmul(BuildCtx& ctx, Step& step);
 Status build_fused_matmul(BuildCtx& ctx, Step& step);
 Status build_fused_swiglu(BuildCtx& ctx, Step& step);
+
+
 
 /// Builders of the mixture-of-experts steps (cuda_steps_moe.cpp).
 Status build_moe_route(BuildCtx& ctx, Step& step);
