@@ -13,6 +13,7 @@
 #include "rlx/base/log.h"
 #include "rlx/base/memory_budget.h"
 #include "rlx/compile/profile.h"
+#include "rlx/ir/text.h"
 #include "models/model_support.h"
 #include "rlx/formats/gguf.h"
 
@@ -151,6 +152,22 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   h.i64(rows);
   h.i64(options_.delta_chunk);
   const uint64_t key = h.digest();
+  // What build_decoder's graph depends on besides this build: the model file and the
+  // decoder options. It stands for the graph in the AOT key, so that a warm start reads
+  // its entries without building the graph at all.
+  StableHasher gh;
+  gh.str("rlx.language_model.graph.v1");
+  gh.u64(model_id_);
+  gh.i64(decode ? 1 : -1);  // (static one row, or the symbol)
+  gh.i64(d.ctx);
+  gh.str(ir::dtype_name(d.kv_dtype));
+  gh.u64(d.last_row_logits);
+  gh.u64(d.greedy_token);
+  gh.u64(d.sample_token);
+  gh.i64(d.batch);
+  gh.i64(d.delta_chunk);
+  gh.str(ir::fusion_policy_name(d.policy));
+  const uint64_t graph_key = gh.digest();
   const ir::DimBinding binding{{ir::SEQ, rows}};
   const HirBuildFn build = [&]() -> Expected<ir::HirModule> {
     ASSIGN_OR_RETURN(BuiltModel built, build_decoder(config_, *weights_, d));
@@ -162,7 +179,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   if (options_.compile_cache) {
     const std::string dir = !options_.cache_dir.empty() ? options_.cache_dir : env_config().cache_dir;
     v = pipeline_->get_or_compile_aot(fs::path(dir) / "aot", fmt::format("lm-{:016x}", model_id_), key, binding, build,
-                                      co, prep);
+                                      co, prep, graph_key);
   } else {
     v = pipeline_->get_or_compile(key, binding, build, co, prep);
   }
@@ -171,6 +188,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
     const PipelineStats st = pipeline_->stats();
     ++compile_stats_.executables;
     compile_stats_.templates = st.template_builds;
+    compile_stats_.graphs = st.hir_builds;
     compile_stats_.aot_loads = st.aot_loads;
     compile_stats_.compile_ms += (*v)->compile_ms;
   }

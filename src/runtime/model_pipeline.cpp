@@ -335,20 +335,26 @@ Expected<AotSpecialization> ModelCompilePipeline::get_or_specialize_aot(const st
                                                                         std::string_view base, uint64_t key,
                                                                         const ir::DimBinding& binding,
                                                                         const HirBuildFn& build_hir,
-                                                                        const compile::CompileOptions& options) {
+                                                                        const compile::CompileOptions& options,
+                                                                        std::optional<uint64_t> graph_key) {
   std::lock_guard<std::mutex> lock(mu_);
-  return specialize_aot_locked(cache_dir, base, key, binding, build_hir, options);
+  return specialize_aot_locked(cache_dir, base, key, binding, build_hir, options, graph_key);
 }
 
 Expected<AotSpecialization> ModelCompilePipeline::specialize_aot_locked(const std::filesystem::path& cache_dir,
                                                                         std::string_view base, uint64_t key,
                                                                         const ir::DimBinding& binding,
                                                                         const HirBuildFn& build_hir,
-                                                                        const compile::CompileOptions& options) {
+                                                                        const compile::CompileOptions& options,
+                                                                        std::optional<uint64_t> graph_key) {
   TRY(session_.status());
   if (!is_valid_aot_base(base))
     return Error::invalid_argument("AOT cache base name '{}' must be [A-Za-z0-9._-]+", base);
-  ASSIGN_OR_RETURN(ir::HirModule hir, build_hir_locked(build_hir));
+  std::optional<ir::HirModule> hir;  // built only when needed: to fingerprint, or on a miss
+  if (!graph_key) {
+    ASSIGN_OR_RETURN(ir::HirModule built, build_hir_locked(build_hir));
+    hir = std::move(built);
+  }
   const std::string device = session_.device().to_string();
   StableHasher h;
   h.str("rlx.aot_entry.v2");
@@ -356,8 +362,13 @@ Expected<AotSpecialization> ModelCompilePipeline::specialize_aot_locked(const st
   h.str(build_identity());
   h.u64(kAotFormatVersion);
   h.u64(key);
-  h.u64(ir::fingerprint(hir.graph));
-  h.str(ir::fusion_policy_name(hir.policy));
+  if (graph_key) {
+    h.str("graph key");
+    h.u64(*graph_key);
+  } else {
+    h.u64(ir::fingerprint(hir->graph));
+    h.str(ir::fusion_policy_name(hir->policy));
+  }
   h.u64(compile_options_hash(options));
   h.str(binding.to_string());
   h.str(device);
@@ -378,7 +389,11 @@ Expected<AotSpecialization> ModelCompilePipeline::specialize_aot_locked(const st
     RLX_LOG_DEBUG("aot cache: ignoring {}: {}", out.path.string(), why);
   }
   if (!why.empty()) ++stats_.aot_rejects;
-  ASSIGN_OR_RETURN(std::shared_ptr<const ModelTemplate> t, template_from_hir_locked(hir, options));
+  if (!hir) {
+    ASSIGN_OR_RETURN(ir::HirModule built, build_hir_locked(build_hir));
+    hir = std::move(built);
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const ModelTemplate> t, template_from_hir_locked(*hir, options));
   ASSIGN_OR_RETURN(out.model, specialize_locked(*t, binding, options));
   // A cache that cannot be written costs the next process a compile, nothing more.
   Status stored = cache.store(base, out.entry_key, device, out.model);
@@ -389,21 +404,23 @@ Expected<AotSpecialization> ModelCompilePipeline::specialize_aot_locked(const st
 
 Expected<std::shared_ptr<const CompiledVariant>> ModelCompilePipeline::get_or_compile_aot(
     const std::filesystem::path& cache_dir, std::string_view base, uint64_t key, const ir::DimBinding& binding,
-    const HirBuildFn& build_hir, const compile::CompileOptions& options, const VariantPrepareFn& prepare) {
+    const HirBuildFn& build_hir, const compile::CompileOptions& options, const VariantPrepareFn& prepare,
+    std::optional<uint64_t> graph_key) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto v = lookup_locked(key, binding, compile_options_hash(options))) return v;
   ++stats_.cache_misses;
   const auto t0 = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(AotSpecialization a, specialize_aot_locked(cache_dir, base, key, binding, build_hir, options));
+  ASSIGN_OR_RETURN(AotSpecialization a,
+                   specialize_aot_locked(cache_dir, base, key, binding, build_hir, options, graph_key));
   const double specialize_ms = ms_since(t0);
   // A template built here (the entry was missing) keeps its fusion and dispatch reports.
   const ModelTemplate* t = a.from_disk || !current_ ? nullptr : current_.get();
   ASSIGN_OR_RETURN(CompiledGraph g, compile_lir_locked(a.model, options, t));
   const double backend_ms = ms_since(t0) - specialize_ms;
   auto v = insert_locked(key, a.model, std::move(g), options, prepare, a.from_disk, ms_since(t0));
-  RLX_LOG_DEBUG("model pipeline: {} {} in {:.2f} ms (HIR + {}: {:.2f}, backend compile {:.2f}, prepare {:.2f})",
+  RLX_LOG_DEBUG("model pipeline: {} {} in {:.2f} ms ({}: {:.2f}, backend compile {:.2f}, prepare {:.2f})",
                 binding.to_string(), a.from_disk ? "loaded" : "compiled", ms_since(t0),
-                a.from_disk ? "cache load" : "passes", specialize_ms, backend_ms,
+                a.from_disk ? (graph_key ? "cache load" : "HIR + cache load") : "HIR + passes", specialize_ms, backend_ms,
                 ms_since(t0) - specialize_ms - backend_ms);
   return v;
 }

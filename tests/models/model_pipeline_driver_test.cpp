@@ -96,6 +96,7 @@ TEST(PipelineDriver, SecondStartLoadsFromTheAotCache) {
   EXPECT_EQ(warm.executables, 2);
   EXPECT_EQ(warm.aot_loads, 2) << "both executables came from the disk cache";
   EXPECT_EQ(warm.templates, 0) << "nothing was lowered or optimized again";
+  EXPECT_EQ(warm.graphs, 0) << "the entries' keys stand for the graph: it was not even built";
   EXPECT_EQ(first, second);
 
   // A damaged entry is recompiled (and rewritten), never trusted.
@@ -110,6 +111,7 @@ TEST(PipelineDriver, SecondStartLoadsFromTheAotCache) {
   const std::vector<float> third = run(&again);
   EXPECT_EQ(again.aot_loads, 1);
   EXPECT_EQ(again.templates, 1);
+  EXPECT_EQ(again.graphs, 1);
   EXPECT_EQ(first, third);
 }
 

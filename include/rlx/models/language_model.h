@@ -66,6 +66,7 @@ struct CompileStats {
   int64_t executables = 0;  ///< backend compiles (variants made)
   int64_t templates = 0;    ///< lowerings + pass pipelines run (one per phase and output kind at most)
   int64_t aot_loads = 0;    ///< variants whose specialized module came from the disk cache
+  int64_t graphs = 0;       ///< model graphs built (none when every variant came from the disk cache)
   double compile_ms = 0;    ///< wall time of all of it (HIR, passes or cache load, planning, backend)
 };
 

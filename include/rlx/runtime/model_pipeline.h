@@ -202,17 +202,22 @@ class ModelCompilePipeline {
   /// policy, the options, the binding, device, backend, kRlxVersion, the build
   /// (build_identity) and kAotFormatVersion;
   /// build_hir runs to fingerprint the model (no lowering unless the entry is rebuilt).
+  /// With `graph_key` the caller vouches that it determines the HIR build_hir makes (in
+  /// this build: e.g. the model file's identity and the builder's options): it stands
+  /// for the fingerprint, and build_hir runs only when the entry is (re)built.
   Expected<AotSpecialization> get_or_specialize_aot(const std::filesystem::path& cache_dir, std::string_view base,
                                                     uint64_t key, const ir::DimBinding& binding,
                                                     const HirBuildFn& build_hir,
-                                                    const compile::CompileOptions& options);
+                                                    const compile::CompileOptions& options,
+                                                    std::optional<uint64_t> graph_key = std::nullopt);
   /// get_or_specialize_aot + compile_lir, cached in memory under `key` like get_or_compile.
   Expected<std::shared_ptr<const CompiledVariant>> get_or_compile_aot(const std::filesystem::path& cache_dir,
                                                                       std::string_view base, uint64_t key,
                                                                       const ir::DimBinding& binding,
                                                                       const HirBuildFn& build_hir,
                                                                       const compile::CompileOptions& options,
-                                                                      const VariantPrepareFn& prepare = {});
+                                                                      const VariantPrepareFn& prepare = {},
+                                                                      std::optional<uint64_t> graph_key = std::nullopt);
   /// Directory and base name used for CompilationMode::kAot components.
   void set_aot_cache(std::filesystem::path dir, std::string base);
 
@@ -243,7 +248,8 @@ class ModelCompilePipeline {
   Expected<AotSpecialization> specialize_aot_locked(const std::filesystem::path& cache_dir, std::string_view base,
                                                     uint64_t key, const ir::DimBinding& binding,
                                                     const HirBuildFn& build_hir,
-                                                    const compile::CompileOptions& options);
+                                                    const compile::CompileOptions& options,
+                                                    std::optional<uint64_t> graph_key);
   std::shared_ptr<const CompiledVariant> lookup_locked(uint64_t key, const ir::DimBinding& binding,
                                                        uint64_t options_hash);
   Expected<std::shared_ptr<const CompiledVariant>> insert_locked(uint64_t key, const SpecializedModel& s,
