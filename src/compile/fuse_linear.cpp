@@ -214,6 +214,7 @@ class LinearFuser {
       } else if (plan.a.rope) {
         pattern = "linear_rope";
         plan.a.rope = false;
+        plan.a.rope_attrs = RopeAttrs{};
         plan.pos = kNoValue;
         drop = 1;
       } else if (plan.a.residual) {

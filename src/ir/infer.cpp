@@ -149,6 +149,9 @@ Expected<TensorType> infer_fused_linear(const Types& in, const FusedLinearAttrs&
     return bad(fmt::format("fused_linear needs {} inputs for its flags, got {}", a.num_inputs(), in.size()));
   if (a.swiglu && (a.rope || a.cache_write)) return bad("fused_linear: swiglu takes no rope or cache_write");
   if (a.group < -1) return bad(fmt::format("fused_linear group {} must be >= -1", a.group));
+  // (the text form leaves out what a node without rope / norm does not use)
+  if (!a.rope && !(a.rope_attrs == RopeAttrs{})) return bad("fused_linear: rope fields set without rope");
+  if (!a.norm && a.eps != FusedLinearAttrs{}.eps) return bad("fused_linear: eps set without norm");
   const TensorType &x = in[0], &w = in[1];
   if (x.dtype != DType::F32) return bad(fmt::format("fused_linear input must be f32, got {}", str(x)));
   ASSIGN_OR_RETURN(TensorType y, infer_linear(x, w, true, true));

@@ -201,6 +201,11 @@ AttrText attr_text(const Node& n) {
               return;
             }
           }
+          // fused_linear: the fields of a prologue / epilogue it does not have are left out
+          // (the parser gives them their defaults, which is what such a node holds).
+          if constexpr (std::is_same_v<std::decay_t<decltype(a)>, FusedLinearAttrs>) {
+            if ((!a.rope && std::strncmp(name, "rope_", 5) == 0) || (!a.norm && std::strcmp(name, "eps") == 0)) return;
+          }
           t.pairs.push_back(std::string(name) + "=" + fmt_value(f));
         });
       },

@@ -77,6 +77,12 @@ TEST(FuseLinear, DecodeLayer) {
   const MirModule out = fuse_linear(mir(kDecodeLayer), gemv_target(), &r);
   ASSERT_TRUE(verify(out.graph).ok()) << verify(out.graph).error().to_string();
   testing::expect_golden("linear_decode_layer.mir", print(out));
+  // The text form (which leaves out the fields of absent epilogues) parses back to it.
+  const MirModule again = mir(print(out).c_str());
+  EXPECT_EQ(print(again), print(out));
+  ASSERT_EQ(again.graph.size(), out.graph.size());
+  for (ValueId v = 0; v < out.graph.size(); ++v)
+    EXPECT_TRUE(attrs_equal(again.graph.node(v).attrs, out.graph.node(v).attrs)) << out.graph.describe(v);
   EXPECT_EQ(r.count("linear_norm"), 4);  // q, k, v; the SwiGLU
   EXPECT_EQ(r.count("linear_swiglu"), 1);
   EXPECT_EQ(r.count("linear_residual"), 2);

@@ -18,6 +18,11 @@ FusedLinearAttrs swiglu_norm() {
   a.swiglu = a.norm = true;
   return a;
 }
+FusedLinearAttrs stray_rope() {
+  FusedLinearAttrs a;
+  a.rope_attrs.head_dim = 16;
+  return a;
+}
 FusedLinearAttrs rope_cache() {
   FusedLinearAttrs a;
   a.rope = a.cache_write = true;
@@ -422,6 +427,8 @@ const std::vector<InferCase>& cases() {
        "error: fused_linear needs 4 inputs for its flags, got 3"},
       {"fused_linear_up_weight", K::FusedLinear, swiglu_norm(), {"f32[1, 64]", "q8_0[96, 64]", "q4_0[96, 64]", "f32[64]"},
        "", "error: fused_linear up weight q4_0[96, 64] differs from the gate weight"},
+      {"fused_linear_rope_fields", K::FusedLinear, stray_rope(), {"f32[1, 64]", "f32[32, 64]"}, "",
+       "error: fused_linear: rope fields set without rope"},
       {"fused_linear_cache_width", K::FusedLinear, rope_cache(), {"f32[2, 64]", "f16[32, 64]", "i32[2]", "f16[8, 16]", "i32[1]"},
        "", "error: fused_linear rows f32[2, 32] do not fit the cache f16[8, 16]"},
       // generic checks

@@ -9,13 +9,14 @@ void fused_linear_cases(std::vector<OpCase>& cases) {
   const auto attrs = [](bool norm, bool swiglu, bool residual, bool rope, bool cache_write) {
     ir::FusedLinearAttrs a;
     a.norm = norm;
-    a.eps = 1e-5;
     a.swiglu = swiglu;
     a.residual = residual;
     a.rope = rope;
-    a.rope_attrs.head_dim = 32;
-    a.rope_attrs.n_rot = 32;
-    a.rope_attrs.theta = 10000;
+    if (rope) {
+      a.rope_attrs.head_dim = 32;
+      a.rope_attrs.n_rot = 32;
+      a.rope_attrs.theta = 10000;
+    }
     a.cache_write = cache_write;
     return a;
   };
