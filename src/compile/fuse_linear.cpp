@@ -38,6 +38,22 @@ struct Plan {
   bool unfusable = false;  // a fused_swiglu node whose SwiGLU the backend refuses: left as it is
 };
 
+// The query for a product of x by w with flags `a` (cache: the cache it writes, or none);
+// rows 0 when x's rows are symbolic.
+FusedLinearQuery query_of(const Graph& g, ValueId x, ValueId w, const FusedLinearAttrs& a, ValueId cache) {
+  const Node& xn = g.node(x);
+  const Node& wn = g.node(w);
+  FusedLinearQuery q;
+  q.attrs = a;
+  q.w_dtype = wn.dtype;
+  q.k = xn.shape.back().is_static() ? xn.shape.back().value() : 0;
+  q.n = wn.shape[0].is_static() ? wn.shape[0].value() : 0;
+  const auto elements = xn.shape.num_elements();
+  q.rows = elements && q.k > 0 ? *elements / q.k : 0;
+  if (cache != kNoValue) q.cache_dtype = g.node(cache).dtype;
+  return q;
+}
+
 class LinearFuser {
  public:
   LinearFuser(const Graph& g, const Target& t, FusionReport* r)
@@ -186,17 +202,7 @@ class LinearFuser {
     plans_.push_back(std::move(plan));
   }
 
-  void fill_query(Plan& plan) const {
-    const Node& x = g_.node(plan.x);
-    const Node& w = g_.node(plan.w);
-    FusedLinearQuery& q = plan.query;
-    q.attrs = plan.a;
-    q.w_dtype = w.dtype;
-    q.k = x.shape.back().value();
-    q.n = w.shape[0].value();
-    q.rows = *x.shape.num_elements() / std::max<int64_t>(q.k, 1);
-    q.cache_dtype = plan.cache != kNoValue ? g_.node(plan.cache).dtype : DType::F32;
-  }
+  void fill_query(Plan& plan) const { plan.query = query_of(g_, plan.x, plan.w, plan.a, plan.cache); }
 
   // Drops epilogues from the end of the chain until the backend takes the form.
   void trim(Plan& plan) {
@@ -434,16 +440,8 @@ class LinearFuser {
 FusedLinearQuery fused_linear_query(const Graph& g, ValueId v) {
   const Node& n = g.node(v);
   const auto& a = n.attr<FusedLinearAttrs>();
-  const Node& x = g.node(n.inputs[0]);
-  const Node& w = g.node(n.inputs[1]);
-  FusedLinearQuery q;
-  q.attrs = a;
-  q.w_dtype = w.dtype;
-  q.k = x.shape.back().is_static() ? x.shape.back().value() : 0;
-  q.n = w.shape[0].is_static() ? w.shape[0].value() : 0;
-  const auto elements = x.shape.num_elements();
-  q.rows = elements && q.k > 0 ? *elements / q.k : 0;  // 0: symbolic rows
-  if (a.cache_write) q.cache_dtype = g.node(n.inputs[static_cast<size_t>(a.cache_input())]).dtype;
+  FusedLinearQuery q =
+      query_of(g, n.inputs[0], n.inputs[1], a, a.cache_write ? n.inputs[static_cast<size_t>(a.cache_input())] : kNoValue);
   q.norm_readers_n = a.norm ? q.n * (a.swiglu ? 2 : 1) : 0;
   return q;
 }

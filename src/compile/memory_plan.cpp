@@ -26,12 +26,13 @@ std::string boundary_name(const Node& n) {
 // `sized` = shapes are static (offsets computable).
 std::optional<int64_t> view_offset(const Graph& g, const Node& n, bool sized) {
   if (n.inputs.empty()) return std::nullopt;
-  if (n.op == OpKind::FusedLinear) return in_place_input(n) >= 0 ? std::optional<int64_t>(0) : std::nullopt;
+  // In-place writes (update_slice, a cache-writing fused_linear): the written input
+  // (only when it is a handle: checked by the caller).
+  if (in_place_input(n) >= 0) return 0;
   const Node& in = g.node(n.inputs[0]);
   switch (n.op) {
     case OpKind::Reshape: return 0;
     case OpKind::Cast: return n.dtype == in.dtype ? std::optional<int64_t>(0) : std::nullopt;
-    case OpKind::UpdateSlice: return 0;  // only when the destination is a handle (checked by caller)
     case OpKind::Narrow: {
       const auto& a = n.attr<NarrowAttrs>();
       const auto axis = in.shape.axis(a.axis);
@@ -51,11 +52,10 @@ bool in_place_kind(OpKind k) { return is_elementwise(k) || k == OpKind::Elementw
 
 }  // namespace
 
-PlanOptions plan_options(const CompileOptions& o, const Target& target) {
+PlanOptions plan_options(const CompileOptions& o) {
   PlanOptions po;
   po.alignment = o.arena_alignment;
   po.in_place = o.in_place;
-  (void)target;  // (nothing of the target changes the plan today)
   return po;
 }
 

@@ -125,7 +125,7 @@ Expected<CompileResult> compile_from(MirModule m, const CompileOptions& o, const
   if (o.dce) TRY(run.run("eliminate_dead_code", m, eliminate_dead_code));
 
   const auto tp = std::chrono::steady_clock::now();
-  ASSIGN_OR_RETURN(res.lir, plan_memory(m, plan_options(o, target)));
+  ASSIGN_OR_RETURN(res.lir, plan_memory(m, plan_options(o)));
   res.timings.push_back({"plan_memory", PassRunner::ms_since(tp), m.graph.size()});
   TRY(run.dump("lir", print(res.lir)));
   res.total_ms = PassRunner::ms_since(t0);

@@ -209,7 +209,7 @@ Expected<SpecializedModel> ModelCompilePipeline::specialize_locked(const ModelTe
                                    missing);
   ASSIGN_OR_RETURN(ir::Graph bound, ir::bind(tmpl.lir.graph, binding));
   SpecializedModel s;
-  ASSIGN_OR_RETURN(s.lir, compile::plan_memory(ir::MirModule{std::move(bound)}, compile::plan_options(options, session_.backend()->target())));
+  ASSIGN_OR_RETURN(s.lir, compile::plan_memory(ir::MirModule{std::move(bound)}, compile::plan_options(options)));
   // bind() and plan_memory() keep value ids, so the template's bucket axes apply.
   RLX_ASSERT(s.lir.graph.size() == tmpl.lir.graph.size());
   s.binding = binding;

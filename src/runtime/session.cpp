@@ -101,7 +101,7 @@ Expected<CompiledGraph> Session::finish(const ir::LirModule& lir, const compile:
       if (!options.binding.has(s)) missing += (missing.empty() ? "" : ", ") + ir::symbol_name(s);
     if (!missing.empty())
       return Error::invalid_argument("graph has unbound symbols {}: set CompileOptions::binding", missing);
-    ASSIGN_OR_RETURN(bound, compile::specialize(lir, options.binding, compile::plan_options(options, backend_->target())));
+    ASSIGN_OR_RETURN(bound, compile::specialize(lir, options.binding, compile::plan_options(options)));
     runnable = &bound;
     const ir::SymbolId sym = bucket_symbol(lir.graph);
     if (sym != 0 && options.binding.has(sym)) extent = extent_info(lir.graph, sym, options.binding.get(sym));

@@ -17,8 +17,8 @@ struct PlanOptions {
   bool in_place = true;    ///< allow elementwise outputs to take a dying input's slot
 };
 
-/// The plan options of a compile for `target`: alignment and in-place reuse from `o`.
-PlanOptions plan_options(const CompileOptions& o, const Target& target);
+/// The plan options of a compile: alignment and in-place reuse from `o`.
+PlanOptions plan_options(const CompileOptions& o);
 
 /// Plans `m`. With unbound symbols the plan holds slot kinds and view roots but sizes and
 /// offsets are 0 and `dynamic_symbols` lists the symbols; specialize() binds and re-plans.

@@ -2,15 +2,14 @@
 // KV-cache writes that no product took (the neox rope of Qwen and Gemma, rows of a
 // prefill) as one rope_kv launch. The decode GEMVs' fusions are the IR's fused_linear
 // (compile/fuse_linear.cpp, cuda_steps_linear.cpp).
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <numeric>
+#include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/cuda/cuda_steps_shared.h"
 #include "backends/cuda/cuda_util.h"
-#include "rlx/base/log.h"
 
 namespace rlx::cuda_backend {
 

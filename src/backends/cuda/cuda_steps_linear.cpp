@@ -4,9 +4,12 @@
 // roles of its rope epilogue), and the members of one launch group become the parts of
 // one grouped launch. Also the checks the compile target hands to fuse_linear: what
 // this kernel takes, so the IR only holds fused forms the backend runs.
-#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_steps_shared.h"
+#include "rlx/compile/passes.h"
 
 namespace rlx::cuda_backend {
 
@@ -116,16 +119,7 @@ Expected<RopeParams> rope_params(BuildCtx& ctx, const ir::RopeAttrs& r, int64_t 
 Status build_fused_linear(BuildCtx& ctx, Step& step) {
   const ir::Node& n = ctx.node();
   const auto& a = n.attr<ir::FusedLinearAttrs>();
-  if (const char* why = [&] {
-        compile::FusedLinearQuery q;
-        q.attrs = a;
-        q.w_dtype = ctx.input(1).dtype;
-        q.k = ctx.input(0).shape.static_dims().back();
-        q.n = ctx.input(1).shape.static_dims()[0];
-        q.rows = *ctx.input(0).shape.num_elements() / std::max<int64_t>(q.k, 1);
-        if (a.cache_write) q.cache_dtype = ctx.input(static_cast<size_t>(a.cache_input())).dtype;
-        return fused_linear_kernel_check(q, ctx.gemv_int8_x);
-      }())
+  if (const char* why = fused_linear_kernel_check(compile::fused_linear_query(*ctx.graph, ctx.id), ctx.gemv_int8_x))
     return step_error(ctx, "fused_linear form the GEMV does not take: {}", why);
   TRY(build_linear(ctx, step, true, a.swiglu, false, DType::F32));
   if (step.fn != &gemv_fn) return step_error(ctx, "fused_linear needs the one-row GEMV (16-byte aligned weights)");

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <optional>
 
 #include "backends/cuda/cuda_steps_shared.h"
