@@ -89,6 +89,8 @@ ValueId GraphBuilder::gated_delta_rule(ValueId state, ValueId q, ValueId k, Valu
 }
 ValueId GraphBuilder::topk(ValueId x, int64_t k, bool values) { return add(OpKind::TopK, {x}, TopKAttrs{k, values}); }
 ValueId GraphBuilder::sample(ValueId logits, ValueId params) { return add(OpKind::Sample, {logits, params}, NoAttrs{}); }
+ValueId GraphBuilder::all_reduce(ValueId x, int64_t world) { return add(OpKind::AllReduce, {x}, CollectiveAttrs{world}); }
+ValueId GraphBuilder::all_gather(ValueId x, int64_t world) { return add(OpKind::AllGather, {x}, CollectiveAttrs{world}); }
 ValueId GraphBuilder::rms_norm(ValueId x, ValueId g, double eps) { return add(OpKind::RmsNorm, {x, g}, NormAttrs{eps}); }
 ValueId GraphBuilder::layer_norm(ValueId x, ValueId g, std::optional<ValueId> beta, double eps) {
   std::vector<ValueId> in{x, g};

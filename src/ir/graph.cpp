@@ -105,7 +105,14 @@ Status verify(const Graph& g, bool allow_hir) {
                            g.describe(n.inputs[0]));
     std::string bname;
     if (auto* a = std::get_if<InputAttrs>(&n.attrs)) bname = a->name;
-    else if (auto* p = std::get_if<ParamAttrs>(&n.attrs)) bname = p->name;
+    else if (auto* p = std::get_if<ParamAttrs>(&n.attrs)) {
+      bname = p->name;
+      const bool whole = p->shard_parts == 1 && p->shard_axis == -1;
+      const bool part = p->shard_parts > 1 && p->shard_axis >= 0 && p->shard_axis < n.shape.rank();
+      if (!whole && !part)
+        return Error::verify("{}: shard_axis={} shard_parts={} is no split of a rank-{} weight", g.describe(v),
+                             p->shard_axis, p->shard_parts, n.shape.rank());
+    }
     else if (auto* h = std::get_if<HandleAttrs>(&n.attrs)) bname = h->name;
     if (n.op == OpKind::Input || n.op == OpKind::Param || n.op == OpKind::Handle) {
       if (bname.empty()) return Error::verify("{}: boundary node needs a name", g.describe(v));

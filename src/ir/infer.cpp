@@ -740,6 +740,19 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       return detail::infer_group_norm(in, std::get<GroupNormAttrs>(attrs));
     case OpKind::Interpolate:
       return detail::infer_interpolate(in[0], std::get<InterpolateAttrs>(attrs));
+    case OpKind::AllReduce:
+    case OpKind::AllGather: {
+      const int64_t world = std::get<CollectiveAttrs>(attrs).world;
+      if (world < 2) return bad(fmt::format("{} needs a group of >= 2 ranks, got world={}", op_name(op), world));
+      if (op == OpKind::AllReduce) {
+        TRY(require_float(in[0], "all_reduce input"));
+        return in[0];
+      }
+      if (is_packed(in[0].dtype)) return bad(fmt::format("all_gather of packed {}", str(in[0])));
+      std::vector<Dim> dims{Dim(world)};
+      for (const Dim& d : in[0].shape.dims()) dims.push_back(d);
+      return TensorType{in[0].dtype, Shape(std::move(dims))};
+    }
     case OpKind::Custom: {
       const auto& c = std::get<CustomAttrs>(attrs);
       const CustomOpDef* def = find_custom_op(c.name);

@@ -206,6 +206,10 @@ AttrText attr_text(const Node& n) {
           if constexpr (std::is_same_v<std::decay_t<decltype(a)>, FusedLinearAttrs>) {
             if ((!a.rope && std::strncmp(name, "rope_", 5) == 0) || (!a.norm && std::strcmp(name, "eps") == 0)) return;
           }
+          // A param's shard fields only when it is a shard (see ParamAttrs).
+          if constexpr (std::is_same_v<std::decay_t<decltype(a)>, ParamAttrs>) {
+            if (a.shard_parts == 1 && std::strncmp(name, "shard_", 6) == 0) return;
+          }
           t.pairs.push_back(std::string(name) + "=" + fmt_value(f));
         });
       },

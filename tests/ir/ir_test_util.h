@@ -184,8 +184,10 @@ inline Graph all_ops_graph() {
   auto hr = b.op(OpKind::HirRmsNorm, {x, gamma}, NormAttrs{1e-6});
   auto hln = b.op(OpKind::HirLayerNorm, {x, gamma}, NormAttrs{1e-5});
   auto he = b.op(OpKind::HirEmbedding, {w, pos}, NoAttrs{});
+  auto ar = b.label("blk.0.all_reduce").all_reduce(mm, 2);
+  auto ag = b.all_gather(tk, 4);
   for (ValueId v : {c, c16, half, red, tk, smp, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he, moe,
-                    delta, ct, fl})
+                    delta, ct, fl, ar, ag})
     b.output(v);
   b.output(attn, "attn_out");
   auto g = b.build();

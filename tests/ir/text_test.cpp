@@ -32,6 +32,32 @@ TEST(TextRoundTrip, EveryOpKind) {
   expect_golden("all_ops.graph", text);
 }
 
+// A weight split for tensor parallelism prints its shard fields (a whole one does not),
+// parses back to the same node, and a split that is none is a verifier error.
+TEST(TextRoundTrip, ShardedParams) {
+  GraphBuilder b;
+  const ValueId x = b.input("x", DType::F32, {2, 8});
+  const ValueId w = b.param("w", DType::F32, {4, 8});
+  const ValueId whole = b.param("g", DType::F32, {8});
+  b.output(b.all_reduce(b.mul(b.linear(x, w), b.scalar(1.0f)), 2), "y");
+  b.output(whole, "g_out");
+  Graph g = std::move(b.build()).value();
+  g.mutable_node(w).attrs = ParamAttrs{"w", 0, 2};
+  ASSERT_TRUE(verify(g).ok());
+  const std::string text = print(g);
+  EXPECT_NE(text.find("param \"w\" {shard_axis=0, shard_parts=2}"), std::string::npos) << text;
+  EXPECT_EQ(text.find("shard_axis=-1"), std::string::npos) << text;
+  auto parsed = parse_graph(text);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().message();
+  expect_graphs_equal(g, *parsed);
+  for (const ParamAttrs& bad : {ParamAttrs{"w", 2, 2}, ParamAttrs{"w", 0, 1}, ParamAttrs{"w", -1, 2}}) {
+    g.mutable_node(w).attrs = bad;
+    const Status s = verify(g);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.error().message().find("is no split of a rank-2 weight"), std::string::npos) << s.error().message();
+  }
+}
+
 TEST(TextRoundTrip, EveryOpKindAsMirWhenNoHir) {
   // Drop the HIR nodes (and the outputs that use them): what is left is a MIR graph.
   const Graph all = all_ops_graph();

@@ -55,6 +55,10 @@ class GraphBuilder {
   /// One token per row of logits[.., V] from the rows of params f32[.., kSampleParams]
   /// (draw, temperature, top_k, top_p, min_p; see kMaxSampleTopK in op.h).
   ValueId sample(ValueId logits, ValueId params);
+  /// The sum of x over the `world` ranks of a tensor-parallel group (same shape).
+  ValueId all_reduce(ValueId x, int64_t world);
+  /// Every rank's x stacked: [world, *x.shape], rank r's at index r.
+  ValueId all_gather(ValueId x, int64_t world);
   ValueId rms_norm(ValueId x, ValueId gamma, double eps);
   ValueId layer_norm(ValueId x, ValueId gamma, std::optional<ValueId> beta, double eps);
   ValueId rope(ValueId x, ValueId pos, const RopeAttrs& r);

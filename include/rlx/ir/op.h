@@ -105,9 +105,15 @@ struct InputAttrs {
   std::string name;
   template <class V> void fields(V&& v) { v("name", name); }
 };
+/// A weight. In a graph sharded for tensor parallelism (compile/shard_tensor_parallel)
+/// every rank holds part `rank` of `shard_parts` equal parts of the full weight along
+/// `shard_axis`: the node's shape is that part's; the full weight has shard_parts times
+/// as many elements along the axis. shard_parts 1 (axis -1): the full weight.
 struct ParamAttrs {
   std::string name;
-  template <class V> void fields(V&& v) { v("name", name); }
+  int64_t shard_axis = -1;
+  int64_t shard_parts = 1;
+  template <class V> void fields(V&& v) { v("name", name); v("shard_axis", shard_axis); v("shard_parts", shard_parts); }
 };
 struct HandleAttrs {
   std::string name;
@@ -262,6 +268,12 @@ struct NarrowAttrs {
   int64_t start = 0;
   Dim length;
   template <class V> void fields(V&& v) { v("axis", axis); v("start", start); v("length", length); }
+};
+/// all_reduce / all_gather: the number of ranks of the group (>= 2). Every rank runs the
+/// same graph; the rank itself is the executable's, not the node's.
+struct CollectiveAttrs {
+  int64_t world = 2;
+  template <class V> void fields(V&& v) { v("world", world); }
 };
 struct AxisAttrs {
   int64_t axis = 0;
@@ -510,7 +522,8 @@ using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, Constan
                            NarrowAttrs, AxisAttrs, FusedMatMulAttrs, FusedSwiGLUAttrs, RegionAttrs,
                            CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs, MoeRouteAttrs, MoeFfnAttrs,
                            CausalConvAttrs, DeltaRuleAttrs,
-                           ConvAttrs, GroupNormAttrs, InterpolateAttrs, ConvTransposeAttrs, FusedLinearAttrs>;
+                           ConvAttrs, GroupNormAttrs, InterpolateAttrs, ConvTransposeAttrs, FusedLinearAttrs,
+                           CollectiveAttrs>;
 
 /// Default-constructed attrs of the type ops.def gives `kind`.
 Attrs default_attrs(OpKind kind);
