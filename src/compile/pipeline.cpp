@@ -145,7 +145,15 @@ Expected<CompileResult> compile_hir(const HirModule& hir, const CompileOptions& 
   PassRunner run(o, res);
   TRY(run.dump("hir", print(hir)));
   MirModule m;
-  TRY(run.run_expected("lower", m, [&](const MirModule&) { return lower(hir); }));
+  if (target.tensor_parallel > 1) {
+    const auto ts = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(HirModule sharded, shard_tensor_parallel(hir, target.tensor_parallel, &res.shard));
+    res.timings.push_back({"shard_tensor_parallel", PassRunner::ms_since(ts), sharded.graph.size()});
+    TRY(run.dump("hir_sharded", print(sharded)));
+    TRY(run.run_expected("lower", m, [&](const MirModule&) { return lower(sharded); }));
+  } else {
+    TRY(run.run_expected("lower", m, [&](const MirModule&) { return lower(hir); }));
+  }
   return compile_from(std::move(m), o, ops, target, res, run, t0);
 }
 

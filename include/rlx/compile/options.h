@@ -59,6 +59,10 @@ struct Target {
   /// What, besides the name, changes what the compiler makes for this backend (the
   /// switches behind the checks above): part of every compile cache key.
   std::string options_key;
+  /// Ranks of a tensor-parallel group (one per device); > 1: shard_tensor_parallel
+  /// splits the model's heads and FFN columns across them and inserts the collectives.
+  /// Part of every compile cache key (through options_key, set by the group backend).
+  int tensor_parallel = 1;
 
   Target() = default;
   /// A target by name only (unbounded fusion, no fused linear kernel): tests and tools

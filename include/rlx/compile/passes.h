@@ -3,12 +3,40 @@
 // verified one computing the same outputs (documented per pass in its .cpp file).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "rlx/base/status.h"
 #include "rlx/compile/fusion_report.h"
 #include "rlx/compile/options.h"
 #include "rlx/ir/module.h"
 
 namespace rlx::compile {
+
+/// What shard_tensor_parallel did: per block split or kept whole (and why).
+struct ShardReport {
+  int world = 1;
+  int64_t attention_split = 0, ffn_split = 0, head_split = 0;  ///< blocks split across the ranks
+  int64_t all_reduces = 0, all_gathers = 0;                     ///< collectives inserted
+  std::vector<std::string> kept_whole;  ///< "blk.3.ffn: hidden 5632 / 3 is not whole"
+  /// Multi-line summary for `rlx compile --report` (empty when world == 1).
+  std::string to_string() const;
+};
+
+/// Tensor parallelism over `world` ranks (Megatron-style), on the HIR before lowering:
+/// every rank runs the returned graph on its part of the weights.
+///  - attention blocks: the q/k/v projections split by heads (rows), the output
+///    projection by its input columns, the KV cache (handles) by KV heads; an
+///    all_reduce sums the ranks' partial outputs after the block;
+///  - feed-forwards (SwiGLU / GELU): gate and up split by rows, down by columns, then
+///    an all_reduce;
+///  - the LM head (a final linear no other compute follows): split by vocabulary rows,
+///    its logits all_gathered and put back in vocabulary order.
+/// A block whose heads or hidden size do not divide by `world`, whose packed weight
+/// blocks would be cut, or whose weights are shared with other ops stays whole (every
+/// rank computes it; report->kept_whole says why). Param nodes of split weights carry
+/// shard_axis / shard_parts and their part's shape. world == 1 returns `m` unchanged.
+Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world, ShardReport* report = nullptr);
 
 /// Removes nodes no output depends on. Boundary nodes (inputs, params, handles) and
 /// UpdateSlice writes into handles are always kept (they are the interface / side effects).

@@ -12,6 +12,7 @@
 #include "rlx/compile/legalize.h"
 #include "rlx/compile/op_set.h"
 #include "rlx/compile/options.h"
+#include "rlx/compile/passes.h"
 #include "rlx/ir/module.h"
 
 namespace rlx::compile {
@@ -26,6 +27,7 @@ struct CompileResult {
   ir::LirModule lir;
   FusionReport fusion;
   DispatchReport dispatch;
+  ShardReport shard;  ///< tensor parallelism (Target::tensor_parallel > 1)
   std::vector<PassTiming> timings;
   double total_ms = 0;
 };

@@ -1,0 +1,146 @@
+// shard_tensor_parallel: which blocks split, the part shapes and shard attrs of their
+// weights and KV caches, the collectives inserted (and printed), the blocks kept whole
+// with their reasons, and the compile pipeline running the pass for a group target.
+#include <gtest/gtest.h>
+
+#include "rlx/compile/passes.h"
+#include "rlx/compile/pipeline.h"
+#include "rlx/ir/text.h"
+#include "test_graphs.h"
+
+namespace rlx::compile {
+namespace {
+
+using ir::OpKind;
+
+testing::LlamaShape small() {
+  testing::LlamaShape s;
+  s.layers = 2;
+  s.vocab = 512;
+  s.kv_cache = true;
+  s.seq = ir::Dim(4);
+  return s;
+}
+
+const ir::Node* param(const ir::Graph& g, const std::string& name) {
+  for (const ir::Node& n : g.nodes())
+    if (n.op == OpKind::Param && n.attr<ir::ParamAttrs>().name == name) return &n;
+  return nullptr;
+}
+
+int64_t count(const ir::Graph& g, OpKind k) {
+  int64_t c = 0;
+  for (const ir::Node& n : g.nodes()) c += n.op == k;
+  return c;
+}
+
+TEST(ShardTensorParallel, SplitsHeadsFfnAndHeadWithCollectives) {
+  const ir::HirModule hir = testing::llama(small(), ir::FusionPolicy::Direct);
+  ShardReport rep;
+  auto r = shard_tensor_parallel(hir, 2, &rep);
+  ASSERT_TRUE(r) << r.error().to_string();
+  const ir::Graph& g = r->graph;
+  EXPECT_EQ(rep.attention_split, 2);
+  EXPECT_EQ(rep.ffn_split, 2);
+  EXPECT_EQ(rep.head_split, 1);
+  EXPECT_EQ(rep.all_reduces, 4);
+  EXPECT_EQ(rep.all_gathers, 1);
+  EXPECT_TRUE(rep.kept_whole.empty());
+  EXPECT_EQ(count(g, OpKind::AllReduce), 4);
+  EXPECT_EQ(count(g, OpKind::AllGather), 1);
+
+  // Rows of q/k/v, gate, up and the LM head; columns of the output and down projections.
+  auto expect_part = [&](const std::string& name, std::vector<int64_t> dims, int64_t axis) {
+    const ir::Node* n = param(g, name);
+    ASSERT_NE(n, nullptr) << name;
+    EXPECT_EQ(n->shape.static_dims(), dims) << name;
+    EXPECT_EQ(n->attr<ir::ParamAttrs>().shard_axis, axis) << name;
+    EXPECT_EQ(n->attr<ir::ParamAttrs>().shard_parts, axis < 0 ? 1 : 2) << name;
+  };
+  expect_part("blk.0.attn_q", {32, 64}, 0);
+  expect_part("blk.0.attn_k", {16, 64}, 0);
+  expect_part("blk.0.attn_output", {64, 32}, 1);
+  expect_part("blk.1.ffn_gate", {64, 64}, 0);
+  expect_part("blk.1.ffn_down", {64, 64}, 1);
+  expect_part("output", {256, 64}, 0);
+  expect_part("blk.0.attn_norm", {64}, -1);  // norms stay whole
+  expect_part("tok_embd", {512, 64}, -1);
+
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op == OpKind::HirAttentionBlock) {
+      EXPECT_EQ(n.attr<ir::AttentionBlockAttrs>().attn.n_heads, 2);
+      EXPECT_EQ(n.attr<ir::AttentionBlockAttrs>().attn.n_kv_heads, 1);
+    }
+    if (n.op == OpKind::Handle) {
+      EXPECT_EQ(n.shape.static_dims(), (std::vector<int64_t>{64, 16}));
+    }
+  }
+  // The logits keep the whole model's shape; the report and the text form show it all.
+  EXPECT_EQ(g.node(g.outputs()[0].value).shape.static_dims(), (std::vector<int64_t>{4, 512}));
+  EXPECT_NE(rep.to_string().find("2 attention blocks, 2 feed-forwards, 1 LM heads split; 4 all_reduce, 1 all_gather"),
+            std::string::npos)
+      << rep.to_string();
+  const std::string text = ir::print(*r);
+  EXPECT_NE(text.find("all_reduce"), std::string::npos);
+  EXPECT_NE(text.find("shard_axis=1, shard_parts=2"), std::string::npos);
+  auto back = ir::parse_hir(text);
+  ASSERT_TRUE(back) << back.error().to_string();
+  EXPECT_EQ(ir::print(*back), text);
+}
+
+TEST(ShardTensorParallel, KeepsWholeWhatDoesNotDivide) {
+  testing::LlamaShape s = small();
+  s.heads = 3;  // 3 query heads over 2 ranks
+  s.kv_heads = 1;
+  s.layers = 1;
+  ShardReport rep;
+  auto r = shard_tensor_parallel(testing::llama(s, ir::FusionPolicy::Direct), 2, &rep);
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(rep.attention_split, 0);
+  EXPECT_EQ(rep.ffn_split, 1);
+  ASSERT_EQ(rep.kept_whole.size(), 1u);
+  EXPECT_NE(rep.kept_whole[0].find("3 query / 1 KV heads do not divide by 2"), std::string::npos) << rep.kept_whole[0];
+  EXPECT_EQ(param(r->graph, "blk.0.attn_q")->shape.static_dims(), (std::vector<int64_t>{48, 64}));
+
+  // A packed down projection whose column half would cut its 256-element blocks.
+  s = small();
+  s.layers = 1;
+  s.vocab = 0;
+  s.ffn = 256;
+  s.weight_dtype = ir::DType::Q4_K;
+  s.dim = 256;
+  s.heads = 16;
+  s.kv_heads = 2;
+  auto q = shard_tensor_parallel(testing::llama(s, ir::FusionPolicy::Direct), 2, &rep);
+  ASSERT_TRUE(q) << q.error().to_string();
+  EXPECT_EQ(rep.ffn_split, 0);
+  bool named = false;
+  for (const std::string& k : rep.kept_whole)
+    named |= k.find("would cut its 256-element q4_k blocks") != std::string::npos;
+  EXPECT_TRUE(named) << rep.to_string();
+}
+
+TEST(ShardTensorParallel, WorldOneIsIdentityAndZeroIsAnError) {
+  const ir::HirModule hir = testing::llama(small(), ir::FusionPolicy::Direct);
+  auto one = shard_tensor_parallel(hir, 1);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(ir::print(*one), ir::print(hir));
+  EXPECT_FALSE(shard_tensor_parallel(hir, 0));
+}
+
+TEST(ShardTensorParallel, PipelineShardsForAGroupTarget) {
+  Target t("cpu");
+  t.tensor_parallel = 2;
+  const OpSet ops = OpSet::all_mir();
+  auto r = compile_hir(testing::llama(small(), ir::FusionPolicy::Direct), CompileOptions{}, ops, t);
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(count(r->lir.graph, OpKind::AllReduce), 4);
+  EXPECT_EQ(count(r->lir.graph, OpKind::AllGather), 1);
+  EXPECT_EQ(r->shard.world, 2);
+  bool timed = false;
+  for (const PassTiming& p : r->timings) timed |= p.pass == "shard_tensor_parallel";
+  EXPECT_TRUE(timed);
+}
+
+}  // namespace
+}  // namespace rlx::compile
