@@ -88,6 +88,10 @@ int run_compile(const CompileArgs& a) {
     auto described = BackendRegistry::global().compile_target(device->kind);
     if (!described) return report(backend.error());
     target = std::move(*described);
+    if (device->count > 1) {  // as the group's backend would ask (runtime/tensor_parallel)
+      target.target.tensor_parallel = device->count;
+      target.target.options_key += fmt::format(" tp={}", device->count);
+    }
     std::fprintf(stderr, "rlx compile: %s (compiling for its target only)\n", backend.error().message().c_str());
   }
   auto loaded = load_hir(a);
@@ -120,6 +124,7 @@ int run_compile(const CompileArgs& a) {
     const auto& plan = result->lir.plan;
     std::printf("compile: %d HIR nodes -> %d LIR nodes in %.2f ms\n", hir->graph.size(), result->lir.graph.size(),
                 result->total_ms);
+    if (target.target.tensor_parallel > 1) std::printf("\n%s", result->shard.to_string().c_str());
     std::printf("\nfusion report:\n%s\n", result->fusion.to_string().c_str());
     std::printf("dispatch report (%s):\n%s\n", target.target.name.c_str(), result->dispatch.to_string().c_str());
     std::printf("memory plan: arena %lld bytes (alignment %lld), unshared %lld bytes, saved %lld bytes\n",
@@ -140,7 +145,7 @@ void add_compile_command(CLI::App& app, Runner* run) {
   src->require_option(0, 1);
   cmd->add_option("--dump", a->dump, "print a tier")->check(CLI::IsMember({"hir", "mir", "lir"}));
   cmd->add_flag("--report", a->report, "print fusion, dispatch and memory reports");
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
+  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | a tensor-parallel group cuda:0,1");
   cmd->add_option("--profile", a->profile, "compile profile: a preset name or a *.rlx.toml file");
   cmd->add_option("--policy", a->policy, "fusion policy for HIR")->check(CLI::IsMember({"direct", "fusable"}));
   cmd->add_option("--seq", a->seq, "value bound to SEQ when the graph is symbolic")->check(kTokenCount);

@@ -161,7 +161,7 @@ void add_embed_command(CLI::App& app, Runner* run) {
   cmd->add_option("--batch", a->batch, "most texts per run (runs take powers of two up to it)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--out", a->out, "output: F.npy (float32 [texts, dim]) or F.jsonl; default JSON lines on stdout");
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
+  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | cuda:0,1 (tensor parallel over those GPUs)");
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->add_flag("--bench", a->bench, "measure texts/s on random token ids next to the machine's compute limit");

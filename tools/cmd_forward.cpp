@@ -337,7 +337,7 @@ void add_forward_command(CLI::App& app, Runner* run) {
   cmd->add_option("--input", a->inputs, "NAME=SHAPExDTYPE=@FILE (raw little-endian), or =v1,v2,... inline")
       ->required();
   cmd->add_option("--output", a->outputs, "NAME=@FILE: write that output as float32 little-endian")->required();
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
+  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | cuda:0,1 (tensor parallel over those GPUs)");
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->callback([run, a] { *run = [a] { return run_forward(*a); }; });

@@ -299,7 +299,7 @@ void add_run_command(CLI::App& app, Runner* run) {
   cmd->add_option("--repeat-penalty", a->sampling.repetition_penalty, "repetition penalty (1 = off)");
   auto* seed = cmd->add_option("-s,--seed", a->sampling.seed, "sampling seed (default: a new one each run, printed)");
   cmd->add_option("-c,--ctx,--ctx-size", a->ctx, "context length (KV cache rows)")->check(kTokenCount);
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
+  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | cuda:0,1 (tensor parallel over those GPUs)");
   cmd->add_option("-t,--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(kThreadCount);
   cmd->add_flag("--demo", a->demo, "compile and run one transformer block and print the compile report");
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");

@@ -16,7 +16,7 @@ void add_synth_command(CLI::App& app, Runner* run) {
   auto out = std::make_shared<std::string>();
   cmd->add_option("--arch", o->arch, "llama | qwen3 | gemma2 | qwen3moe (default: the preset's family; llama for tiny)")
       ->check(CLI::IsMember({"llama", "qwen3", "gemma2"}));
-  cmd->add_option("--preset", o->preset, "tiny | llama-3.2-1b | qwen3-0.6b | gemma-2-2b | qwen3-30b-a3b-4l (MoE)")
+  cmd->add_option("--preset", o->preset, "tiny | llama-3.2-1b | llama-3-8b | qwen3-0.6b | gemma-2-2b | qwen3-30b-a3b-4l (MoE)")
       ->check(CLI::IsMember(models::synth_presets()));
   cmd->add_option("--type", o->type, "f32 | f16 | q8_0 | q4_k_m")->check(CLI::IsMember(models::synth_types()));
   cmd->add_option("--seed", o->seed, "weight seed");

@@ -12,8 +12,12 @@ namespace rlx::detail {
 void register_builtin_backends(BackendRegistry& registry) {
   registry.register_backend(DeviceKind::kCpu,
                             [](const Device& device, const BackendOptions& options) -> Expected<std::shared_ptr<Backend>> {
-                              if (device.ordinal != 0)
-                                return Error::not_found("device {} does not exist (the CPU is cpu:0)", device.to_string());
+                              // cpu:N (N > 0): another CPU backend on the same cores, with
+                              // threads of its own (a rank of a CPU tensor-parallel group).
+                              if (device.ordinal < 0 || device.ordinal >= 64)
+                                return Error::not_found("device {} does not exist (the CPU is cpu:0; cpu:1 .. cpu:63 are "
+                                                        "further instances of it for tensor-parallel ranks)",
+                                                        device.to_string());
                               return std::shared_ptr<Backend>(std::make_shared<cpu_backend::CpuBackend>(options.threads, options.prepack_weights));
                             });
   registry.register_backend(DeviceKind::kReference,

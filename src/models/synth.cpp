@@ -5,10 +5,12 @@
 // rope_freqs.weight (Llama 3 rope factors) and its tensors.
 #include "rlx/models/synth.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 #include "models/synth_vocab.h"
 #include "rlx/base/hash.h"
@@ -30,6 +32,7 @@ struct Preset {
   /// Hybrid (qwen35): gated delta-net layers of ssm_k_heads / ssm_v_heads heads of
   /// ssm_head_dim, every full_every-th layer gated full attention.
   int64_t ssm_k_heads = 0, ssm_v_heads = 0, ssm_head_dim = 0, full_every = 0;
+  bool untied = false;  ///< an LM head of its own (output.weight), not the token embedding
 };
 
 // Llama 3.1 / 3.2's rope scaling, from which the converter computes rope_freqs.
@@ -39,7 +42,10 @@ constexpr int64_t kLlama3OriginalContext = 8192;
 Expected<Preset> find_preset(const std::string& name) {
   static const std::map<std::string, Preset> kPresets = {
       {"tiny", {64, 2, 4, 2, 16, 128, 512, 512, 10000.0, "", false}},
+      {"tiny-untied", {64, 2, 4, 2, 16, 128, 512, 512, 10000.0, "", false, 0, 0, 0, 0, 0, 0, true}},
       {"llama-3.2-1b", {2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0, "llama", true}},
+      // Llama-3.1-8B's shapes: the model that first needs two GPUs' worth of bandwidth.
+      {"llama-3-8b", {4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, "llama", true, 0, 0, 0, 0, 0, 0, true}},
       {"qwen3-0.6b", {1024, 28, 16, 8, 128, 3072, 32000, 4096, 1000000.0, "qwen3", false}},
       {"gemma-2-2b", {2304, 26, 8, 4, 256, 9216, 32000, 4096, 10000.0, "gemma2", false}},
       // Qwen3-30B-A3B's layer shapes (128 experts of width 768, 8 per token) with 4 of its
@@ -57,7 +63,7 @@ Expected<Preset> find_preset(const std::string& name) {
   auto it = kPresets.find(name);
   if (it == kPresets.end())
     return Error::invalid_argument(
-        "unknown preset '{}' (tiny, llama-3.2-1b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l, bert-base, bert-tiny, "
+        "unknown preset '{}' (tiny, tiny-untied, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l, bert-base, bert-tiny, "
         "qwen35-hybrid-8l, qwen35-tiny)", name);
   return it->second;
 }
@@ -379,13 +385,14 @@ Expected<Plan> make_plan(const SynthOptions& o) {
     if (gemma) TRY(add(n("post_ffw_norm.weight"), 0, p.n_embd, il));
   }
   TRY(add("output_norm.weight", 0, p.n_embd, -1));
+  if (p.untied) TRY(add("output.weight", p.n_vocab, p.n_embd, -1));
   return plan;
 }
 
 }  // namespace
 
 std::vector<std::string> synth_presets() {
-  return {"tiny",     "llama-3.2-1b", "qwen3-0.6b",       "gemma-2-2b", "qwen3-30b-a3b-4l",
+  return {"tiny",     "tiny-untied", "llama-3.2-1b", "llama-3-8b", "qwen3-0.6b",       "gemma-2-2b", "qwen3-30b-a3b-4l",
           "bert-base", "bert-tiny",   "qwen35-hybrid-8l", "qwen35-tiny"};
 }
 std::vector<std::string> synth_types() { return {"f32", "f16", "q8_0", "q4_k_m"}; }
@@ -407,34 +414,57 @@ Expected<SynthLayout> synth_layout(const SynthOptions& o) {
   return l;
 }
 
+namespace {
+
+// A tensor's seeded values (seeded by its name: the same on every machine and thread).
+std::vector<float> synth_values(const SynthOptions& o, const PlannedTensor& t) {
+  StableHasher h;
+  h.u64(o.seed);
+  h.str(t.name);
+  Rng rng(h.digest());
+  const bool is_norm = t.rows == 0;
+  const int64_t count = is_norm ? t.cols : t.rows * t.cols * std::max<int64_t>(t.experts, 1);
+  std::vector<float> values(static_cast<size_t>(count));
+  const bool is_bias = t.name.size() > 5 && t.name.substr(t.name.size() - 5) == ".bias";
+  for (float& x : values) x = is_norm && !is_bias ? 1.0f + 0.02f * rng.normal() : 0.02f * rng.normal();
+  return values;
+}
+
+}  // namespace
+
 Status write_synthetic_gguf(const SynthOptions& o, const std::string& path) {
   ASSIGN_OR_RETURN(Plan plan, make_plan(o));
   formats::GgufWriter w;
   for (auto& [key, value] : plan.metadata) TRY(w.add(key, std::move(value)));
-  std::vector<float> values;
-  for (size_t ti = 0; ti < plan.tensors.size(); ++ti) {
-    const PlannedTensor& t = plan.tensors[ti];
-    if (!t.factors.empty()) {
-      TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, t.factors));
-      continue;
+  // The values of a batch of tensors are drawn on one thread each (an 8B model has 8
+  // billion), then converted and added in file order.
+  const size_t n = plan.tensors.size();
+  const size_t batch = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
+  for (size_t b0 = 0; b0 < n; b0 += batch) {
+    const size_t b1 = std::min(n, b0 + batch);
+    std::vector<std::vector<float>> values(b1 - b0);
+    {
+      std::vector<std::thread> threads;
+      for (size_t ti = b0; ti < b1; ++ti)
+        if (plan.tensors[ti].factors.empty())
+          threads.emplace_back([&, ti] { values[ti - b0] = synth_values(o, plan.tensors[ti]); });
+      for (std::thread& t : threads) t.join();
     }
-    StableHasher h;
-    h.u64(o.seed);
-    h.str(t.name);
-    Rng rng(h.digest());
-    const bool is_norm = t.rows == 0;
-    const int64_t count = is_norm ? t.cols : t.rows * t.cols * std::max<int64_t>(t.experts, 1);
-    values.resize(static_cast<size_t>(count));
-    const bool is_bias = t.name.size() > 5 && t.name.substr(t.name.size() - 5) == ".bias";
-    for (float& x : values) x = is_norm && !is_bias ? 1.0f + 0.02f * rng.normal() : 0.02f * rng.normal();
-    if (is_norm) {
-      TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, values));
-    } else if (t.experts > 0) {
-      TRY(w.add_tensor_f32(t.name, t.type, {t.cols, t.rows, t.experts}, values));
-    } else {
-      TRY(w.add_tensor_f32(t.name, t.type, {t.cols, t.rows}, values));
+    for (size_t ti = b0; ti < b1; ++ti) {
+      const PlannedTensor& t = plan.tensors[ti];
+      std::vector<float>& v = values[ti - b0];
+      if (!t.factors.empty()) {
+        TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, t.factors));
+      } else if (t.rows == 0) {
+        TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, v));
+      } else if (t.experts > 0) {
+        TRY(w.add_tensor_f32(t.name, t.type, {t.cols, t.rows, t.experts}, v));
+      } else {
+        TRY(w.add_tensor_f32(t.name, t.type, {t.cols, t.rows}, v));
+      }
+      std::vector<float>().swap(v);  // free as we go
+      if (o.progress) o.progress(0.9 * static_cast<double>(ti + 1) / static_cast<double>(n));
     }
-    if (o.progress) o.progress(0.9 * static_cast<double>(ti + 1) / static_cast<double>(plan.tensors.size()));
   }
   const std::string tmp = path + ".tmp";
   TRY(w.write_file(tmp));

@@ -1,6 +1,12 @@
 // The process-wide backend registry; built-in backends are registered on first use.
 #include "rlx/runtime/backend.h"
 
+#include <algorithm>
+#include <thread>
+
+#include "rlx/base/env.h"
+#include "runtime/tensor_parallel.h"
+
 namespace rlx {
 
 BackendRegistry& BackendRegistry::global() {
@@ -25,6 +31,31 @@ void BackendRegistry::register_backend(DeviceKind kind, BackendFactory factory) 
 }
 
 Expected<std::shared_ptr<Backend>> BackendRegistry::get(const Device& device, const BackendOptions& options) {
+  if (device.count > 1) {  // a tensor-parallel group over the backends of its ranks
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const Instance& i : instances_)
+        if (i.device == device && i.options == options) return i.backend;
+    }
+    // CPU ranks share the host's cores: each takes its share instead of all of them.
+    BackendOptions rank_options = options;
+    if (device.kind == DeviceKind::kCpu && rank_options.threads == 0) {
+      const int total = env_config().threads > 0 ? env_config().threads
+                                                 : static_cast<int>(std::thread::hardware_concurrency());
+      rank_options.threads = std::max(1, total / device.count);
+    }
+    std::vector<std::shared_ptr<Backend>> ranks;
+    for (int r = 0; r < device.count; ++r) {
+      ASSIGN_OR_RETURN(std::shared_ptr<Backend> b, get(device.rank(r), rank_options));
+      ranks.push_back(std::move(b));
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<Backend> group, runtime::make_tensor_parallel_backend(device, std::move(ranks)));
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Instance& i : instances_)
+      if (i.device == device && i.options == options) return i.backend;
+    instances_.push_back({device, options, group});
+    return group;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (const Instance& i : instances_)
     if (i.device == device && i.options == options) return i.backend;

@@ -228,6 +228,8 @@ Expected<Tensor> CompiledGraph::read_handle(std::string_view name) const {
   ASSIGN_OR_RETURN(size_t i, find(manifest().handles, name, "handle"));
   const ir::ManifestEntry& e = manifest().handles[i];
   const auto* p = static_cast<const uint8_t*>(exe_->handle_data(i));
+  if (p == nullptr)
+    return Error::unsupported("handle '{}' cannot be read whole from this executable ({})", e.name, exe_->describe());
   return Tensor(e.type.dtype, e.type.shape.static_dims(), std::vector<uint8_t>(p, p + e.bytes));
 }
 

@@ -81,6 +81,21 @@ Status check_active_extent(const ExtentInfo& extent, int64_t actual, int64_t upp
   return {};
 }
 
+Expected<CollectiveShape> collective_shape(const ir::Graph& g, ir::ValueId v, std::string_view backend) {
+  const ir::Node& n = g.node(v);
+  const ir::Node& in = g.node(n.inputs[0]);
+  const std::optional<int64_t> count = in.shape.num_elements();
+  const std::optional<int64_t> bytes = count ? ir::dtype_bytes(in.dtype, *count) : std::nullopt;
+  if (!bytes)
+    return Error::unsupported("{} backend: {}: input {} has no static size", backend, g.describe(v),
+                              in.type().to_string());
+  if (n.op == ir::OpKind::AllReduce && in.dtype != ir::DType::F32 && in.dtype != ir::DType::F16 &&
+      in.dtype != ir::DType::BF16)
+    return Error::unsupported("{} backend: {}: all_reduce of {} (f32, f16, bf16 are summed)", backend, g.describe(v),
+                              ir::dtype_name(in.dtype));
+  return CollectiveShape{*count, *bytes, in.dtype, n.attr<ir::CollectiveAttrs>().world};
+}
+
 std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   std::vector<int64_t> st(out.size(), 0);
   int64_t acc = 1;

@@ -48,6 +48,17 @@ Status check_active_extent(const ExtentInfo& extent, int64_t actual, int64_t upp
 /// dims `out`: 0 on broadcast (size-1 or missing) axes.
 std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out);
 
+/// What an all_reduce / all_gather step moves: its input's elements, bytes and dtype,
+/// and the group size the node was made for.
+struct CollectiveShape {
+  int64_t count = 0, bytes = 0;
+  ir::DType dtype = ir::DType::F32;
+  int64_t world = 2;
+};
+/// The CollectiveShape of collective node `v`; an error (naming `backend` and the node)
+/// when its input has no static size, or an all_reduce input is not f32/f16/bf16.
+Expected<CollectiveShape> collective_shape(const ir::Graph& g, ir::ValueId v, std::string_view backend);
+
 /// What every backend's step builder reads of the graph: the node being built, its
 /// inputs, and the bucket axis of every value (-1: none; -2: only inside a combined dim).
 struct StepBuildGraph {

@@ -522,6 +522,15 @@ TEST(CudaDecode, FusedStepsMatchUnfused) {
 }
 
 /// Comma-separated integers from the environment variable `name` (else `def`).
+// RLX_CUDA_BENCH_DEVICE: the device the benchmarks load the model on (default cuda:0; a
+// tensor-parallel group such as cuda:0,1).
+Device bench_device() {
+  const char* d = std::getenv("RLX_CUDA_BENCH_DEVICE");
+  if (d == nullptr) return Device::cuda();
+  auto parsed = Device::parse(d);
+  return parsed ? *parsed : Device::cuda();
+}
+
 std::vector<int64_t> env_list(const char* name, const char* def) {
   const char* c = std::getenv(name);
   std::stringstream ss(c ? c : def);
@@ -545,7 +554,7 @@ TEST(CudaBench, Decode) {
   int64_t max_ctx = 0;
   for (int64_t c : contexts) max_ctx = std::max(max_ctx, c);
   models::LoadOptions lo;
-  lo.device = Device::cuda();
+  lo.device = bench_device();
   lo.ctx = max_ctx + steps + 8;
   auto m = models::LanguageModel::load(model, lo);
   ASSERT_TRUE(m.has_value()) << m.error().to_string();
@@ -570,8 +579,10 @@ TEST(CudaBench, Decode) {
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const char* graphs =
         std::getenv("RLX_CUDA_GRAPHS") && std::string(std::getenv("RLX_CUDA_GRAPHS")) == "0" ? "off" : "on";
-    std::printf("decode ctx %lld: %.1f tok/s (%.3f ms/token, %d steps, graphs %s)\n", static_cast<long long>(ctx),
-                steps * 1000.0 / ms, ms / steps, steps, graphs);
+    std::printf("decode ctx %lld on %s: %.1f tok/s (%.3f ms/token, %d steps, graphs %s)\n", static_cast<long long>(ctx),
+                lo.device.to_string().c_str(), steps * 1000.0 / ms, ms / steps, steps, graphs);
+    if ((*m)->last_executable() != nullptr)
+      std::printf("  decode executable: %s\n", (*m)->last_executable()->executable().describe().c_str());
     // Greedy generation as `rlx run --temp 0` runs it: the argmax on the device, one
     // token back per step (each step feeds the token it got).
     (*m)->reset();
@@ -780,7 +791,7 @@ TEST(CudaBench, Prefill) {
   int64_t max_len = 0;
   for (int64_t n : lengths) max_len = std::max(max_len, n);
   models::LoadOptions lo;
-  lo.device = Device::cuda();
+  lo.device = bench_device();
   lo.ctx = max_len;
   lo.max_chunk = std::getenv("RLX_CUDA_BENCH_CHUNK") ? env_list("RLX_CUDA_BENCH_CHUNK", "").at(0) : max_len;
   auto m = models::LanguageModel::load(model, lo);

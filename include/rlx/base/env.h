@@ -54,6 +54,9 @@ struct EnvConfig {
   bool cuda_gemv_int8 = true;          ///< RLX_CUDA_GEMV_INT8
   bool cuda_int8_prefill = true;       ///< RLX_CUDA_INT8_PREFILL
   bool cuda_mmq_pipelined = true;      ///< RLX_CUDA_MMQ_PIPELINE (0: the register-staged int8 GEMM only)
+  /// RLX_NCCL_LIBRARY: the NCCL library a CUDA tensor-parallel group loads (default
+  /// "libnccl.so.2", found by the dynamic loader's search path).
+  std::string nccl_library = "libnccl.so.2";
   std::string cuda_fuse = "all";       ///< RLX_CUDA_FUSE (unset: "all")
   bool cuda_attention_tensor_cores = true;  ///< RLX_CUDA_ATTN_TC
   bool cuda_profile = false;           ///< RLX_CUDA_PROFILE (true only for "1")

@@ -65,6 +65,14 @@ class Backend {
     (void)extent;
     return compile(lir, options);
   }
+  /// The communicators of a tensor-parallel group whose rank r runs on `ranks[r]`
+  /// (backends of this kind, this one among them), one per rank. Backends without
+  /// collectives keep the default (kUnsupported).
+  virtual Expected<std::vector<std::shared_ptr<Communicator>>> create_communicators(
+      const std::vector<std::shared_ptr<Backend>>& ranks) {
+    (void)ranks;
+    return Error::unsupported("backend '{}' has no collectives (tensor parallelism)", name());
+  }
 };
 
 /// Creates the backend for a device, or an error saying why it is unavailable.

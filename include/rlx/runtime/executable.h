@@ -14,6 +14,7 @@
 #include "rlx/base/byte_view.h"
 #include "rlx/base/status.h"
 #include "rlx/ir/module.h"
+#include "rlx/runtime/communicator.h"
 
 namespace rlx {
 
@@ -91,6 +92,13 @@ class Executable {
     (void)index;
     (void)storage;
     return Error::unsupported("shared handles are not supported by this backend");
+  }
+  /// Binds this executable's end of a tensor-parallel group (its all_reduce /
+  /// all_gather steps call through it) before it runs; a communicator of a kind the
+  /// backend cannot use is an error. Backends without collectives keep the default.
+  virtual Status bind_communicator(std::shared_ptr<Communicator> comm) {
+    (void)comm;
+    return Error::unsupported("collectives (tensor parallelism) are not supported by this backend");
   }
   /// Host <-> device traffic so far (inputs, outputs, handle reads and writes).
   virtual TransferStats transfer_stats() const { return {}; }

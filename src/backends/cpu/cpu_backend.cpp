@@ -67,6 +67,15 @@ class CpuExecutable final : public Executable {
   const void* handle_data(size_t index) const override { return handles_[index]->buf.data(); }
   std::shared_ptr<HandleStorage> handle_storage(size_t index) override { return handles_[index]; }
   Status share_handle(size_t index, std::shared_ptr<HandleStorage> storage) override;
+  Status bind_communicator(std::shared_ptr<Communicator> comm) override {
+    auto host = std::dynamic_pointer_cast<HostCommunicator>(comm);
+    if (!host)
+      return Error::invalid_argument("cpu backend: a {} communicator cannot be bound (the cpu ranks meet in host memory)",
+                                     comm ? comm->kind() : std::string("null"));
+    comm_ = std::move(host);
+    ctx_.comm = comm_.get();
+    return {};
+  }
   Status run(std::span<const void* const> inputs) override;
   const uint8_t* arena_ptr() const override { return arena_.data(); }
   std::span<const OutputSlot> output_slots() const override { return out_slots_; }
@@ -109,6 +118,7 @@ class CpuExecutable final : public Executable {
   std::vector<std::shared_ptr<const cpu::PackedB>> packed_;  // per pack site; null until its param is set
   ExtentInfo extent_;
   StepCtx ctx_;
+  std::shared_ptr<HostCommunicator> comm_;  // bind_communicator's (ctx_.comm points at it)
 
   // RLX_CPU_PROFILE: every step's wall time, summed over runs.
   struct Profile {
@@ -437,6 +447,7 @@ Expected<std::unique_ptr<Executable>> CpuExecutable::clone() const {
   c->packed_ = packed_;  // shared like params_; a set_param on either side repacks for that side only
   c->extent_ = extent_;
   c->ctx_ = ctx_;
+  c->comm_ = comm_;
   if (prof_) {
     c->prof_ = std::make_unique<Profile>();
     c->prof_->groups = prof_->groups;
@@ -476,6 +487,17 @@ Expected<std::unique_ptr<Executable>> CpuBackend::compile_with_extent(const ir::
   auto exe = std::make_unique<CpuExecutable>();
   TRY(exe->init(lir, extent, pool_, packed_));
   return std::unique_ptr<Executable>(std::move(exe));
+}
+
+Expected<std::vector<std::shared_ptr<Communicator>>> CpuBackend::create_communicators(
+    const std::vector<std::shared_ptr<Backend>>& ranks) {
+  for (const auto& b : ranks)
+    if (!b || b->name() != "cpu")
+      return Error::invalid_argument("cpu backend: a tensor-parallel group of cpu ranks cannot include {}",
+                                     b ? b->name() : std::string("nothing"));
+  std::vector<std::shared_ptr<Communicator>> out;
+  for (auto& c : HostCommunicator::create_group(static_cast<int>(ranks.size()))) out.push_back(std::move(c));
+  return out;
 }
 
 }  // namespace rlx::cpu_backend

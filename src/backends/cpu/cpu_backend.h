@@ -22,6 +22,9 @@ class CpuBackend final : public Backend {
   Expected<std::unique_ptr<Executable>> compile_with_extent(const ir::LirModule& lir,
                                                             const compile::CompileOptions& options,
                                                             const ExtentInfo& extent) override;
+  /// The ranks of a CPU group meet in host memory (HostCommunicator): one per rank.
+  Expected<std::vector<std::shared_ptr<Communicator>>> create_communicators(
+      const std::vector<std::shared_ptr<Backend>>& ranks) override;
   int threads() const { return pool_->size(); }
   /// True when executables read matmul weights pre-packed.
   bool prepacks_weights() const { return packed_ != nullptr; }

@@ -21,6 +21,7 @@
 #include "backends/cpu/packed_weights.h"
 #include "rlx/base/env.h"
 #include "rlx/formats/ggml_type.h"
+#include "rlx/runtime/communicator.h"
 #include "runtime/executor_skeleton.h"
 
 namespace rlx::cpu_backend {
@@ -60,6 +61,7 @@ struct StepCtx {
   int64_t upper = 0;
   uint8_t* scratch = nullptr;  ///< per-executable scratch base (see BuildCtx::scratch)
   int n_threads = 1;
+  HostCommunicator* comm = nullptr;  ///< the tensor-parallel group's (bind_communicator); null outside one
 
   /// Number of leading rows to process out of `rows` when the step's outer rows
   /// follow the bucket axis (rows = k * upper, the first k*actual are real).
@@ -173,6 +175,8 @@ Status build_group_norm(BuildCtx&, Step&);
 Status build_interpolate(BuildCtx&, Step&);
 Status build_custom(BuildCtx&, Step&);
 Status build_boundary(BuildCtx&, Step&);  // Input/Param/Constant/Handle: no work
+Status build_all_reduce(BuildCtx&, Step&);
+Status build_all_gather(BuildCtx&, Step&);
 
 // ---- helpers shared by kernels ------------------------------------------------------
 

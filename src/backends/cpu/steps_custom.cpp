@@ -111,6 +111,8 @@ const std::vector<KernelEntry>& cpu_kernel_table() {
       {OpKind::GroupNorm, &build_group_norm},
       {OpKind::Interpolate, &build_interpolate},
       {OpKind::Custom, &build_custom},
+      {OpKind::AllReduce, &build_all_reduce},
+      {OpKind::AllGather, &build_all_gather},
   };
   return table;
 }

@@ -20,6 +20,7 @@
 
 #include "backends/cuda/cuda_step.h"
 #include "backends/cuda/cuda_util.h"
+#include "backends/cuda/nccl.h"
 #include "rlx/base/env.h"
 #include "rlx/base/log.h"
 #include "rlx/runtime/tensor.h"
@@ -103,6 +104,16 @@ class CudaExecutable final : public Executable {
   const void* handle_data(size_t index) const override;
   std::shared_ptr<HandleStorage> handle_storage(size_t index) override { return handles_[index]; }
   Status share_handle(size_t index, std::shared_ptr<HandleStorage> storage) override;
+  Status bind_communicator(std::shared_ptr<Communicator> comm) override {
+    auto nccl = std::dynamic_pointer_cast<NcclCommunicator>(comm);
+    if (!nccl || nccl->ordinal() != shared_->ordinal)
+      return Error::invalid_argument("cuda backend: cuda:{} cannot bind a {} communicator{}", shared_->ordinal,
+                                     comm ? comm->kind() : std::string("null"),
+                                     nccl ? fmt::format(" of cuda:{}", nccl->ordinal()) : std::string());
+    nccl_ = std::move(nccl);
+    graphs_cache_.clear();  // captured launches baked the old communicator in
+    return {};
+  }
   TransferStats transfer_stats() const override { return xfer_; }
   Status run(std::span<const void* const> inputs) override;
   Status commit_no_wait(std::span<const void* const> inputs) override;
@@ -130,6 +141,7 @@ class CudaExecutable final : public Executable {
   std::shared_ptr<const Shared> shared_;
   std::vector<Step> steps_;
   std::vector<std::shared_ptr<DeviceBuffer>> params_;
+  std::shared_ptr<NcclCommunicator> nccl_;  // bind_communicator's (a tensor-parallel rank)
   std::vector<std::shared_ptr<DeviceHandle>> handles_;  // may be shared with other executables
   mutable std::vector<std::vector<uint8_t>> handle_host_;
   mutable TransferStats xfer_;  // host <-> device bytes (transfer_stats)
@@ -490,6 +502,7 @@ Status CudaExecutable::enqueue(cudaStream_t st) {
   ctx.actual = actual_;
   ctx.upper = upper_;
   ctx.plans = &plans_;
+  ctx.nccl = nccl_.get();
   if (prof_ && prof_->events.size() != steps_.size() + 1) {
     prof_->events.clear();
     for (size_t i = 0; i <= steps_.size(); ++i) {
@@ -615,6 +628,7 @@ Expected<std::unique_ptr<Executable>> CudaExecutable::clone() const {
   c->allow_tf32_ = allow_tf32_;
   c->graphs_ = graphs_;
   c->params_ = params_;  // shared until either side sets them again
+  c->nccl_ = nccl_;
   c->extent_on_ = extent_on_;
   c->actual_ = actual_;
   c->upper_ = upper_;
@@ -734,6 +748,21 @@ Expected<std::shared_ptr<CudaBackend>> CudaBackend::create(int ordinal, CudaOpti
   RLX_CUBLAS_TRY(cublasLtCreate(&lt), fmt::format("cuda:{} cuBLASLt", ordinal));
   cublasLtDestroy(lt);
   return std::shared_ptr<CudaBackend>(new CudaBackend(ordinal, options, prop.multiProcessorCount));
+}
+
+Expected<std::vector<std::shared_ptr<Communicator>>> CudaBackend::create_communicators(
+    const std::vector<std::shared_ptr<Backend>>& ranks) {
+  std::vector<int> ordinals;
+  for (const auto& b : ranks) {
+    const auto* c = dynamic_cast<const CudaBackend*>(b.get());
+    if (c == nullptr)
+      return Error::invalid_argument("cuda backend: a tensor-parallel group of cuda ranks cannot include {}",
+                                     b ? b->name() : std::string("nothing"));
+    if (std::find(ordinals.begin(), ordinals.end(), c->ordinal()) != ordinals.end())
+      return Error::invalid_argument("cuda backend: cuda:{} appears twice in a tensor-parallel group", c->ordinal());
+    ordinals.push_back(c->ordinal());
+  }
+  return create_nccl_group(ordinals, env_config().nccl_library);
 }
 
 Expected<std::unique_ptr<Executable>> CudaBackend::compile(const ir::LirModule& lir,

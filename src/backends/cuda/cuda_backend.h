@@ -95,6 +95,10 @@ class CudaBackend final : public Backend {
   Expected<std::unique_ptr<Executable>> compile_with_extent(const ir::LirModule& lir,
                                                             const compile::CompileOptions& options,
                                                             const ExtentInfo& extent) override;
+  /// A group's ranks meet through NCCL (loaded at run time; RLX_NCCL_LIBRARY): one
+  /// communicator per rank, every rank a CudaBackend of its own device.
+  Expected<std::vector<std::shared_ptr<Communicator>>> create_communicators(
+      const std::vector<std::shared_ptr<Backend>>& ranks) override;
   int ordinal() const { return ordinal_; }
 
  private:

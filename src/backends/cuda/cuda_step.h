@@ -55,6 +55,8 @@ struct LtPlan {
 /// Builds the plan for `g` (heuristic algorithm for a workspace of `ws_bytes`).
 Expected<LtPlan> make_lt_plan(cublasLtHandle_t lt, const GemmDesc& g, size_t ws_bytes, const std::string& what);
 
+class NcclCommunicator;  // nccl.h
+
 /// Run-time context handed to every step.
 struct RunCtx {
   cudaStream_t stream = nullptr;
@@ -67,6 +69,7 @@ struct RunCtx {
   bool extent_on = false;
   int64_t actual = 0, upper = 0;
   const std::vector<std::shared_ptr<const LtPlan>>* plans = nullptr;
+  const NcclCommunicator* nccl = nullptr;  ///< the tensor-parallel group's (null outside one)
 };
 
 struct Step;

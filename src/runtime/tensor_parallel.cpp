@@ -1,0 +1,340 @@
+// Tensor-parallel groups: the group backend and executable (see tensor_parallel.h).
+#include "runtime/tensor_parallel.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+
+namespace rlx::runtime {
+namespace {
+
+/// Threads that run one job per rank at once: rank 0 on the caller's thread, the
+/// others on their own threads (a device's work is issued by one thread, and a rank
+/// that waits in a collective must not keep the others from reaching it).
+class RankThreads {
+ public:
+  explicit RankThreads(int world) : status_(static_cast<size_t>(world)) {
+    for (int r = 1; r < world; ++r) threads_.emplace_back([this, r] { loop(r); });
+  }
+  ~RankThreads() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+  RankThreads(const RankThreads&) = delete;
+  RankThreads& operator=(const RankThreads&) = delete;
+
+  /// Runs job(r) for every rank; returns every rank's status (rank order).
+  std::vector<Status> run(const std::function<Status(int)>& job) {
+    std::lock_guard<std::mutex> one(run_mu_);  // one group-wide job at a time
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      job_ = &job;
+      pending_ = static_cast<int>(threads_.size());
+      ++generation_;
+    }
+    cv_.notify_all();
+    status_[0] = job(0);
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [&] { return pending_ == 0; });
+    job_ = nullptr;
+    return status_;
+  }
+
+ private:
+  void loop(int rank) {
+    int64_t seen = 0;
+    while (true) {
+      const std::function<Status(int)>* job = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        job = job_;
+      }
+      Status s = (*job)(rank);
+      std::lock_guard<std::mutex> lock(mu_);
+      status_[static_cast<size_t>(rank)] = std::move(s);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex run_mu_, mu_;
+  std::condition_variable cv_, done_;
+  std::vector<std::thread> threads_;
+  const std::function<Status(int)>* job_ = nullptr;
+  std::vector<Status> status_;
+  int64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+/// What the executables of one group share: its ranks' communicators and threads.
+struct GroupState {
+  Device device;
+  std::vector<std::shared_ptr<Communicator>> comms;
+  std::unique_ptr<RankThreads> threads;
+  // Column parts of shared weights, made once for all executables of the group:
+  // (source bytes, param shape key, rank) -> the part.
+  std::mutex parts_mu;
+  std::map<std::tuple<const void*, size_t, int64_t, int64_t, int>, std::weak_ptr<const AlignedBuffer>> parts;
+
+  int world() const { return static_cast<int>(comms.size()); }
+
+  /// Runs job(r) on every rank; a failing rank aborts the group's collectives so that
+  /// no other rank waits for it forever. The first error (rank order) is returned.
+  Status on_ranks(const std::function<Status(int)>& job) {
+    auto guarded = [&](int r) {
+      Status s = job(r);
+      if (!s.ok())
+        for (const auto& c : comms) c->abort();
+      return s;
+    };
+    for (Status& s : threads->run(guarded))
+      if (!s.ok()) return s.error().with_context(fmt::format("tensor-parallel group {}", device.to_string()));
+    return {};
+  }
+};
+
+/// The handles of one group executable: one storage per rank.
+class GroupHandle final : public HandleStorage {
+ public:
+  explicit GroupHandle(std::vector<std::shared_ptr<HandleStorage>> ranks, std::string where)
+      : ranks_(std::move(ranks)), where_(std::move(where)) {}
+  int64_t bytes() const override {
+    int64_t b = 0;
+    for (const auto& r : ranks_) b += r->bytes();
+    return b;
+  }
+  std::string where() const override { return where_; }
+  const std::vector<std::shared_ptr<HandleStorage>>& ranks() const { return ranks_; }
+
+ private:
+  std::vector<std::shared_ptr<HandleStorage>> ranks_;
+  std::string where_;
+};
+
+/// How one param of the group splits: parts along axis (parts 1: every rank takes all).
+struct ParamSplit {
+  int64_t axis = -1, parts = 1;
+  std::vector<int64_t> full;  // the whole weight's dims
+};
+
+class GroupExecutable final : public Executable {
+ public:
+  GroupExecutable(std::shared_ptr<GroupState> group, std::vector<std::unique_ptr<Executable>> ranks,
+                  std::shared_ptr<const ir::IoManifest> manifest, std::shared_ptr<const std::vector<ParamSplit>> splits)
+      : group_(std::move(group)),
+        ranks_(std::move(ranks)),
+        manifest_(std::move(manifest)),
+        splits_(std::move(splits)) {}
+
+  const ir::IoManifest& manifest() const override { return *manifest_; }
+
+  Status set_param(size_t index, const void* data, int64_t bytes, ir::DType dtype) override {
+    return set_parts(index, ByteView(data, static_cast<size_t>(bytes), nullptr), dtype, /*shared=*/false);
+  }
+  bool param_is_set(size_t index) const override {
+    for (const auto& r : ranks_)
+      if (!r->param_is_set(index)) return false;
+    return true;
+  }
+  Status set_param_shared(size_t index, ByteView bytes) override {
+    return set_parts(index, std::move(bytes), manifest_->params[index].type.dtype, /*shared=*/true);
+  }
+
+  Status write_handle(size_t index, const void*, int64_t) override {
+    return Error::unsupported(
+        "handle '{}': a tensor-parallel group keeps its handles split across {}; they are not "
+        "written whole",
+        manifest_->handles[index].name, group_->device.to_string());
+  }
+  const void* handle_data(size_t) const override { return nullptr; }
+  std::shared_ptr<HandleStorage> handle_storage(size_t index) override {
+    std::vector<std::shared_ptr<HandleStorage>> parts;
+    for (const auto& r : ranks_) {
+      std::shared_ptr<HandleStorage> h = r->handle_storage(index);
+      if (!h) return nullptr;
+      parts.push_back(std::move(h));
+    }
+    return std::make_shared<GroupHandle>(std::move(parts), group_->device.to_string());
+  }
+  Status share_handle(size_t index, std::shared_ptr<HandleStorage> storage) override {
+    auto g = std::dynamic_pointer_cast<GroupHandle>(storage);
+    if (!g || g->ranks().size() != ranks_.size())
+      return Error::invalid_argument("handle '{}': storage from {} cannot be bound by the group {}",
+                                     manifest_->handles[index].name, storage ? storage->where() : "nowhere",
+                                     group_->device.to_string());
+    for (size_t r = 0; r < ranks_.size(); ++r) TRY(ranks_[r]->share_handle(index, g->ranks()[r]));
+    return {};
+  }
+  TransferStats transfer_stats() const override {
+    TransferStats t;
+    for (const auto& r : ranks_) {
+      const TransferStats s = r->transfer_stats();
+      t.host_to_device += s.host_to_device;
+      t.device_to_host += s.device_to_host;
+    }
+    t.runs = ranks_[0]->transfer_stats().runs;
+    return t;
+  }
+
+  Status run(std::span<const void* const> inputs) override {
+    for (size_t i = 0; i < manifest_->params.size(); ++i)
+      if (!param_is_set(i)) return Error::invalid_argument("param '{}' was never set", manifest_->params[i].name);
+    return group_->on_ranks([&](int r) { return ranks_[static_cast<size_t>(r)]->run(inputs); });
+  }
+  const uint8_t* arena_ptr() const override { return ranks_[0]->arena_ptr(); }
+  std::span<const OutputSlot> output_slots() const override { return ranks_[0]->output_slots(); }
+  Status set_active_extent(int64_t actual, int64_t upper) override {
+    for (const auto& r : ranks_) TRY(r->set_active_extent(actual, upper));
+    return {};
+  }
+  Expected<std::unique_ptr<Executable>> clone() const override {
+    std::vector<std::unique_ptr<Executable>> copies;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ASSIGN_OR_RETURN(std::unique_ptr<Executable> c, ranks_[r]->clone());
+      TRY(c->bind_communicator(group_->comms[r]));
+      copies.push_back(std::move(c));
+    }
+    return std::unique_ptr<Executable>(
+        std::make_unique<GroupExecutable>(group_, std::move(copies), manifest_, splits_));
+  }
+  std::string describe() const override {
+    return fmt::format("tensor parallel over {} ({} ranks); rank 0: {}", group_->device.to_string(), ranks_.size(),
+                       ranks_[0]->describe());
+  }
+
+ private:
+  // Rank r's part of a whole weight (bytes of `dtype`, the full shape): a sub-range of
+  // `whole` when the part is contiguous, else a copy (cached per source for the group).
+  Expected<ByteView> part(size_t index, const ByteView& whole, ir::DType dtype, int r) {
+    const ParamSplit& s = (*splits_)[index];
+    if (s.parts == 1) return whole;
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < s.axis; ++d) outer *= s.full[static_cast<size_t>(d)];
+    for (size_t d = static_cast<size_t>(s.axis) + 1; d < s.full.size(); ++d) inner *= s.full[d];
+    const int64_t len = s.full[static_cast<size_t>(s.axis)], plen = len / s.parts;
+    const auto row = ir::dtype_bytes(dtype, len * inner), seg = ir::dtype_bytes(dtype, plen * inner),
+               skip = ir::dtype_bytes(dtype, r * plen * inner);
+    if (!row || !seg || !skip || static_cast<int64_t>(whole.size()) != outer * *row)
+      return Error::invalid_argument("param '{}': {} bytes of {} do not split into {} parts along dim {}",
+                                     manifest_->params[index].name, whole.size(), ir::dtype_name(dtype), s.parts,
+                                     s.axis);
+    if (outer == 1) return ByteView(whole.data() + *skip, static_cast<size_t>(*seg), whole.owner());
+    const auto key = std::make_tuple(static_cast<const void*>(whole.data()), whole.size(), s.axis, s.parts, r);
+    if (whole.owner()) {
+      std::lock_guard<std::mutex> lock(group_->parts_mu);
+      if (auto it = group_->parts.find(key); it != group_->parts.end())
+        if (std::shared_ptr<const AlignedBuffer> b = it->second.lock()) return ByteView::of(b);
+    }
+    auto buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(outer * *seg), 64);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(buf->data() + o * *seg, whole.data() + o * *row + *skip, static_cast<size_t>(*seg));
+    std::shared_ptr<const AlignedBuffer> done = std::move(buf);
+    if (whole.owner()) {
+      std::lock_guard<std::mutex> lock(group_->parts_mu);
+      group_->parts[key] = done;
+    }
+    return ByteView::of(std::move(done));
+  }
+
+  Status set_parts(size_t index, ByteView whole, ir::DType dtype, bool shared) {
+    const ir::DType declared = manifest_->params[index].type.dtype;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ASSIGN_OR_RETURN(ByteView p, part(index, whole, dtype, static_cast<int>(r)));
+      if (shared && dtype == declared && p.owner()) {
+        Status s = ranks_[r]->set_param_shared(index, p);
+        if (s.ok()) continue;
+        if (s.error().code() != ErrorCode::kUnsupported) return s;
+      }
+      TRY(ranks_[r]->set_param(index, p.data(), static_cast<int64_t>(p.size()), dtype));
+    }
+    return {};
+  }
+
+  std::shared_ptr<GroupState> group_;
+  std::vector<std::unique_ptr<Executable>> ranks_;
+  std::shared_ptr<const ir::IoManifest> manifest_;  // params with their whole shapes
+  std::shared_ptr<const std::vector<ParamSplit>> splits_;
+};
+
+class GroupBackend final : public Backend {
+ public:
+  GroupBackend(std::vector<std::shared_ptr<Backend>> ranks, std::shared_ptr<GroupState> group)
+      : ranks_(std::move(ranks)), group_(std::move(group)) {}
+
+  std::string name() const override { return ranks_[0]->name(); }
+  compile::Target target() const override {
+    compile::Target t = ranks_[0]->target();
+    t.tensor_parallel = group_->world();
+    t.options_key += fmt::format(" tp={}", group_->world());
+    return t;
+  }
+  const compile::OpSet& supported_ops() const override { return ranks_[0]->supported_ops(); }
+  Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir, const compile::CompileOptions& o) override {
+    return compile_with_extent(lir, o, ExtentInfo{});
+  }
+  Expected<std::unique_ptr<Executable>> compile_with_extent(const ir::LirModule& lir, const compile::CompileOptions& o,
+                                                            const ExtentInfo& extent) override {
+    auto manifest = std::make_shared<ir::IoManifest>(lir.manifest);
+    auto splits = std::make_shared<std::vector<ParamSplit>>();
+    for (ir::ManifestEntry& e : manifest->params) {
+      ParamSplit s;
+      s.full = e.type.shape.static_dims();
+      if (const auto* pa = std::get_if<ir::ParamAttrs>(&lir.graph.node(e.value).attrs); pa && pa->shard_parts > 1) {
+        if (pa->shard_parts != group_->world())
+          return Error::invalid_argument("param '{}' is split {} ways; the group {} has {} ranks", e.name,
+                                         pa->shard_parts, group_->device.to_string(), group_->world());
+        s.axis = pa->shard_axis;
+        s.parts = pa->shard_parts;
+        s.full[static_cast<size_t>(s.axis)] *= s.parts;
+        e.type.shape = ir::Shape::of(s.full);
+        const auto bytes = ir::dtype_bytes(e.type.dtype, ir::Shape::of(s.full).num_elements().value_or(-1));
+        if (!bytes)
+          return Error::invalid_argument("param '{}': whole shape {} has no byte size", e.name, e.type.to_string());
+        e.bytes = *bytes;
+      }
+      splits->push_back(std::move(s));
+    }
+    std::vector<std::unique_ptr<Executable>> exes;
+    for (int r = 0; r < group_->world(); ++r) {
+      ASSIGN_OR_RETURN(std::unique_ptr<Executable> x,
+                       ranks_[static_cast<size_t>(r)]->compile_with_extent(lir, o, extent));
+      TRY(x->bind_communicator(group_->comms[static_cast<size_t>(r)]));
+      exes.push_back(std::move(x));
+    }
+    return std::unique_ptr<Executable>(
+        std::make_unique<GroupExecutable>(group_, std::move(exes), std::move(manifest), std::move(splits)));
+  }
+
+ private:
+  std::vector<std::shared_ptr<Backend>> ranks_;
+  std::shared_ptr<GroupState> group_;
+};
+
+}  // namespace
+
+Expected<std::shared_ptr<Backend>> make_tensor_parallel_backend(const Device& group,
+                                                                std::vector<std::shared_ptr<Backend>> ranks) {
+  if (ranks.size() < 2 || static_cast<int>(ranks.size()) != group.count)
+    return Error::invalid_argument("tensor-parallel group {}: {} rank backends", group.to_string(), ranks.size());
+  auto state = std::make_shared<GroupState>();
+  state->device = group;
+  ASSIGN_OR_RETURN(state->comms, ranks[0]->create_communicators(ranks));
+  if (state->comms.size() != ranks.size())
+    return Error::internal("tensor-parallel group {}: {} communicators for {} ranks", group.to_string(),
+                           state->comms.size(), ranks.size());
+  state->threads = std::make_unique<RankThreads>(static_cast<int>(ranks.size()));
+  return std::shared_ptr<Backend>(std::make_shared<GroupBackend>(std::move(ranks), std::move(state)));
+}
+
+}  // namespace rlx::runtime
