@@ -48,18 +48,7 @@ if [ "${RACECHECK:-0}" = 1 ]; then
   echo "racecheck rc=$?"; grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard|PASSED|FAILED' "$OUT/racecheck.log" | head -20
 fi
 echo "== copy bandwidth (device-to-device, bytes read + written)"
-python3 - <<'PY' 2>&1 | tee "$OUT/bandwidth.txt"
-import torch
-x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
-for _ in range(3): y.copy_(x)
-torch.cuda.synchronize()
-s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-ts = []
-for _ in range(20):
-    s.record(); y.copy_(x); e.record(); e.synchronize(); ts.append(s.elapsed_time(e))
-ts.sort(); t = ts[len(ts)//2] / 1e3
-print(f"copy 1 GiB: median {t*1e3:.3f} ms -> {2*(1<<30)/t/1e9:.0f} GB/s (read+write)")
-PY
+python3 bench/copy_bandwidth.py 2>&1 | tee "$OUT/bandwidth.txt"
 echo "== decode (LanguageModel::forward per token, logits to the host each step)"
 for ty in ${TYPES:-f16 q8_0 q4_k_m}; do
   timeout 180 $D/rlx synth --preset llama-3.2-1b --type $ty -o /tmp/m_$ty.gguf > /dev/null 2>&1 || echo "synth $ty failed"

@@ -20,12 +20,11 @@ using ir::OpKind;
 using ir::Shape;
 using ir::ValueId;
 
-enum class Split : uint8_t { kNone, kAttention, kFfn, kHead };
+enum class Split : uint8_t { kNone, kAttention, kFfn, kLmHead };
 
 struct Planner {
   const Graph& g;
   int world;
-  ShardReport& report;
   std::vector<int> users;                 // per value: nodes reading it
   std::map<ValueId, int64_t> param_axis;  // weights (and KV caches) split, with their axis
 
@@ -86,9 +85,10 @@ struct Planner {
     return split_all(parts);
   }
 
-  std::string head(const Node& n) {
+  std::string lm_head(const Node& n) {
     const auto& a = n.attr<ir::FusedMatMulAttrs>();
     if (a.act != ir::ActKind::Identity || !a.transpose_b) return "not a plain x . W^T";
+    if (n.shape.rank() != 2) return fmt::format("logits of rank {} (the split takes [rows, vocab])", n.shape.rank());
     std::vector<std::pair<ValueId, int64_t>> parts{{n.inputs[1], 0}};
     if (n.inputs.size() > 2) parts.push_back({n.inputs[2], 0});
     return split_all(parts);
@@ -107,7 +107,7 @@ std::string ShardReport::to_string() const {
   std::string s = fmt::format(
       "tensor parallel over {} ranks: {} attention blocks, {} feed-forwards, {} LM heads split; {} all_reduce, {} "
       "all_gather\n",
-      world, attention_split, ffn_split, head_split, all_reduces, all_gathers);
+      world, attention_split, ffn_split, lm_head_split, all_reduces, all_gathers);
   for (const std::string& k : kept_whole) s += "  kept whole (every rank computes it): " + k + "\n";
   return s;
 }
@@ -120,7 +120,7 @@ Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world,
   if (world < 1) return Error::invalid_argument("shard_tensor_parallel: world {} < 1", world);
   if (world == 1) return m;
   const Graph& g = m.graph;
-  Planner p{g, world, rep, std::vector<int>(static_cast<size_t>(g.size()), 0), {}};
+  Planner p{g, world, std::vector<int>(static_cast<size_t>(g.size()), 0), {}};
   for (const Node& n : g.nodes())
     for (ValueId v : n.inputs) ++p.users[static_cast<size_t>(v)];
   // Values some compute follows (then a linear is no LM head).
@@ -143,8 +143,8 @@ Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world,
       s = Split::kFfn;
       why = p.ffn(n);
     } else if (n.op == OpKind::HirLinear && !feeds_compute[static_cast<size_t>(v)]) {
-      s = Split::kHead;
-      why = p.head(n);
+      s = Split::kLmHead;
+      why = p.lm_head(n);
     } else {
       continue;
     }
@@ -184,19 +184,15 @@ Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world,
       ASSIGN_OR_RETURN(r, out.add(OpKind::AllReduce, {r}, ir::CollectiveAttrs{world}, {}, label + ".all_reduce"));
       ++rep.all_reduces;
       ++(s == Split::kAttention ? rep.attention_split : rep.ffn_split);
-    } else if (s == Split::kHead) {
+    } else if (s == Split::kLmHead) {
       // [rows, V/world] per rank -> [world, rows, V/world] -> [rows, world, V/world] -> [rows, V].
-      const Shape part = out.node(r).shape;
-      if (part.rank() != 2)
-        return Error::unsupported("shard_tensor_parallel: LM head {} has rank {} (expected [rows, vocab])",
-                                  g.describe(v), part.rank());
       ASSIGN_OR_RETURN(ValueId all,
                        out.add(OpKind::AllGather, {r}, ir::CollectiveAttrs{world}, {}, label + ".all_gather"));
       ASSIGN_OR_RETURN(ValueId t,
                        out.add(OpKind::Transpose, {all}, ir::TransposeAttrs{{1, 0, 2}}, {}, label + ".gather"));
       ASSIGN_OR_RETURN(r, out.add(OpKind::Reshape, {t}, ir::ShapeAttrs{n.shape}, {}, label + ".gather"));
       ++rep.all_gathers;
-      ++rep.head_split;
+      ++rep.lm_head_split;
     }
     map[static_cast<size_t>(v)] = r;
   }

@@ -4,7 +4,9 @@
 #include "rlx/runtime/communicator.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
 #include "rlx/base/half.h"
 
@@ -52,6 +54,15 @@ void HostCommunicator::abort() {
   std::lock_guard<std::mutex> lock(group_->mu);
   group_->aborted = true;
   group_->cv.notify_all();
+}
+
+bool HostCommunicator::recover() {
+  // Every rank has left its collectives: start the barrier afresh.
+  std::lock_guard<std::mutex> lock(group_->mu);
+  group_->aborted = false;
+  group_->arrived = 0;
+  ++group_->generation;
+  return true;
 }
 
 namespace {

@@ -1,11 +1,13 @@
 // Tensor-parallel groups: the group backend and executable (see tensor_parallel.h).
 #include "runtime/tensor_parallel.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <tuple>
 
@@ -18,16 +20,14 @@ namespace {
 class RankThreads {
  public:
   explicit RankThreads(int world) : status_(static_cast<size_t>(world)) {
-    for (int r = 1; r < world; ++r) threads_.emplace_back([this, r] { loop(r); });
-  }
-  ~RankThreads() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
+    try {
+      for (int r = 1; r < world; ++r) threads_.emplace_back([this, r] { loop(r); });
+    } catch (...) {  // (no thread left joinable when a later one cannot start)
+      stop();
+      throw;
     }
-    cv_.notify_all();
-    for (std::thread& t : threads_) t.join();
   }
+  ~RankThreads() { stop(); }
   RankThreads(const RankThreads&) = delete;
   RankThreads& operator=(const RankThreads&) = delete;
 
@@ -49,6 +49,16 @@ class RankThreads {
   }
 
  private:
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
   void loop(int rank) {
     int64_t seen = 0;
     while (true) {
@@ -77,30 +87,51 @@ class RankThreads {
   bool stop_ = false;
 };
 
+/// A part of a whole weight copied for one rank, shared by the group's executables
+/// while its source lives.
+struct PartEntry {
+  std::weak_ptr<const void> source;  // the whole weight's owner: the entry is valid while it is the same
+  std::weak_ptr<const AlignedBuffer> part;
+};
+/// (source bytes, size, dtype, whole dims, axis, parts, rank).
+using PartKey = std::tuple<const void*, size_t, int, std::vector<int64_t>, int64_t, int64_t, int>;
+
 /// What the executables of one group share: its ranks' communicators and threads.
 struct GroupState {
   Device device;
   std::vector<std::shared_ptr<Communicator>> comms;
   std::unique_ptr<RankThreads> threads;
-  // Column parts of shared weights, made once for all executables of the group:
-  // (source bytes, param shape key, rank) -> the part.
+  // Set when a failed run aborted communicators that cannot recover (NCCL's).
+  std::atomic<bool> broken{false};
   std::mutex parts_mu;
-  std::map<std::tuple<const void*, size_t, int64_t, int64_t, int>, std::weak_ptr<const AlignedBuffer>> parts;
+  std::map<PartKey, PartEntry> parts;
 
   int world() const { return static_cast<int>(comms.size()); }
 
-  /// Runs job(r) on every rank; a failing rank aborts the group's collectives so that
-  /// no other rank waits for it forever. The first error (rank order) is returned.
+  /// Runs job(r) on every rank. The first rank to fail aborts the group's collectives
+  /// so that no other rank waits for it forever; its error is the one returned, and the
+  /// communicators recover afterwards when they can (else the group stays broken).
   Status on_ranks(const std::function<Status(int)>& job) {
+    if (broken)
+      return Error::unsupported(
+          "tensor-parallel group {}: an earlier run failed and aborted its NCCL "
+          "communicators; the group cannot run again in this process",
+          device.to_string());
+    std::atomic<int> first{-1};
     auto guarded = [&](int r) {
       Status s = job(r);
-      if (!s.ok())
+      int none = -1;
+      if (!s.ok() && first.compare_exchange_strong(none, r))
         for (const auto& c : comms) c->abort();
       return s;
     };
-    for (Status& s : threads->run(guarded))
-      if (!s.ok()) return s.error().with_context(fmt::format("tensor-parallel group {}", device.to_string()));
-    return {};
+    std::vector<Status> status = threads->run(guarded);
+    const int failed = first.load();
+    if (failed < 0) return {};
+    for (const auto& c : comms)
+      if (!c->recover()) broken = true;
+    return status[static_cast<size_t>(failed)].error().with_context(
+        fmt::format("tensor-parallel group {}, rank {}", device.to_string(), failed));
   }
 };
 
@@ -215,7 +246,8 @@ class GroupExecutable final : public Executable {
 
  private:
   // Rank r's part of a whole weight (bytes of `dtype`, the full shape): a sub-range of
-  // `whole` when the part is contiguous, else a copy (cached per source for the group).
+  // `whole` when the part is contiguous, else a copy (one per source weight for all the
+  // group's executables, while that weight lives).
   Expected<ByteView> part(size_t index, const ByteView& whole, ir::DType dtype, int r) {
     const ParamSplit& s = (*splits_)[index];
     if (s.parts == 1) return whole;
@@ -230,11 +262,14 @@ class GroupExecutable final : public Executable {
                                      manifest_->params[index].name, whole.size(), ir::dtype_name(dtype), s.parts,
                                      s.axis);
     if (outer == 1) return ByteView(whole.data() + *skip, static_cast<size_t>(*seg), whole.owner());
-    const auto key = std::make_tuple(static_cast<const void*>(whole.data()), whole.size(), s.axis, s.parts, r);
+    const PartKey key{whole.data(), whole.size(), static_cast<int>(dtype), s.full, s.axis, s.parts, r};
+    auto same_source = [&](const PartEntry& e) {
+      return !e.source.owner_before(whole.owner()) && !whole.owner().owner_before(e.source) && !e.source.expired();
+    };
     if (whole.owner()) {
       std::lock_guard<std::mutex> lock(group_->parts_mu);
-      if (auto it = group_->parts.find(key); it != group_->parts.end())
-        if (std::shared_ptr<const AlignedBuffer> b = it->second.lock()) return ByteView::of(b);
+      if (auto it = group_->parts.find(key); it != group_->parts.end() && same_source(it->second))
+        if (std::shared_ptr<const AlignedBuffer> b = it->second.part.lock()) return ByteView::of(b);
     }
     auto buf = std::make_shared<AlignedBuffer>(static_cast<size_t>(outer * *seg), 64);
     for (int64_t o = 0; o < outer; ++o)
@@ -242,7 +277,9 @@ class GroupExecutable final : public Executable {
     std::shared_ptr<const AlignedBuffer> done = std::move(buf);
     if (whole.owner()) {
       std::lock_guard<std::mutex> lock(group_->parts_mu);
-      group_->parts[key] = done;
+      std::erase_if(group_->parts,
+                    [](const auto& kv) { return kv.second.part.expired() || kv.second.source.expired(); });
+      group_->parts[key] = PartEntry{whole.owner(), done};
     }
     return ByteView::of(std::move(done));
   }
@@ -333,7 +370,12 @@ Expected<std::shared_ptr<Backend>> make_tensor_parallel_backend(const Device& gr
   if (state->comms.size() != ranks.size())
     return Error::internal("tensor-parallel group {}: {} communicators for {} ranks", group.to_string(),
                            state->comms.size(), ranks.size());
-  state->threads = std::make_unique<RankThreads>(static_cast<int>(ranks.size()));
+  try {
+    state->threads = std::make_unique<RankThreads>(static_cast<int>(ranks.size()));
+  } catch (const std::system_error& e) {
+    return Error::unsupported("tensor-parallel group {}: cannot start a thread per rank: {}", group.to_string(),
+                              e.what());
+  }
   return std::shared_ptr<Backend>(std::make_shared<GroupBackend>(std::move(ranks), std::move(state)));
 }
 

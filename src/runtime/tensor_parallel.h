@@ -4,7 +4,8 @@
 // it compiles is one rank's graph; the group executable presents the full model to
 // its callers (params take the whole weight and are split per rank here; outputs come
 // from rank 0, whose values every rank holds after the collectives) and runs the ranks
-// in parallel, one thread each.
+// in parallel, one thread each. The executables of one group (clones included) run one
+// at a time: they share its threads and communicators.
 #pragma once
 
 #include <memory>

@@ -42,7 +42,7 @@ TEST(ShardTensorParallel, SplitsHeadsFfnAndHeadWithCollectives) {
   const ir::Graph& g = r->graph;
   EXPECT_EQ(rep.attention_split, 2);
   EXPECT_EQ(rep.ffn_split, 2);
-  EXPECT_EQ(rep.head_split, 1);
+  EXPECT_EQ(rep.lm_head_split, 1);
   EXPECT_EQ(rep.all_reduces, 4);
   EXPECT_EQ(rep.all_gathers, 1);
   EXPECT_TRUE(rep.kept_whole.empty());

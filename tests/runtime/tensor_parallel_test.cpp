@@ -75,7 +75,18 @@ TEST(HostCommunicator, AbortReleasesWaitingRanks) {
   peer.join();
   ASSERT_FALSE(waited.ok());
   EXPECT_NE(waited.error().message().find("a rank failed"), std::string::npos) << waited.error().message();
-  EXPECT_FALSE(comms[0]->all_reduce_sum(&x, 1, DType::F32).ok());  // the group stays closed
+  EXPECT_FALSE(comms[0]->all_reduce_sum(&x, 1, DType::F32).ok());  // closed until every rank returned
+  // Once every rank is out of its collectives, the group recovers and runs again.
+  for (auto& c : comms) EXPECT_TRUE(c->recover());
+  float a = 2.0f, b = 3.0f;
+  Status sb;
+  std::thread second([&] { sb = comms[1]->all_reduce_sum(&b, 1, DType::F32); });
+  const Status sa = comms[0]->all_reduce_sum(&a, 1, DType::F32);
+  second.join();
+  ASSERT_TRUE(sa.ok()) << sa.error().to_string();
+  ASSERT_TRUE(sb.ok()) << sb.error().to_string();
+  EXPECT_EQ(a, 5.0f);
+  EXPECT_EQ(b, 5.0f);
 }
 
 // Rank r: y_r = x . W_r^T with W_r rows [2r, 2r+2) of a whole W[4, 3] the group splits;

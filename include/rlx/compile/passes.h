@@ -16,7 +16,7 @@ namespace rlx::compile {
 /// What shard_tensor_parallel did: per block split or kept whole (and why).
 struct ShardReport {
   int world = 1;
-  int64_t attention_split = 0, ffn_split = 0, head_split = 0;  ///< blocks split across the ranks
+  int64_t attention_split = 0, ffn_split = 0, lm_head_split = 0;  ///< blocks split across the ranks
   int64_t all_reduces = 0, all_gathers = 0;                     ///< collectives inserted
   std::vector<std::string> kept_whole;  ///< "blk.3.ffn: hidden 5632 / 3 is not whole"
   /// Multi-line summary for `rlx compile --report` (empty when world == 1).

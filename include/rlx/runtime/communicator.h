@@ -5,10 +5,8 @@
 // HostCommunicator is the in-process implementation the CPU backend uses: ranks are
 // threads that meet at each collective.
 #pragma once
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,16 +15,25 @@
 
 namespace rlx {
 
+/// One rank's end of a group. The collectives themselves are the implementation's (a
+/// backend calls them on its own kind); this is what the runtime's group needs.
 class Communicator {
  public:
   virtual ~Communicator() = default;
+  /// This end's rank, 0 .. world() - 1 (rank r holds part r of every split weight).
   virtual int rank() const = 0;
+  /// Ranks in the group.
   virtual int world() const = 0;
   /// "host", "nccl": which backends can bind it.
   virtual std::string kind() const = 0;
   /// Stops every collective of the group now and from now on with an error (a rank
-  /// failed; its peers must not wait for it forever). Idempotent.
+  /// failed; its peers must not wait for it forever). Idempotent; callable from any
+  /// thread while other ranks are inside a collective.
   virtual void abort() = 0;
+  /// Called once every rank has returned from the run that aborted the group: makes
+  /// the group usable again and returns true, or returns false when it cannot be (an
+  /// aborted NCCL communicator is gone for good).
+  virtual bool recover() = 0;
 };
 
 /// The ranks of one process meeting in host memory. Every rank calls the same
@@ -41,6 +48,7 @@ class HostCommunicator final : public Communicator {
   int world() const override;
   std::string kind() const override { return "host"; }
   void abort() override;
+  bool recover() override;
 
   /// buf[0, count) of `dtype` (f32, f16 or bf16) becomes the sum over the ranks (summed
   /// in f32, in rank order, so every rank gets the same bits).

@@ -542,6 +542,12 @@ Status CudaExecutable::launch_graph(int64_t key) {
       cudaGraphInstantiate(&exec, graph.get(), 0) != cudaSuccess) {
     cudaGetLastError();  // clear a capture error so later calls do not report it
     graph_failed_ = true;
+    // The ranks of a group must all replay their collectives from graphs or none: this
+    // one cannot, so the run fails (and its group aborts) rather than going on alone.
+    if (nccl_)
+      return Error::unsupported("cuda backend: cuda:{}: capturing a tensor-parallel step as a CUDA graph failed "
+                                "({}); RLX_CUDA_GRAPHS=0 runs groups without graphs",
+                                shared_->ordinal, queued.ok() ? "the capture ended in an error" : queued.error().message());
     return enqueue(st);
   }
   if (graphs_cache_.size() >= kMaxGraphs) graphs_cache_.erase(graphs_cache_.begin());
@@ -556,6 +562,9 @@ Status CudaExecutable::commit_no_wait(std::span<const void* const> inputs) {
     if (!params_[i]) return Error::invalid_argument("param '{}' was never set", sh.manifest.params[i].name);
   if (inputs.size() != sh.input_offsets.size())
     return Error::internal("cuda executable: {} inputs for {}", inputs.size(), sh.input_offsets.size());
+  if (nccl_ && nccl_->aborted())  // (a captured graph would replay its collectives on a dead communicator)
+    return Error::unsupported("cuda backend: cuda:{}: its tensor-parallel group was aborted after a failed run",
+                              sh.ordinal);
   RLX_CUDA_TRY(cudaSetDevice(sh.ordinal), where("run"));
   TRY(sync_pending());  // staging buffers are reused
   if (prof_) prof_->t0 = std::chrono::steady_clock::now();

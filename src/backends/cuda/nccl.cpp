@@ -76,9 +76,11 @@ Expected<std::shared_ptr<const NcclApi>> load(const std::string& library) {
     dlclose(h);
     return Error::not_found("NCCL library '{}' has no {}: not an NCCL 2.x library", library, missing);
   }
-  if (api->get_version(&api->version) != 0 || api->version < 20900)
+  if (api->get_version(&api->version) != 0 || api->version < 20900) {
+    dlclose(h);
     return Error::unsupported("NCCL library '{}' is version {}; RLX needs 2.9 or later (CUDA graph capture)", library,
                               api->version);
+  }
   loaded.emplace_back(library, api);
   return std::shared_ptr<const NcclApi>(api);
 }
@@ -117,8 +119,9 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::abort() {
-  if (aborted_ || comm_ == nullptr) return;
-  aborted_ = true;
+  // (From another rank's thread while this rank may be inside a collective: NCCL's abort
+  // is made for that — it ends the kernels waiting for a peer that will not come.)
+  if (comm_ == nullptr || aborted_.exchange(true)) return;
   api_->comm_abort(comm_);
 }
 

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ class NcclCommunicator final : public Communicator {
   int ordinal() const { return ordinal_; }
   std::string kind() const override { return "nccl"; }
   void abort() override;
+  /// An aborted NCCL communicator is gone: false.
+  bool recover() override { return !aborted_; }
+  bool aborted() const { return aborted_; }
 
   /// Enqueues on `stream`: recv[0, count) = the sum over the ranks of send (f32, f16,
   /// bf16; send == recv sums in place).
@@ -49,7 +53,7 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<const NcclApi> api_;
   void* comm_ = nullptr;  // ncclComm_t
   int rank_ = 0, world_ = 1, ordinal_ = 0;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
 };
 
 }  // namespace rlx::cuda_backend
