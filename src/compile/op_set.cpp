@@ -22,7 +22,8 @@ OpSet OpSet::primitives() {
       case ir::OpCategory::Compute:
       case ir::OpCategory::Reduction:
       case ir::OpCategory::Norm:
-      case ir::OpCategory::Movement: s.add(k); break;
+      case ir::OpCategory::Movement:
+      case ir::OpCategory::Collective: s.add(k); break;
       case ir::OpCategory::Fused:
       case ir::OpCategory::Extension:
       case ir::OpCategory::Hir: break;

@@ -41,7 +41,7 @@ std::vector<float> run_f32(CompiledGraph& g, std::initializer_list<NamedF32> inp
   return out ? (*out)[0].to_f32().value() : std::vector<float>{};
 }
 
-TEST(ReferenceBackend, IsADeviceClaimingEveryMirKindButCustom) {
+TEST(ReferenceBackend, IsADeviceClaimingEveryMirKindButCustomAndCollectives) {
   EXPECT_EQ(Device::parse("reference")->kind, DeviceKind::kReference);
   EXPECT_EQ(*Device::parse("ref"), Device::reference());
   EXPECT_EQ(Device::reference().to_string(), "reference");
@@ -50,7 +50,11 @@ TEST(ReferenceBackend, IsADeviceClaimingEveryMirKindButCustom) {
   Session s(Device::reference());
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s.backend()->name(), "reference");
-  EXPECT_EQ(s.backend()->supported_ops(), compile::OpSet::all_mir().remove(ir::OpKind::Custom))
+  // (Collectives run on the ranks of a group, cpu:0,1 or cuda:0,1, not on the oracle.)
+  EXPECT_EQ(s.backend()->supported_ops(), compile::OpSet::all_mir()
+                                              .remove(ir::OpKind::Custom)
+                                              .remove(ir::OpKind::AllReduce)
+                                              .remove(ir::OpKind::AllGather))
       << s.backend()->supported_ops().to_string();
 }
 

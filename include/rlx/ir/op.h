@@ -23,7 +23,9 @@ enum class OpKind : uint8_t {
 #undef OP
 };
 
-enum class OpCategory : uint8_t { Boundary, Elementwise, Compute, Reduction, Norm, Movement, Fused, Extension, Hir };
+/// Collective: an op over the ranks of a tensor-parallel group; it runs only on a backend
+/// bound into one (Executable::bind_communicator).
+enum class OpCategory : uint8_t { Boundary, Elementwise, Compute, Reduction, Norm, Movement, Fused, Extension, Hir, Collective };
 
 struct OpInfo {
   std::string_view name;  ///< text form, e.g. "matmul"
