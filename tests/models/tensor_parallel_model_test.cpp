@@ -81,6 +81,40 @@ TEST_P(TensorParallelModel, GroupLogitsEqualOneDevice) {
   EXPECT_NE((*b)->last_executable()->executable().describe().find("tensor parallel over cpu:0,1"), std::string::npos);
 }
 
+// Serving's batched form (rlx serve --parallel N on a group): three sequences, one run a
+// step, each with its own sharded KV caches, equal to the same batch on one CPU backend.
+TEST(TensorParallelModelBatch, BatchedSequencesEqualOneDevice) {
+  const std::string path = synth("llama", "tiny-untied", "f32");
+  LoadOptions one;
+  one.ctx = 64;
+  one.threads = 1;
+  one.min_bucket = 4;
+  one.batch = 3;
+  one.compile_cache = false;
+  LoadOptions two = one;
+  two.device = *Device::parse("cpu:0,1");
+  auto a = LanguageModel::load(path, one);
+  auto b = LanguageModel::load(path, two);
+  ASSERT_TRUE(a) << a.error().to_string();
+  ASSERT_TRUE(b) << b.error().to_string();
+  const std::vector<std::vector<int32_t>> prompts = {{1, 40, 300, 77}, {1, 12}, {1, 499, 260, 8, 100, 33}};
+  const std::vector<std::vector<std::vector<int32_t>>> steps = {{{5}, {}, {9}}, {{7}, {8}, {10}}};
+  auto pa = (*a)->forward_batch(prompts, true);
+  auto pb = (*b)->forward_batch(prompts, true);
+  ASSERT_TRUE(pa) << pa.error().to_string();
+  ASSERT_TRUE(pb) << pb.error().to_string();
+  for (size_t s = 0; s < prompts.size(); ++s)
+    EXPECT_LT(rel_diff((*pb)[s], (*pa)[s]), 1e-4) << "prefill, sequence " << s;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    auto da = (*a)->forward_batch(steps[k], true);
+    auto db = (*b)->forward_batch(steps[k], true);
+    ASSERT_TRUE(da) << da.error().to_string();
+    ASSERT_TRUE(db) << db.error().to_string();
+    for (size_t s = 0; s < prompts.size(); ++s)
+      EXPECT_LT(rel_diff((*db)[s], (*da)[s]), 1e-4) << "step " << k << " seq " << s;
+  }
+}
+
 // tiny ties its LM head to the embedding (the head stays whole on every rank);
 // tiny-untied has its own, split by vocabulary and all-gathered.
 INSTANTIATE_TEST_SUITE_P(Types, TensorParallelModel,
