@@ -4,7 +4,9 @@
 // stay whole, the weights are the block's alone), then rebuilds the graph: split
 // weights and KV caches get their part's shape, split attention blocks their per-rank
 // head counts, and the collectives follow the blocks.
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include "rlx/compile/passes.h"
 #include "rlx/ir/graph.h"
@@ -25,8 +27,9 @@ enum class Split : uint8_t { kNone, kAttention, kFfn, kLmHead };
 struct Planner {
   const Graph& g;
   int world;
-  std::vector<int> users;                 // per value: nodes reading it
-  std::map<ValueId, int64_t> param_axis;  // weights (and KV caches) split, with their axis
+  std::vector<int> users;                     // per value: nodes reading it
+  std::vector<std::vector<ValueId>> readers;  // per value: the nodes reading it
+  std::map<ValueId, int64_t> param_axis;      // weights (and KV caches) split, with their axis
 
   std::string name(ValueId v) const {
     const Node& n = g.node(v);
@@ -85,6 +88,64 @@ struct Planner {
     return split_all(parts);
   }
 
+  // A feed-forward written out as products (Gemma's f16-rounded GELU form): `down`
+  // (a linear) reads, through elementwise ops only, the outputs of linears (gate, up),
+  // and nothing else reads those. Split like a fused FFN: the up-side products by rows
+  // (their elementwise ops then work on each rank's columns), `down` by columns, then
+  // an all_reduce. nullopt: `down` is no such product (nothing to report); an empty
+  // string: split (region: the elementwise ops between).
+  std::optional<std::string> mlp(ValueId down, std::vector<ValueId>& region) {
+    const Node& d = g.node(down);
+    const auto& da = d.attr<ir::FusedMatMulAttrs>();
+    if (!da.transpose_b || d.inputs.size() > 2) return std::nullopt;  // (a bias would be added on every rank)
+    std::vector<ValueId> ups, stack{d.inputs[0]};
+    region.clear();
+    while (!stack.empty()) {
+      const ValueId v = stack.back();
+      stack.pop_back();
+      if (std::find(region.begin(), region.end(), v) != region.end() ||
+          std::find(ups.begin(), ups.end(), v) != ups.end())
+        continue;
+      const Node& n = g.node(v);
+      if (n.op == OpKind::HirLinear) {
+        ups.push_back(v);
+        continue;
+      }
+      const bool elementwise = n.op == OpKind::Activation || n.op == OpKind::Binary || n.op == OpKind::Cast ||
+                               n.op == OpKind::Compare || n.op == OpKind::Where;
+      if (!elementwise) return std::nullopt;
+      region.push_back(v);
+      for (ValueId in : n.inputs) {
+        const Node& x = g.node(in);
+        const bool scalar = x.shape.rank() == 0 || (x.shape.num_elements() && *x.shape.num_elements() == 1);
+        if (!scalar) stack.push_back(in);
+      }
+    }
+    if (ups.empty()) return std::nullopt;
+    // Nothing outside reads the region or the up-side products.
+    std::vector<ValueId> inside = region;
+    inside.push_back(down);
+    auto read_outside = [&](ValueId v) {
+      for (const ir::GraphOutput& o : g.outputs())
+        if (o.value == v) return true;
+      for (ValueId r : readers[static_cast<size_t>(v)])
+        if (std::find(inside.begin(), inside.end(), r) == inside.end()) return true;
+      return false;
+    };
+    std::vector<std::pair<ValueId, int64_t>> parts;
+    for (ValueId v : region)
+      if (read_outside(v)) return fmt::format("{} is read outside the feed-forward", g.describe(v));
+    for (ValueId u : ups) {
+      if (read_outside(u)) return fmt::format("{} is read outside the feed-forward", g.describe(u));
+      const Node& un = g.node(u);
+      if (!un.attr<ir::FusedMatMulAttrs>().transpose_b) return fmt::format("{} is not x . W^T", g.describe(u));
+      parts.push_back({un.inputs[1], 0});
+      if (un.inputs.size() > 2) parts.push_back({un.inputs[2], 0});  // its bias, by the same rows
+    }
+    parts.push_back({d.inputs[1], 1});
+    return split_all(parts);
+  }
+
   std::string lm_head(const Node& n) {
     const auto& a = n.attr<ir::FusedMatMulAttrs>();
     if (a.act != ir::ActKind::Identity || !a.transpose_b) return "not a plain x . W^T";
@@ -120,9 +181,16 @@ Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world,
   if (world < 1) return Error::invalid_argument("shard_tensor_parallel: world {} < 1", world);
   if (world == 1) return m;
   const Graph& g = m.graph;
-  Planner p{g, world, std::vector<int>(static_cast<size_t>(g.size()), 0), {}};
-  for (const Node& n : g.nodes())
-    for (ValueId v : n.inputs) ++p.users[static_cast<size_t>(v)];
+  Planner p{g,
+            world,
+            std::vector<int>(static_cast<size_t>(g.size()), 0),
+            std::vector<std::vector<ValueId>>(static_cast<size_t>(g.size())),
+            {}};
+  for (ValueId v = 0; v < g.size(); ++v)
+    for (ValueId in : g.node(v).inputs) {
+      ++p.users[static_cast<size_t>(in)];
+      p.readers[static_cast<size_t>(in)].push_back(v);
+    }
   // Values some compute follows (then a linear is no LM head).
   std::vector<bool> feeds_compute(static_cast<size_t>(g.size()), false);
   for (ValueId v = g.size() - 1; v >= 0; --v) {
@@ -132,6 +200,9 @@ Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world,
   }
 
   std::vector<Split> split(static_cast<size_t>(g.size()), Split::kNone);
+  // Elementwise ops between the products of a written-out feed-forward: their width
+  // becomes the rank's part (re-inferred; a cast's declared shape follows its input).
+  std::vector<bool> in_region(static_cast<size_t>(g.size()), false);
   for (ValueId v = 0; v < g.size(); ++v) {
     const Node& n = g.node(v);
     std::string why;
@@ -145,6 +216,14 @@ Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world,
     } else if (n.op == OpKind::HirLinear && !feeds_compute[static_cast<size_t>(v)]) {
       s = Split::kLmHead;
       why = p.lm_head(n);
+    } else if (n.op == OpKind::HirLinear) {
+      std::vector<ValueId> region;
+      const std::optional<std::string> m = p.mlp(v, region);
+      if (!m) continue;
+      s = Split::kFfn;
+      why = *m;
+      if (why.empty())
+        for (ValueId r : region) in_region[static_cast<size_t>(r)] = true;
     } else {
       continue;
     }
@@ -171,6 +250,7 @@ Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world,
         pa->shard_parts = world;
       }
     }
+    if (in_region[static_cast<size_t>(v)] && n.op == OpKind::Cast) declared.shape = out.node(in[0]).shape;
     const Split s = split[static_cast<size_t>(v)];
     if (s == Split::kAttention) {
       auto& a = std::get<AttentionBlockAttrs>(attrs);

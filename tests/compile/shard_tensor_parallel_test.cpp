@@ -120,6 +120,47 @@ TEST(ShardTensorParallel, KeepsWholeWhatDoesNotDivide) {
   EXPECT_TRUE(named) << rep.to_string();
 }
 
+// Gemma's feed-forward written out as products: gelu(x.Wg^T) rounded through f16, times
+// x.Wu^T, into Wd. The products split like a fused FFN; a value of it that something
+// else reads keeps it whole.
+ir::HirModule written_out_ffn(bool leak) {
+  using namespace ir;
+  GraphBuilder b;
+  const ValueId x = b.input("x", DType::F32, {4, 64});
+  const ValueId wg = b.param("ffn_gate", DType::F32, {128, 64}), wu = b.param("ffn_up", DType::F32, {128, 64});
+  const ValueId wd = b.param("ffn_down", DType::F32, {64, 128}), head = b.param("output", DType::F32, {32, 64});
+  const ValueId g = b.op(OpKind::HirLinear, {x, wg}, FusedMatMulAttrs{});
+  const ValueId u = b.op(OpKind::HirLinear, {x, wu}, FusedMatMulAttrs{});
+  const ValueId act = b.cast(b.cast(b.activation(ActKind::Gelu, g), DType::F16), DType::F32);
+  const ValueId down = b.op(OpKind::HirLinear, {b.mul(act, u), wd}, FusedMatMulAttrs{});
+  b.output(b.op(OpKind::HirLinear, {b.add(x, down), head}, FusedMatMulAttrs{}), "y");
+  if (leak) b.output(act, "act");
+  return HirModule{std::move(b.build()).value(), FusionPolicy::Direct};
+}
+
+TEST(ShardTensorParallel, WrittenOutFeedForwardSplitsLikeAFusedOne) {
+  ShardReport rep;
+  auto r = shard_tensor_parallel(written_out_ffn(false), 2, &rep);
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(rep.ffn_split, 1) << rep.to_string();
+  EXPECT_EQ(rep.lm_head_split, 1) << rep.to_string();
+  EXPECT_EQ(param(r->graph, "ffn_gate")->shape.static_dims(), (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(param(r->graph, "ffn_down")->shape.static_dims(), (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(param(r->graph, "ffn_down")->attr<ir::ParamAttrs>().shard_axis, 1);
+  for (const ir::Node& n : r->graph.nodes())
+    if (n.op == OpKind::Cast) {
+      EXPECT_EQ(n.shape.static_dims(), (std::vector<int64_t>{4, 64}));  // the rank's half of the hidden units
+    }
+  EXPECT_EQ(count(r->graph, OpKind::AllReduce), 1);
+
+  auto kept = shard_tensor_parallel(written_out_ffn(true), 2, &rep);
+  ASSERT_TRUE(kept) << kept.error().to_string();
+  EXPECT_EQ(rep.ffn_split, 0);
+  ASSERT_FALSE(rep.kept_whole.empty());
+  EXPECT_NE(rep.kept_whole[0].find("is read outside the feed-forward"), std::string::npos) << rep.to_string();
+  EXPECT_EQ(param(kept->graph, "ffn_gate")->shape.static_dims(), (std::vector<int64_t>{128, 64}));
+}
+
 TEST(ShardTensorParallel, WorldOneIsIdentityAndZeroIsAnError) {
   const ir::HirModule hir = testing::llama(small(), ir::FusionPolicy::Direct);
   auto one = shard_tensor_parallel(hir, 1);

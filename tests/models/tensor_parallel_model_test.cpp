@@ -119,7 +119,8 @@ TEST(TensorParallelModelBatch, BatchedSequencesEqualOneDevice) {
 // tiny-untied has its own, split by vocabulary and all-gathered.
 INSTANTIATE_TEST_SUITE_P(Types, TensorParallelModel,
                          ::testing::Values(Case{"llama", "tiny", "f32"}, Case{"llama", "tiny-untied", "f32"},
-                                           Case{"llama", "tiny-untied", "q8_0"}, Case{"qwen3", "tiny", "f16"}),
+                                           Case{"llama", "tiny-untied", "q8_0"}, Case{"qwen3", "tiny", "f16"},
+                                           Case{"gemma2", "tiny", "f32"}),
                          [](const auto& info) {
                            std::string n = info.param.arch + "_" + info.param.preset + "_" + info.param.type;
                            std::replace(n.begin(), n.end(), '-', '_');
