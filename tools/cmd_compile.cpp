@@ -88,10 +88,7 @@ int run_compile(const CompileArgs& a) {
     auto described = BackendRegistry::global().compile_target(device->kind);
     if (!described) return report(backend.error());
     target = std::move(*described);
-    if (device->count > 1) {  // as the group's backend would ask (runtime/tensor_parallel)
-      target.target.tensor_parallel = device->count;
-      target.target.options_key += fmt::format(" tp={}", device->count);
-    }
+    if (device->count > 1) target.target = target.target.for_tensor_parallel(device->count);  // as a group asks
     std::fprintf(stderr, "rlx compile: %s (compiling for its target only)\n", backend.error().message().c_str());
   }
   auto loaded = load_hir(a);

@@ -1,7 +1,14 @@
-// CompileOptions helpers: enum names/parsing and the effective fusion limits.
+// CompileOptions helpers: enum names/parsing, the effective fusion limits, a group's target.
 #include "rlx/compile/options.h"
 
 namespace rlx::compile {
+
+Target Target::for_tensor_parallel(int world) const {
+  Target t = *this;
+  t.tensor_parallel = world;
+  t.options_key += fmt::format(" tp={}", world);
+  return t;
+}
 
 FusionLimits effective_fusion_limits(const FusionOptions& o, const Target& target) {
   if (o.limits) return *o.limits;

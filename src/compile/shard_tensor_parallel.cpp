@@ -27,7 +27,6 @@ enum class Split : uint8_t { kNone, kAttention, kFfn, kLmHead };
 struct Planner {
   const Graph& g;
   int world;
-  std::vector<int> users;                     // per value: nodes reading it
   std::vector<std::vector<ValueId>> readers;  // per value: the nodes reading it
   std::map<ValueId, int64_t> param_axis;      // weights (and KV caches) split, with their axis
 
@@ -40,7 +39,7 @@ struct Planner {
   std::string cannot_split(ValueId w, int64_t axis) const {
     const Node& n = g.node(w);
     if (n.op != OpKind::Param && n.op != OpKind::Handle) return g.describe(w) + " is not a weight";
-    if (users[static_cast<size_t>(w)] != 1) return g.describe(w) + " is shared with other ops";
+    if (readers[static_cast<size_t>(w)].size() != 1) return g.describe(w) + " is shared with other ops";
     if (param_axis.count(w)) return g.describe(w) + " is split already";
     if (axis >= n.shape.rank() || !n.shape[axis].is_static()) return g.describe(w) + " has no static dim to split";
     const int64_t len = n.shape[axis].value();
@@ -181,16 +180,9 @@ Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world,
   if (world < 1) return Error::invalid_argument("shard_tensor_parallel: world {} < 1", world);
   if (world == 1) return m;
   const Graph& g = m.graph;
-  Planner p{g,
-            world,
-            std::vector<int>(static_cast<size_t>(g.size()), 0),
-            std::vector<std::vector<ValueId>>(static_cast<size_t>(g.size())),
-            {}};
+  Planner p{g, world, std::vector<std::vector<ValueId>>(static_cast<size_t>(g.size())), {}};
   for (ValueId v = 0; v < g.size(); ++v)
-    for (ValueId in : g.node(v).inputs) {
-      ++p.users[static_cast<size_t>(in)];
-      p.readers[static_cast<size_t>(in)].push_back(v);
-    }
+    for (ValueId in : g.node(v).inputs) p.readers[static_cast<size_t>(in)].push_back(v);
   // Values some compute follows (then a linear is no LM head).
   std::vector<bool> feeds_compute(static_cast<size_t>(g.size()), false);
   for (ValueId v = g.size() - 1; v >= 0; --v) {

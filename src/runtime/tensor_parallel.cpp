@@ -1,10 +1,10 @@
 // Tensor-parallel groups: the group backend and executable (see tensor_parallel.h).
 #include "runtime/tensor_parallel.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <system_error>
@@ -31,12 +31,15 @@ class RankThreads {
   RankThreads(const RankThreads&) = delete;
   RankThreads& operator=(const RankThreads&) = delete;
 
-  /// Runs job(r) for every rank; returns every rank's status (rank order).
-  std::vector<Status> run(const std::function<Status(int)>& job) {
+  /// Runs job(r) for every rank; returns every rank's status (rank order), valid until
+  /// the next run. Allocates nothing: the job is called through a pointer to it.
+  template <typename Job>
+  const std::vector<Status>& run(const Job& job) {
     std::lock_guard<std::mutex> one(run_mu_);  // one group-wide job at a time
     {
       std::lock_guard<std::mutex> lock(mu_);
       job_ = &job;
+      call_ = [](const void* j, int rank) { return (*static_cast<const Job*>(j))(rank); };
       pending_ = static_cast<int>(threads_.size());
       ++generation_;
     }
@@ -62,15 +65,17 @@ class RankThreads {
   void loop(int rank) {
     int64_t seen = 0;
     while (true) {
-      const std::function<Status(int)>* job = nullptr;
+      const void* job = nullptr;
+      Status (*call)(const void*, int) = nullptr;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
         if (stop_) return;
         seen = generation_;
         job = job_;
+        call = call_;
       }
-      Status s = (*job)(rank);
+      Status s = call(job, rank);
       std::lock_guard<std::mutex> lock(mu_);
       status_[static_cast<size_t>(rank)] = std::move(s);
       if (--pending_ == 0) done_.notify_one();
@@ -80,7 +85,8 @@ class RankThreads {
   std::mutex run_mu_, mu_;
   std::condition_variable cv_, done_;
   std::vector<std::thread> threads_;
-  const std::function<Status(int)>* job_ = nullptr;
+  const void* job_ = nullptr;                   // the running job ...
+  Status (*call_)(const void*, int) = nullptr;  // ... and how to call it
   std::vector<Status> status_;
   int64_t generation_ = 0;
   int pending_ = 0;
@@ -103,6 +109,7 @@ struct GroupState {
   std::unique_ptr<RankThreads> threads;
   // Set when a failed run aborted communicators that cannot recover (NCCL's).
   std::atomic<bool> broken{false};
+  std::mutex runs_mu;  // one run of the group's executables (clones included) at a time
   std::mutex parts_mu;
   std::map<PartKey, PartEntry> parts;
 
@@ -111,7 +118,9 @@ struct GroupState {
   /// Runs job(r) on every rank. The first rank to fail aborts the group's collectives
   /// so that no other rank waits for it forever; its error is the one returned, and the
   /// communicators recover afterwards when they can (else the group stays broken).
-  Status on_ranks(const std::function<Status(int)>& job) {
+  template <typename Job>
+  Status on_ranks(const Job& job) {
+    std::lock_guard<std::mutex> one(runs_mu);  // (the threads' statuses are read below)
     if (broken)
       return Error::unsupported(
           "tensor-parallel group {}: an earlier run failed and aborted its NCCL "
@@ -125,7 +134,7 @@ struct GroupState {
         for (const auto& c : comms) c->abort();
       return s;
     };
-    std::vector<Status> status = threads->run(guarded);
+    const std::vector<Status>& status = threads->run(guarded);
     const int failed = first.load();
     if (failed < 0) return {};
     for (const auto& c : comms)
@@ -166,18 +175,19 @@ class GroupExecutable final : public Executable {
       : group_(std::move(group)),
         ranks_(std::move(ranks)),
         manifest_(std::move(manifest)),
-        splits_(std::move(splits)) {}
+        splits_(std::move(splits)),
+        set_(manifest_->params.size(), false) {
+    for (size_t i = 0; i < set_.size(); ++i)  // (a clone's ranks hold their params already)
+      set_[i] = std::all_of(ranks_.begin(), ranks_.end(), [&](const auto& r) { return r->param_is_set(i); });
+    unset_ = static_cast<size_t>(std::count(set_.begin(), set_.end(), false));
+  }
 
   const ir::IoManifest& manifest() const override { return *manifest_; }
 
   Status set_param(size_t index, const void* data, int64_t bytes, ir::DType dtype) override {
     return set_parts(index, ByteView(data, static_cast<size_t>(bytes), nullptr), dtype, /*shared=*/false);
   }
-  bool param_is_set(size_t index) const override {
-    for (const auto& r : ranks_)
-      if (!r->param_is_set(index)) return false;
-    return true;
-  }
+  bool param_is_set(size_t index) const override { return set_[index]; }
   Status set_param_shared(size_t index, ByteView bytes) override {
     return set_parts(index, std::move(bytes), manifest_->params[index].type.dtype, /*shared=*/true);
   }
@@ -219,8 +229,11 @@ class GroupExecutable final : public Executable {
   }
 
   Status run(std::span<const void* const> inputs) override {
-    for (size_t i = 0; i < manifest_->params.size(); ++i)
-      if (!param_is_set(i)) return Error::invalid_argument("param '{}' was never set", manifest_->params[i].name);
+    // Checked here, before the ranks start: every rank would fail alike, which must not
+    // read as one rank failing the group.
+    if (unset_ != 0)
+      for (size_t i = 0; i < set_.size(); ++i)
+        if (!set_[i]) return Error::invalid_argument("param '{}' was never set", manifest_->params[i].name);
     return group_->on_ranks([&](int r) { return ranks_[static_cast<size_t>(r)]->run(inputs); });
   }
   const uint8_t* arena_ptr() const override { return ranks_[0]->arena_ptr(); }
@@ -295,6 +308,10 @@ class GroupExecutable final : public Executable {
       }
       TRY(ranks_[r]->set_param(index, p.data(), static_cast<int64_t>(p.size()), dtype));
     }
+    if (!set_[index]) {
+      set_[index] = true;
+      --unset_;
+    }
     return {};
   }
 
@@ -302,6 +319,8 @@ class GroupExecutable final : public Executable {
   std::vector<std::unique_ptr<Executable>> ranks_;
   std::shared_ptr<const ir::IoManifest> manifest_;  // params with their whole shapes
   std::shared_ptr<const std::vector<ParamSplit>> splits_;
+  std::vector<bool> set_;  // per param: set on every rank
+  size_t unset_ = 0;
 };
 
 class GroupBackend final : public Backend {
@@ -310,12 +329,7 @@ class GroupBackend final : public Backend {
       : ranks_(std::move(ranks)), group_(std::move(group)) {}
 
   std::string name() const override { return ranks_[0]->name(); }
-  compile::Target target() const override {
-    compile::Target t = ranks_[0]->target();
-    t.tensor_parallel = group_->world();
-    t.options_key += fmt::format(" tp={}", group_->world());
-    return t;
-  }
+  compile::Target target() const override { return ranks_[0]->target().for_tensor_parallel(group_->world()); }
   const compile::OpSet& supported_ops() const override { return ranks_[0]->supported_ops(); }
   Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir, const compile::CompileOptions& o) override {
     return compile_with_extent(lir, o, ExtentInfo{});

@@ -524,11 +524,10 @@ TEST(CudaDecode, FusedStepsMatchUnfused) {
 /// Comma-separated integers from the environment variable `name` (else `def`).
 // RLX_CUDA_BENCH_DEVICE: the device the benchmarks load the model on (default cuda:0; a
 // tensor-parallel group such as cuda:0,1).
-Device bench_device() {
+Expected<Device> bench_device() {
   const char* d = std::getenv("RLX_CUDA_BENCH_DEVICE");
   if (d == nullptr) return Device::cuda();
-  auto parsed = Device::parse(d);
-  return parsed ? *parsed : Device::cuda();
+  return Device::parse(d);
 }
 
 std::vector<int64_t> env_list(const char* name, const char* def) {
@@ -554,7 +553,9 @@ TEST(CudaBench, Decode) {
   int64_t max_ctx = 0;
   for (int64_t c : contexts) max_ctx = std::max(max_ctx, c);
   models::LoadOptions lo;
-  lo.device = bench_device();
+  auto device = bench_device();
+  ASSERT_TRUE(device.has_value()) << "RLX_CUDA_BENCH_DEVICE: " << device.error().to_string();
+  lo.device = *device;
   lo.ctx = max_ctx + steps + 8;
   auto m = models::LanguageModel::load(model, lo);
   ASSERT_TRUE(m.has_value()) << m.error().to_string();
@@ -791,7 +792,9 @@ TEST(CudaBench, Prefill) {
   int64_t max_len = 0;
   for (int64_t n : lengths) max_len = std::max(max_len, n);
   models::LoadOptions lo;
-  lo.device = bench_device();
+  auto device = bench_device();
+  ASSERT_TRUE(device.has_value()) << "RLX_CUDA_BENCH_DEVICE: " << device.error().to_string();
+  lo.device = *device;
   lo.ctx = max_len;
   lo.max_chunk = std::getenv("RLX_CUDA_BENCH_CHUNK") ? env_list("RLX_CUDA_BENCH_CHUNK", "").at(0) : max_len;
   auto m = models::LanguageModel::load(model, lo);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
+#include <utility>
 
 #include "rlx/models/language_model.h"
 #include "rlx/models/synth.h"
@@ -42,6 +44,22 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m > 0 ? d / m : d;
 }
 
+// The model at `path` loaded with `one` on the CPU backend and on the group cpu:0,1.
+std::pair<std::unique_ptr<LanguageModel>, std::unique_ptr<LanguageModel>> load_pair(const std::string& path,
+                                                                                    LoadOptions one) {
+  one.threads = 1;
+  one.min_bucket = 4;
+  one.compile_cache = false;
+  LoadOptions two = one;
+  two.device = *Device::parse("cpu:0,1");
+  auto a = LanguageModel::load(path, one);
+  auto b = LanguageModel::load(path, two);
+  EXPECT_TRUE(a) << a.error().to_string();
+  EXPECT_TRUE(b) << b.error().to_string();
+  if (!a || !b) return {};
+  return {std::move(*a), std::move(*b)};
+}
+
 struct Case {
   std::string arch, preset, type;
 };
@@ -53,32 +71,25 @@ TEST_P(TensorParallelModel, GroupLogitsEqualOneDevice) {
   const std::string path = synth(c.arch, c.preset, c.type);
   LoadOptions one;
   one.ctx = 64;
-  one.threads = 1;
-  one.min_bucket = 4;
-  one.compile_cache = false;
-  LoadOptions two = one;
-  two.device = *Device::parse("cpu:0,1");
-  auto a = LanguageModel::load(path, one);
-  auto b = LanguageModel::load(path, two);
-  ASSERT_TRUE(a) << a.error().to_string();
-  ASSERT_TRUE(b) << b.error().to_string();
+  auto [a, b] = load_pair(path, one);
+  ASSERT_TRUE(a && b);
   const std::vector<int32_t> prompt = {1, 40, 300, 77, 12, 499, 260};
-  auto pa = (*a)->forward(prompt, true);
-  auto pb = (*b)->forward(prompt, true);
+  auto pa = a->forward(prompt, true);
+  auto pb = b->forward(prompt, true);
   ASSERT_TRUE(pa) << pa.error().to_string();
   ASSERT_TRUE(pb) << pb.error().to_string();
   EXPECT_LT(rel_diff(*pb, *pa), 1e-4);
   for (int32_t t : {5, 99, 402}) {
-    auto da = (*a)->forward(std::span<const int32_t>(&t, 1), false);
-    auto db = (*b)->forward(std::span<const int32_t>(&t, 1), false);
+    auto da = a->forward(std::span<const int32_t>(&t, 1), false);
+    auto db = b->forward(std::span<const int32_t>(&t, 1), false);
     ASSERT_TRUE(da) << da.error().to_string();
     ASSERT_TRUE(db) << db.error().to_string();
     EXPECT_LT(rel_diff(*db, *da), 1e-4) << "decode token " << t;
   }
-  auto greedy = (*b)->forward_greedy(std::vector<int32_t>{7});
+  auto greedy = b->forward_greedy(std::vector<int32_t>{7});
   ASSERT_TRUE(greedy) << greedy.error().to_string();
-  ASSERT_NE((*b)->last_executable(), nullptr);
-  EXPECT_NE((*b)->last_executable()->executable().describe().find("tensor parallel over cpu:0,1"), std::string::npos);
+  ASSERT_NE(b->last_executable(), nullptr);
+  EXPECT_NE(b->last_executable()->executable().describe().find("tensor parallel over cpu:0,1"), std::string::npos);
 }
 
 // Serving's batched form (rlx serve --parallel N on a group): three sequences, one run a
@@ -87,27 +98,20 @@ TEST(TensorParallelModelBatch, BatchedSequencesEqualOneDevice) {
   const std::string path = synth("llama", "tiny-untied", "f32");
   LoadOptions one;
   one.ctx = 64;
-  one.threads = 1;
-  one.min_bucket = 4;
   one.batch = 3;
-  one.compile_cache = false;
-  LoadOptions two = one;
-  two.device = *Device::parse("cpu:0,1");
-  auto a = LanguageModel::load(path, one);
-  auto b = LanguageModel::load(path, two);
-  ASSERT_TRUE(a) << a.error().to_string();
-  ASSERT_TRUE(b) << b.error().to_string();
+  auto [a, b] = load_pair(path, one);
+  ASSERT_TRUE(a && b);
   const std::vector<std::vector<int32_t>> prompts = {{1, 40, 300, 77}, {1, 12}, {1, 499, 260, 8, 100, 33}};
   const std::vector<std::vector<std::vector<int32_t>>> steps = {{{5}, {}, {9}}, {{7}, {8}, {10}}};
-  auto pa = (*a)->forward_batch(prompts, true);
-  auto pb = (*b)->forward_batch(prompts, true);
+  auto pa = a->forward_batch(prompts, true);
+  auto pb = b->forward_batch(prompts, true);
   ASSERT_TRUE(pa) << pa.error().to_string();
   ASSERT_TRUE(pb) << pb.error().to_string();
   for (size_t s = 0; s < prompts.size(); ++s)
     EXPECT_LT(rel_diff((*pb)[s], (*pa)[s]), 1e-4) << "prefill, sequence " << s;
   for (size_t k = 0; k < steps.size(); ++k) {
-    auto da = (*a)->forward_batch(steps[k], true);
-    auto db = (*b)->forward_batch(steps[k], true);
+    auto da = a->forward_batch(steps[k], true);
+    auto db = b->forward_batch(steps[k], true);
     ASSERT_TRUE(da) << da.error().to_string();
     ASSERT_TRUE(db) << db.error().to_string();
     for (size_t s = 0; s < prompts.size(); ++s)

@@ -70,6 +70,9 @@ struct Target {
   Target(std::string n, FusionLimits limits = FusionLimits::cpu())  // NOLINT: implicit by design
       : name(std::move(n)), fusion_limits(limits) {}
   Target(const char* n) : Target(std::string(n)) {}  // NOLINT: implicit by design
+  /// This target as each rank of a tensor-parallel group of `world` sees it: the same
+  /// checks, `tensor_parallel` = world, and the group size in options_key.
+  Target for_tensor_parallel(int world) const;
 };
 
 struct FusionOptions {

@@ -57,21 +57,17 @@ Expected<std::shared_ptr<const NcclApi>> load(const std::string& library) {
   }
   auto api = std::make_shared<NcclApi>();
   api->handle = h;
-  const char* missing = nullptr;
-  if (!bind(h, "ncclGetVersion", api->get_version))
-    missing = "ncclGetVersion";
-  else if (!bind(h, "ncclCommInitAll", api->comm_init_all))
-    missing = "ncclCommInitAll";
-  else if (!bind(h, "ncclCommDestroy", api->comm_destroy))
-    missing = "ncclCommDestroy";
-  else if (!bind(h, "ncclCommAbort", api->comm_abort))
-    missing = "ncclCommAbort";
-  else if (!bind(h, "ncclAllReduce", api->all_reduce))
-    missing = "ncclAllReduce";
-  else if (!bind(h, "ncclAllGather", api->all_gather))
-    missing = "ncclAllGather";
-  else if (!bind(h, "ncclGetErrorString", api->error_string))
-    missing = "ncclGetErrorString";
+  const char* missing = nullptr;  // the first entry point the library lacks
+  auto need = [&](const char* name, auto& f) {
+    if (missing == nullptr && !bind(h, name, f)) missing = name;
+  };
+  need("ncclGetVersion", api->get_version);
+  need("ncclCommInitAll", api->comm_init_all);
+  need("ncclCommDestroy", api->comm_destroy);
+  need("ncclCommAbort", api->comm_abort);
+  need("ncclAllReduce", api->all_reduce);
+  need("ncclAllGather", api->all_gather);
+  need("ncclGetErrorString", api->error_string);
   if (missing != nullptr) {
     dlclose(h);
     return Error::not_found("NCCL library '{}' has no {}: not an NCCL 2.x library", library, missing);
