@@ -1,6 +1,6 @@
 // Text <-> token ids for the vocabularies that ship inside model files:
 // SentencePiece-style BPE by score ("llama"), byte-level BPE by merge rank ("gpt2")
-// and WordPiece ("bert"). A `VocabSpec` is plain data (filled from GGUF metadata or
+// WordPiece ("bert") and Unigram ("t5"). A `VocabSpec` is plain data (filled from GGUF metadata or
 // a Hugging Face tokenizer.json); `make_tokenizer` checks it and builds a `Tokenizer`.
 #pragma once
 
@@ -33,6 +33,7 @@ enum class TokenizerKind {
   kSentencePiece,  ///< "llama" (also gemma): merges by piece score, ▁ for spaces, byte fallback
   kByteLevelBpe,   ///< "gpt2": bytes mapped to printable code points, merges by rank
   kWordPiece,      ///< "bert": basic normalisation, greedy longest match
+  kUnigram,        ///< "t5": SentencePiece unigram, Viterbi over piece scores, byte fallback
 };
 
 /// Ids of the special tokens; -1 where the vocabulary has none.
@@ -50,7 +51,7 @@ struct SpecialTokenIds {
 /// Everything needed to build a tokenizer, independent of the file it came from.
 struct VocabSpec {
   /// Algorithm name as in GGUF `tokenizer.ggml.model`: "llama" / "gemma" / "gemma3"
-  /// (SentencePiece), "gpt2" (byte-level BPE), "bert" (WordPiece).
+  /// (SentencePiece), "gpt2" (byte-level BPE), "bert" (WordPiece), "t5" (Unigram).
   std::string model;
   /// Pre-tokenizer name (`tokenizer.ggml.pre`) for byte-level BPE: "default", "gpt-2",
   /// "llama-bpe", "qwen2", "deepseek-llm", "deepseek-coder", "falcon", "starcoder", ...
@@ -62,7 +63,8 @@ struct VocabSpec {
   std::vector<std::string> pre_regexes;
 
   std::vector<std::string> tokens;       ///< token text, index = id
-  std::vector<float> scores;             ///< empty, or one per token (SentencePiece merge priority)
+  std::vector<float> scores;             ///< empty, or one per token (SentencePiece merge priority;
+                                         ///< Unigram: the piece's log probability, required)
   std::vector<TokenType> token_types;    ///< empty (all kNormal), or one per token
   std::vector<std::string> merges;       ///< byte-level BPE: "left right", best rank first
 
@@ -79,6 +81,15 @@ struct VocabSpec {
   bool wordpiece_lowercase = true;                    ///< lower-case (and strip accents)
   std::optional<bool> wordpiece_strip_accents;        ///< unset: same as lowercase
   int32_t wordpiece_max_chars_per_word = 100;         ///< longer words become [UNK]
+
+  /// Unigram normalisation: SentencePiece's precompiled charsmap (raw bytes; empty:
+  /// the text is not rewritten), GGUF `tokenizer.ggml.precompiled_charsmap`.
+  std::string precompiled_charsmap;
+  /// Unigram: trim the text and collapse runs of spaces (unset: yes, as T5 does).
+  std::optional<bool> remove_extra_whitespaces;
+  /// Unigram: a character no piece covers becomes its <0xNN> tokens (unset: yes when
+  /// the vocabulary has all 256 byte tokens), else the unknown token.
+  std::optional<bool> byte_fallback;
 
   /// Where the vocabulary came from (a path), used in error messages.
   std::string source;

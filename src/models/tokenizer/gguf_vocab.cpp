@@ -77,11 +77,20 @@ Expected<VocabSpec> vocab_from_gguf(const formats::GgufFile& file) {
   };
   const FlagKey flag_keys[] = {{"tokenizer.ggml.add_bos_token", &spec.add_bos},
                                {"tokenizer.ggml.add_eos_token", &spec.add_eos},
-                               {"tokenizer.ggml.add_space_prefix", &spec.add_space_prefix}};
+                               {"tokenizer.ggml.add_space_prefix", &spec.add_space_prefix},
+                               {"tokenizer.ggml.remove_extra_whitespaces", &spec.remove_extra_whitespaces}};
   for (const FlagKey& k : flag_keys) {
     if (!file.contains(k.key)) continue;
     ASSIGN_OR_RETURN(bool v, file.get_bool(k.key));
     *k.flag = v;
+  }
+  if (file.contains("tokenizer.ggml.precompiled_charsmap")) {
+    // Raw bytes, written as an array of u8 or i8 depending on the converter.
+    ASSIGN_OR_RETURN(const formats::GgufArray* a, file.get_array("tokenizer.ggml.precompiled_charsmap"));
+    if (a->elem_type != formats::GgufValueType::kU8 && a->elem_type != formats::GgufValueType::kI8)
+      return Error::invalid_file("{}: tokenizer.ggml.precompiled_charsmap holds {}, expected bytes (u8 or i8)",
+                                 file.name(), formats::gguf_value_type_name(a->elem_type));
+    spec.precompiled_charsmap.assign(reinterpret_cast<const char*>(a->raw), a->count);
   }
   if (spec.model == "bert") {
     // convert_hf_to_gguf rewrites WordPiece vocabularies: word starts get ▁, "##" goes.

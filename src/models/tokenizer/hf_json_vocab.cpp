@@ -1,6 +1,9 @@
 // VocabSpec from a Hugging Face tokenizer.json: BPE (byte-level, or SentencePiece-
-// style with byte fallback) and WordPiece models, their pre-tokenizers, added tokens
-// and the BOS/EOS template of the post-processor. Unsupported pieces are errors.
+// style with byte fallback), WordPiece and Unigram models, their pre-tokenizers and
+// normalizers, added tokens and the BOS/EOS template of the post-processor.
+// Unsupported pieces are errors.
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "rlx/base/json_limits.h"
@@ -88,6 +91,83 @@ Status collect_regexes(const Json& pt, const std::string& name, VocabSpec& spec)
   return Status();
 }
 
+// RFC 4648 base64 (standard alphabet; '=' padding and whitespace allowed); nullopt on
+// any other character.
+std::optional<std::string> base64_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    int v;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '+') v = 62;
+    else if (c == '/') v = 63;
+    else if (c == '=' || c == '\n' || c == '\r' || c == ' ') continue;
+    else return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+// The normalizer and pre-tokenizer of a Unigram model, as SentencePiece options:
+// Precompiled (the charsmap), whitespace collapsing (Replace of " {2,}", Strip,
+// WhitespaceSplit), the ▁ prefix (Metaspace / Prepend). Other components are refused.
+Status read_unigram_text_options(const Json& norm, const Json& pre, const std::string& name, VocabSpec& spec) {
+  bool collapse = false, prefix = false;
+  std::vector<const Json*> parts;
+  auto flatten = [&](auto&& self, const Json& j, const char* list_key) -> void {
+    if (!j.is_object()) return;
+    if (is_type(j, "Sequence") && j.contains(list_key) && j[list_key].is_array()) {
+      for (const Json& item : j[list_key]) self(self, item, list_key);
+    } else {
+      parts.push_back(&j);
+    }
+  };
+  flatten(flatten, norm, "normalizers");
+  for (const Json* n : parts) {
+    const std::string type = n->value("type", std::string());
+    if (type == "Precompiled") {
+      const Json& cm = member(*n, "precompiled_charsmap");
+      if (cm.is_null()) continue;
+      if (!cm.is_string()) return Error::parse("{}: normalizer Precompiled.precompiled_charsmap is not a string", name);
+      auto bytes = base64_decode(cm.get<std::string>());
+      if (!bytes) return Error::parse("{}: normalizer Precompiled.precompiled_charsmap is not base64", name);
+      spec.precompiled_charsmap = std::move(*bytes);
+    } else if (type == "Replace") {
+      const Json& pat = member(*n, "pattern");
+      const std::string regex = member(pat, "Regex").is_string() ? member(pat, "Regex").get<std::string>() : "";
+      const std::string literal = member(pat, "String").is_string() ? member(pat, "String").get<std::string>() : "";
+      const std::string content = n->value("content", std::string());
+      if (regex == " {2,}" && content == " ") collapse = true;
+      else if (literal == " " && content == kMetaSpace) continue;  // spaces as ▁: what the model does anyway
+      else return Error::unsupported("{}: normalizer Replace of '{}' by '{}' is not supported with a Unigram model",
+                                     name, regex.empty() ? literal : regex, content);
+    } else if (type == "Strip") {
+      collapse = true;
+    } else if (type == "Prepend") {
+      prefix = prefix || n->value("prepend", std::string()) == kMetaSpace;
+    } else {
+      return Error::unsupported("{}: normalizer '{}' is not supported with a Unigram model", name, type);
+    }
+  }
+  if (find_component(pre, "WhitespaceSplit", "pretokenizers")) collapse = true;
+  if (const Json* ms = find_component(pre, "Metaspace", "pretokenizers")) {
+    const std::string scheme = ms->value("prepend_scheme", std::string());
+    prefix = prefix || scheme == "always" || scheme == "first" || (scheme.empty() && ms->value("add_prefix_space", true));
+  }
+  spec.remove_extra_whitespaces = collapse;
+  spec.add_space_prefix = prefix;
+  return Status();
+}
+
 // Resolves BOS/EOS from the post-processor (TemplateProcessing / BertProcessing / RobertaProcessing).
 Status read_post_processor(const Json& pp, VocabSpec& spec, const std::unordered_map<std::string, int32_t>& ids,
                            const std::string& name) {
@@ -147,10 +227,12 @@ Expected<VocabSpec> parse_hf(const Json& j, const std::string& name) {
     return Error::parse("{}: no 'model' object", name);
   const Json& model = j["model"];
   const std::string type = model.value("type", std::string());
-  if (type != "BPE" && type != "WordPiece")
-    return Error::unsupported("{}: tokenizer model '{}' is not supported (expected BPE or WordPiece)", name, type);
-  if (!model.contains("vocab") || !model["vocab"].is_object())
-    return Error::parse("{}: model.vocab is not an object", name);
+  if (type != "BPE" && type != "WordPiece" && type != "Unigram")
+    return Error::unsupported("{}: tokenizer model '{}' is not supported (expected BPE, WordPiece or Unigram)", name,
+                              type);
+  const bool unigram = type == "Unigram";
+  if (!model.contains("vocab") || (unigram ? !model["vocab"].is_array() : !model["vocab"].is_object()))
+    return Error::parse("{}: model.vocab is not {}", name, unigram ? "an array of [piece, score]" : "an object");
 
   // Vocabulary: model.vocab plus added_tokens, dense ids.
   const Json empty = Json::array();
@@ -159,6 +241,7 @@ Expected<VocabSpec> parse_hf(const Json& j, const std::string& name) {
   std::vector<std::string> tokens(limit);
   std::vector<bool> seen(limit, false);
   std::vector<TokenType> types(limit, TokenType::kNormal);
+  std::vector<float> scores;
   size_t n = 0;
   auto place = [&](int64_t id, const std::string& text, TokenType t) -> Status {
     if (id < 0 || static_cast<size_t>(id) >= limit)
@@ -169,9 +252,20 @@ Expected<VocabSpec> parse_hf(const Json& j, const std::string& name) {
     n = std::max(n, static_cast<size_t>(id) + 1);
     return Status();
   };
-  for (const auto& [text, id] : model["vocab"].items()) {
-    if (!id.is_number_integer()) return Error::parse("{}: model.vocab['{}'] is not an integer id", name, text);
-    TRY(place(id.get<int64_t>(), text, TokenType::kNormal));
+  if (unigram) {
+    scores.assign(limit, 0.0f);
+    int64_t id = 0;
+    for (const Json& entry : model["vocab"]) {
+      if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !entry[1].is_number())
+        return Error::parse("{}: model.vocab[{}] is not [piece, score]", name, id);
+      TRY(place(id, entry[0].get<std::string>(), TokenType::kNormal));
+      scores[id++] = entry[1].get<float>();
+    }
+  } else {
+    for (const auto& [text, id] : model["vocab"].items()) {
+      if (!id.is_number_integer()) return Error::parse("{}: model.vocab['{}'] is not an integer id", name, text);
+      TRY(place(id.get<int64_t>(), text, TokenType::kNormal));
+    }
   }
   for (const Json& a : added) {
     const std::string content = a.at("content").get<std::string>();
@@ -190,11 +284,30 @@ Expected<VocabSpec> parse_hf(const Json& j, const std::string& name) {
     return it == ids.end() ? -1 : it->second;
   };
   if (model.contains("unk_token")) spec.ids.unk = id_of(model["unk_token"]);
+  if (unigram && model.contains("unk_id") && !model["unk_id"].is_null()) {
+    const Json& u = model["unk_id"];
+    if (!u.is_number_integer() || u.get<int64_t>() < 0 || u.get<int64_t>() >= static_cast<int64_t>(n))
+      return Error::parse("{}: model.unk_id {} is not a token id", name, u.dump());
+    spec.ids.unk = static_cast<int32_t>(u.get<int64_t>());
+    types[spec.ids.unk] = TokenType::kUnknown;
+  }
   if (spec.ids.unk >= 0 && types[spec.ids.unk] == TokenType::kControl) types[spec.ids.unk] = TokenType::kUnknown;
 
   const Json& pre = member(j, "pre_tokenizer");
   const Json& norm = member(j, "normalizer");
-  if (type == "WordPiece") {
+  if (unigram) {
+    spec.model = "t5";
+    scores.resize(n);
+    spec.scores = std::move(scores);
+    spec.byte_fallback = model.value("byte_fallback", false);
+    if (*spec.byte_fallback) {
+      for (size_t i = 0; i < n; ++i) {
+        const std::string& t = tokens[i];
+        if (t.size() == 6 && t.starts_with("<0x") && t.back() == '>') types[i] = TokenType::kByte;
+      }
+    }
+    TRY(read_unigram_text_options(norm, pre, name, spec));
+  } else if (type == "WordPiece") {
     spec.model = "bert";
     spec.wordpiece_continuing_prefix = model.value("continuing_subword_prefix", std::string("##"));
     spec.wordpiece_max_chars_per_word = model.value("max_input_chars_per_word", 100);

@@ -76,16 +76,7 @@ class SentencePieceTokenizer final : public TokenizerBase {
   void encode_fragment(std::string_view text, bool after_special, std::vector<int32_t>& out) const override;
 
   void append_text_piece(int32_t id, std::string& out) const override {
-    const std::string& t = vocab_.tokens[id];
-    size_t i = 0;
-    while (i < t.size()) {
-      if (t.compare(i, kSpace.size(), kSpace) == 0) {
-        out.push_back(' ');
-        i += kSpace.size();
-      } else {
-        out.push_back(t[i++]);
-      }
-    }
+    append_metaspace_piece(vocab_.tokens[id], out);
   }
 
  private:

@@ -101,6 +101,18 @@ Status build_merges(const VocabSpec& spec, const Vocab& v, MergeTable& merges) {
   return Status();
 }
 
+void append_metaspace_piece(std::string_view piece, std::string& out) {
+  constexpr std::string_view kSpace = "\xE2\x96\x81";  // ▁ U+2581
+  for (size_t i = 0; i < piece.size();) {
+    if (piece.substr(i, kSpace.size()) == kSpace) {
+      out.push_back(' ');
+      i += kSpace.size();
+    } else {
+      out.push_back(piece[i++]);
+    }
+  }
+}
+
 TokenizerBase::TokenizerBase(Vocab vocab) : vocab_(std::move(vocab)) {
   for (size_t i = 0; i < vocab_.tokens.size(); ++i) {
     const TokenType t = vocab_.types[i];
@@ -235,7 +247,8 @@ Expected<std::unique_ptr<Tokenizer>> make_tokenizer(const VocabSpec& spec) {
   if (m == "llama" || m == "gemma" || m == "gemma3" || m == "spm") return tok::make_sentencepiece_tokenizer(spec);
   if (m == "gpt2" || m == "bpe") return tok::make_byte_level_bpe_tokenizer(spec);
   if (m == "bert" || m == "wpm" || m == "wordpiece") return tok::make_wordpiece_tokenizer(spec);
-  return Error::unsupported("{}: tokenizer model '{}' is not supported (expected llama, gemma, gpt2 or bert)",
+  if (m == "t5" || m == "ugm" || m == "unigram") return tok::make_unigram_tokenizer(spec);
+  return Error::unsupported("{}: tokenizer model '{}' is not supported (expected llama, gemma, gpt2, bert or t5)",
                             spec.source.empty() ? "vocabulary" : spec.source, m);
 }
 

@@ -1,6 +1,6 @@
 // Shared machinery of the tokenizer models (internal): vocabulary tables, the
 // special-token partition of the input, BOS/EOS handling and decoding. Each model
-// (SentencePiece, byte-level BPE, WordPiece) derives from TokenizerBase.
+// (SentencePiece, byte-level BPE, WordPiece, Unigram) derives from TokenizerBase.
 #pragma once
 
 #include <array>
@@ -97,6 +97,9 @@ class TokenizerBase : public Tokenizer {
   std::array<std::vector<int32_t>, 256> specials_by_byte_;
 };
 
+/// Appends piece text spelled with SentencePiece's ▁ for spaces (▁ -> ' ').
+void append_metaspace_piece(std::string_view piece, std::string& out);
+
 /// Applies byte-level pre-tokenizer regexes (ICU) to text.
 class RegexSplitter {
  public:
@@ -124,5 +127,6 @@ bool pre_tokenizer_ignores_merges(std::string_view name);
 Expected<std::unique_ptr<Tokenizer>> make_sentencepiece_tokenizer(const VocabSpec& spec);
 Expected<std::unique_ptr<Tokenizer>> make_byte_level_bpe_tokenizer(const VocabSpec& spec);
 Expected<std::unique_ptr<Tokenizer>> make_wordpiece_tokenizer(const VocabSpec& spec);
+Expected<std::unique_ptr<Tokenizer>> make_unigram_tokenizer(const VocabSpec& spec);
 
 }  // namespace rlx::tok
