@@ -35,10 +35,19 @@ std::vector<float> random_floats(int64_t n, uint32_t seed) {
   return v;
 }
 
-// One [n, k] weight matrix quantized to `type` (rows quantized in parallel).
+// One [n, k] weight matrix quantized to `type` (rows quantized in parallel). Types
+// without an encoder (the codebook i-quants) get random blocks with a modest f16 scale.
 AlignedBuffer quantized_weights(GgmlType type, int64_t n, int64_t k) {
   const size_t row = static_cast<size_t>(*formats::ggml_bytes_for(type, k));
   AlignedBuffer w(row * static_cast<size_t>(n), 64);
+  if (!formats::can_quantize(type)) {
+    std::mt19937 gen(7);
+    for (size_t i = 0; i < w.size(); ++i) w.data()[i] = static_cast<uint8_t>(gen());
+    const size_t bb = static_cast<size_t>(formats::ggml_block_bytes(type));
+    const size_t at = type == GgmlType::IQ1_M ? 55 : 1;  // the byte holding the scale's exponent
+    for (size_t b = 0; b + bb <= w.size(); b += bb) w.data()[b + at] = static_cast<uint8_t>((w.data()[b + at] & 0x0F) | 0x20);
+    return w;
+  }
   const std::vector<float> src = random_floats(n * k, 7);
   pool().parallel_for(n, [&](int64_t j) {
     const Status s = formats::quantize_row(type, src.data() + j * k, w.data() + j * row, k);
@@ -83,7 +92,9 @@ void BM_QGemv(benchmark::State& st) {
 const std::vector<int64_t> kGemvTypes = {
     static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K), static_cast<int64_t>(GgmlType::Q8_0),
     static_cast<int64_t>(GgmlType::Q4_0), static_cast<int64_t>(GgmlType::Q4_1), static_cast<int64_t>(GgmlType::Q5_0),
-    static_cast<int64_t>(GgmlType::Q5_1)};
+    static_cast<int64_t>(GgmlType::Q5_1), static_cast<int64_t>(GgmlType::IQ4_XS), static_cast<int64_t>(GgmlType::IQ4_NL),
+    static_cast<int64_t>(GgmlType::TQ2_0), static_cast<int64_t>(GgmlType::TQ1_0), static_cast<int64_t>(GgmlType::IQ3_S),
+    static_cast<int64_t>(GgmlType::IQ2_XXS), static_cast<int64_t>(GgmlType::IQ1_S)};
 BENCHMARK(BM_QGemv)
     ->ArgNames({"K", "N", "type", "cold"})
     ->ArgsProduct({{2048}, {8192}, kGemvTypes, {1}})
@@ -125,7 +136,8 @@ BENCHMARK(BM_QPrefill)
                    {static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K),
                     static_cast<int64_t>(GgmlType::Q8_0), static_cast<int64_t>(GgmlType::Q4_0),
                     static_cast<int64_t>(GgmlType::Q4_1), static_cast<int64_t>(GgmlType::Q5_0),
-                    static_cast<int64_t>(GgmlType::Q5_1)},
+                    static_cast<int64_t>(GgmlType::Q5_1), static_cast<int64_t>(GgmlType::IQ4_XS),
+                    static_cast<int64_t>(GgmlType::IQ4_NL)},
                    {0, 1, 2, 3}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -18,7 +18,7 @@ void add_convert_command(CLI::App& app, Runner* run) {
   auto mix = std::make_shared<std::string>("f16");
   cmd->add_option("input", *in, "Hugging Face folder (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);
   cmd->add_option("output", *out, "GGUF file to write")->required();
-  cmd->add_option("--type", *mix, "f32 | f16 | q8_0 | q6_k | q5_k_m | q4_k_m (default f16)")
+  cmd->add_option("--type", *mix, fmt::format("{} (default f16)", models::quant_mix_names()))
       ->check(CLI::IsMember(models::quant_mixes()));
   cmd->callback([run, in, out, mix] {
     *run = [in, out, mix] {

@@ -1,5 +1,5 @@
 // `rlx quantize MODEL OUT.gguf MIX` (or `--model MODEL OUT.gguf MIX`): rewrites a model
-// with the standard per-tensor type mix (q4_k_m, q5_k_m, q6_k, q8_0, f16, f32; any
+// with a per-tensor type mix (q4_k_m, q5_k_m, q6_k, q8_0, f16, f32, iq4_xs, ...; any
 // case), printing progress and one line per tensor whose type fell back. MODEL is a GGUF
 // file or a Hugging Face folder (converted with the same mix).
 #include <algorithm>
@@ -62,7 +62,7 @@ void add_quantize_command(CLI::App& app, Runner* run) {
   auto a = std::make_shared<QuantizeArgs>();
   cmd->add_option("-m,--model", a->model, "model to read (or give it as the first argument)")
       ->check(model_path_check());
-  cmd->add_option("args", a->args, "[MODEL] OUT.gguf MIX; MIX: q4_k_m | q5_k_m | q6_k | q8_0 | f16 | f32 (any case)")
+  cmd->add_option("args", a->args, fmt::format("[MODEL] OUT.gguf MIX; MIX: {} (any case)", models::quant_mix_names()))
       ->required();
   cmd->callback([run, a] {
     std::vector<std::string> p = a->args;
@@ -74,9 +74,8 @@ void add_quantize_command(CLI::App& app, Runner* run) {
     std::transform(mix.begin(), mix.end(), mix.begin(), [](unsigned char c) { return std::tolower(c); });
     const std::vector<std::string> mixes = models::quant_mixes();
     if (std::find(mixes.begin(), mixes.end(), mix) == mixes.end())
-      throw CLI::ValidationError("MIX", fmt::format("'{}' is not a quantization mix (q4_k_m, q5_k_m, q6_k, q8_0, "
-                                                    "f16, f32)",
-                                                    p[2]));
+      throw CLI::ValidationError(
+          "MIX", fmt::format("'{}' is not a quantization mix ({})", p[2], models::quant_mix_names()));
     if (auto where = resolve_model_path(p[0]); !where) throw CLI::ValidationError("MODEL", where.error().message());
     *run = [in = p[0], out = p[1], mix] { return run_quantize(in, out, mix); };
   });

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "rlx/models/quantize.h"
 #include "rlx/models/synth.h"
 
 namespace rlx::cli {
@@ -18,7 +19,8 @@ void add_synth_command(CLI::App& app, Runner* run) {
       ->check(CLI::IsMember({"llama", "qwen3", "gemma2"}));
   cmd->add_option("--preset", o->preset, "tiny | llama-3.2-1b | llama-3-8b | qwen3-0.6b | gemma-2-2b | qwen3-30b-a3b-4l (MoE)")
       ->check(CLI::IsMember(models::synth_presets()));
-  cmd->add_option("--type", o->type, "f32 | f16 | q8_0 | q4_k_m")->check(CLI::IsMember(models::synth_types()));
+  cmd->add_option("--type", o->type, "weight type mix (as rlx quantize): " + models::quant_mix_names())
+      ->check(CLI::IsMember(models::synth_types()));
   cmd->add_option("--seed", o->seed, "weight seed");
   auto chat_template = std::make_shared<std::string>();
   cmd->add_option("--chat-template", *chat_template, "a Jinja file to store as tokenizer.chat_template")

@@ -34,12 +34,23 @@ bool can_dequantize(GgmlType type) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
-    case GgmlType::Q8_K: return true;
+    case GgmlType::Q8_K:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
+    case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S:
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M: return true;
     default: return false;
   }
 }
 
-bool can_quantize(GgmlType type) { return can_dequantize(type); }
+bool can_quantize(GgmlType type) { return !ggml_is_codebook_type(type) && can_dequantize(type); }
 
 Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
   if (!can_dequantize(type)) return Error::unsupported("dequantize_row: no decoder for type {}", ggml_type_name(type));
@@ -83,6 +94,17 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q5_K: dequantize_row_q5_k(static_cast<const BlockQ5_K*>(src), dst, n); break;
     case GgmlType::Q6_K: dequantize_row_q6_k(static_cast<const BlockQ6_K*>(src), dst, n); break;
     case GgmlType::Q8_K: dequantize_row_q8_k(static_cast<const BlockQ8_K*>(src), dst, n); break;
+    case GgmlType::IQ4_NL: dequantize_row_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, n); break;
+    case GgmlType::IQ4_XS: dequantize_row_iq4_xs(static_cast<const BlockIQ4_XS*>(src), dst, n); break;
+    case GgmlType::TQ1_0: dequantize_row_tq1_0(static_cast<const BlockTQ1_0*>(src), dst, n); break;
+    case GgmlType::TQ2_0: dequantize_row_tq2_0(static_cast<const BlockTQ2_0*>(src), dst, n); break;
+    case GgmlType::IQ2_XXS: dequantize_row_iq2_xxs(static_cast<const BlockIQ2_XXS*>(src), dst, n); break;
+    case GgmlType::IQ2_XS: dequantize_row_iq2_xs(static_cast<const BlockIQ2_XS*>(src), dst, n); break;
+    case GgmlType::IQ2_S: dequantize_row_iq2_s(static_cast<const BlockIQ2_S*>(src), dst, n); break;
+    case GgmlType::IQ3_XXS: dequantize_row_iq3_xxs(static_cast<const BlockIQ3_XXS*>(src), dst, n); break;
+    case GgmlType::IQ3_S: dequantize_row_iq3_s(static_cast<const BlockIQ3_S*>(src), dst, n); break;
+    case GgmlType::IQ1_S: dequantize_row_iq1_s(static_cast<const BlockIQ1_S*>(src), dst, n); break;
+    case GgmlType::IQ1_M: dequantize_row_iq1_m(static_cast<const BlockIQ1_M*>(src), dst, n); break;
     default: break;
   }
   return {};
@@ -120,6 +142,10 @@ Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
     case GgmlType::Q5_K: quantize_row_q5_k(src, static_cast<BlockQ5_K*>(dst), n); break;
     case GgmlType::Q6_K: quantize_row_q6_k(src, static_cast<BlockQ6_K*>(dst), n); break;
     case GgmlType::Q8_K: quantize_row_q8_k(src, static_cast<BlockQ8_K*>(dst), n); break;
+    case GgmlType::IQ4_NL: quantize_row_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n); break;
+    case GgmlType::IQ4_XS: quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n); break;
+    case GgmlType::TQ1_0: quantize_row_tq1_0(src, static_cast<BlockTQ1_0*>(dst), n); break;
+    case GgmlType::TQ2_0: quantize_row_tq2_0(src, static_cast<BlockTQ2_0*>(dst), n); break;
     default: break;
   }
   return {};

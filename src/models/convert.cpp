@@ -145,7 +145,7 @@ std::vector<float> llama3_rope_freqs(const ir::RopeAttrs& r) {
 Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const ConvertOptions& o) {
   bool known = false;
   for (const auto& m : quant_mixes()) known |= m == o.mix;
-  if (!known) return Error::invalid_argument("unknown type '{}' (f32, f16, q8_0, q6_k, q5_k_m, q4_k_m)", o.mix);
+  if (!known) return Error::invalid_argument("unknown type '{}' ({})", o.mix, quant_mix_names());
   ASSIGN_OR_RETURN(ModelConfig c, config_from_hf((fs::path(hf_dir) / "config.json").string()));
   ASSIGN_OR_RETURN(const std::string a, gguf_arch(c, hf_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWeightSource> src, SafetensorsWeightSource::open(hf_dir, c));

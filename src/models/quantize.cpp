@@ -5,6 +5,8 @@
 #include <charconv>
 #include <filesystem>
 
+#include <fmt/ranges.h>
+
 #include "rlx/formats/gguf.h"
 #include "rlx/formats/gguf_writer.h"
 #include "rlx/formats/quant.h"
@@ -73,10 +75,18 @@ uint32_t mix_file_type(const std::string& mix) {
   if (mix == "q8_0") return 7;
   if (mix == "q4_k_m") return 15;
   if (mix == "q5_k_m") return 17;
+  if (mix == "iq4_nl") return 25;
+  if (mix == "iq4_xs") return 30;
+  if (mix == "tq1_0") return 36;
+  if (mix == "tq2_0") return 37;
   return 18;  // q6_k
 }
 
-std::vector<std::string> quant_mixes() { return {"f32", "f16", "q8_0", "q6_k", "q5_k_m", "q4_k_m"}; }
+std::vector<std::string> quant_mixes() {
+  return {"f32", "f16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "iq4_xs", "iq4_nl", "tq2_0", "tq1_0"};
+}
+
+std::string quant_mix_names() { return fmt::format("{}", fmt::join(quant_mixes(), ", ")); }
 
 Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string& name, int64_t rows, int64_t cols,
                                       int64_t layer, int64_t n_layer, bool tied_embeddings) {
@@ -97,11 +107,21 @@ Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string&
         name.find("attn_v.weight") != std::string::npos || name.find(".ffn_down") != std::string::npos;
     if (mix == "q6_k" || is_output || (sensitive && more_bits)) wanted = GgmlType::Q6_K;
     else wanted = mix == "q5_k_m" ? GgmlType::Q5_K : GgmlType::Q4_K;
+  } else if (mix == "iq4_xs" || mix == "iq4_nl" || mix == "tq2_0" || mix == "tq1_0") {
+    // One type for every matrix but the output (and a tied embedding), kept in Q6_K.
+    const bool is_output = name == "output.weight" || (tied_embeddings && name == "token_embd.weight");
+    wanted = is_output           ? GgmlType::Q6_K
+             : mix == "iq4_xs"   ? GgmlType::IQ4_XS
+             : mix == "iq4_nl"   ? GgmlType::IQ4_NL
+             : mix == "tq2_0"    ? GgmlType::TQ2_0
+                                 : GgmlType::TQ1_0;
   } else {
-    return Error::invalid_argument("unknown quantization mix '{}' (f32, f16, q8_0, q6_k, q5_k_m, q4_k_m)", mix);
+    return Error::invalid_argument("unknown quantization mix '{}' ({})", mix, quant_mix_names());
   }
-  // Rows must hold whole blocks: else Q8_0 (blocks of 32) or F16.
+  // Rows must hold whole blocks: else IQ4_NL for IQ4_XS (blocks of 32, as llama.cpp
+  // does), Q8_0 (blocks of 32) or F16.
   if (cols % formats::ggml_block_size(wanted) == 0) return MixChoice{wanted, wanted};
+  if (wanted == GgmlType::IQ4_XS && cols % 32 == 0) return MixChoice{GgmlType::IQ4_NL, wanted};
   return MixChoice{cols % 32 == 0 && wanted != GgmlType::Q8_0 ? GgmlType::Q8_0 : GgmlType::F16, wanted};
 }
 
@@ -122,7 +142,7 @@ Status quantize_gguf(const std::string& in, const std::string& out, const Quanti
   ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(in));
   bool known = false;
   for (const auto& m : quant_mixes()) known |= m == o.mix;
-  if (!known) return Error::invalid_argument("unknown quantization mix '{}' (f32, f16, q8_0, q6_k, q5_k_m, q4_k_m)", o.mix);
+  if (!known) return Error::invalid_argument("unknown quantization mix '{}' ({})", o.mix, quant_mix_names());
   std::string arch;
   if (auto a = file.get_string("general.architecture")) arch = std::string(*a);
   const int64_t n_layer = file.get_int(arch + ".block_count").value_or(0);

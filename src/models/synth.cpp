@@ -43,6 +43,8 @@ Expected<Preset> find_preset(const std::string& name) {
   static const std::map<std::string, Preset> kPresets = {
       {"tiny", {64, 2, 4, 2, 16, 128, 512, 512, 10000.0, "", false}},
       {"tiny-untied", {64, 2, 4, 2, 16, 128, 512, 512, 10000.0, "", false, 0, 0, 0, 0, 0, 0, true}},
+      // Rows of 256 and 512 values: whole blocks of the 256-value types (K-, i-quants, ternary).
+      {"tiny-256", {256, 2, 4, 2, 64, 512, 512, 512, 10000.0, "", false}},
       {"llama-3.2-1b", {2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0, "llama", true}},
       // Llama-3.1-8B's shapes: the model that first needs two GPUs' worth of bandwidth.
       {"llama-3-8b", {4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, "llama", true, 0, 0, 0, 0, 0, 0, true}},
@@ -63,7 +65,7 @@ Expected<Preset> find_preset(const std::string& name) {
   auto it = kPresets.find(name);
   if (it == kPresets.end())
     return Error::invalid_argument(
-        "unknown preset '{}' (tiny, tiny-untied, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l, bert-base, bert-tiny, "
+        "unknown preset '{}' (tiny, tiny-untied, tiny-256, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l, bert-base, bert-tiny, "
         "qwen35-hybrid-8l, qwen35-tiny)", name);
   return it->second;
 }
@@ -124,12 +126,7 @@ std::vector<float> llama3_rope_factors(int64_t n_rot, double theta) {
   return out;
 }
 
-uint32_t file_type_of(const std::string& type) {
-  if (type == "f16") return 1;
-  if (type == "q8_0") return 7;
-  if (type == "q4_k_m") return 15;
-  return 0;
-}
+uint32_t file_type_of(const std::string& type) { return mix_file_type(type); }
 
 // A tensor of the plan: rows = 0 is a vector of cols; `factors` holds fixed values.
 struct PlannedTensor {
@@ -244,7 +241,7 @@ Expected<Plan> make_plan(const SynthOptions& o) {
     return Error::invalid_argument("--arch qwen3moe needs a mixture-of-experts preset (qwen3-30b-a3b-4l)");
   bool type_ok = false;
   for (const auto& t : synth_types()) type_ok |= t == o.type;
-  if (!type_ok) return Error::invalid_argument("unknown --type '{}' (f32, f16, q8_0, q4_k_m)", o.type);
+  if (!type_ok) return Error::invalid_argument("unknown --type '{}' ({})", o.type, quant_mix_names());
   if (a == "bert") {
     if (p.arch != "bert") return Error::invalid_argument("--arch bert needs an encoder preset (bert-base, bert-tiny)");
     return make_bert_plan(o, p);
@@ -392,10 +389,10 @@ Expected<Plan> make_plan(const SynthOptions& o) {
 }  // namespace
 
 std::vector<std::string> synth_presets() {
-  return {"tiny",     "tiny-untied", "llama-3.2-1b", "llama-3-8b", "qwen3-0.6b",       "gemma-2-2b", "qwen3-30b-a3b-4l",
+  return {"tiny",     "tiny-untied", "tiny-256", "llama-3.2-1b", "llama-3-8b", "qwen3-0.6b",       "gemma-2-2b", "qwen3-30b-a3b-4l",
           "bert-base", "bert-tiny",   "qwen35-hybrid-8l", "qwen35-tiny"};
 }
-std::vector<std::string> synth_types() { return {"f32", "f16", "q8_0", "q4_k_m"}; }
+std::vector<std::string> synth_types() { return quant_mixes(); }
 
 Expected<SynthLayout> synth_layout(const SynthOptions& o) {
   ASSIGN_OR_RETURN(Plan plan, make_plan(o));

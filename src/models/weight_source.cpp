@@ -40,6 +40,17 @@ Expected<ir::DType> dtype_of(formats::GgmlType t, std::string_view tensor) {
     case GgmlType::Q5_K: return ir::DType::Q5_K;
     case GgmlType::Q6_K: return ir::DType::Q6_K;
     case GgmlType::Q8_K: return ir::DType::Q8_K;
+    case GgmlType::IQ4_NL: return ir::DType::IQ4_NL;
+    case GgmlType::IQ4_XS: return ir::DType::IQ4_XS;
+    case GgmlType::IQ3_S: return ir::DType::IQ3_S;
+    case GgmlType::IQ3_XXS: return ir::DType::IQ3_XXS;
+    case GgmlType::IQ2_S: return ir::DType::IQ2_S;
+    case GgmlType::IQ2_XS: return ir::DType::IQ2_XS;
+    case GgmlType::IQ2_XXS: return ir::DType::IQ2_XXS;
+    case GgmlType::IQ1_S: return ir::DType::IQ1_S;
+    case GgmlType::IQ1_M: return ir::DType::IQ1_M;
+    case GgmlType::TQ1_0: return ir::DType::TQ1_0;
+    case GgmlType::TQ2_0: return ir::DType::TQ2_0;
     default: break;
   }
   return Error::unsupported("tensor '{}': type {} is not supported", tensor, formats::ggml_type_name(t));

@@ -24,8 +24,12 @@ namespace {
 using formats::GgmlType;
 using test::Rng;
 
-const GgmlType kQuantTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
-                                GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kQuantTypes[] = {GgmlType::Q4_0,   GgmlType::Q4_1,    GgmlType::Q5_0,   GgmlType::Q5_1,
+                                GgmlType::Q8_0,   GgmlType::Q2_K,    GgmlType::Q3_K,   GgmlType::Q4_K,
+                                GgmlType::Q5_K,   GgmlType::Q6_K,    GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                                GgmlType::TQ1_0,  GgmlType::TQ2_0,   GgmlType::IQ2_XXS, GgmlType::IQ2_XS,
+                                GgmlType::IQ2_S,  GgmlType::IQ3_XXS, GgmlType::IQ3_S,  GgmlType::IQ1_S,
+                                GgmlType::IQ1_M};
 
 bool is_min_type(GgmlType t) { return t == GgmlType::Q4_1 || t == GgmlType::Q5_1; }
 
@@ -44,8 +48,24 @@ QWeights make_weights(Rng& rng, GgmlType t, int64_t n, int64_t k) {
   w.packed.resize(w.row_bytes * static_cast<size_t>(n));
   w.full.resize(static_cast<size_t>(n * k));
   const std::vector<float> src = rng.vec(n * k);
+  if (!formats::can_quantize(t)) {
+    // Codebook types (no encoder without an importance matrix): random block bytes with
+    // the f16 super-block scale kept in [2^-8, 2^-5) so the products stay modest.
+    for (uint8_t& b : w.packed) b = static_cast<uint8_t>(rng.integer(0, 255));
+    const size_t bb = static_cast<size_t>(formats::ggml_block_bytes(t));
+    for (size_t at = 0; at < w.packed.size(); at += bb) {
+      if (t == GgmlType::IQ1_M) {  // scale nibbles at the tops of the 4 scale words (bytes 48..55)
+        w.packed[at + 53] = static_cast<uint8_t>((w.packed[at + 53] & 0x0F) | 0x00);
+        w.packed[at + 55] = static_cast<uint8_t>((w.packed[at + 55] & 0x0F) | 0x20);
+      } else {
+        w.packed[at + 1] = static_cast<uint8_t>((w.packed[at + 1] & 0x8F) | 0x20);
+      }
+    }
+  }
   for (int64_t j = 0; j < n; ++j) {
-    EXPECT_TRUE(formats::quantize_row(t, src.data() + j * k, w.packed.data() + j * w.row_bytes, k).ok());
+    if (formats::can_quantize(t)) {
+      EXPECT_TRUE(formats::quantize_row(t, src.data() + j * k, w.packed.data() + j * w.row_bytes, k).ok());
+    }
     EXPECT_TRUE(formats::dequantize_row(t, w.packed.data() + j * w.row_bytes, w.full.data() + j * k, k).ok());
   }
   w.scaled = w.full;
@@ -419,7 +439,7 @@ TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
   }
 }
 
-// The one-row 512-bit loops (QKernels::gemv_one_row: Q4_K, Q6_K, Q8_0), called directly
+// The one-row 512-bit loops (QKernels::gemv_one_row: Q4_K, Q6_K, Q8_0, IQ4_XS), called directly
 // whatever RLX_CPU_GEMV_ZMM says: against the llama.cpp-emulating reference at the tight
 // bound and against the shared loop, at block counts that leave the Q8_0 loop 0-3
 // blocks past its steps of four, on a column range that does not start at row 0.
@@ -437,7 +457,8 @@ TEST(QMatmul, OneRowZmmLoopsMatchTheSharedLoops) {
                         {GgmlType::Q6_K, detail::QKind::kQ6_K, 256},  {GgmlType::Q6_K, detail::QKind::kQ6_K, 1280},
                         {GgmlType::Q8_0, detail::QKind::kQ8_0, 32},   {GgmlType::Q8_0, detail::QKind::kQ8_0, 128},
                         {GgmlType::Q8_0, detail::QKind::kQ8_0, 224},  {GgmlType::Q8_0, detail::QKind::kQ8_0, 352},
-                        {GgmlType::Q8_0, detail::QKind::kQ8_0, 2080}};
+                        {GgmlType::Q8_0, detail::QKind::kQ8_0, 2080}, {GgmlType::IQ4_XS, detail::QKind::kIQ4_XS, 256},
+                        {GgmlType::IQ4_XS, detail::QKind::kIQ4_XS, 1280}};
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(c.type) << " k=" << c.k);
     const detail::QGemvFn one_row = qk.gemv_one_row[static_cast<int>(c.kind)];
@@ -656,7 +677,7 @@ TEST(QMatmul, BadCallsReturnErrors) {
   const KernelContext ctx;
   EXPECT_TRUE(dequant_matmul(ctx, p, GgmlType::Q4_K, x.data(), w.data(), y.data(), s).ok());
 
-  const Status unsupported = dequant_matmul(ctx, p, GgmlType::IQ2_XXS, x.data(), w.data(), y.data(), s);
+  const Status unsupported = dequant_matmul(ctx, p, GgmlType::Q8_1, x.data(), w.data(), y.data(), s);
   ASSERT_FALSE(unsupported.ok());
   EXPECT_EQ(unsupported.error().code(), ErrorCode::kUnsupported);
   EXPECT_FALSE(qmatmul_supported(GgmlType::Q8_K));

@@ -49,7 +49,7 @@ TEST(DType, ScalarsNamesAndKinds) {
   EXPECT_TRUE(is_integer(DType::U8));
   EXPECT_FALSE(is_integer(DType::Bool));
   EXPECT_FALSE(is_float(DType::Q8_0));
-  EXPECT_EQ(kNumDTypes, 20);
+  EXPECT_EQ(kNumDTypes, 31);  // 9 scalars, 11 legacy and K-quant blocks, 11 i-quant and ternary blocks
   for (int i = 0; i < kNumDTypes; ++i) {
     const auto t = static_cast<DType>(i);
     EXPECT_EQ(parse_dtype(dtype_name(t)), t);

@@ -189,6 +189,53 @@ TEST_P(FamilyTest, QuantizedCopyStaysClose) {
   EXPECT_LT(max_abs_diff(*la, *lb), 0.1 * rms + 1e-3);
 }
 
+// Models in the i-quant and ternary mixes run through DequantMatMul's integer loops: their
+// logits match those of the same weights decoded to f32 up to the Q8 rounding of the
+// activations (the decoders are checked against the format and the integer loops against
+// a llama.cpp-emulating reference in the kernel tests).
+TEST(LanguageModel, IQuantAndTernaryMixesMatchTheirDecodedWeights) {
+  const fs::path dir = fs::temp_directory_path() / "rlx_models_test";
+  fs::create_directories(dir);
+  const std::string f32 = (dir / "tiny-256-f32.gguf").string();
+  SynthOptions so;
+  so.preset = "tiny-256";
+  so.type = "f32";
+  so.seed = 11;
+  ASSERT_TRUE(write_synthetic_gguf(so, f32).ok());
+  for (const char* mix : {"iq4_xs", "iq4_nl", "tq2_0", "tq1_0"}) {
+    SCOPED_TRACE(mix);
+    const std::string q = (dir / fmt::format("tiny-256-{}.gguf", mix)).string();
+    const std::string back = q + ".f32.gguf";
+    QuantizeOptions qo;
+    qo.mix = mix;
+    ASSERT_TRUE(quantize_gguf(f32, q, qo).ok());
+    auto file = formats::GgufFile::open(q);
+    ASSERT_TRUE(file);
+    const formats::GgmlType want = std::string(mix) == "iq4_xs"   ? formats::GgmlType::IQ4_XS
+                                   : std::string(mix) == "iq4_nl" ? formats::GgmlType::IQ4_NL
+                                   : std::string(mix) == "tq2_0"  ? formats::GgmlType::TQ2_0
+                                                                  : formats::GgmlType::TQ1_0;
+    EXPECT_EQ(file->find_tensor("blk.0.ffn_down.weight")->type, want);
+    EXPECT_EQ(file->find_tensor("token_embd.weight")->type, formats::GgmlType::Q6_K);  // tied output
+    qo.mix = "f32";
+    ASSERT_TRUE(quantize_gguf(q, back, qo).ok());
+    LoadOptions lo;
+    lo.ctx = 64;
+    auto a = LanguageModel::load(q, lo);
+    auto b = LanguageModel::load(back, lo);
+    ASSERT_TRUE(a && b);
+    auto la = (*a)->forward(kTokens, true);
+    auto lb = (*b)->forward(kTokens, true);
+    ASSERT_TRUE(la && lb) << (la ? "" : la.error().to_string());
+    double sq = 0;
+    for (float v : *lb) sq += double(v) * v;
+    const double rms = std::sqrt(sq / lb->size());
+    EXPECT_GT(rms, 0.0);
+    // The bound of QuantizedCopyStaysClose: Q8 activations before every product.
+    EXPECT_LT(max_abs_diff(*la, *lb), 0.1 * rms + 1e-3);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, FamilyTest, ::testing::Values("llama", "qwen3", "gemma2", "qwen35"),
                          [](const auto& info) { return info.param; });
 

@@ -63,6 +63,21 @@ inline std::string_view ggml_type_name(GgmlType type) { return ggml_type_info(ty
 inline int64_t ggml_block_size(GgmlType type) { return ggml_type_info(type).block_size; }
 inline int64_t ggml_block_bytes(GgmlType type) { return ggml_type_info(type).block_bytes; }
 
+/// The i-quants that index a codebook (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS,
+/// IQ3_S): their quantizers search the grid guided by an importance matrix.
+constexpr bool ggml_is_codebook_type(GgmlType type) {
+  switch (type) {
+    case GgmlType::IQ1_S:
+    case GgmlType::IQ1_M:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_S:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ3_S: return true;
+    default: return false;
+  }
+}
+
 /// Parses a type name such as "Q4_K" or "f16" (case-insensitive); nullopt if unknown.
 std::optional<GgmlType> ggml_type_from_name(std::string_view name);
 

@@ -12,9 +12,12 @@
 
 namespace rlx::formats {
 
-/// Types dequantize_row accepts: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K, Q8_K.
+/// Types dequantize_row accepts: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K,
+/// Q8_K, the i-quants (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL,
+/// IQ4_XS) and the ternary TQ1_0, TQ2_0.
 bool can_dequantize(GgmlType type);
-/// Types quantize_row accepts (the same set as can_dequantize).
+/// Types quantize_row accepts: those of can_dequantize except the i-quants below 4 bits
+/// (whose quantizers need an importance matrix).
 bool can_quantize(GgmlType type);
 
 /// Decodes `n` elements of packed `type` data at `src` into `dst` (n floats).
@@ -38,6 +41,17 @@ void dequantize_row_q4_k(const BlockQ4_K* x, float* y, int64_t n);
 void dequantize_row_q5_k(const BlockQ5_K* x, float* y, int64_t n);
 void dequantize_row_q6_k(const BlockQ6_K* x, float* y, int64_t n);
 void dequantize_row_q8_k(const BlockQ8_K* x, float* y, int64_t n);
+void dequantize_row_iq4_nl(const BlockIQ4_NL* x, float* y, int64_t n);
+void dequantize_row_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n);
+void dequantize_row_tq1_0(const BlockTQ1_0* x, float* y, int64_t n);
+void dequantize_row_tq2_0(const BlockTQ2_0* x, float* y, int64_t n);
+void dequantize_row_iq2_xxs(const BlockIQ2_XXS* x, float* y, int64_t n);
+void dequantize_row_iq2_xs(const BlockIQ2_XS* x, float* y, int64_t n);
+void dequantize_row_iq2_s(const BlockIQ2_S* x, float* y, int64_t n);
+void dequantize_row_iq3_xxs(const BlockIQ3_XXS* x, float* y, int64_t n);
+void dequantize_row_iq3_s(const BlockIQ3_S* x, float* y, int64_t n);
+void dequantize_row_iq1_s(const BlockIQ1_S* x, float* y, int64_t n);
+void dequantize_row_iq1_m(const BlockIQ1_M* x, float* y, int64_t n);
 
 void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n);
 void quantize_row_q4_1(const float* x, BlockQ4_1* y, int64_t n);
@@ -53,6 +67,14 @@ void quantize_row_q6_k(const float* x, BlockQ6_K* y, int64_t n);
 /// Q8_K (reference = activation quantizer): max = signed value of the largest |x|,
 /// iscale = -127/max, q = min(127, nearest_int(iscale*x)), d = 1/iscale (f32), bsums of 16.
 void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n);
+/// IQ4_NL / IQ4_XS as ggml's reference without an importance matrix: per 32 values the
+/// scale (of 15 trials around amax / 127) that best fits x with weights x², over the 16
+/// non-linear levels; IQ4_XS then stores 6-bit scales relative to one f16 scale.
+void quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n);
+void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n);
+/// Ternary: d = amax of the 256 values, t = round(x / d) + 1.
+void quantize_row_tq1_0(const float* x, BlockTQ1_0* y, int64_t n);
+void quantize_row_tq2_0(const float* x, BlockTQ2_0* y, int64_t n);
 
 /// Activation rows for Q8_0 dot products as llama.cpp's x86 CPU path makes them:
 /// d = f16(amax/127), q = round-half-even(x * (127/amax)). n is a multiple of 32.

@@ -89,6 +89,98 @@ struct BlockQ8_K {
   int16_t bsums[kQK_K / 16];
 };
 
+// ---- i-quants and ternary types. The grids and value tables they index are in
+// iq_grids.h; "signs" bytes flag negative values (bit j = value j of a group of 8).
+
+/// x[i] = d * kIq4nlValues[q[i]]; q[i] nibbles as in Q4_0.
+struct BlockIQ4_NL {
+  uint16_t d;            // f16
+  uint8_t qs[kQK / 2];
+};
+/// 8 sub-blocks of 32: x = d * (ls_j - 32) * kIq4nlValues[q]; ls_j has its low 4 bits in
+/// nibble j % 2 of scales_l[j / 2] and its high 2 bits in bits 2j, 2j+1 of scales_h; each
+/// sub-block's nibbles (16 bytes) as in IQ4_NL.
+struct BlockIQ4_XS {
+  uint16_t d;            // f16
+  uint16_t scales_h;
+  uint8_t scales_l[kQK_K / 64];
+  uint8_t qs[kQK_K / 2];
+};
+/// x = d * (t - 1), t in {0, 1, 2}: five base-3 digits per qs byte (elements 0..159:
+/// digit n of qs[m] is element 32n + m; 160..239: digit n of qs[32 + m] is element
+/// 160 + 16n + m), four per qh byte (digit n of qh[j] is element 240 + 4n + j). A byte
+/// holds ceil(v * 256 / 243) of the 5-digit value v, first digit most significant.
+struct BlockTQ1_0 {
+  uint8_t qs[(kQK_K - 4 * kQK_K / 64) / 5];
+  uint8_t qh[kQK_K / 64];
+  uint16_t d;            // f16
+};
+/// x = d * (t - 1), t = 2 bits: element 128h + 32l + m is bits 2l of qs[32h + m].
+struct BlockTQ2_0 {
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;            // f16
+};
+/// 8 groups of 32, each 4 uint16 words: bytes 0..3 index kIq2xxsGrid for its four runs
+/// of 8; the last word's bits 28..31 are the scale s (x = d * (0.5 + s) / 4 * grid *
+/// sign) and its bits 7l..7l+6 the sign index of run l (iq_sign_byte).
+struct BlockIQ2_XXS {
+  uint16_t d;            // f16
+  uint16_t qs[kQK_K / 8];
+};
+/// Runs of 8: qs[i] bits 0..8 index kIq2xsGrid, bits 9..15 the sign index; group g of 32
+/// has two scales, the nibbles of scales[g] (runs 0-1, then 2-3): d * (0.5 + s) / 4.
+struct BlockIQ2_XS {
+  uint16_t d;            // f16
+  uint16_t qs[kQK_K / 8];
+  uint8_t scales[kQK_K / 32];
+};
+/// Runs of 8: index = qs[r] | bits 2l..2l+1 of qh[g] << 8 into kIq2sGrid (run r = 4g + l),
+/// its sign byte is qs[32 + r] stored whole; scales as IQ2_XS.
+struct BlockIQ2_S {
+  uint16_t d;            // f16
+  uint8_t qs[kQK_K / 4];
+  uint8_t qh[kQK_K / 32];
+  uint8_t scales[kQK_K / 32];
+};
+/// qs[0..63] index kIq3xxsGrid (4 values each); then per group of 32 a uint32: bits
+/// 28..31 the scale s (x = d * (0.5 + s) / 2 * grid * sign), bits 7l..7l+6 the sign
+/// index of run l.
+struct BlockIQ3_XXS {
+  uint16_t d;            // f16
+  uint8_t qs[3 * kQK_K / 8];
+};
+/// Index = qs[i] | bit i % 8 of qh[i / 8] << 8 into kIq3sGrid (4 values each); signs
+/// stored whole per run of 8; scales: nibble g % 2 of scales[g / 2], x = d * (1 + 2s).
+struct BlockIQ3_S {
+  uint16_t d;            // f16
+  uint8_t qs[kQK_K / 4];
+  uint8_t qh[kQK_K / 32];
+  uint8_t signs[kQK_K / 8];
+  uint8_t scales[kQK_K / 64];
+};
+/// Group g of 32: qh[g] bits 0..11 are the high 3 bits of the four kIq1sGrid indices
+/// (low 8 in qs[4g + l]), bits 12..14 the scale s (x = d * (2s + 1) * (grid + delta)),
+/// bit 15 the sign of delta = ±kIq1Delta.
+struct BlockIQ1_S {
+  uint16_t d;            // f16
+  uint8_t qs[kQK_K / 8];
+  uint16_t qh[kQK_K / 32];
+};
+/// As IQ1_S with a scale per 16 values and a delta sign per 8: qh byte per 16 values
+/// (index bits 8..10 in bits 0..2 / 4..6, delta signs in bits 3 / 7); scales: 3 bits per
+/// 16 values, the f16 super-block scale spread over the top nibbles of the 4 words.
+struct BlockIQ1_M {
+  uint8_t qs[kQK_K / 8];
+  uint8_t qh[kQK_K / 16];
+  uint8_t scales[kQK_K / 32];
+};
+
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockTQ1_0) == 54 &&
+              sizeof(BlockTQ2_0) == 66);
+static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82 &&
+              sizeof(BlockIQ3_XXS) == 98 && sizeof(BlockIQ3_S) == 110 && sizeof(BlockIQ1_S) == 50 &&
+              sizeof(BlockIQ1_M) == 56);
+
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&

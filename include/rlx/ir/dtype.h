@@ -29,7 +29,18 @@ namespace rlx::ir {
   X(Q4_K, "q4_k", 256, 144, kPacked)           \
   X(Q5_K, "q5_k", 256, 176, kPacked)           \
   X(Q6_K, "q6_k", 256, 210, kPacked)           \
-  X(Q8_K, "q8_k", 256, 292, kPacked)
+  X(Q8_K, "q8_k", 256, 292, kPacked)           \
+  X(IQ4_NL, "iq4_nl", 32, 18, kPacked)         \
+  X(IQ4_XS, "iq4_xs", 256, 136, kPacked)       \
+  X(IQ3_S, "iq3_s", 256, 110, kPacked)         \
+  X(IQ3_XXS, "iq3_xxs", 256, 98, kPacked)      \
+  X(IQ2_S, "iq2_s", 256, 82, kPacked)          \
+  X(IQ2_XS, "iq2_xs", 256, 74, kPacked)        \
+  X(IQ2_XXS, "iq2_xxs", 256, 66, kPacked)      \
+  X(IQ1_S, "iq1_s", 256, 50, kPacked)          \
+  X(IQ1_M, "iq1_m", 256, 56, kPacked)          \
+  X(TQ1_0, "tq1_0", 256, 54, kPacked)          \
+  X(TQ2_0, "tq2_0", 256, 66, kPacked)
 
 enum class DType : uint8_t {
 #define RLX_DTYPE_ENUM(name, text, block, bytes, kind) name,

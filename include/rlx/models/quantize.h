@@ -12,8 +12,11 @@
 
 namespace rlx::models {
 
-/// Names accepted as a mix: f32, f16, q8_0, q6_k, q5_k_m, q4_k_m.
+/// Names accepted as a mix: f32, f16, q8_0, q6_k, q5_k_m, q4_k_m, iq4_xs, iq4_nl, tq2_0,
+/// tq1_0 (the last four: one type for every matrix but the output, kept in Q6_K).
 std::vector<std::string> quant_mixes();
+/// The mixes as one comma-separated list, for messages.
+std::string quant_mix_names();
 
 /// The type a mix gives a weight `name` ([rows, cols]) of layer `layer` (-1 for
 /// global tensors) in a model of `n_layer` layers: 1-D tensors stay F32; the K-quant
@@ -44,7 +47,7 @@ std::string describe_fallback(const std::string& name, int64_t rows, int64_t col
 int64_t gguf_tensor_layer(const std::string& name);
 
 /// llama.cpp's general.file_type number of a mix (f32 0, f16 1, q8_0 7, q4_k_m 15,
-/// q5_k_m 17, q6_k 18).
+/// q5_k_m 17, q6_k 18, iq4_nl 25, iq4_xs 30, tq1_0 36, tq2_0 37).
 uint32_t mix_file_type(const std::string& mix);
 
 struct QuantizeOptions {

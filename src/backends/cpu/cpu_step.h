@@ -50,6 +50,17 @@ inline std::optional<formats::GgmlType> ggml_type_of(ir::DType t) {
     case ir::DType::Q5_K: return formats::GgmlType::Q5_K;
     case ir::DType::Q6_K: return formats::GgmlType::Q6_K;
     case ir::DType::Q8_K: return formats::GgmlType::Q8_K;
+    case ir::DType::IQ4_NL: return formats::GgmlType::IQ4_NL;
+    case ir::DType::IQ4_XS: return formats::GgmlType::IQ4_XS;
+    case ir::DType::IQ3_S: return formats::GgmlType::IQ3_S;
+    case ir::DType::IQ3_XXS: return formats::GgmlType::IQ3_XXS;
+    case ir::DType::IQ2_S: return formats::GgmlType::IQ2_S;
+    case ir::DType::IQ2_XS: return formats::GgmlType::IQ2_XS;
+    case ir::DType::IQ2_XXS: return formats::GgmlType::IQ2_XXS;
+    case ir::DType::IQ1_S: return formats::GgmlType::IQ1_S;
+    case ir::DType::IQ1_M: return formats::GgmlType::IQ1_M;
+    case ir::DType::TQ1_0: return formats::GgmlType::TQ1_0;
+    case ir::DType::TQ2_0: return formats::GgmlType::TQ2_0;
     default: return std::nullopt;
   }
 }

@@ -59,6 +59,17 @@ std::optional<QKind> qkind(GgmlType t) {
     case GgmlType::Q4_K: return QKind::kQ4_K;
     case GgmlType::Q5_K: return QKind::kQ5_K;
     case GgmlType::Q6_K: return QKind::kQ6_K;
+    case GgmlType::IQ4_NL: return QKind::kIQ4_NL;
+    case GgmlType::IQ4_XS: return QKind::kIQ4_XS;
+    case GgmlType::TQ1_0: return QKind::kTQ1_0;
+    case GgmlType::TQ2_0: return QKind::kTQ2_0;
+    case GgmlType::IQ2_XXS: return QKind::kIQ2_XXS;
+    case GgmlType::IQ2_XS: return QKind::kIQ2_XS;
+    case GgmlType::IQ2_S: return QKind::kIQ2_S;
+    case GgmlType::IQ3_XXS: return QKind::kIQ3_XXS;
+    case GgmlType::IQ3_S: return QKind::kIQ3_S;
+    case GgmlType::IQ1_S: return QKind::kIQ1_S;
+    case GgmlType::IQ1_M: return QKind::kIQ1_M;
     default: return std::nullopt;
   }
 }
@@ -159,9 +170,9 @@ void add_bias(const float* bias, float* y, int64_t cols) {
 void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* y) {
   const detail::QKernels& qk = detail::qkernels(ctx.isa);
   const int kind = static_cast<int>(*qkind(c.type));
-  const detail::QGemvFn fn = c.m == 1 && qk.gemv_one_row[kind] != nullptr && detail::gemv_one_row_zmm()
-                                 ? qk.gemv_one_row[kind]
-                                 : qk.gemv[kind];
+  const bool zmm = detail::gemv_one_row_zmm() ||
+                   (env_config().cpu_gemv_zmm < 0 && (qk.one_row_everywhere & (uint32_t{1} << kind)) != 0);
+  const detail::QGemvFn fn = c.m == 1 && qk.gemv_one_row[kind] != nullptr && zmm ? qk.gemv_one_row[kind] : qk.gemv[kind];
   const int64_t max_rows = qk.max_rows_of[kind] != 0 ? qk.max_rows_of[kind] : qk.max_rows;
   const int64_t nb = c.k / formats::ggml_block_size(c.type);
   // Chunks of weight rows: enough tasks to balance, small enough (<= 256 KiB) to stay in
@@ -274,15 +285,19 @@ GgmlType qmatmul_vec_dot_type(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
-    case GgmlType::Q8_0: return GgmlType::Q8_0;
+    case GgmlType::Q8_0:
+    case GgmlType::IQ4_NL: return GgmlType::Q8_0;
     case GgmlType::Q4_1:
     case GgmlType::Q5_1: return GgmlType::Q8_1;
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return GgmlType::Q8_K;
-    default: return type;
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS:
+    case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0: return GgmlType::Q8_K;
+    default: return formats::ggml_is_codebook_type(type) ? GgmlType::Q8_K : type;
   }
 }
 

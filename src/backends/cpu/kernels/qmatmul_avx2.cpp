@@ -7,6 +7,7 @@
 #include "backends/cpu/kernels/qmatmul_kernels.h"
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
+#include "rlx/formats/iq_grids.h"
 #include "rlx/formats/quant_blocks.h"
 
 #if defined(__x86_64__)

@@ -16,6 +16,7 @@
 #include "rlx/base/half.h"
 #include "rlx/base/status.h"
 #include "rlx/formats/quant.h"
+#include "rlx/formats/iq_grids.h"
 #include "rlx/formats/quant_blocks.h"
 
 #if defined(__x86_64__)
@@ -176,6 +177,8 @@ struct Quad {
   static constexpr int kSpan = 4 * kS;          // bytes of four blocks, 72..96
   static constexpr int kSecond = kSpan - 64;   // offset of the second load
   static constexpr bool kMin = kMOff >= 0, kFive = kQhOff >= 0;
+  // IQ4_NL: the nibbles index the non-linear values, stored + 128 (unsigned) and offset back.
+  static constexpr bool kTable = std::is_same_v<B, formats::BlockIQ4_NL>;
   static constexpr int kQh = kQhOff, kOffset = kOffsetValue;
   static_assert(kSpan > 64 && kSpan <= 128 && kS % 2 == 0 && kQsOff % 2 == 0);
   // Word index into (first load, second load) of the word at byte offset o of the span.
@@ -199,6 +202,14 @@ using QuadQ4_0 = Quad<BlockQ4_0, Q4_0, offsetof(BlockQ4_0, qs), 0, -1, -1, 8>;
 using QuadQ4_1 = Quad<BlockQ4_1, Q4_1, offsetof(BlockQ4_1, qs), 0, 2, -1, 0>;
 using QuadQ5_0 = Quad<BlockQ5_0, Q5_0, offsetof(BlockQ5_0, qs), 0, -1, offsetof(BlockQ5_0, qh), 16>;
 using QuadQ5_1 = Quad<BlockQ5_1, Q5_1, offsetof(BlockQ5_1, qs), 0, 2, offsetof(BlockQ5_1, qh), 0>;
+using QuadIQ4_NL = Quad<formats::BlockIQ4_NL, IQ4_NL, offsetof(formats::BlockIQ4_NL, qs), 0, -1, -1, 128>;
+
+// The IQ4_NL values + 128 as unsigned bytes, in every 128-bit lane.
+inline __m512i iq4nl_biased_table() {
+  alignas(16) uint8_t t[16];
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(formats::kIq4nlValues[i] + 128);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+}
 
 // Activation rows per weight decode: a row takes 256 bytes per four blocks, so 6 rows of
 // K = 2048 (24 KiB) stay in L1 beside the weight stream. rlx_kernels_qmatmul_bench
@@ -311,6 +322,11 @@ inline QuadWeights decode_quad(const uint8_t* p, __m512i ix_qs, __m512i ix_dm) {
     const __m512i bit4 = _mm512_set1_epi8(0x10);
     v.lo = _mm512_mask_add_epi8(v.lo, mask_lo, v.lo, bit4);
     v.hi = _mm512_mask_add_epi8(v.hi, mask_hi, v.hi, bit4);
+  }
+  if constexpr (Q::kTable) {
+    const __m512i table = iq4nl_biased_table();
+    v.lo = _mm512_shuffle_epi8(table, v.lo);
+    v.hi = _mm512_shuffle_epi8(table, v.hi);
   }
   v.dw = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
   v.mw = Q::kMin ? _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)) : _mm512_setzero_ps();
@@ -544,6 +560,71 @@ void gemv_q6_k_one_row(int64_t nb, const uint8_t* w, size_t w_row_bytes, const K
   }
 }
 
+// IQ4_XS, m = 1: the 128 nibble bytes in two 64-byte loads (sub-blocks 0-3, 4-7; each
+// 128-bit lane one sub-block, low nibbles its first 16 values, high its last 16), the
+// values looked up + 128 (unsigned) for vpdpbusd, the activations laid out in that order
+// once per call; per lane the sum times its sub-block's scale (ls - 32), and the +128 taken
+// back as 128 * Σ_g ls_g * Σx_g once per block.
+struct alignas(64) Iq4xsAct {
+  int8_t q[256];   // chunk c (64 bytes): lane i holds x[128 (c / 2) + 32 i + 16 (c % 2) ..] (16 values)
+  int16_t gs[8];   // Σ x per sub-block of 32
+  float d;
+};
+
+void iq4_xs_activation_row(const BlockQ8_K* a, int64_t nb, Iq4xsAct* out) {
+  for (int64_t b = 0; b < nb; ++b) {
+    Iq4xsAct& o = out[b];
+    for (int c = 0; c < 4; ++c)
+      for (int i = 0; i < 4; ++i) std::memcpy(o.q + 64 * c + 16 * i, a[b].qs + 128 * (c / 2) + 32 * i + 16 * (c % 2), 16);
+    for (int g = 0; g < 8; ++g) o.gs[g] = static_cast<int16_t>(a[b].bsums[2 * g] + a[b].bsums[2 * g + 1]);
+    o.d = a[b].d;
+  }
+}
+
+void gemv_iq4_xs_one_row(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* act, size_t, int64_t n0,
+                         int64_t n1, float* out, int64_t) {
+  RLX_ASSERT(m == 1);
+  auto* x = static_cast<Iq4xsAct*>(thread_scratch(ScratchSlot::kTemp, static_cast<size_t>(nb) * sizeof(Iq4xsAct)));
+  iq4_xs_activation_row(reinterpret_cast<const BlockQ8_K*>(act), nb, x);
+  const __m512i table = iq4nl_biased_table(), low4 = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+  const int far = gemv_far_prefetch();
+  for (int64_t j = n0; j < n1; ++j) {
+    const auto* blocks = reinterpret_cast<const formats::BlockIQ4_XS*>(w + j * wrb);
+    __m512 acc = _mm512_setzero_ps();
+    float acc_offset = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const formats::BlockIQ4_XS& blk = blocks[b];
+      _mm_prefetch(reinterpret_cast<const char*>(&blk) + 2 * sizeof(blk), _MM_HINT_T0);
+      if (far > 0) prefetch_far(&blk, far, sizeof(blk));
+      const __m256i ls8 = iq4xs_scales32(blk);
+      const Iq4xsAct& a = x[b];
+      const __m512i q0 = _mm512_loadu_si512(blk.qs), q1 = _mm512_loadu_si512(blk.qs + 64);
+      const __m512i u0 = _mm512_shuffle_epi8(table, _mm512_and_si512(q0, low4));
+      const __m512i u1 = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q0, 4), low4));
+      const __m512i u2 = _mm512_shuffle_epi8(table, _mm512_and_si512(q1, low4));
+      const __m512i u3 = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(q1, 4), low4));
+      const __m512i s01 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, u0, _mm512_load_si512(a.q)), u1,
+                                              _mm512_load_si512(a.q + 64));
+      const __m512i s23 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, u2, _mm512_load_si512(a.q + 128)), u3,
+                                              _mm512_load_si512(a.q + 192));
+      const __m512i sc_lo = _mm512_permutexvar_epi32(spread, _mm512_castsi256_si512(ls8));
+      const __m512i sc_hi =
+          _mm512_permutexvar_epi32(_mm512_add_epi32(spread, _mm512_set1_epi32(4)), _mm512_castsi256_si512(ls8));
+      const __m512i total = _mm512_add_epi32(_mm512_mullo_epi32(s01, sc_lo), _mm512_mullo_epi32(s23, sc_hi));
+      const __m256i gs = _mm256_cvtepi16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(a.gs)));
+      const __m256i off = _mm256_mullo_epi32(gs, ls8);
+      __m128i o4 = _mm_add_epi32(_mm256_castsi256_si128(off), _mm256_extracti128_si256(off, 1));
+      o4 = _mm_add_epi32(o4, _mm_shuffle_epi32(o4, 0x4E));
+      o4 = _mm_add_epi32(o4, _mm_shuffle_epi32(o4, 0xB1));
+      const float dxd = a.d * h2f(blk.d);
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_set1_ps(dxd), acc);
+      acc_offset += dxd * static_cast<float>(128 * _mm_cvtsi128_si32(o4));
+    }
+    out[j - n0] = _mm512_reduce_add_ps(acc) - acc_offset;
+  }
+}
+
 // QGemvFn for m = 1 (Q4_K, Q6_K): the activation row into per-thread scratch, then the loop.
 template <bool kQ4K>
 void gemv_k_one_row(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* act, size_t, int64_t n0,
@@ -638,6 +719,7 @@ constexpr QKernels make_avx512_table() {
   t.gemv[static_cast<int>(QKind::kQ4_1)] = &gemv_quad<QuadQ4_1>;
   t.gemv[static_cast<int>(QKind::kQ5_0)] = &gemv_quad<QuadQ5_0>;
   t.gemv[static_cast<int>(QKind::kQ5_1)] = &gemv_quad<QuadQ5_1>;
+  t.gemv[static_cast<int>(QKind::kIQ4_NL)] = &gemv_quad<QuadIQ4_NL>;
   t.gemv[static_cast<int>(QKind::kQ8_0)] = &gemv_wide<WideQ8_0>;
   // BM_QPrefill 512 x 2048 x 8192, integer loops vs f32 panels: Q4_0 55-60 vs 97-107 ms,
   // Q4_1 60-63 vs 106-112, Q5_0 61-80 vs 100-115, Q5_1 64-78 vs 102-104, Q8_0 70-73 vs 94-105.
@@ -647,7 +729,10 @@ constexpr QKernels make_avx512_table() {
   t.gemv_one_row[static_cast<int>(QKind::kQ4_K)] = &gemv_k_one_row<true>;
   t.gemv_one_row[static_cast<int>(QKind::kQ6_K)] = &gemv_k_one_row<false>;
   t.gemv_one_row[static_cast<int>(QKind::kQ8_0)] = &gemv_q8_0_one_row;
-  for (QKind k : {QKind::kQ4_0, QKind::kQ4_1, QKind::kQ5_0, QKind::kQ5_1}) t.max_rows_of[static_cast<int>(k)] = kQuadRows;
+  for (QKind k : {QKind::kQ4_0, QKind::kQ4_1, QKind::kQ5_0, QKind::kQ5_1, QKind::kIQ4_NL})
+    t.max_rows_of[static_cast<int>(k)] = kQuadRows;
+  t.gemv_one_row[static_cast<int>(QKind::kIQ4_XS)] = &gemv_iq4_xs_one_row;
+  t.one_row_everywhere = kind_bit(QKind::kIQ4_XS);
   return t;
 }
 }  // namespace

@@ -12,7 +12,11 @@
 namespace rlx::cpu::detail {
 
 /// Weight block types with an integer dot path, in table order.
-enum class QKind : uint8_t { kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K, kCount };
+enum class QKind : uint8_t {
+  kQ4_0, kQ4_1, kQ5_0, kQ5_1, kQ8_0, kQ2_K, kQ3_K, kQ4_K, kQ5_K, kQ6_K,
+  kIQ4_NL, kIQ4_XS, kTQ1_0, kTQ2_0, kIQ2_XXS, kIQ2_XS, kIQ2_S, kIQ3_XXS, kIQ3_S, kIQ1_S, kIQ1_M,
+  kCount
+};
 inline constexpr int kQKindCount = static_cast<int>(QKind::kCount);
 
 /// out[r * ldo + (j - n0)] = Σ_k W[j][k] · X_r[k] for r < m (1 <= m <= the table's rows for the kind),
@@ -31,6 +35,29 @@ constexpr uint32_t kind_bit(QKind kind) { return uint32_t{1} << static_cast<int>
 inline constexpr uint32_t kKQuantBits =
     kind_bit(QKind::kQ2_K) | kind_bit(QKind::kQ3_K) | kind_bit(QKind::kQ4_K) | kind_bit(QKind::kQ5_K) |
     kind_bit(QKind::kQ6_K);
+
+/// The K-quants' companions on Q8_K activations with vector loops in every table.
+inline constexpr uint32_t kIQuantVectorBits = kind_bit(QKind::kIQ4_NL) | kind_bit(QKind::kIQ4_XS) |
+                                              kind_bit(QKind::kTQ1_0) | kind_bit(QKind::kTQ2_0);
+
+/// Portable loops of the i-quant and ternary kinds (qmatmul_iquant.cpp): the scalar
+/// table's, and the vector tables' for the codebook kinds (IQ1/IQ2/IQ3).
+void gemv_iq4_nl_rows(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* act, size_t arb, int64_t n0,
+                      int64_t n1, float* out, int64_t ldo);
+#define RLX_DECLARE_RUNS_GEMV(name)                                                                            \
+  void name(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* act, size_t arb, int64_t n0, \
+            int64_t n1, float* out, int64_t ldo);
+RLX_DECLARE_RUNS_GEMV(gemv_iq4_xs_rows)
+RLX_DECLARE_RUNS_GEMV(gemv_tq1_0_rows)
+RLX_DECLARE_RUNS_GEMV(gemv_tq2_0_rows)
+RLX_DECLARE_RUNS_GEMV(gemv_iq2_xxs_rows)
+RLX_DECLARE_RUNS_GEMV(gemv_iq2_xs_rows)
+RLX_DECLARE_RUNS_GEMV(gemv_iq2_s_rows)
+RLX_DECLARE_RUNS_GEMV(gemv_iq3_xxs_rows)
+RLX_DECLARE_RUNS_GEMV(gemv_iq3_s_rows)
+RLX_DECLARE_RUNS_GEMV(gemv_iq1_s_rows)
+RLX_DECLARE_RUNS_GEMV(gemv_iq1_m_rows)
+#undef RLX_DECLARE_RUNS_GEMV
 
 /// Quantizes k floats into activation blocks at dst (QKernels::quantize_q8_*); every ISA
 /// gives the same bytes.
@@ -54,8 +81,13 @@ struct QKernels {
   QuantizeActFn quantize_q8_1 = nullptr;
   QuantizeActFn quantize_q8_k = nullptr;
   /// m = 1 loops of their own for some kinds (nullptr: gemv[kind] serves m = 1 too);
-  /// the driver takes them when gemv_one_row_zmm() is on.
+  /// the driver takes them when gemv_one_row_zmm() is on, or for the kinds in
+  /// one_row_everywhere unless RLX_CPU_GEMV_ZMM turns them off.
   QGemvFn gemv_one_row[kQKindCount] = {};
+  /// Kinds whose one-row loop beats the shared one on every CPU (IQ4_XS: the 256-bit
+  /// loop is bound by its table lookups and sign operations, 1 x 2048 x 8192 on a Zen 4
+  /// VM: 303 us against 196-242 us for the 512-bit loop).
+  uint32_t one_row_everywhere = 0;
 };
 
 extern const QKernels kQScalarKernels;
