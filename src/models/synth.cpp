@@ -15,6 +15,7 @@
 #include "models/synth_vocab.h"
 #include "rlx/base/hash.h"
 #include "rlx/formats/gguf_writer.h"
+#include "rlx/formats/quant.h"
 #include "rlx/models/quantize.h"
 
 namespace rlx::models {
@@ -433,33 +434,42 @@ Status write_synthetic_gguf(const SynthOptions& o, const std::string& path) {
   ASSIGN_OR_RETURN(Plan plan, make_plan(o));
   formats::GgufWriter w;
   for (auto& [key, value] : plan.metadata) TRY(w.add(key, std::move(value)));
-  // The values of a batch of tensors are drawn on one thread each (an 8B model has 8
-  // billion), then converted and added in file order.
+  // The values of a batch of tensors are drawn and encoded on one thread each (an 8B
+  // model has 8 billion; the i-quant scale searches cost more than drawing), then added
+  // in file order.
   const size_t n = plan.tensors.size();
   const size_t batch = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 16);
+  struct Encoded {
+    std::vector<uint8_t> bytes;
+    Status status;
+  };
+  auto encode = [&](const PlannedTensor& t) {
+    Encoded e;
+    const std::vector<float> v = t.factors.empty() ? synth_values(o, t) : t.factors;
+    const GgmlType type = t.rows == 0 ? GgmlType::F32 : t.type;
+    e.bytes.resize(static_cast<size_t>(formats::ggml_bytes_for(type, static_cast<int64_t>(v.size())).value_or(0)));
+    e.status = formats::quantize_row(type, v.data(), e.bytes.data(), static_cast<int64_t>(v.size()));
+    return e;
+  };
   for (size_t b0 = 0; b0 < n; b0 += batch) {
     const size_t b1 = std::min(n, b0 + batch);
-    std::vector<std::vector<float>> values(b1 - b0);
+    std::vector<Encoded> encoded(b1 - b0);
     {
       std::vector<std::thread> threads;
-      for (size_t ti = b0; ti < b1; ++ti)
-        if (plan.tensors[ti].factors.empty())
-          threads.emplace_back([&, ti] { values[ti - b0] = synth_values(o, plan.tensors[ti]); });
+      for (size_t ti = b0; ti < b1; ++ti) threads.emplace_back([&, ti] { encoded[ti - b0] = encode(plan.tensors[ti]); });
       for (std::thread& t : threads) t.join();
     }
     for (size_t ti = b0; ti < b1; ++ti) {
       const PlannedTensor& t = plan.tensors[ti];
-      std::vector<float>& v = values[ti - b0];
-      if (!t.factors.empty()) {
-        TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, t.factors));
-      } else if (t.rows == 0) {
-        TRY(w.add_tensor_f32(t.name, GgmlType::F32, {t.cols}, v));
+      Encoded& e = encoded[ti - b0];
+      if (!e.status.ok()) return e.status.error().with_context(t.name);
+      if (t.rows == 0) {
+        TRY(w.add_tensor(t.name, GgmlType::F32, {t.cols}, std::move(e.bytes)));
       } else if (t.experts > 0) {
-        TRY(w.add_tensor_f32(t.name, t.type, {t.cols, t.rows, t.experts}, v));
+        TRY(w.add_tensor(t.name, t.type, {t.cols, t.rows, t.experts}, std::move(e.bytes)));
       } else {
-        TRY(w.add_tensor_f32(t.name, t.type, {t.cols, t.rows}, v));
+        TRY(w.add_tensor(t.name, t.type, {t.cols, t.rows}, std::move(e.bytes)));
       }
-      std::vector<float>().swap(v);  // free as we go
       if (o.progress) o.progress(0.9 * static_cast<double>(ti + 1) / static_cast<double>(n));
     }
   }

@@ -629,7 +629,10 @@ TEST(CudaOps, UpdateSliceIntoHandle) {
 
 TEST(CudaOps, DequantMatMulPacked) {
   REQUIRE_CUDA();
-  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+  const DType types[] = {DType::Q8_0,  DType::Q4_0,    DType::Q4_K,   DType::Q5_K,   DType::Q6_K,
+                         DType::IQ4_NL, DType::IQ4_XS,  DType::IQ3_S,  DType::IQ3_XXS, DType::IQ2_S,
+                         DType::IQ2_XS, DType::IQ2_XXS, DType::IQ1_S,  DType::IQ1_M,  DType::TQ1_0,
+                         DType::TQ2_0};
   const int64_t N = 40, K = 512;
   for (DType t : types) {
     for (int64_t M : {1, 3, 20}) {
@@ -645,7 +648,8 @@ TEST(CudaOps, DequantMatMulPacked) {
       xv = x_as_cuda_sees_it(t, xv, M, true);  // (the GEMV's 8-bit x is the default)
       const double e = rel_l2(*(*out)[0].to_f32(), reference_product(xv, deq, M, N, K));
       // GEMV: f32 math on exact weights (and on 8-bit x at M = 1); M > 8: Q8_0 / Q4_0 on
-      // the int8 tensor cores (exact block products), the K-quants in f16 through cuBLAS.
+      // the int8 tensor cores (exact block products), the K-quants and i-quants in f16
+      // through cuBLAS.
       const bool f16_path = M > 8 && t != DType::Q8_0 && t != DType::Q4_0;
       EXPECT_LE(e, f16_path ? 2e-3 : 1e-5) << ir::dtype_name(t) << " M=" << M << ": relative L2 error " << e;
     }
@@ -700,7 +704,8 @@ TEST(CudaOps, DequantMatMulInt8TensorCores) {
 TEST(CudaOps, PackedGather) {
   REQUIRE_CUDA();
   const int64_t V = 12, D = 256;
-  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::IQ3_S, DType::IQ2_XXS,
+                  DType::IQ1_M, DType::TQ1_0}) {
     const auto [packed, deq] = packed_weights(t, V, D, 60);
     GraphBuilder b;
     auto table = b.param("table", t, {V, D});

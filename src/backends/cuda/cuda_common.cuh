@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/iquant_decode.cuh"
 
 namespace rlx::cuda_backend {
 
@@ -213,10 +214,15 @@ __device__ __forceinline__ float f16_bits(const uint8_t* p) {
 
 /// Bytes per block and elements per block of the packed types decoded here.
 __host__ __device__ constexpr int packed_block_bytes(DT t) {
-  return t == DT::Q4_0 ? 18 : t == DT::Q8_0 ? 34 : t == DT::Q4_K ? 144 : t == DT::Q5_K ? 176 : t == DT::Q6_K ? 210 : 0;
+  return t == DT::Q4_0   ? 18
+         : t == DT::Q8_0 ? 34
+         : t == DT::Q4_K ? 144
+         : t == DT::Q5_K ? 176
+         : t == DT::Q6_K ? 210
+                         : iq::block_bytes(t);
 }
 __host__ __device__ constexpr int packed_block_elems(DT t) {
-  return (t == DT::Q4_0 || t == DT::Q8_0) ? 32 : 256;
+  return (t == DT::Q4_0 || t == DT::Q8_0 || t == DT::IQ4_NL) ? 32 : 256;
 }
 
 __device__ __forceinline__ void k4_scale_min(int j, const uint8_t* q, float& sc, float& m) {
@@ -291,6 +297,8 @@ __device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, float
       const int q = ((ql[i] >> lshift) & 15) | (((qh[i] >> hshift) & 3) << 4);
       y[i] = (i < 16 ? s0 : s1) * static_cast<float>(q - 32);
     }
+  } else if constexpr (iq::block_bytes(T) != 0) {
+    iq::decode_unit<T>(row, u, y);
   }
 }
 

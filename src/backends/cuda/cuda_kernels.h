@@ -18,7 +18,10 @@ bool programmatic_launch();
 
 /// Element types, numbered exactly as rlx::ir::DType (checked by static_assert in
 /// cuda_steps.cpp).
-enum class DT : uint8_t { F32, F16, BF16, F64, I8, U8, I32, I64, Bool, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K };
+enum class DT : uint8_t {
+  F32, F16, BF16, F64, I8, U8, I32, I64, Bool, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K,
+  IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ2_XXS, IQ1_S, IQ1_M, TQ1_0, TQ2_0
+};
 
 /// Op codes of one region step (values of ir::ActKind / BinaryKind / CompareKind are
 /// passed through unchanged in `kind`).

@@ -110,7 +110,10 @@ Status build_moe_ffn(BuildCtx& ctx, Step& step) {
   for (size_t i = 0; i < 3; ++i) {
     const ir::Node& w = ctx.input(2 + i);
     const DType dt = w.dtype;
-    if (!float_dt(dt) && !(ir::is_packed(dt) && packed_supported(to_dt(dt))))
+    // The expert kernels decode the legacy and K-quant blocks (kernels_moe.cu's row_dot).
+    const bool moe_packed = dt == DType::Q4_0 || dt == DType::Q8_0 || dt == DType::Q4_K || dt == DType::Q5_K ||
+                            dt == DType::Q6_K;
+    if (!float_dt(dt) && !moe_packed)
       return step_error(ctx, "expert weights of {} (f32, f16, bf16, Q4_0, Q8_0, Q4_K, Q5_K or Q6_K)", ir::dtype_name(dt));
     // Packed decoders read whole 16-byte words of some blocks (Q4_K's nibbles).
     if (ir::is_packed(dt) && step.in[2 + i].offset % 16 != 0)

@@ -212,6 +212,17 @@ void launch_gather(const GatherParams& p, cudaStream_t s) {
       case DT::Q4_K: launch_k(gather_packed_kernel<DT::Q4_K>, g, kThreads, 0, s, p); break;
       case DT::Q5_K: launch_k(gather_packed_kernel<DT::Q5_K>, g, kThreads, 0, s, p); break;
       case DT::Q6_K: launch_k(gather_packed_kernel<DT::Q6_K>, g, kThreads, 0, s, p); break;
+      case DT::IQ4_NL: launch_k(gather_packed_kernel<DT::IQ4_NL>, g, kThreads, 0, s, p); break;
+      case DT::IQ4_XS: launch_k(gather_packed_kernel<DT::IQ4_XS>, g, kThreads, 0, s, p); break;
+      case DT::IQ3_S: launch_k(gather_packed_kernel<DT::IQ3_S>, g, kThreads, 0, s, p); break;
+      case DT::IQ3_XXS: launch_k(gather_packed_kernel<DT::IQ3_XXS>, g, kThreads, 0, s, p); break;
+      case DT::IQ2_S: launch_k(gather_packed_kernel<DT::IQ2_S>, g, kThreads, 0, s, p); break;
+      case DT::IQ2_XS: launch_k(gather_packed_kernel<DT::IQ2_XS>, g, kThreads, 0, s, p); break;
+      case DT::IQ2_XXS: launch_k(gather_packed_kernel<DT::IQ2_XXS>, g, kThreads, 0, s, p); break;
+      case DT::IQ1_S: launch_k(gather_packed_kernel<DT::IQ1_S>, g, kThreads, 0, s, p); break;
+      case DT::IQ1_M: launch_k(gather_packed_kernel<DT::IQ1_M>, g, kThreads, 0, s, p); break;
+      case DT::TQ1_0: launch_k(gather_packed_kernel<DT::TQ1_0>, g, kThreads, 0, s, p); break;
+      case DT::TQ2_0: launch_k(gather_packed_kernel<DT::TQ2_0>, g, kThreads, 0, s, p); break;
       default: break;
     }
     return;
@@ -232,6 +243,17 @@ void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int
     case DT::Q4_K: launch_k(dequant_f16_kernel<DT::Q4_K>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
     case DT::Q5_K: launch_k(dequant_f16_kernel<DT::Q5_K>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
     case DT::Q6_K: launch_k(dequant_f16_kernel<DT::Q6_K>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::IQ4_NL: launch_k(dequant_f16_kernel<DT::IQ4_NL>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::IQ4_XS: launch_k(dequant_f16_kernel<DT::IQ4_XS>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::IQ3_S: launch_k(dequant_f16_kernel<DT::IQ3_S>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::IQ3_XXS: launch_k(dequant_f16_kernel<DT::IQ3_XXS>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::IQ2_S: launch_k(dequant_f16_kernel<DT::IQ2_S>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::IQ2_XS: launch_k(dequant_f16_kernel<DT::IQ2_XS>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::IQ2_XXS: launch_k(dequant_f16_kernel<DT::IQ2_XXS>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::IQ1_S: launch_k(dequant_f16_kernel<DT::IQ1_S>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::IQ1_M: launch_k(dequant_f16_kernel<DT::IQ1_M>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::TQ1_0: launch_k(dequant_f16_kernel<DT::TQ1_0>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::TQ2_0: launch_k(dequant_f16_kernel<DT::TQ2_0>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
     default: break;
   }
 }

@@ -94,6 +94,17 @@ void launch_qgemv(const QGemvParams& p, cudaStream_t s) {
       case DT::Q4_K: launch_k(qgemv_kernel<DT::Q4_K>, g, kWarps * 32, 0, s, q); break;
       case DT::Q5_K: launch_k(qgemv_kernel<DT::Q5_K>, g, kWarps * 32, 0, s, q); break;
       case DT::Q6_K: launch_k(qgemv_kernel<DT::Q6_K>, g, kWarps * 32, 0, s, q); break;
+      case DT::IQ4_NL: launch_k(qgemv_kernel<DT::IQ4_NL>, g, kWarps * 32, 0, s, q); break;
+      case DT::IQ4_XS: launch_k(qgemv_kernel<DT::IQ4_XS>, g, kWarps * 32, 0, s, q); break;
+      case DT::IQ3_S: launch_k(qgemv_kernel<DT::IQ3_S>, g, kWarps * 32, 0, s, q); break;
+      case DT::IQ3_XXS: launch_k(qgemv_kernel<DT::IQ3_XXS>, g, kWarps * 32, 0, s, q); break;
+      case DT::IQ2_S: launch_k(qgemv_kernel<DT::IQ2_S>, g, kWarps * 32, 0, s, q); break;
+      case DT::IQ2_XS: launch_k(qgemv_kernel<DT::IQ2_XS>, g, kWarps * 32, 0, s, q); break;
+      case DT::IQ2_XXS: launch_k(qgemv_kernel<DT::IQ2_XXS>, g, kWarps * 32, 0, s, q); break;
+      case DT::IQ1_S: launch_k(qgemv_kernel<DT::IQ1_S>, g, kWarps * 32, 0, s, q); break;
+      case DT::IQ1_M: launch_k(qgemv_kernel<DT::IQ1_M>, g, kWarps * 32, 0, s, q); break;
+      case DT::TQ1_0: launch_k(qgemv_kernel<DT::TQ1_0>, g, kWarps * 32, 0, s, q); break;
+      case DT::TQ2_0: launch_k(qgemv_kernel<DT::TQ2_0>, g, kWarps * 32, 0, s, q); break;
       default: break;
     }
   }
