@@ -1,6 +1,6 @@
 // CUDA decode GEMV for linear layers at M <= 8 (launch_gemv): y[m, n] = epilogue(x[m] . W[n])
 // for W [N, K] in f32/f16/bf16 or packed GGUF blocks (Q8_0, Q4_0, Q6_K in the split device
-// layout, Q4_K as stored). Each block first stages x in shared memory (rounded to the
+// layout, Q4_K and IQ4_XS as stored). Each block first stages x in shared memory (rounded to the
 // weights' precision for float weights, as the CPU backend and cuBLAS see it; f32 for
 // packed weights), padded by one float4 every 2^P floats so that the lanes of a warp read
 // it without bank conflicts; then every warp streams one (float) or two (packed) rows of
@@ -274,6 +274,77 @@ struct Q4KChunk {
     scale_min(r.hdr, 2 * g + 1, sc1, m1);
     return d * (sc0 * ml.x * static_cast<float>(il) + sc1 * mh.x * static_cast<float>(ih)) -
            dmin * (m0 * ml.x * ml.y + m1 * mh.x * mh.y);
+  }
+};
+
+// IQ4_XS, as stored: 136-byte blocks (f16 d, scales_h, scales_l[4], then 16 bytes of
+// nibbles per sub-block of 32: low nibbles its first 16 values, high its last 16), read
+// with 8-byte loads (blocks are 8-aligned). A chunk is one sub-block; its 4-bit indices
+// become the non-linear int8 values four at a time by two byte permutes over the table.
+__device__ __forceinline__ uint32_t iq4nl_lut4(uint32_t idx) {  // idx: four bytes 0..15
+  const uint32_t s = idx & 0x07070707u, f = s | (s >> 4);
+  const uint32_t sel = (f & 0xFFu) | ((f >> 8) & 0xFF00u);
+  const uint32_t lo = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, sel);   // values 0..7
+  const uint32_t hi = __byte_perm(0x26190D01u, 0x71594535u, sel);   // values 8..15
+  const uint32_t m = ((idx >> 3) & 0x01010101u) * 0xFFu;
+  return (lo & ~m) | (hi & m);
+}
+__device__ __forceinline__ float sbyte(uint32_t v, int k) { return static_cast<float>(static_cast<int8_t>(v >> (8 * k))); }
+
+struct IQ4XSChunk {
+  static constexpr int kPad = 5;
+  static constexpr int kUnroll = 4;
+  static constexpr int kRows = 2;
+  static constexpr bool kQ8Act = false;
+  struct Regs {
+    uint2 hdr;
+    uint4 q;
+  };
+  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 32; }
+  static __device__ __forceinline__ void load(Regs& r, const uint8_t* row, const uint8_t*, int64_t c) {
+    const uint8_t* b = row + (c >> 3) * 136;
+    r.hdr = __ldg(reinterpret_cast<const uint2*>(b));
+    const uint2* q = reinterpret_cast<const uint2*>(b + 8 + 16 * (c & 7));
+    const uint2 a = __ldcs(q), bb = __ldcs(q + 1);
+    r.q = make_uint4(a.x, a.y, bb.x, bb.y);
+  }
+  static __device__ __forceinline__ float scale(const Regs& r, int64_t c) {
+    const int g = static_cast<int>(c & 7);
+    const int ls = static_cast<int>(((r.hdr.y >> (4 * g)) & 0xFu) | (((r.hdr.x >> (16 + 2 * g)) & 3u) << 4));
+    return __half2float(__ushort_as_half(static_cast<unsigned short>(r.hdr.x & 0xFFFFu))) * static_cast<float>(ls - 32);
+  }
+  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
+    const float* x = xs + xpad(c * 32, kPad);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 lo = *reinterpret_cast<const float4*>(x + 4 * k);
+      const float4 hi = *reinterpret_cast<const float4*>(x + 16 + 4 * k);
+      const uint32_t w = word_of(r.q, k);
+      const uint32_t vl = iq4nl_lut4(w & kLowNibbles), vh = iq4nl_lut4((w >> 4) & kLowNibbles);
+      s = fmaf(sbyte(vl, 0), lo.x, s);
+      s = fmaf(sbyte(vl, 1), lo.y, s);
+      s = fmaf(sbyte(vl, 2), lo.z, s);
+      s = fmaf(sbyte(vl, 3), lo.w, s);
+      s = fmaf(sbyte(vh, 0), hi.x, s);
+      s = fmaf(sbyte(vh, 1), hi.y, s);
+      s = fmaf(sbyte(vh, 2), hi.z, s);
+      s = fmaf(sbyte(vh, 3), hi.w, s);
+    }
+    return scale(r, c) * s;
+  }
+  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) { return (s & 1) * nc + (s >> 1); }
+  static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
+    const uint4 xl = x.q[c], xh = x.q[x.nc + c];
+    int il = 0, ih = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t w = word_of(r.q, k);
+      il = dp4a(iq4nl_lut4(w & kLowNibbles), word_of(xl, k), il);
+      ih = dp4a(iq4nl_lut4((w >> 4) & kLowNibbles), word_of(xh, k), ih);
+    }
+    const float2 ml = x.meta[c], mh = x.meta[x.nc + c];
+    return scale(r, c) * (ml.x * static_cast<float>(il) + mh.x * static_cast<float>(ih));
   }
 };
 
@@ -768,7 +839,7 @@ int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K, bool norm) {
 }
 
 bool gemv_x8_type(DT w_dt) {
-  return w_dt == DT::Q8_0 || w_dt == DT::Q4_0 || w_dt == DT::Q4_K || w_dt == DT::Q6_K;
+  return w_dt == DT::Q8_0 || w_dt == DT::Q4_0 || w_dt == DT::Q4_K || w_dt == DT::Q6_K || w_dt == DT::IQ4_XS;
 }
 
 // Static shared memory of gemv_kernel: the rope / KV-cache epilogue's rows and
@@ -787,7 +858,7 @@ bool gemv_supported(DT w_dt, int64_t M, int64_t K) {
     case DT::F32: return K % 4 == 0;
     case DT::F16: case DT::BF16: return K % 8 == 0;
     case DT::Q8_0: case DT::Q4_0: return K % 32 == 0;
-    case DT::Q4_K: case DT::Q6_K: return K % 256 == 0;
+    case DT::Q4_K: case DT::Q6_K: case DT::IQ4_XS: return K % 256 == 0;
     default: return false;
   }
 }
@@ -802,6 +873,7 @@ void launch_gemv(const GemvParams& p, cudaStream_t s) {
     case DT::Q4_0: launch_typed<Q40Chunk, float, 2>(p, s); break;
     case DT::Q4_K: launch_typed<Q4KChunk, float, 2>(p, s); break;
     case DT::Q6_K: launch_typed<Q6KChunk, float, 2>(p, s); break;
+    case DT::IQ4_XS: launch_typed<IQ4XSChunk, float, 2>(p, s); break;
     default: break;
   }
 }
