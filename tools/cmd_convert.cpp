@@ -28,8 +28,9 @@ void add_convert_command(CLI::App& app, Runner* run) {
       if (Status s = models::convert_hf_to_gguf(*in, *out, o); !s.ok()) return report(s.error());
       std::error_code ec;
       const auto size = std::filesystem::file_size(*out, ec);
-      std::fprintf(stderr, "rlx: wrote %s (%s, %.2f MB; no tokenizer: the vocabulary is not converted)\n",
-                   out->c_str(), mix->c_str(), size / 1e6);
+      const bool has_tokenizer = std::filesystem::is_regular_file(std::filesystem::path(*in) / "tokenizer.json", ec);
+      std::fprintf(stderr, "rlx: wrote %s (%s, %.2f MB; %s)\n", out->c_str(), mix->c_str(), size / 1e6,
+                   has_tokenizer ? "tokenizer from tokenizer.json" : "no tokenizer.json: no vocabulary");
       return 0;
     };
   });

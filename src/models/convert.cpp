@@ -9,8 +9,10 @@
 #include <set>
 
 #include "rlx/formats/gguf_writer.h"
+#include "rlx/models/chat.h"
 #include "rlx/models/model_config.h"
 #include "rlx/models/quantize.h"
+#include "rlx/models/tokenizer.h"
 #include "rlx/models/weight_source.h"
 #include "rlx/runtime/tensor.h"
 
@@ -123,8 +125,35 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
     TRY(u32("ssm.time_step_rank", c.ssm_n_v_heads));
     TRY(u32("ssm.inner_size", c.ssm_n_v_heads * c.ssm_head_v_dim));
   }
-  if (c.bos_id >= 0) TRY(w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(c.bos_id)));
-  if (c.eos_id >= 0) TRY(w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(c.eos_id)));
+  return {};
+}
+
+// The folder's tokenizer (tokenizer.json) as llama.cpp's tokenizer.ggml.* keys, padded
+// with unused "[PADn]" entries up to the embedding's rows as llama.cpp's converter does,
+// and its chat template; without a tokenizer.json only the config's BOS / EOS ids.
+Status add_tokenizer(formats::GgufWriter& w, const ModelConfig& c, const std::string& dir) {
+  std::error_code ec;
+  const fs::path json = fs::path(dir) / "tokenizer.json";
+  if (!fs::is_regular_file(json, ec)) {
+    if (c.bos_id >= 0) TRY(w.add_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(c.bos_id)));
+    if (c.eos_id >= 0) TRY(w.add_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(c.eos_id)));
+    return {};
+  }
+  ASSIGN_OR_RETURN(VocabSpec v, vocab_from_hf_tokenizer_json(json.string()));
+  if (v.ids.bos < 0 && c.bos_id >= 0 && c.bos_id < static_cast<int64_t>(v.tokens.size())) v.ids.bos = static_cast<int32_t>(c.bos_id);
+  if (v.ids.eos < 0 && c.eos_id >= 0 && c.eos_id < static_cast<int64_t>(v.tokens.size())) v.ids.eos = static_cast<int32_t>(c.eos_id);
+  if (static_cast<int64_t>(v.tokens.size()) > c.n_vocab)
+    return Error::invalid_file("{}: tokenizer.json has {} tokens, more than the model's {} embedding rows", dir,
+                               v.tokens.size(), c.n_vocab);
+  if (v.token_types.empty()) v.token_types.assign(v.tokens.size(), TokenType::kNormal);
+  for (int64_t i = static_cast<int64_t>(v.tokens.size()); i < c.n_vocab; ++i) {
+    v.tokens.push_back(fmt::format("[PAD{}]", i));
+    v.token_types.push_back(TokenType::kUnused);
+    if (!v.scores.empty()) v.scores.push_back(0.0f);
+  }
+  TRY(write_vocab_to_gguf(v, w));
+  ASSIGN_OR_RETURN(const std::string chat_template, read_chat_template(dir));
+  if (!chat_template.empty()) TRY(w.add_string("tokenizer.chat_template", chat_template));
   return {};
 }
 
@@ -151,6 +180,7 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, con
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWeightSource> src, SafetensorsWeightSource::open(hf_dir, c));
   formats::GgufWriter w;
   TRY(add_metadata(w, c, a, o.mix, hf_dir));
+  TRY(add_tokenizer(w, c, hf_dir));
   if (c.rope.scaling == ir::RopeScaling::Llama3)
     TRY(w.add_tensor_f32("rope_freqs.weight", GgmlType::F32, {c.rope.n_rot / 2}, llama3_rope_freqs(c.rope)));
 

@@ -256,6 +256,11 @@ check hf_bench ok "runs +2 per figure, median shown" -- bench --model "$hf" -t 1
 check hf_quantize ok "wrote .*hf8\.gguf \(q8_0\)" -- quantize "$hf" "$work/hf8.gguf" q8_0
 check hf_quantize_gguf_runs ok "wrote logits \[3, 256\]" -- logits -m "$work/hf8.gguf" --tokens 1,2,3 \
   --out "$work/hf8.bin"
+# rlx convert writes the folder's tokenizer: the GGUF tokenizes as the folder does.
+check hf_convert ok "wrote .*hfc\.gguf \(f16, .*tokenizer from tokenizer\.json\)" -- convert "$hf" "$work/hfc.gguf"
+hf_text=$'Hello, w\xc3\xb6rld! 123'
+hf_ids=$("$rlx" tokenize --model "$hf" --no-special --text "$hf_text" 2>&1)
+check hf_convert_tokenizer ok "^$hf_ids\$" -- tokenize --model "$work/hfc.gguf" --no-special --text "$hf_text"
 # Paths that are no model: the same message from every command.
 mkdir -p "$work/nohf" "$work/lone"
 cp "$hf/model.safetensors" "$work/lone/"

@@ -526,3 +526,43 @@ TEST(RegexSplitter, CatastrophicBacktrackingIsCut) {
 
 }  // namespace
 }  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// write_vocab_to_gguf then vocab_from_gguf: every kind of vocabulary tokenizes as before.
+TEST(GgufVocabWriter, RoundTripsEveryKind) {
+  VocabSpec bpe = bpe_spec({"h e", "l l", "he ll", "o w"});
+  bpe.pre.clear();
+  ASSERT_TRUE(tok::pre_tokenizer_regexes("gpt-2").has_value());
+  bpe.pre_regexes = *tok::pre_tokenizer_regexes("gpt-2");  // as tokenizer.json gives them
+  VocabSpec bert = wordpiece_spec();
+  bert.ids = {.unk = 1, .sep = 3, .cls = 2};
+  const VocabSpec specs[] = {default_spm(), bpe, bert};
+  const std::string text = "hello world, unaffable caf\xC3\xA9 hi abc!";
+  for (const VocabSpec& spec : specs) {
+    SCOPED_TRACE(spec.model);
+    formats::GgufWriter w;
+    ASSERT_TRUE(write_vocab_to_gguf(spec, w).ok());
+    auto image = w.to_bytes();
+    ASSERT_TRUE(image.has_value());
+    auto file = formats::GgufFile::parse(*image, "vocab.gguf");
+    ASSERT_TRUE(file.has_value()) << file.error().to_string();
+    auto back = vocab_from_gguf(*file);
+    ASSERT_TRUE(back.has_value()) << back.error().to_string();
+    auto a = make(spec), b = make(*back);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->encode(text, true), b->encode(text, true));
+    EXPECT_EQ(a->n_tokens(), b->n_tokens());
+  }
+  // A byte-level BPE whose regexes have no GGUF name cannot be written.
+  VocabSpec odd = bpe;
+  odd.pre_regexes = {"[a-z]+"};
+  formats::GgufWriter w;
+  const Status s = write_vocab_to_gguf(odd, w);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("no named GGUF pre-tokenizer"), std::string::npos) << s.error().to_string();
+}
+
+}  // namespace
+}  // namespace rlx

@@ -338,6 +338,22 @@ TEST(Unigram, GgufVocabularyWithCharsmap) {
             (std::vector<int32_t>{4, 5, 11, 2, 1}));
 }
 
+TEST(Unigram, WrittenToGgufAndReadBack) {
+  formats::GgufWriter w;
+  ASSERT_TRUE(write_vocab_to_gguf(t5_spec(), w).ok());
+  auto image = w.to_bytes();
+  ASSERT_TRUE(image.has_value());
+  auto file = formats::GgufFile::parse(*image, "t5w.gguf");
+  ASSERT_TRUE(file.has_value());
+  auto spec = vocab_from_gguf(*file);
+  ASSERT_TRUE(spec.has_value()) << spec.error().to_string();
+  EXPECT_EQ(spec->precompiled_charsmap, t5_spec().precompiled_charsmap);
+  auto t = make(*spec);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->encode("\xEF\xAC\x81sh\t\xEF\xBC\xA1\xE2\x82\xAC\xE2\x82\xAC" "x"),
+            (std::vector<int32_t>{4, 5, 11, 2, 1}));
+}
+
 TEST(Unigram, BadVocabulariesAreRefused) {
   VocabSpec no_scores = t5_spec();
   no_scores.scores.clear();

@@ -14,6 +14,7 @@
 
 #include "rlx/base/status.h"
 #include "rlx/formats/gguf.h"
+#include "rlx/formats/gguf_writer.h"
 
 namespace rlx {
 
@@ -181,6 +182,17 @@ Expected<VocabSpec> vocab_from_gguf(const formats::GgufFile& file);
 Expected<VocabSpec> vocab_from_hf_tokenizer_json(const std::string& path);
 /// Same, from the JSON text; `name` is used in error messages.
 Expected<VocabSpec> vocab_from_hf_tokenizer_json_text(std::string_view json, const std::string& name);
+
+/// The GGUF pre-tokenizer name (`tokenizer.ggml.pre`) whose regexes are exactly
+/// `regexes`; kUnsupported when no named set matches.
+Expected<std::string> pre_tokenizer_name(const std::vector<std::string>& regexes);
+
+/// Writes `spec` as the `tokenizer.ggml.*` keys llama.cpp's converter writes (the inverse
+/// of vocab_from_gguf): model, pre, tokens, scores, token_type, merges, special ids,
+/// add_* flags, the Unigram charsmap; WordPiece vocabularies in GGUF's spelling (word
+/// starts with ▁, continuations bare). Errors name the source: a byte-level BPE whose
+/// pre-tokenizer regexes have no GGUF name, a key already present.
+Status write_vocab_to_gguf(const VocabSpec& spec, formats::GgufWriter& w);
 
 /// Convenience: vocab_from_gguf + make_tokenizer.
 Expected<std::unique_ptr<Tokenizer>> load_tokenizer_from_gguf(const std::string& path);

@@ -100,6 +100,62 @@ Expected<VocabSpec> vocab_from_gguf(const formats::GgufFile& file) {
   return spec;
 }
 
+Status write_vocab_to_gguf(const VocabSpec& spec, formats::GgufWriter& w) {
+  using formats::GgufMetaValue;
+  using formats::GgufValueType;
+  const std::string src = spec.source.empty() ? "vocabulary" : spec.source;
+  const size_t n = spec.tokens.size();
+  auto type_of = [&](size_t i) { return spec.token_types.empty() ? TokenType::kNormal : spec.token_types[i]; };
+  std::vector<std::string> tokens = spec.tokens;
+  if (spec.model == "bert") {
+    // GGUF's WordPiece spelling: word starts take ▁, continuations lose their prefix.
+    const std::string& cont = spec.wordpiece_continuing_prefix;
+    for (size_t i = 0; i < n; ++i) {
+      if (type_of(i) != TokenType::kNormal) continue;
+      std::string& t = tokens[i];
+      if (!cont.empty() && t.starts_with(cont)) t.erase(0, cont.size());
+      else if (!spec.wordpiece_word_prefix.empty() && t.starts_with(spec.wordpiece_word_prefix)) continue;
+      else t = std::string(kWordStart) + t;
+    }
+  }
+  TRY(w.add_string("tokenizer.ggml.model", spec.model));
+  if (spec.model == "gpt2") {
+    auto pre = spec.pre_regexes.empty() ? Expected<std::string>(spec.pre.empty() ? "default" : spec.pre)
+                                        : pre_tokenizer_name(spec.pre_regexes);
+    if (!pre) return pre.error().with_context(src);
+    TRY(w.add_string("tokenizer.ggml.pre", *pre));
+  } else if (!spec.pre.empty()) {
+    TRY(w.add_string("tokenizer.ggml.pre", spec.pre));
+  }
+  TRY(w.add_string_array("tokenizer.ggml.tokens", tokens));
+  if (!spec.scores.empty()) TRY(w.add_f32_array("tokenizer.ggml.scores", spec.scores));
+  std::vector<int32_t> types(n);
+  for (size_t i = 0; i < n; ++i) types[i] = static_cast<int32_t>(type_of(i));
+  TRY(w.add_i32_array("tokenizer.ggml.token_type", types));
+  if (!spec.merges.empty()) TRY(w.add_string_array("tokenizer.ggml.merges", spec.merges));
+  const std::pair<const char*, int32_t> ids[] = {
+      {"tokenizer.ggml.bos_token_id", spec.ids.bos},        {"tokenizer.ggml.eos_token_id", spec.ids.eos},
+      {"tokenizer.ggml.unknown_token_id", spec.ids.unk},    {"tokenizer.ggml.eot_token_id", spec.ids.eot},
+      {"tokenizer.ggml.padding_token_id", spec.ids.pad},    {"tokenizer.ggml.seperator_token_id", spec.ids.sep},
+      {"tokenizer.ggml.cls_token_id", spec.ids.cls},        {"tokenizer.ggml.mask_token_id", spec.ids.mask}};
+  for (const auto& [key, id] : ids)
+    if (id >= 0) TRY(w.add_u32(key, static_cast<uint32_t>(id)));
+  const std::pair<const char*, std::optional<bool>> flags[] = {
+      {"tokenizer.ggml.add_bos_token", spec.add_bos},
+      {"tokenizer.ggml.add_eos_token", spec.add_eos},
+      {"tokenizer.ggml.add_space_prefix", spec.add_space_prefix},
+      {"tokenizer.ggml.remove_extra_whitespaces", spec.remove_extra_whitespaces}};
+  for (const auto& [key, flag] : flags)
+    if (flag) TRY(w.add_bool(key, *flag));
+  if (!spec.precompiled_charsmap.empty()) {
+    std::vector<GgufMetaValue> bytes;
+    bytes.reserve(spec.precompiled_charsmap.size());
+    for (char c : spec.precompiled_charsmap) bytes.push_back(GgufMetaValue::u8(static_cast<uint8_t>(c)));
+    TRY(w.add("tokenizer.ggml.precompiled_charsmap", GgufMetaValue::array(GgufValueType::kU8, std::move(bytes))));
+  }
+  return {};
+}
+
 Expected<VocabSpec> vocab_from_gguf(const std::string& path) {
   ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(path));
   return vocab_from_gguf(file);

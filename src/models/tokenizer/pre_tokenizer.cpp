@@ -211,3 +211,21 @@ void RegexSplitter::split(const std::vector<char32_t>& cps,
 }
 
 }  // namespace rlx::tok
+
+namespace rlx {
+
+Expected<std::string> pre_tokenizer_name(const std::vector<std::string>& regexes) {
+  // The names llama.cpp's converter writes, most common first; the first with exactly
+  // these regexes wins.
+  static constexpr std::string_view kPreferred[] = {"llama-bpe", "qwen2", "gpt-2", "default", "deepseek-llm",
+                                                    "deepseek-v3", "deepseek-coder", "falcon", "starcoder",
+                                                    "poro-chat", "viking", "tekken", "chameleon", "gpt-4o",
+                                                    "bailingmoe", "seed-coder", "superbpe"};
+  for (std::string_view name : kPreferred) {
+    const std::vector<std::string>* r = tok::find_regexes(name);
+    if (r != nullptr && *r == regexes) return std::string(name);
+  }
+  return Error::unsupported("pre-tokenizer regexes ({}) match no named GGUF pre-tokenizer", regexes.size());
+}
+
+}  // namespace rlx
