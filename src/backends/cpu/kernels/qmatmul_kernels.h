@@ -36,15 +36,14 @@ inline constexpr uint32_t kKQuantBits =
     kind_bit(QKind::kQ2_K) | kind_bit(QKind::kQ3_K) | kind_bit(QKind::kQ4_K) | kind_bit(QKind::kQ5_K) |
     kind_bit(QKind::kQ6_K);
 
-/// The i-quant and ternary kinds with vector loops in every vector table (all but IQ1_M,
-/// whose delta sign per 8 values does not fit the 16-value sums of Q8_K).
+/// The i-quant and ternary kinds, all with vector loops in every vector table.
 inline constexpr uint32_t kIQuantVectorBits =
     kind_bit(QKind::kIQ4_NL) | kind_bit(QKind::kIQ4_XS) | kind_bit(QKind::kTQ1_0) | kind_bit(QKind::kTQ2_0) |
     kind_bit(QKind::kIQ2_XXS) | kind_bit(QKind::kIQ2_XS) | kind_bit(QKind::kIQ2_S) | kind_bit(QKind::kIQ3_XXS) |
-    kind_bit(QKind::kIQ3_S) | kind_bit(QKind::kIQ1_S);
+    kind_bit(QKind::kIQ3_S) | kind_bit(QKind::kIQ1_S) | kind_bit(QKind::kIQ1_M);
 
 /// Portable loops of the i-quant and ternary kinds (qmatmul_iquant.cpp): the scalar
-/// table's, and the vector tables' for IQ1_M.
+/// table's.
 void gemv_iq4_nl_rows(int m, int64_t nb, const uint8_t* w, size_t wrb, const uint8_t* act, size_t arb, int64_t n0,
                       int64_t n1, float* out, int64_t ldo);
 #define RLX_DECLARE_RUNS_GEMV(name)                                                                            \
