@@ -94,7 +94,7 @@ const std::vector<int64_t> kGemvTypes = {
     static_cast<int64_t>(GgmlType::Q4_0), static_cast<int64_t>(GgmlType::Q4_1), static_cast<int64_t>(GgmlType::Q5_0),
     static_cast<int64_t>(GgmlType::Q5_1), static_cast<int64_t>(GgmlType::IQ4_XS), static_cast<int64_t>(GgmlType::IQ4_NL),
     static_cast<int64_t>(GgmlType::TQ2_0), static_cast<int64_t>(GgmlType::TQ1_0), static_cast<int64_t>(GgmlType::IQ3_S),
-    static_cast<int64_t>(GgmlType::IQ2_XXS), static_cast<int64_t>(GgmlType::IQ1_S)};
+    static_cast<int64_t>(GgmlType::IQ2_XXS), static_cast<int64_t>(GgmlType::IQ1_S), static_cast<int64_t>(GgmlType::IQ1_M)};
 BENCHMARK(BM_QGemv)
     ->ArgNames({"K", "N", "type", "cold"})
     ->ArgsProduct({{2048}, {8192}, kGemvTypes, {1}})
