@@ -254,7 +254,9 @@ TEST(CudaMoe, FfnMatchesHostReference) {
   const int64_t experts = 6;
   for (const Form& f : {Form{DType::F32, 40, 24, ActKind::Silu}, Form{DType::F16, 72, 40, ActKind::GeluTanh},
                         Form{DType::BF16, 64, 48, ActKind::Gelu}, Form{DType::Q8_0, 64, 96, ActKind::Silu},
-                        Form{DType::Q4_K, 256, 256, ActKind::Silu}, Form{DType::Q6_K, 256, 512, ActKind::Silu}}) {
+                        Form{DType::Q4_K, 256, 256, ActKind::Silu}, Form{DType::Q6_K, 256, 512, ActKind::Silu},
+                        Form{DType::IQ4_XS, 256, 256, ActKind::Silu}, Form{DType::IQ3_S, 256, 256, ActKind::Silu},
+                        Form{DType::IQ2_XXS, 256, 512, ActKind::Silu}, Form{DType::IQ1_M, 256, 256, ActKind::Silu}}) {
     for (int64_t rows : {1, 9}) {
       const std::string what = fmt::format("{} T={} D={} F={}", ir::dtype_name(f.dt), rows, f.dim, f.hidden);
       check_ffn(f.dt, rows, experts, f.dim, f.hidden, f.act, route_pattern(rows, experts, 402), what);

@@ -110,11 +110,9 @@ Status build_moe_ffn(BuildCtx& ctx, Step& step) {
   for (size_t i = 0; i < 3; ++i) {
     const ir::Node& w = ctx.input(2 + i);
     const DType dt = w.dtype;
-    // The expert kernels decode the legacy and K-quant blocks (kernels_moe.cu's row_dot).
-    const bool moe_packed = dt == DType::Q4_0 || dt == DType::Q8_0 || dt == DType::Q4_K || dt == DType::Q5_K ||
-                            dt == DType::Q6_K;
-    if (!float_dt(dt) && !moe_packed)
-      return step_error(ctx, "expert weights of {} (f32, f16, bf16, Q4_0, Q8_0, Q4_K, Q5_K or Q6_K)", ir::dtype_name(dt));
+    if (!float_dt(dt) && !(ir::is_packed(dt) && packed_supported(to_dt(dt))))
+      return step_error(ctx, "expert weights of {} (f32, f16, bf16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, an i-quant or "
+                        "TQ1_0 / TQ2_0)", ir::dtype_name(dt));
     // Packed decoders read whole 16-byte words of some blocks (Q4_K's nibbles).
     if (ir::is_packed(dt) && step.in[2 + i].offset % 16 != 0)
       return step_error(ctx, "expert weight {} does not start 16-byte aligned", i);

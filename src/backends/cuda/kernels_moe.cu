@@ -131,6 +131,17 @@ __device__ float row_dot(DT t, const uint8_t* w, int64_t row_bytes, int64_t r, i
     case DT::Q4_K: return row_dot_t<DT::Q4_K>(w, row_bytes, r, K, v, pitch);
     case DT::Q5_K: return row_dot_t<DT::Q5_K>(w, row_bytes, r, K, v, pitch);
     case DT::Q6_K: return row_dot_t<DT::Q6_K>(w, row_bytes, r, K, v, pitch);
+    case DT::IQ4_NL: return row_dot_t<DT::IQ4_NL>(w, row_bytes, r, K, v, pitch);
+    case DT::IQ4_XS: return row_dot_t<DT::IQ4_XS>(w, row_bytes, r, K, v, pitch);
+    case DT::IQ3_S: return row_dot_t<DT::IQ3_S>(w, row_bytes, r, K, v, pitch);
+    case DT::IQ3_XXS: return row_dot_t<DT::IQ3_XXS>(w, row_bytes, r, K, v, pitch);
+    case DT::IQ2_S: return row_dot_t<DT::IQ2_S>(w, row_bytes, r, K, v, pitch);
+    case DT::IQ2_XS: return row_dot_t<DT::IQ2_XS>(w, row_bytes, r, K, v, pitch);
+    case DT::IQ2_XXS: return row_dot_t<DT::IQ2_XXS>(w, row_bytes, r, K, v, pitch);
+    case DT::IQ1_S: return row_dot_t<DT::IQ1_S>(w, row_bytes, r, K, v, pitch);
+    case DT::IQ1_M: return row_dot_t<DT::IQ1_M>(w, row_bytes, r, K, v, pitch);
+    case DT::TQ1_0: return row_dot_t<DT::TQ1_0>(w, row_bytes, r, K, v, pitch);
+    case DT::TQ2_0: return row_dot_t<DT::TQ2_0>(w, row_bytes, r, K, v, pitch);
     default: return 0.0f;
   }
 }
