@@ -109,7 +109,8 @@ inline std::vector<float> q8_0_like_llama_cpp(const std::vector<float>& x) {
 /// rounds to the weights' type).
 inline std::vector<float> x_as_cuda_sees_it(ir::DType t, const std::vector<float>& x, int64_t M, bool int8_x) {
   if (t == ir::DType::Q8_0 || t == ir::DType::Q4_0) return q8_0_like_llama_cpp(x);
-  if (int8_x && M == 1 && (t == ir::DType::Q4_K || t == ir::DType::Q6_K || t == ir::DType::IQ4_XS))
+  if (int8_x && M == 1 &&
+      (t == ir::DType::Q4_K || t == ir::DType::Q6_K || t == ir::DType::IQ4_XS || t == ir::DType::IQ4_NL))
     return x8_like_gemv(x);
   return x;
 }

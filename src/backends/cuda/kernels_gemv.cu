@@ -1,6 +1,6 @@
 // CUDA decode GEMV for linear layers at M <= 8 (launch_gemv): y[m, n] = epilogue(x[m] . W[n])
 // for W [N, K] in f32/f16/bf16 or packed GGUF blocks (Q8_0, Q4_0, Q6_K in the split device
-// layout, Q4_K and IQ4_XS as stored). Each block first stages x in shared memory (rounded to the
+// layout, Q4_K, IQ4_XS and IQ4_NL as stored). Each block first stages x in shared memory (rounded to the
 // weights' precision for float weights, as the CPU backend and cuBLAS see it; f32 for
 // packed weights), padded by one float4 every 2^P floats so that the lanes of a warp read
 // it without bank conflicts; then every warp streams one (float) or two (packed) rows of
@@ -345,6 +345,61 @@ struct IQ4XSChunk {
     }
     const float2 ml = x.meta[c], mh = x.meta[x.nc + c];
     return scale(r, c) * (ml.x * static_cast<float>(il) + mh.x * static_cast<float>(ih));
+  }
+};
+
+// IQ4_NL, as stored: 18-byte blocks (f16 d, 16 bytes of nibbles as Q4_0's) read with
+// 2-byte loads (the blocks are only 2-aligned); values as IQ4_XS's.
+struct IQ4NLChunk {
+  static constexpr int kPad = 5;
+  static constexpr int kUnroll = 4;
+  static constexpr int kRows = 2;
+  static constexpr bool kQ8Act = false;
+  struct Regs {
+    float d;
+    uint4 q;
+  };
+  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 32; }
+  static __device__ __forceinline__ void load(Regs& r, const uint8_t* row, const uint8_t*, int64_t c) {
+    const unsigned short* p = reinterpret_cast<const unsigned short*>(row + c * 18);
+    r.d = __half2float(__ushort_as_half(__ldg(p)));
+    uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) w[k] = uint32_t{__ldcs(p + 1 + 2 * k)} | (uint32_t{__ldcs(p + 2 + 2 * k)} << 16);
+    r.q = make_uint4(w[0], w[1], w[2], w[3]);
+  }
+  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
+    const float* x = xs + xpad(c * 32, kPad);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 lo = *reinterpret_cast<const float4*>(x + 4 * k);
+      const float4 hi = *reinterpret_cast<const float4*>(x + 16 + 4 * k);
+      const uint32_t w = word_of(r.q, k);
+      const uint32_t vl = iq4nl_lut4(w & kLowNibbles), vh = iq4nl_lut4((w >> 4) & kLowNibbles);
+      s = fmaf(sbyte(vl, 0), lo.x, s);
+      s = fmaf(sbyte(vl, 1), lo.y, s);
+      s = fmaf(sbyte(vl, 2), lo.z, s);
+      s = fmaf(sbyte(vl, 3), lo.w, s);
+      s = fmaf(sbyte(vh, 0), hi.x, s);
+      s = fmaf(sbyte(vh, 1), hi.y, s);
+      s = fmaf(sbyte(vh, 2), hi.z, s);
+      s = fmaf(sbyte(vh, 3), hi.w, s);
+    }
+    return r.d * s;
+  }
+  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) { return (s & 1) * nc + (s >> 1); }
+  static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
+    const uint4 xl = x.q[c], xh = x.q[x.nc + c];
+    int il = 0, ih = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t w = word_of(r.q, k);
+      il = dp4a(iq4nl_lut4(w & kLowNibbles), word_of(xl, k), il);
+      ih = dp4a(iq4nl_lut4((w >> 4) & kLowNibbles), word_of(xh, k), ih);
+    }
+    const float2 ml = x.meta[c], mh = x.meta[x.nc + c];
+    return r.d * (ml.x * static_cast<float>(il) + mh.x * static_cast<float>(ih));
   }
 };
 
@@ -839,7 +894,8 @@ int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K, bool norm) {
 }
 
 bool gemv_x8_type(DT w_dt) {
-  return w_dt == DT::Q8_0 || w_dt == DT::Q4_0 || w_dt == DT::Q4_K || w_dt == DT::Q6_K || w_dt == DT::IQ4_XS;
+  return w_dt == DT::Q8_0 || w_dt == DT::Q4_0 || w_dt == DT::Q4_K || w_dt == DT::Q6_K || w_dt == DT::IQ4_XS ||
+         w_dt == DT::IQ4_NL;
 }
 
 // Static shared memory of gemv_kernel: the rope / KV-cache epilogue's rows and
@@ -857,7 +913,7 @@ bool gemv_supported(DT w_dt, int64_t M, int64_t K) {
   switch (w_dt) {
     case DT::F32: return K % 4 == 0;
     case DT::F16: case DT::BF16: return K % 8 == 0;
-    case DT::Q8_0: case DT::Q4_0: return K % 32 == 0;
+    case DT::Q8_0: case DT::Q4_0: case DT::IQ4_NL: return K % 32 == 0;
     case DT::Q4_K: case DT::Q6_K: case DT::IQ4_XS: return K % 256 == 0;
     default: return false;
   }
@@ -874,6 +930,7 @@ void launch_gemv(const GemvParams& p, cudaStream_t s) {
     case DT::Q4_K: launch_typed<Q4KChunk, float, 2>(p, s); break;
     case DT::Q6_K: launch_typed<Q6KChunk, float, 2>(p, s); break;
     case DT::IQ4_XS: launch_typed<IQ4XSChunk, float, 2>(p, s); break;
+    case DT::IQ4_NL: launch_typed<IQ4NLChunk, float, 2>(p, s); break;
     default: break;
   }
 }
