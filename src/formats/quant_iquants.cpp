@@ -23,13 +23,6 @@ inline void emit_run8(float d, uint64_t grid, uint8_t signs, float* y) {
   for (int j = 0; j < 8; ++j) y[j] = d * static_cast<float>(byte_of(grid, j)) * static_cast<float>(sign_of(signs, j));
 }
 
-// Base-3 digit n (0 = most significant) of a TQ1_0 byte.
-inline int trit(uint8_t byte, int n) {
-  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
-  const auto shifted = static_cast<uint8_t>(byte * kPow3[n]);  // wraps modulo 256
-  return (static_cast<uint16_t>(shifted) * 3) >> 8;
-}
-
 // ggml's nearest_int: round half to even through the float mantissa.
 inline int nearest_int(float v) {
   const float shifted = v + 12582912.0f;
@@ -159,8 +152,7 @@ void dequantize_row_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float d = h2f(x[b].d);
     for (int ib = 0; ib < 8; ++ib, y += 32) {
-      const int ls = ((x[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((x[b].scales_h >> (2 * ib)) & 3) << 4);
-      const float dl = d * static_cast<float>(ls - 32);
+      const float dl = d * static_cast<float>(iq4_xs_scale(x[b], ib));
       const uint8_t* qs = x[b].qs + 16 * ib;
       for (int j = 0; j < 16; ++j) {
         y[j] = dl * kIq4nlValues[qs[j] & 0xF];
@@ -174,11 +166,11 @@ void dequantize_row_tq1_0(const BlockTQ1_0* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK_K; ++b) {
     const float d = h2f(x[b].d);
     for (int digit = 0; digit < 5; ++digit)
-      for (int m = 0; m < 32; ++m) *y++ = static_cast<float>(trit(x[b].qs[m], digit) - 1) * d;
+      for (int m = 0; m < 32; ++m) *y++ = static_cast<float>(tq1_trit(x[b].qs[m], digit) - 1) * d;
     for (int digit = 0; digit < 5; ++digit)
-      for (int m = 0; m < 16; ++m) *y++ = static_cast<float>(trit(x[b].qs[32 + m], digit) - 1) * d;
+      for (int m = 0; m < 16; ++m) *y++ = static_cast<float>(tq1_trit(x[b].qs[32 + m], digit) - 1) * d;
     for (int digit = 0; digit < 4; ++digit)
-      for (int j = 0; j < 4; ++j) *y++ = static_cast<float>(trit(x[b].qh[j], digit) - 1) * d;
+      for (int j = 0; j < 4; ++j) *y++ = static_cast<float>(tq1_trit(x[b].qh[j], digit) - 1) * d;
   }
 }
 

@@ -8,17 +8,13 @@
 #include "models/tokenizer/tokenizer_impl.h"
 #include "models/tokenizer/unicode_util.h"
 #include "rlx/models/tokenizer.h"
+#include "tokenizers/tokenizer_test_util.h"
 
 namespace rlx {
 namespace {
 
-const std::string kSp = "\xE2\x96\x81";  // ▁
-
-std::unique_ptr<Tokenizer> make(const VocabSpec& spec) {
-  auto t = make_tokenizer(spec);
-  EXPECT_TRUE(t.has_value()) << (t ? "" : t.error().to_string());
-  return t ? std::move(*t) : nullptr;
-}
+using test::kSp;
+using test::make;
 
 int32_t id_of(const Tokenizer& t, const std::string& text) {
   auto id = t.token_id(text);

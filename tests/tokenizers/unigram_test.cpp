@@ -14,17 +14,13 @@
 #include "rlx/formats/gguf.h"
 #include "rlx/formats/gguf_writer.h"
 #include "rlx/models/tokenizer.h"
+#include "tokenizers/tokenizer_test_util.h"
 
 namespace rlx {
 namespace {
 
-const std::string kSp = "\xE2\x96\x81";  // ▁
-
-std::unique_ptr<Tokenizer> make(const VocabSpec& spec) {
-  auto t = make_tokenizer(spec);
-  EXPECT_TRUE(t.has_value()) << (t ? "" : t.error().to_string());
-  return t ? std::move(*t) : nullptr;
-}
+using test::kSp;
+using test::make;
 
 // Vocabulary with byte fallback: <pad> </s> <unk>, <0x00>..<0xFF> (ids 3..258), pieces.
 VocabSpec byte_fallback_spec() {

@@ -175,6 +175,16 @@ struct BlockIQ1_M {
   uint8_t scales[kQK_K / 32];
 };
 
+/// The signed scale ls_j - 32 of sub-block j (0..7) of an IQ4_XS block.
+inline int iq4_xs_scale(const BlockIQ4_XS& b, int j) {
+  return (((b.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((b.scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
+/// Base-3 digit n (0 = most significant, n < 5) of a TQ1_0 byte, 0..2.
+inline int tq1_trit(uint8_t byte, int n) {
+  constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  return (static_cast<uint16_t>(static_cast<uint8_t>(byte * kPow3[n])) * 3) >> 8;  // the product wraps modulo 256
+}
+
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockTQ1_0) == 54 &&
               sizeof(BlockTQ2_0) == 66);
 static_assert(sizeof(BlockIQ2_XXS) == 66 && sizeof(BlockIQ2_XS) == 74 && sizeof(BlockIQ2_S) == 82 &&

@@ -277,10 +277,8 @@ struct Q4KChunk {
   }
 };
 
-// IQ4_XS, as stored: 136-byte blocks (f16 d, scales_h, scales_l[4], then 16 bytes of
-// nibbles per sub-block of 32: low nibbles its first 16 values, high its last 16), read
-// with 8-byte loads (blocks are 8-aligned). A chunk is one sub-block; its 4-bit indices
-// become the non-linear int8 values four at a time by two byte permutes over the table.
+// IQ4_XS / IQ4_NL: four 4-bit indices become the non-linear int8 values at once, by two
+// byte permutes over the 16-value table.
 __device__ __forceinline__ uint32_t iq4nl_lut4(uint32_t idx) {  // idx: four bytes 0..15
   const uint32_t s = idx & 0x07070707u, f = s | (s >> 4);
   const uint32_t sel = (f & 0xFFu) | ((f >> 8) & 0xFF00u);
@@ -291,16 +289,60 @@ __device__ __forceinline__ uint32_t iq4nl_lut4(uint32_t idx) {  // idx: four byt
 }
 __device__ __forceinline__ float sbyte(uint32_t v, int k) { return static_cast<float>(static_cast<int8_t>(v >> (8 * k))); }
 
-struct IQ4XSChunk {
+// The chunk work shared by IQ4_XS and IQ4_NL: 32 values from 16 bytes of nibbles (low
+// nibbles the first 16), dotted with f32 x or 8-bit x and scaled by Chunk::scale(r, c).
+template <class Chunk>
+struct Iq4Dots {
   static constexpr int kPad = 5;
   static constexpr int kUnroll = 4;
   static constexpr int kRows = 2;
   static constexpr bool kQ8Act = false;
+  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 32; }
+  template <class Regs>
+  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
+    const float* x = xs + xpad(c * 32, kPad);
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float4 lo = *reinterpret_cast<const float4*>(x + 4 * k);
+      const float4 hi = *reinterpret_cast<const float4*>(x + 16 + 4 * k);
+      const uint32_t w = word_of(r.q, k);
+      const uint32_t vl = iq4nl_lut4(w & kLowNibbles), vh = iq4nl_lut4((w >> 4) & kLowNibbles);
+      s = fmaf(sbyte(vl, 0), lo.x, s);
+      s = fmaf(sbyte(vl, 1), lo.y, s);
+      s = fmaf(sbyte(vl, 2), lo.z, s);
+      s = fmaf(sbyte(vl, 3), lo.w, s);
+      s = fmaf(sbyte(vh, 0), hi.x, s);
+      s = fmaf(sbyte(vh, 1), hi.y, s);
+      s = fmaf(sbyte(vh, 2), hi.z, s);
+      s = fmaf(sbyte(vh, 3), hi.w, s);
+    }
+    return Chunk::scale(r, c) * s;
+  }
+  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) { return (s & 1) * nc + (s >> 1); }
+  template <class Regs>
+  static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
+    const uint4 xl = x.q[c], xh = x.q[x.nc + c];
+    int il = 0, ih = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t w = word_of(r.q, k);
+      il = dp4a(iq4nl_lut4(w & kLowNibbles), word_of(xl, k), il);
+      ih = dp4a(iq4nl_lut4((w >> 4) & kLowNibbles), word_of(xh, k), ih);
+    }
+    const float2 ml = x.meta[c], mh = x.meta[x.nc + c];
+    return Chunk::scale(r, c) * (ml.x * static_cast<float>(il) + mh.x * static_cast<float>(ih));
+  }
+};
+
+// IQ4_XS, as stored: 136-byte blocks (f16 d, scales_h, scales_l[4], then 16 bytes of
+// nibbles per sub-block of 32), read with 8-byte loads (blocks are 8-aligned). A chunk is
+// one sub-block.
+struct IQ4XSChunk : Iq4Dots<IQ4XSChunk> {
   struct Regs {
     uint2 hdr;
     uint4 q;
   };
-  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 32; }
   static __device__ __forceinline__ void load(Regs& r, const uint8_t* row, const uint8_t*, int64_t c) {
     const uint8_t* b = row + (c >> 3) * 136;
     r.hdr = __ldg(reinterpret_cast<const uint2*>(b));
@@ -313,53 +355,15 @@ struct IQ4XSChunk {
     const int ls = static_cast<int>(((r.hdr.y >> (4 * g)) & 0xFu) | (((r.hdr.x >> (16 + 2 * g)) & 3u) << 4));
     return __half2float(__ushort_as_half(static_cast<unsigned short>(r.hdr.x & 0xFFFFu))) * static_cast<float>(ls - 32);
   }
-  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
-    const float* x = xs + xpad(c * 32, kPad);
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float4 lo = *reinterpret_cast<const float4*>(x + 4 * k);
-      const float4 hi = *reinterpret_cast<const float4*>(x + 16 + 4 * k);
-      const uint32_t w = word_of(r.q, k);
-      const uint32_t vl = iq4nl_lut4(w & kLowNibbles), vh = iq4nl_lut4((w >> 4) & kLowNibbles);
-      s = fmaf(sbyte(vl, 0), lo.x, s);
-      s = fmaf(sbyte(vl, 1), lo.y, s);
-      s = fmaf(sbyte(vl, 2), lo.z, s);
-      s = fmaf(sbyte(vl, 3), lo.w, s);
-      s = fmaf(sbyte(vh, 0), hi.x, s);
-      s = fmaf(sbyte(vh, 1), hi.y, s);
-      s = fmaf(sbyte(vh, 2), hi.z, s);
-      s = fmaf(sbyte(vh, 3), hi.w, s);
-    }
-    return scale(r, c) * s;
-  }
-  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) { return (s & 1) * nc + (s >> 1); }
-  static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
-    const uint4 xl = x.q[c], xh = x.q[x.nc + c];
-    int il = 0, ih = 0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t w = word_of(r.q, k);
-      il = dp4a(iq4nl_lut4(w & kLowNibbles), word_of(xl, k), il);
-      ih = dp4a(iq4nl_lut4((w >> 4) & kLowNibbles), word_of(xh, k), ih);
-    }
-    const float2 ml = x.meta[c], mh = x.meta[x.nc + c];
-    return scale(r, c) * (ml.x * static_cast<float>(il) + mh.x * static_cast<float>(ih));
-  }
 };
 
 // IQ4_NL, as stored: 18-byte blocks (f16 d, 16 bytes of nibbles as Q4_0's) read with
 // 2-byte loads (the blocks are only 2-aligned); values as IQ4_XS's.
-struct IQ4NLChunk {
-  static constexpr int kPad = 5;
-  static constexpr int kUnroll = 4;
-  static constexpr int kRows = 2;
-  static constexpr bool kQ8Act = false;
+struct IQ4NLChunk : Iq4Dots<IQ4NLChunk> {
   struct Regs {
     float d;
     uint4 q;
   };
-  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 32; }
   static __device__ __forceinline__ void load(Regs& r, const uint8_t* row, const uint8_t*, int64_t c) {
     const unsigned short* p = reinterpret_cast<const unsigned short*>(row + c * 18);
     r.d = __half2float(__ushort_as_half(__ldg(p)));
@@ -368,39 +372,7 @@ struct IQ4NLChunk {
     for (int k = 0; k < 4; ++k) w[k] = uint32_t{__ldcs(p + 1 + 2 * k)} | (uint32_t{__ldcs(p + 2 + 2 * k)} << 16);
     r.q = make_uint4(w[0], w[1], w[2], w[3]);
   }
-  static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
-    const float* x = xs + xpad(c * 32, kPad);
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const float4 lo = *reinterpret_cast<const float4*>(x + 4 * k);
-      const float4 hi = *reinterpret_cast<const float4*>(x + 16 + 4 * k);
-      const uint32_t w = word_of(r.q, k);
-      const uint32_t vl = iq4nl_lut4(w & kLowNibbles), vh = iq4nl_lut4((w >> 4) & kLowNibbles);
-      s = fmaf(sbyte(vl, 0), lo.x, s);
-      s = fmaf(sbyte(vl, 1), lo.y, s);
-      s = fmaf(sbyte(vl, 2), lo.z, s);
-      s = fmaf(sbyte(vl, 3), lo.w, s);
-      s = fmaf(sbyte(vh, 0), hi.x, s);
-      s = fmaf(sbyte(vh, 1), hi.y, s);
-      s = fmaf(sbyte(vh, 2), hi.z, s);
-      s = fmaf(sbyte(vh, 3), hi.w, s);
-    }
-    return r.d * s;
-  }
-  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) { return (s & 1) * nc + (s >> 1); }
-  static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
-    const uint4 xl = x.q[c], xh = x.q[x.nc + c];
-    int il = 0, ih = 0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t w = word_of(r.q, k);
-      il = dp4a(iq4nl_lut4(w & kLowNibbles), word_of(xl, k), il);
-      ih = dp4a(iq4nl_lut4((w >> 4) & kLowNibbles), word_of(xh, k), ih);
-    }
-    const float2 ml = x.meta[c], mh = x.meta[x.nc + c];
-    return r.d * (ml.x * static_cast<float>(il) + mh.x * static_cast<float>(ih));
-  }
+  static __device__ __forceinline__ float scale(const Regs& r, int64_t) { return r.d; }
 };
 
 // Q6_K, split: 208-byte blocks (ql[128], qh[64], int8 scales[16]) and one f16 d per

@@ -110,19 +110,19 @@ Utf8Scan utf8_scan(std::string_view s) {
   return {i, false};
 }
 
-void append_sanitized_utf8(std::string& out, std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    char32_t cp = 0;
-    const size_t n = utf8_decode_one(s, i, &cp);
-    if (n == 0) {
-      append_utf8(out, kReplacementChar);
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
+size_t append_sanitized_char(std::string& out, std::string_view s, size_t i) {
+  char32_t cp = 0;
+  const size_t n = utf8_decode_one(s, i, &cp);
+  if (n == 0) {
+    append_utf8(out, kReplacementChar);
+    return 1;
   }
+  out.append(s.substr(i, n));
+  return n;
+}
+
+void append_sanitized_utf8(std::string& out, std::string_view s) {
+  for (size_t i = 0; i < s.size();) i += append_sanitized_char(out, s, i);
 }
 
 const ByteLevelMap& byte_level_map() {

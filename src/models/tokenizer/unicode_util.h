@@ -35,6 +35,9 @@ Utf8Scan utf8_scan(std::string_view s);
 
 /// Appends `s` to `out`, replacing every invalid byte with U+FFFD.
 void append_sanitized_utf8(std::string& out, std::string_view s);
+/// Appends the character of `s` at byte `i` (an invalid or cut byte as U+FFFD) and returns
+/// the bytes it took (>= 1; i < s.size()).
+size_t append_sanitized_char(std::string& out, std::string_view s, size_t i);
 
 /// GPT-2's byte <-> printable code point mapping used by byte-level BPE.
 struct ByteLevelMap {

@@ -121,15 +121,7 @@ std::string UnigramTokenizer::normalize(std::string_view text, bool dummy_prefix
       i += n;
       continue;
     }
-    char32_t cp = 0;
-    const size_t len = utf8_decode_one(text, i, &cp);
-    if (len == 0) {
-      append_utf8(chars, kReplacementChar);
-      ++i;
-    } else {
-      chars.append(text.substr(i, len));
-      i += len;
-    }
+    i += append_sanitized_char(chars, text, i);
   }
   std::string out;
   out.reserve(chars.size() + 3 * (chars.size() / 4 + 2));

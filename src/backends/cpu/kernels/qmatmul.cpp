@@ -170,8 +170,9 @@ void add_bias(const float* bias, float* y, int64_t cols) {
 void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* y) {
   const detail::QKernels& qk = detail::qkernels(ctx.isa);
   const int kind = static_cast<int>(*qkind(c.type));
+  static const bool zmm_unset = env_config().cpu_gemv_zmm < 0;  // RLX_CPU_GEMV_ZMM not given
   const bool zmm = detail::gemv_one_row_zmm() ||
-                   (env_config().cpu_gemv_zmm < 0 && (qk.one_row_everywhere & (uint32_t{1} << kind)) != 0);
+                   (zmm_unset && (qk.one_row_everywhere & detail::kind_bit(*qkind(c.type))) != 0);
   const detail::QGemvFn fn = c.m == 1 && qk.gemv_one_row[kind] != nullptr && zmm ? qk.gemv_one_row[kind] : qk.gemv[kind];
   const int64_t max_rows = qk.max_rows_of[kind] != 0 ? qk.max_rows_of[kind] : qk.max_rows;
   const int64_t nb = c.k / formats::ggml_block_size(c.type);

@@ -128,7 +128,7 @@ void unpack_iq4_xs(const void* p, Runs& o) {
   const auto& b = *static_cast<const BlockIQ4_XS*>(p);
   o.d = h2f(b.d);
   for (int g = 0; g < 8; ++g) {
-    const int ls = (((b.scales_l[g / 2] >> (4 * (g % 2))) & 0xF) | (((b.scales_h >> (2 * g)) & 3) << 4)) - 32;
+    const int ls = iq4_xs_scale(b, g);
     for (int j = 0; j < 16; ++j) {
       o.v[32 * g + j] = kIq4nlValues[b.qs[16 * g + j] & 0xF];
       o.v[32 * g + 16 + j] = kIq4nlValues[b.qs[16 * g + j] >> 4];
@@ -137,21 +137,16 @@ void unpack_iq4_xs(const void* p, Runs& o) {
   }
 }
 
-inline int trit(uint8_t byte, int n) {
-  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
-  return (static_cast<uint16_t>(static_cast<uint8_t>(byte * kPow3[n])) * 3) >> 8;
-}
-
 void unpack_tq1_0(const void* p, Runs& o) {
   const auto& b = *static_cast<const BlockTQ1_0*>(p);
   o.d = h2f(b.d);
   int e = 0;
   for (int n = 0; n < 5; ++n)
-    for (int m = 0; m < 32; ++m) o.v[e++] = static_cast<int8_t>(trit(b.qs[m], n) - 1);
+    for (int m = 0; m < 32; ++m) o.v[e++] = static_cast<int8_t>(tq1_trit(b.qs[m], n) - 1);
   for (int n = 0; n < 5; ++n)
-    for (int m = 0; m < 16; ++m) o.v[e++] = static_cast<int8_t>(trit(b.qs[32 + m], n) - 1);
+    for (int m = 0; m < 16; ++m) o.v[e++] = static_cast<int8_t>(tq1_trit(b.qs[32 + m], n) - 1);
   for (int n = 0; n < 4; ++n)
-    for (int j = 0; j < 4; ++j) o.v[e++] = static_cast<int8_t>(trit(b.qh[j], n) - 1);
+    for (int j = 0; j < 4; ++j) o.v[e++] = static_cast<int8_t>(tq1_trit(b.qh[j], n) - 1);
   for (int16_t& ls : o.ls) ls = 1;
 }
 
