@@ -205,7 +205,7 @@ class PyModel {
 
   py::object start_stream(std::vector<int32_t> ids, models::GenerateOptions options) {
     refuse_while_streaming();
-    streaming_.store(true);  // from here other calls are refused until the worker ends
+    streaming_.store(true);  // other calls are refused until the stream is read to its end, closed or dropped
     py::object self = py::cast(this, py::return_value_policy::reference);
     auto job = [this, ids = std::move(ids), options = std::move(options)](
                    const std::function<void(const std::string&)>& emit,

@@ -9,8 +9,9 @@
 namespace rlx::python {
 namespace py = pybind11;
 
-TextStream::TextStream(py::object owner, Job job, std::function<void()> on_done) : owner_(std::move(owner)) {
-  worker_ = std::thread([this, job = std::move(job), on_done = std::move(on_done)] {
+TextStream::TextStream(py::object owner, Job job, std::function<void()> on_done)
+    : owner_(std::move(owner)), on_done_(std::move(on_done)) {
+  worker_ = std::thread([this, job = std::move(job)] {
     auto emit = [this](const std::string& piece) {
       std::lock_guard<std::mutex> lock(mu_);
       pieces_.push_back(piece);
@@ -21,7 +22,6 @@ TextStream::TextStream(py::object owner, Job job, std::function<void()> on_done)
       return {};
     };
     Status s = job(emit, check);
-    on_done();
     std::lock_guard<std::mutex> lock(mu_);
     if (!s.ok() && !cancel_.load()) error_ = s.error();
     done_ = true;
@@ -32,17 +32,22 @@ TextStream::TextStream(py::object owner, Job job, std::function<void()> on_done)
 TextStream::~TextStream() {
   cancel_.store(true);
   py::gil_scoped_release nogil;
-  join();
+  finish();
 }
 
 void TextStream::join() {
   if (worker_.joinable()) worker_.join();
 }
 
+void TextStream::finish() {
+  join();
+  if (on_done_) std::exchange(on_done_, nullptr)();
+}
+
 void TextStream::close() {
   cancel_.store(true);
   py::gil_scoped_release nogil;
-  join();
+  finish();
   std::lock_guard<std::mutex> lock(mu_);
   pieces_.clear();  // what was generated but not read is dropped
   error_.reset();
@@ -64,7 +69,7 @@ std::optional<std::string> TextStream::next() {
       }
       if (done_) {
         lock.unlock();
-        join();
+        finish();
         if (error_) {
           Error e = *error_;
           error_.reset();

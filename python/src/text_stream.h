@@ -28,7 +28,9 @@ class TextStream {
                                    const std::function<Status()>& check)>;
 
   /// Starts `job` on a worker thread. `owner` (the model) is kept alive while the
-  /// stream exists; `on_done` runs on the worker after the job, whatever its outcome.
+  /// stream exists; `on_done` runs once the stream is over for its reader: read to its
+  /// end, closed or dropped (not when the worker alone finishes, which may be long before
+  /// the reader has taken the pieces).
   TextStream(pybind11::object owner, Job job, std::function<void()> on_done);
   ~TextStream();
   TextStream(const TextStream&) = delete;
@@ -43,6 +45,9 @@ class TextStream {
 
  private:
   void join();
+  void finish();  // join, then on_done_ once
+
+  std::function<void()> on_done_;
 
   pybind11::object owner_;
   std::mutex mu_;
