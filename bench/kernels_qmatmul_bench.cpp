@@ -106,7 +106,7 @@ BENCHMARK(BM_QGemv)
 
 // ---- prefill: M x K x N with quantized weights, effective 2*M*N*K flops. path 0 = what
 // kAuto picks, 1 = integer GEMV tiles (4 rows per weight decode), 2 = f32 panels, 3 = AMX
-// tiles (skipped where they are not usable).
+// tiles, 4 = AVX-512 VNNI register tiles (3 and 4 fail where they are not usable).
 void BM_QPrefill(benchmark::State& st) {
   const int64_t M = st.range(0), K = st.range(1), N = st.range(2);
   const auto type = static_cast<GgmlType>(st.range(3));
@@ -126,19 +126,19 @@ void BM_QPrefill(benchmark::State& st) {
     if (!s.ok()) st.SkipWithError(s.error().message().c_str());
     benchmark::ClobberMemory();
   }
-  static const char* kPathNames[] = {"auto", "int8 gemv tiles", "f32 panels", "amx tiles"};
+  static const char* kPathNames[] = {"auto", "int8 gemv tiles", "f32 panels", "amx tiles", "vnni tiles"};
   st.SetLabel(std::string(formats::ggml_type_name(type)) + " " + kPathNames[st.range(4)]);
   bench::set_flops(st, 2.0 * M * N * K);
 }
 BENCHMARK(BM_QPrefill)
     ->ArgNames({"M", "K", "N", "type", "path"})
-    ->ArgsProduct({{512}, {2048}, {8192},
+    ->ArgsProduct({{512}, {2048, 8192}, {2048, 8192},
                    {static_cast<int64_t>(GgmlType::Q4_K), static_cast<int64_t>(GgmlType::Q6_K),
                     static_cast<int64_t>(GgmlType::Q8_0), static_cast<int64_t>(GgmlType::Q4_0),
                     static_cast<int64_t>(GgmlType::Q4_1), static_cast<int64_t>(GgmlType::Q5_0),
                     static_cast<int64_t>(GgmlType::Q5_1), static_cast<int64_t>(GgmlType::IQ4_XS),
                     static_cast<int64_t>(GgmlType::IQ4_NL)},
-                   {0, 1, 2, 3}})
+                   {0, 1, 2, 3, 4}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -28,12 +28,15 @@ EnvConfig read_env() {
   }
   c.ir_dump_dir = get("RLX_IR_DUMP");
   c.cpu_isa = get("RLX_CPU_ISA");
-  const std::string amx_rows = get("RLX_CPU_AMX_MIN_ROWS");
-  if (!amx_rows.empty()) {
+  auto min_rows = [&](const char* name, int& out) {
+    const std::string rows = get(name);
+    if (rows.empty()) return;
     char* end = nullptr;
-    const long n = std::strtol(amx_rows.c_str(), &end, 10);
-    if (end && *end == '\0' && n > 0 && n <= 1000000) c.cpu_amx_min_rows = static_cast<int>(n);
-  }
+    const long n = std::strtol(rows.c_str(), &end, 10);
+    if (end && *end == '\0' && n > 0 && n <= 1000000) out = static_cast<int>(n);
+  };
+  min_rows("RLX_CPU_AMX_MIN_ROWS", c.cpu_amx_min_rows);
+  min_rows("RLX_CPU_VNNI_MIN_ROWS", c.cpu_vnni_min_rows);
   const std::string gemv_prefetch = get("RLX_CPU_GEMV_PREFETCH");
   if (!gemv_prefetch.empty()) {
     char* end = nullptr;

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/qmatmul_kernels.h"
+#include "backends/cpu/kernels/vnni_matmul.h"
 #include "cpu_kernels/test_util.h"
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
@@ -235,36 +236,31 @@ TEST_P(QMatmulTypes, PrefillShapesBothPaths) {
   check_type(GetParam(), {{17, 33}, {64, 100}, {100, 33}}, {QMatmulPath::kPanel, QMatmulPath::kGemv});
 }
 
-// The AMX-INT8 path sums each scale group's integer products exactly, as the integer
-// loops do, so it meets the llama.cpp-emulating reference within the same 1e-5 of
-// sum |x||w|. Shapes: one row block, a partial one, two passes of kAmxRowsPerPass rows,
-// K past one decoded block of 2048. Types without a tile loop (Q4_1, Q5_1, Q2_K, Q3_K)
-// keep the integer loops.
-TEST_P(QMatmulTypes, AmxPrefill) {
-  if (!amx_enabled(IsaLevel::kAmx))
-    GTEST_SKIP() << "no usable AMX-BF16 tiles here: " << describe_cpu_features(cpu_features());
-  const GgmlType t = GetParam();
-  if (!amx_supports(t)) {
-    EXPECT_NE(qmatmul_auto_path(t, 512, IsaLevel::kAmx), QMatmulPath::kAmx);
-    return;
-  }
+// A tile path (kAmx or kVnni) of a type it supports at cap `isa`: the integer sums per
+// scale group are exact, as in the integer loops, so it meets the llama.cpp-emulating
+// reference within the same 1e-5 of sum |x||w|. Shapes: one row block, partial row and
+// column blocks, two passes of 512 rows, K past one decoded block (and for 32-element
+// blocks a K of no multiple of 64). Single-threaded the path is asked for with its own
+// scratch size and a bias; pooled it is the production route (kAuto, no bias).
+void check_tile_path(GgmlType t, QMatmulPath path, IsaLevel isa, int64_t min_rows) {
   Rng rng;
   RLX_TRACE_SEED(rng);
   const int64_t bs = formats::ggml_block_size(t);
   const int64_t k_small = bs == 256 ? 512 : 192, k_big = bs == 256 ? 2304 : 2112;
-  struct AmxShape {
+  struct TileShape {
     int64_t m, n, k;
   };
-  for (const AmxShape& s : {AmxShape{32, 33, k_small}, AmxShape{45, 100, k_small}, AmxShape{530, 17, k_small},
-                            AmxShape{40, 50, k_big}}) {
+  std::vector<TileShape> shapes = {{32, 33, k_small}, {45, 100, k_small}, {530, 17, k_small}, {40, 50, k_big}};
+  if (path == QMatmulPath::kVnni && bs == 32) shapes.push_back({23, 40, 160});
+  for (const TileShape& s : shapes) {
     SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(t) << " m=" << s.m << " n=" << s.n << " k=" << s.k);
     const QWeights w = make_weights(rng, t, s.n, s.k);
     const int64_t lda = s.k + 3, ldc = s.n + 5;
     const std::vector<float> x = rng.vec(s.m * lda);
     const std::vector<float> bias = rng.vec(s.n);
     const Expected e = reference(t, x, lda, w, bias.data(), s.m, s.n, s.k);
-    if (s.m >= amx_min_rows()) {
-      EXPECT_EQ(qmatmul_auto_path(t, s.m, IsaLevel::kAmx), QMatmulPath::kAmx);
+    if (s.m >= min_rows && s.k % 64 == 0) {
+      EXPECT_EQ(qmatmul_auto_path(t, s.m, isa), path);
     }
     // Without bias: the same references less the bias.
     std::vector<double> emulated_nb = e.emulated, plain_nb = e.plain;
@@ -272,11 +268,9 @@ TEST_P(QMatmulTypes, AmxPrefill) {
       emulated_nb[i] -= bias[i % static_cast<size_t>(s.n)];
       plain_nb[i] -= bias[i % static_cast<size_t>(s.n)];
     }
-    // Single-threaded: kAmx asked for, with its own scratch size and a bias. Pooled: the
-    // production route, kAuto with the scratch kAuto asks for, no bias.
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &test::test_pool()}) {
-      const QMatmulPath path = pool == nullptr ? QMatmulPath::kAmx : QMatmulPath::kAuto;
-      std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, s.m, s.k, path, IsaLevel::kAmx));
+      const QMatmulPath asked = pool == nullptr ? path : QMatmulPath::kAuto;
+      std::vector<uint8_t> scratch(qmatmul_scratch_bytes(t, s.m, s.k, asked, isa));
       std::vector<float> y(static_cast<size_t>(s.m * ldc), NAN);
       QMatmulParams p;
       p.m = s.m;
@@ -285,8 +279,8 @@ TEST_P(QMatmulTypes, AmxPrefill) {
       p.lda = lda;
       p.ldc = ldc;
       p.bias = pool == nullptr ? bias.data() : nullptr;
-      p.path = path;
-      ASSERT_TRUE(dequant_matmul(KernelContext{pool, IsaLevel::kAmx}, p, t, x.data(), w.packed.data(), y.data(),
+      p.path = asked;
+      ASSERT_TRUE(dequant_matmul(KernelContext{pool, isa}, p, t, x.data(), w.packed.data(), y.data(),
                                  QMatmulScratch{scratch.data(), scratch.size()})
                       .ok());
       EXPECT_TRUE(within(y, ldc, p.bias ? e.emulated : emulated_nb, e.abs_sum, s.m, s.n, kTightRel));
@@ -295,7 +289,20 @@ TEST_P(QMatmulTypes, AmxPrefill) {
         for (int64_t j = s.n; j < ldc; ++j) ASSERT_TRUE(std::isnan(y[static_cast<size_t>(i * ldc + j)]));
     }
   }
-  if (bs == 32) {  // k = 160 is no multiple of 64: kAuto falls back to the integer loops
+}
+
+// Types without a tile loop (Q4_1, Q5_1, Q2_K, Q3_K, the i-quants) keep the integer loops.
+TEST_P(QMatmulTypes, AmxPrefill) {
+  if (!amx_enabled(IsaLevel::kAmx))
+    GTEST_SKIP() << "no usable AMX-BF16 tiles here: " << describe_cpu_features(cpu_features());
+  const GgmlType t = GetParam();
+  if (!amx_supports(t)) {
+    EXPECT_NE(qmatmul_auto_path(t, 512, IsaLevel::kAmx), QMatmulPath::kAmx);
+    return;
+  }
+  check_tile_path(t, QMatmulPath::kAmx, IsaLevel::kAmx, amx_min_rows());
+  if (formats::ggml_block_size(t) == 32) {  // k = 160 is no multiple of 64: kAuto leaves the AMX tiles
+    Rng rng;
     const int64_t m = 40, n = 24, k = 160;
     const QWeights w = make_weights(rng, t, n, k);
     const std::vector<float> x = rng.vec(m * k);
@@ -313,15 +320,28 @@ TEST_P(QMatmulTypes, AmxPrefill) {
   }
 }
 
-// The K-quant tile loops at their largest integer sums. Q4_K / Q5_K fold each 6-bit scale
+// The AVX-512 VNNI register tiles, capped at kAvx512 (so an AMX host runs them too).
+TEST_P(QMatmulTypes, VnniPrefill) {
+  if (!vnni_enabled(IsaLevel::kAvx512))
+    GTEST_SKIP() << "no AVX-512 VNNI here: " << describe_cpu_features(cpu_features());
+  const GgmlType t = GetParam();
+  if (!vnni_supports(t)) {
+    EXPECT_NE(qmatmul_auto_path(t, 512, IsaLevel::kAvx512), QMatmulPath::kVnni);
+    return;
+  }
+  check_tile_path(t, QMatmulPath::kVnni, IsaLevel::kAvx512, vnni_min_rows());
+  EXPECT_NE(qmatmul_auto_path(t, vnni_min_rows() - 1, IsaLevel::kAvx512), QMatmulPath::kVnni);
+  EXPECT_NE(qmatmul_auto_path(t, 512, IsaLevel::kAvx2), QMatmulPath::kVnni);
+}
+
+// The tile loops at their largest integer sums. AMX folds each 6-bit Q4_K / Q5_K scale
 // into the weight quants as 8 * (sc >> 3) + (sc & 7), unsigned bytes up to 31 * 7 = 217 for
-// Q5_K; Q6_K sums groups of 16. Every quant sits at the top or bottom of its range with
-// the extreme scales (Q4_K / Q5_K: quants 15 / 31, scales and mins 63; Q6_K: +31 with 127,
-// -32 with -128), against activations of +-v per superblock (Q8_K quants +-127); blocks
-// written by hand, results worked out here in f64.
-TEST(QMatmul, AmxPrefillAtTheLargestSums) {
-  if (!amx_enabled(IsaLevel::kAmx))
-    GTEST_SKIP() << "no usable AMX-BF16 tiles here: " << describe_cpu_features(cpu_features());
+// Q5_K; VNNI stores every quant unsigned (Q8_0 as q + 128) and starts the sums at
+// -offset * Σx. Every quant sits at the top or bottom of its range with the extreme
+// scales (Q4_K / Q5_K: quants 15 / 31, scales and mins 63; Q6_K: +31 with 127, -32 with
+// -128; Q8_0: +127 and -128), against activations of +-v per superblock (quants +-127);
+// blocks written by hand, results worked out here in f64.
+void check_largest_sums(QMatmulPath path, IsaLevel isa) {
   constexpr int64_t kBlocks = 3, m = 48, n = 20, k = kBlocks * 256;
   std::vector<float> x(static_cast<size_t>(m * k));
   auto value = [](int64_t r, int64_t b) { return static_cast<float>((r + 1) * (b == 1 ? -0.375 : 0.5)); };
@@ -329,24 +349,30 @@ TEST(QMatmul, AmxPrefillAtTheLargestSums) {
     for (int64_t i = 0; i < k; ++i) x[static_cast<size_t>(r * k + i)] = value(r, i / 256);
   struct Case {
     GgmlType type;
-    int q6_scale;  // Q6_K: the scale of every group (quants +31 for 127, -32 for -128)
+    int scale;  // Q6_K: the scale of every group (quants +31 for 127, -32 for -128); Q8_0: the quant
   };
   for (const Case& c : {Case{GgmlType::Q4_K, 0}, Case{GgmlType::Q5_K, 0}, Case{GgmlType::Q6_K, 127},
-                        Case{GgmlType::Q6_K, -128}}) {
-    SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(c.type) << " " << c.q6_scale);
+                        Case{GgmlType::Q6_K, -128}, Case{GgmlType::Q8_0, 127}, Case{GgmlType::Q8_0, -128}}) {
+    SCOPED_TRACE(::testing::Message() << formats::ggml_type_name(c.type) << " " << c.scale);
     const size_t block_bytes = formats::ggml_block_bytes(c.type);
-    std::vector<uint8_t> w(static_cast<size_t>(n * kBlocks) * block_bytes);
+    const int64_t blocks = k / formats::ggml_block_size(c.type);
+    std::vector<uint8_t> w(static_cast<size_t>(n * blocks) * block_bytes);
     double per_x = 0.0;  // every weight's value
-    for (int64_t i = 0; i < n * kBlocks; ++i) {
+    for (int64_t i = 0; i < n * blocks; ++i) {
       uint8_t* b = w.data() + static_cast<size_t>(i) * block_bytes;
-      if (c.type == GgmlType::Q6_K) {
+      if (c.type == GgmlType::Q8_0) {
+        auto* q8 = reinterpret_cast<formats::BlockQ8_0*>(b);
+        for (int8_t& q : q8->qs) q = static_cast<int8_t>(c.scale);
+        q8->d = f32_to_f16_bits(0.25f);
+        per_x = 0.25 * c.scale;
+      } else if (c.type == GgmlType::Q6_K) {
         auto* q6 = reinterpret_cast<formats::BlockQ6_K*>(b);
-        const uint8_t bits = c.q6_scale > 0 ? 0xFF : 0x00;  // quants 63 - 32 or 0 - 32
+        const uint8_t bits = c.scale > 0 ? 0xFF : 0x00;  // quants 63 - 32 or 0 - 32
         std::memset(q6->ql, bits, sizeof q6->ql);
         std::memset(q6->qh, bits, sizeof q6->qh);
-        for (int8_t& sc : q6->scales) sc = static_cast<int8_t>(c.q6_scale);
+        for (int8_t& sc : q6->scales) sc = static_cast<int8_t>(c.scale);
         q6->d = f32_to_f16_bits(0.25f);
-        per_x = 0.25 * c.q6_scale * (c.q6_scale > 0 ? 31 : -32);
+        per_x = 0.25 * c.scale * (c.scale > 0 ? 31 : -32);
       } else {
         const uint16_t d = f32_to_f16_bits(0.25f), dmin = f32_to_f16_bits(0.125f);
         std::memcpy(b, &d, 2);
@@ -356,25 +382,45 @@ TEST(QMatmul, AmxPrefillAtTheLargestSums) {
       }
     }
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &test::test_pool()}) {
-      std::vector<uint8_t> scratch(qmatmul_scratch_bytes(c.type, m, k, QMatmulPath::kAmx, IsaLevel::kAmx));
+      std::vector<uint8_t> scratch(qmatmul_scratch_bytes(c.type, m, k, path, isa));
       std::vector<float> y(static_cast<size_t>(m * n), NAN);
       QMatmulParams p;
       p.m = m;
       p.n = n;
       p.k = k;
-      p.path = QMatmulPath::kAmx;
-      ASSERT_TRUE(dequant_matmul(KernelContext{pool, IsaLevel::kAmx}, p, c.type, x.data(), w.data(), y.data(),
+      p.path = path;
+      ASSERT_TRUE(dequant_matmul(KernelContext{pool, isa}, p, c.type, x.data(), w.data(), y.data(),
                                  QMatmulScratch{scratch.data(), scratch.size()})
                       .ok());
       for (int64_t r = 0; r < m; ++r) {
         double want = 0.0;
-        for (int64_t b = 0; b < kBlocks; ++b) want += 256.0 * value(r, b) * per_x;
+        for (int64_t b = 0; b < kBlocks; ++b) {
+          // Q8_0 activation blocks keep their scale amax / 127 in f16 (Q8_K: in f32).
+          const double v = value(r, b);
+          const double xq = c.type != GgmlType::Q8_0 ? v
+                                                      : std::copysign(127.0 * f16_bits_to_f32(f32_to_f16_bits(
+                                                                                  static_cast<float>(std::fabs(v) / 127))),
+                                                                      v);
+          want += 256.0 * xq * per_x;
+        }
         for (int64_t col = 0; col < n; ++col)
           ASSERT_NEAR(y[static_cast<size_t>(r * n + col)], want, 1e-6 * std::fabs(want))
               << "row " << r << " col " << col;
       }
     }
   }
+}
+
+TEST(QMatmul, AmxPrefillAtTheLargestSums) {
+  if (!amx_enabled(IsaLevel::kAmx))
+    GTEST_SKIP() << "no usable AMX-BF16 tiles here: " << describe_cpu_features(cpu_features());
+  check_largest_sums(QMatmulPath::kAmx, IsaLevel::kAmx);
+}
+
+TEST(QMatmul, VnniPrefillAtTheLargestSums) {
+  if (!vnni_enabled(IsaLevel::kAvx512))
+    GTEST_SKIP() << "no AVX-512 VNNI here: " << describe_cpu_features(cpu_features());
+  check_largest_sums(QMatmulPath::kVnni, IsaLevel::kAvx512);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, QMatmulTypes, ::testing::ValuesIn(kQuantTypes),

@@ -43,6 +43,7 @@ struct EnvConfig {
   std::string ir_dump_dir;
   std::string cpu_isa;
   int cpu_amx_min_rows = 32;  ///< RLX_CPU_AMX_MIN_ROWS (1..1e6; else the default)
+  int cpu_vnni_min_rows = 16; ///< RLX_CPU_VNNI_MIN_ROWS (1..1e6; else the default)
   int cpu_gemv_prefetch = -1;  ///< RLX_CPU_GEMV_PREFETCH (0..1 MiB, multiple of 64); -1: not set
   int cpu_gemv_zmm = -1;       ///< RLX_CPU_GEMV_ZMM ("0" or "1"); -1: not set
   bool cpu_profile = false;    ///< RLX_CPU_PROFILE (true only for "1")

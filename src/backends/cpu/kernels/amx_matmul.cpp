@@ -151,31 +151,7 @@ void convert_rows(const KernelContext& ctx, const float* x, int64_t lda, int64_t
   });
 }
 
-// 16x16 transpose of 32-bit elements in r[0..15].
-inline void transpose16(__m512i r[16]) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-  }
-  // u[4g + j], 128-bit lane L: rows 4g..4g+3 of column 4L + j.
-  for (int j = 0; j < 4; ++j) {
-    const __m512i x0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44);
-    const __m512i x1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xEE);
-    const __m512i y0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44);
-    const __m512i y1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xEE);
-    r[j] = _mm512_shuffle_i32x4(x0, y0, 0x88);
-    r[4 + j] = _mm512_shuffle_i32x4(x0, y0, 0xDD);
-    r[8 + j] = _mm512_shuffle_i32x4(x1, y1, 0x88);
-    r[12 + j] = _mm512_shuffle_i32x4(x1, y1, 0xDD);
-  }
-}
+#include "backends/cpu/kernels/transpose16_avx512.inc"
 
 inline __m512 load16(const uint8_t* panel, WeightType wt, int64_t index) {
   switch (wt) {

@@ -13,6 +13,7 @@
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "backends/cpu/kernels/qmatmul_kernels.h"
+#include "backends/cpu/kernels/vnni_matmul.h"
 #include "rlx/base/env.h"
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
@@ -305,6 +306,7 @@ GgmlType qmatmul_vec_dot_type(GgmlType type) {
 namespace {
 
 QMatmulPath auto_path_without_tiles(GgmlType type, int64_t m, IsaLevel isa) {
+  if (m >= vnni_min_rows() && vnni_supports(type) && vnni_enabled(isa)) return QMatmulPath::kVnni;
   const std::optional<QKind> kind = qkind(type);
   if (kind && (detail::qkernels(isa).int_prefill & detail::kind_bit(*kind)) != 0) return QMatmulPath::kGemv;
   return m <= kQGemvMaxM ? QMatmulPath::kGemv : QMatmulPath::kPanel;
@@ -338,6 +340,11 @@ size_t qmatmul_scratch_bytes(GgmlType type, int64_t m, int64_t k, QMatmulPath pa
     const size_t without = below > 0 ? qmatmul_scratch_bytes(type, below, k, auto_path_without_tiles(type, below, isa), isa)
                                      : 0;
     return std::max(rows + amx_dequant_scratch_bytes(type, m, k), without);
+  }
+  if (path == QMatmulPath::kVnni) {
+    const int64_t below = std::min(m, vnni_min_rows() - 1);
+    const size_t without = below > 0 ? qmatmul_scratch_bytes(type, below, k, auto_path_without_tiles(type, below, isa), isa) : 0;
+    return std::max(rows + vnni_dequant_scratch_bytes(type, m, k), without);
   }
   return rows + static_cast<size_t>(m + kMaxMr) * static_cast<size_t>(k_ext(type, k)) * sizeof(float);
 }
@@ -383,6 +390,12 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
   if (path == QMatmulPath::kAmx && !amx_enabled(ctx.isa))
     return Error::unsupported("dequant_matmul: path kAmx without usable AMX tiles (isa cap {})",
                               isa_name(resolve_isa(ctx.isa)));
+  if (path == QMatmulPath::kVnni && !vnni_enabled(ctx.isa))
+    return Error::unsupported("dequant_matmul: path kVnni without AVX-512 VNNI (isa cap {})",
+                              isa_name(resolve_isa(ctx.isa)));
+  if (path == QMatmulPath::kVnni && !vnni_supports(type))
+    return Error::unsupported("dequant_matmul: path kVnni has no tile loop for {} weights",
+                              formats::ggml_type_name(type));
   if (path == QMatmulPath::kAmx && !amx_supports(type))
     return Error::unsupported("dequant_matmul: path kAmx has no tile loop for {} weights",
                               formats::ggml_type_name(type));
@@ -416,6 +429,12 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
     const size_t amx_bytes = scratch.bytes - static_cast<size_t>(amx_scratch - static_cast<uint8_t*>(scratch.data));
     return amx_dequant_matmul(ctx, p.m, p.n, p.k, c.act, c.a_row_bytes, type, w_packed, c.w_row_bytes, p.bias, y, ldc,
                               amx_scratch, amx_bytes);
+  }
+  if (path == QMatmulPath::kVnni) {
+    uint8_t* vnni_scratch = base + align_up(static_cast<size_t>(p.m) * c.a_row_bytes);
+    const size_t vnni_bytes = scratch.bytes - static_cast<size_t>(vnni_scratch - static_cast<uint8_t*>(scratch.data));
+    return vnni_dequant_matmul(ctx, p.m, p.n, p.k, c.act, c.a_row_bytes, type, w_packed, c.w_row_bytes, p.bias, y,
+                               ldc, vnni_scratch, vnni_bytes);
   }
   if (path == QMatmulPath::kGemv) {
     run_gemv(ctx, c, static_cast<const uint8_t*>(w_packed), y);

@@ -25,6 +25,9 @@ enum class QMatmulPath : uint8_t {
   kAmx,    ///< prefill on the AMX-INT8 tiles (amx_matmul.h): the same 8-bit activation
            ///< blocks, weights decoded to int8 tiles once per call and 512 rows; needs
            ///< resolve_isa(isa) == kAmx, a type amx_supports() and k a multiple of 64
+  kVnni,   ///< prefill on AVX-512 VNNI register tiles (vnni_matmul.h): the same 8-bit
+           ///< activation blocks, weights decoded once per call into 16-column vectors;
+           ///< needs vnni_enabled(isa) and a type vnni_supports()
 };
 
 /// Largest m that kAuto serves with the GEMV path for the types without integer prefill.
@@ -32,7 +35,8 @@ inline constexpr int64_t kQGemvMaxM = 16;
 
 /// The path kAuto takes for `type` at `m` rows with the kernels of resolve_isa(isa)
 /// (kAmx from amx_min_rows() rows for the types amx_supports() where the tiles are
-/// usable, else kGemv or kPanel). A call whose k is not a multiple of 64 takes the path
+/// usable, else kVnni from vnni_min_rows() rows for the types vnni_supports() where
+/// AVX-512 VNNI is, else kGemv or kPanel). A call whose k is not a multiple of 64 takes the path
 /// this would give without the tiles.
 QMatmulPath qmatmul_auto_path(formats::GgmlType type, int64_t m, IsaLevel isa);
 
