@@ -13,7 +13,7 @@ cp "$build/tools/rlx" "$build/tests/rlx_cpu_kernels_tests" "$build/tests/rlx_int
   "$build/bench/rlx_kernels_qmatmul_bench" "$build/bench/rlx_kernels_gemm_bench" .cpurun/
 strip .cpurun/rlx .cpurun/rlx_*
 ldd .cpurun/rlx .cpurun/rlx_* | awk '/=> \// {print $3}' | sort -u |
-  grep -E 'libfmt|libicu|libtomlplusplus|libbenchmark|libgtest' | xargs -r -I{} cp -L {} .cpurun/lib/
+  grep -E "libfmt|libicu|libtomlplusplus|libbenchmark|libgtest|httplib" | xargs -r -I{} cp -L {} .cpurun/lib/
 if [ -d "$conf" ]; then
   python3 - "$conf" <<'PY'
 import json, os, shutil, sys

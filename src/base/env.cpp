@@ -45,6 +45,12 @@ EnvConfig read_env() {
   }
   if (const std::string zmm = get("RLX_CPU_GEMV_ZMM"); zmm == "0" || zmm == "1") c.cpu_gemv_zmm = zmm == "1";
   c.cpu_prepack = get("RLX_CPU_PREPACK") != "0";
+  const std::string packed_mb = get("RLX_PACKED_CACHE_MB");
+  if (!packed_mb.empty()) {
+    char* end = nullptr;
+    const long long n = std::strtoll(packed_mb.c_str(), &end, 10);
+    if (end && *end == '\0' && n >= 0 && n <= (1ll << 30)) c.packed_cache_mb = n;
+  }
   c.cpu_profile = get("RLX_CPU_PROFILE") == "1";
   auto on = [](const char* name) {
     const std::string v = get(name);

@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace rlx::formats {
 
@@ -50,16 +51,18 @@ Expected<MappedFile> MappedFile::open(const std::string& path) {
     return Error::invalid_argument("{}: is {}; model data must be a regular file", path, file_kind(st.st_mode));
   }
   const size_t size = static_cast<size_t>(st.st_size);
+  const std::string identity = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(size) +
+                               ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
   if (size == 0) {
     ::close(fd);
-    return MappedFile(std::unique_ptr<const uint8_t, Unmapper>(nullptr, Unmapper{0}), 0, path);
+    return MappedFile(std::unique_ptr<const uint8_t, Unmapper>(nullptr, Unmapper{0}), 0, path, identity);
   }
   void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int map_err = errno;
   ::close(fd);
   if (addr == MAP_FAILED) return Error::io("{}: mmap of {} bytes failed: {}", path, size, std::strerror(map_err));
   return MappedFile(std::unique_ptr<const uint8_t, Unmapper>(static_cast<const uint8_t*>(addr), Unmapper{size}),
-                    size, path);
+                    size, path, identity);
 }
 
 }  // namespace rlx::formats

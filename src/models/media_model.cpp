@@ -48,7 +48,9 @@ Expected<std::unique_ptr<MediaEncoderModel>> MediaEncoderModel::load(const std::
        unused_tensors(*m->weights_, probe_model.param_names, {"embeddings.mask_token", "masked_spec_embed"}))
     RLX_LOG_WARN("{}: tensor '{}' is not used by the {} encoder (ignored)", path, name, media_arch_name(m->config_.arch));
   m->model_id_ = model_file_identity(path);
-  ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads));
+  const std::string cache_dir =
+      !options.compile_cache ? std::string() : !options.cache_dir.empty() ? options.cache_dir : env_config().cache_dir;
+  ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, cache_dir));
   return m;
 }
 

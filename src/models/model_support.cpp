@@ -37,9 +37,11 @@ uint64_t model_file_identity(const std::string& path) {
   return h.digest();
 }
 
-Expected<std::unique_ptr<ModelCompilePipeline>> make_model_pipeline(const Device& device, int threads) {
+Expected<std::unique_ptr<ModelCompilePipeline>> make_model_pipeline(const Device& device, int threads,
+                                                                    const std::string& cache_dir) {
   BackendOptions backend;
   backend.threads = threads;
+  if (!cache_dir.empty()) backend.packed_cache_dir = (std::filesystem::path(cache_dir) / "packed").string();
   ASSIGN_OR_RETURN(Session session, Session::create(device, backend));
   return std::make_unique<ModelCompilePipeline>(std::move(session), 64);
 }
@@ -55,7 +57,13 @@ Status bind_weights(const WeightSource& weights, ParamStore& store, CompiledGrap
     views.push_back(std::move(w));
   }
   for (const WeightView& w : views) {
-    ByteView view = w.file_mapped ? ByteView::file_pages(w.bytes.data(), w.bytes.size(), w.owner)
+    // The bytes' name across processes: the file's identity and the offset of these
+    // bytes (not of the tensor they came from: a row slice has its own).
+    std::string file_key;
+    const auto at = reinterpret_cast<uintptr_t>(w.bytes.data()), start = reinterpret_cast<uintptr_t>(w.file_start);
+    if (w.file_mapped && start != 0 && at >= start && at + w.bytes.size() <= start + w.file_size)
+      file_key = fmt::format("{}@{}", w.file_identity, at - start);
+    ByteView view = w.file_mapped ? ByteView::file_pages(w.bytes.data(), w.bytes.size(), w.owner, std::move(file_key))
                                   : ByteView(w.bytes.data(), w.bytes.size(), w.owner);
     if (Status s = store.add_shared(w.name, SharedParam{w.dtype, w.shape, std::move(view)}); !s.ok())
       return s.error().with_context(fmt::format("{}: loading '{}'", source, w.name));

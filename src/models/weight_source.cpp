@@ -13,10 +13,24 @@
 
 #include "rlx/base/half.h"
 #include "rlx/formats/gguf.h"
+#include "rlx/formats/mapped_file.h"
 #include "rlx/formats/safetensors.h"
 #include "rlx/models/model_config.h"
 
 namespace rlx::models {
+
+namespace {
+
+// Records in `w` the identity and start of the mapped file that holds its bytes.
+void note_file(WeightView& w, const formats::MappedFile& file) {
+  const auto base = reinterpret_cast<uintptr_t>(file.bytes().data()), at = reinterpret_cast<uintptr_t>(w.bytes.data());
+  if (base == 0 || at < base || at >= base + file.size()) return;
+  w.file_identity = file.identity();
+  w.file_start = file.bytes().data();
+  w.file_size = file.size();
+}
+
+}  // namespace
 namespace {
 
 Expected<ir::DType> dtype_of(formats::GgmlType t, std::string_view tensor) {
@@ -108,6 +122,7 @@ Expected<WeightView> GgufWeightSource::take(std::string_view name) const {
   w.bytes = t->bytes();
   w.owner = file_;
   w.file_mapped = file_->mapping() != nullptr;  // null: parsed from bytes in memory
+  if (w.file_mapped) note_file(w, *file_->mapping());
   return w;
 }
 
@@ -542,6 +557,9 @@ Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const 
   w.owner = model_;
   w.file_mapped = std::all_of(model_->shards().begin(), model_->shards().end(),
                               [](const formats::SafetensorsFile& f) { return f.mapping() != nullptr; });
+  for (const formats::SafetensorsFile& f : model_->shards()) {
+    if (w.file_mapped && w.file_start == nullptr) note_file(w, *f.mapping());
+  }
   return w;
 }
 

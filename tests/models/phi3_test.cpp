@@ -3,6 +3,7 @@
 // context, and no stored tensor is left unread. (HF Phi-3 numerics: the conformance
 // suite.)
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -124,6 +125,41 @@ TEST(Phi3, RunsWithLongRopeByContextAndReadsEveryTensor) {
     diff = std::max(diff, double(std::fabs(short_ctx[i] - long_ctx[i])));
   }
   EXPECT_GT(diff, 1e-4) << "a context past the original one rotates by the long factors";
+}
+
+// The fused matrices' row views are packed weights of their own in the folder of
+// packed copies: a second backend (as a second process) maps each from the folder and
+// gets the same logits as packing them (q, k and v are slices of one tensor of the
+// same shape, so a name that left out the slice's offset would give all three q).
+TEST(Phi3, RowViewsKeepTheirOwnPackedCopies) {
+  const std::string path = write_phi3("packed", GgmlType::F32);
+  const fs::path cache = fs::temp_directory_path() / ("rlx_phi3_packed_cache_" + std::to_string(::getpid()));
+  fs::remove_all(cache);
+  auto logits = [&](bool folder, int threads) {
+    LoadOptions lo;
+    lo.ctx = 32;
+    lo.threads = threads;
+    lo.compile_cache = folder;
+    lo.cache_dir = cache.string();
+    auto m = LanguageModel::load(path, lo);
+    EXPECT_TRUE(m) << m.error().to_string();
+    if (!m) return std::vector<float>{};
+    auto out = (*m)->forward(std::vector<int32_t>{1, 9, 30, 4, 47, 12}, true);
+    EXPECT_TRUE(out) << out.error().to_string();
+    return out ? *out : std::vector<float>{};
+  };
+  const std::vector<float> packed_here = logits(false, 1), written = logits(true, 1), mapped = logits(true, 2);
+  ASSERT_EQ(packed_here.size(), 6u * 48u);
+  ASSERT_EQ(written.size(), packed_here.size());
+  ASSERT_EQ(mapped.size(), packed_here.size());
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(cache / "packed")) files += e.path().extension() == ".rlxpack" ? 1 : 0;
+  EXPECT_GE(files, 7) << "q, k, v, output, gate, up, down";
+  for (size_t i = 0; i < packed_here.size(); ++i) {
+    ASSERT_NEAR(written[i], packed_here[i], 1e-4) << i;
+    ASSERT_NEAR(mapped[i], packed_here[i], 1e-4) << i;
+  }
+  fs::remove_all(cache);
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 // weight (Gather + LM head) left unpacked and read in its own layout by the Gather, also
 // after another executable packed it and released its file pages.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -301,6 +303,97 @@ TEST(PackedWeights, TiedWeightKeepsItsLayoutForOtherOps) {
       EXPECT_EQ(rows[static_cast<size_t>(s * D + d)],
                 f16_bits_to_f32(f32_to_f16_bits(table[static_cast<size_t>(tok[s] * D + d)])));
   EXPECT_LE(max_abs_diff(rt_test::as_f32((*ya)[1]), rt_test::as_f32((*yr)[1])), 1e-4);
+}
+
+// The folder of packed copies: the first cache packs a file-mapped weight (one with a
+// file key) straight into a folder file; a second cache, as a second process would,
+// maps that file instead of packing, byte for byte the same panels. A file that does
+// not match (truncated, or made for other bytes under the same name) is never used; a
+// weight without a file key, or a cache without a folder, writes nothing.
+TEST(PackedWeights, FolderKeepsPackedCopiesAcrossCaches) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("rlx_packed_folder_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const int64_t K = 96, N = 70;
+  const std::vector<uint8_t> bytes = encode(random_vec(static_cast<size_t>(K * N), 23), DType::F16);
+  const fs::path file = dir.string() + ".bin";
+  {
+    std::ofstream f(file, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  auto mapped = formats::MappedFile::open(file.string());
+  ASSERT_TRUE(mapped.has_value()) << mapped.error().to_string();
+  auto owner = std::make_shared<const formats::MappedFile>(std::move(mapped).value());
+  const std::string file_key = owner->identity() + "@0";
+  const ByteView view = ByteView::file_pages(owner->bytes().data(), bytes.size(), owner, file_key);
+  const cpu::KernelContext ctx{nullptr, cpu::IsaLevel::kAmx};
+  cpu_backend::PackRequest req;
+  req.k = K;
+  req.n = N;
+  req.type = cpu::WeightType::kF16;
+  const auto want = cpu_backend::PackedWeightCache::pack(ctx, bytes.data(), req);
+  auto same = [&](const cpu::PackedB& p) {
+    return p.bytes() == want->bytes() && p.nr() == want->nr() && std::memcmp(p.data(), want->data(), p.bytes()) == 0;
+  };
+  auto folder_files = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir)) n += e.path().extension() == ".rlxpack" ? 1 : 0;
+    return n;
+  };
+
+  {
+    cpu_backend::PackedWeightCache first(dir.string());
+    auto p = first.get(ctx, view, 0, req);
+    EXPECT_TRUE(same(*p));
+    EXPECT_EQ(first.stats().packs, 1);
+    EXPECT_EQ(first.stats().disk_writes, 1);
+    EXPECT_EQ(folder_files(), 1);
+  }
+  {
+    cpu_backend::PackedWeightCache second(dir.string());
+    auto p = second.get(ctx, view, 0, req);
+    EXPECT_TRUE(same(*p));
+    EXPECT_EQ(second.stats().packs, 0);
+    EXPECT_EQ(second.stats().disk_hits, 1);
+  }
+  {
+    // The same bytes under another name (another file or offset): not this copy.
+    cpu_backend::PackedWeightCache other_process(dir.string());
+    const ByteView other = ByteView::file_pages(owner->bytes().data(), bytes.size(), owner, file_key + "0");
+    EXPECT_TRUE(same(*other_process.get(ctx, other, 0, req)));
+    EXPECT_EQ(other_process.stats().packs, 1);
+    EXPECT_EQ(folder_files(), 2);
+  }
+  // Truncate every folder file: each is refused and packed again.
+  for (const auto& e : fs::directory_iterator(dir)) fs::resize_file(e.path(), 5000);
+  {
+    cpu_backend::PackedWeightCache third(dir.string());
+    EXPECT_TRUE(same(*third.get(ctx, view, 0, req)));
+    EXPECT_EQ(third.stats().disk_hits, 0);
+    EXPECT_EQ(third.stats().packs, 1);
+  }
+  // A file whose header names other bytes (as a hash collision would): refused.
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(30);
+    f.put('#');
+  }
+  {
+    cpu_backend::PackedWeightCache fourth(dir.string());
+    EXPECT_TRUE(same(*fourth.get(ctx, view, 0, req)));
+    EXPECT_EQ(fourth.stats().disk_hits, 0);
+  }
+  // No file key, or no folder: nothing written.
+  fs::remove_all(dir);
+  {
+    cpu_backend::PackedWeightCache keyless(dir.string()), no_folder;
+    const ByteView anonymous = ByteView::file_pages(owner->bytes().data(), bytes.size(), owner);
+    EXPECT_TRUE(same(*keyless.get(ctx, anonymous, 0, req)));
+    EXPECT_TRUE(same(*no_folder.get(ctx, view, 0, req)));
+    EXPECT_EQ(keyless.stats().disk_writes + no_folder.stats().disk_writes, 0);
+    EXPECT_FALSE(fs::exists(dir));
+  }
+  fs::remove(file);
 }
 
 }  // namespace

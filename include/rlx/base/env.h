@@ -48,6 +48,9 @@ struct EnvConfig {
   int cpu_gemv_zmm = -1;       ///< RLX_CPU_GEMV_ZMM ("0" or "1"); -1: not set
   bool cpu_profile = false;    ///< RLX_CPU_PROFILE (true only for "1")
   std::string cache_dir;
+  /// RLX_PACKED_CACHE_MB: most bytes (MiB) the CPU backend's folder of packed weights
+  /// keeps (the least recently used files go first; 0: no folder). Default 16 GiB.
+  int64_t packed_cache_mb = 16384;
   bool cpu_prepack = true;  ///< RLX_CPU_PREPACK (false only for "0")
   bool cuda_graphs = true;             ///< RLX_CUDA_GRAPHS (false for "0" or "off")
   bool cuda_programmatic_launch = true;  ///< RLX_CUDA_PDL

@@ -28,18 +28,22 @@ class MappedFile {
   std::span<const uint8_t> bytes() const { return {data_.get(), size_}; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  /// Names the file's contents as they were when it was mapped, the same in every
+  /// process while the file is unchanged: device, inode, size and modification time.
+  const std::string& identity() const { return identity_; }
 
  private:
   struct Unmapper {
     size_t size = 0;
     void operator()(const uint8_t* p) const;
   };
-  MappedFile(std::unique_ptr<const uint8_t, Unmapper> data, size_t size, std::string path)
-      : data_(std::move(data)), size_(size), path_(std::move(path)) {}
+  MappedFile(std::unique_ptr<const uint8_t, Unmapper> data, size_t size, std::string path, std::string identity)
+      : data_(std::move(data)), size_(size), path_(std::move(path)), identity_(std::move(identity)) {}
 
   std::unique_ptr<const uint8_t, Unmapper> data_;
   size_t size_ = 0;
   std::string path_;
+  std::string identity_;
 };
 
 }  // namespace rlx::formats

@@ -34,6 +34,12 @@ struct WeightView {
   /// `bytes` are pages of a read-only file mapping: a backend that keeps a packed copy
   /// may drop them from memory (they refault from the file; ByteView::file_pages).
   bool file_mapped = false;
+  /// For file-mapped bytes: the mapped file's MappedFile::identity() and first byte, so
+  /// that the bytes' name across processes is identity@(bytes - file_start) (views
+  /// derived from this one, e.g. row slices, keep both and stay named correctly).
+  std::string file_identity;
+  const uint8_t* file_start = nullptr;
+  size_t file_size = 0;
 };
 
 class WeightSource {

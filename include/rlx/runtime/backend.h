@@ -37,6 +37,9 @@ struct BackendOptions {
   /// layout once (when set or bound; one copy per weight for all executables of the
   /// backend) instead of on every run. RLX_CPU_PREPACK=0 turns it off as well.
   bool prepack_weights = true;
+  /// CPU: a folder where packed copies of file-mapped weights are kept across runs (a
+  /// second start maps them instead of packing again); empty: none.
+  std::string packed_cache_dir{};
   friend bool operator==(const BackendOptions&, const BackendOptions&) = default;
 };
 

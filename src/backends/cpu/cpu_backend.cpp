@@ -471,9 +471,9 @@ compile::OpSet cpu_supported_ops() {
   return ops;
 }
 
-CpuBackend::CpuBackend(int threads, bool prepack_weights)
+CpuBackend::CpuBackend(int threads, bool prepack_weights, std::string packed_cache_dir)
     : ops_(cpu_supported_ops()), pool_(std::make_shared<cpu::ThreadPool>(default_threads(threads))) {
-  if (prepack_weights && env_config().cpu_prepack) packed_ = std::make_shared<PackedWeightCache>();
+  if (prepack_weights && env_config().cpu_prepack) packed_ = std::make_shared<PackedWeightCache>(std::move(packed_cache_dir));
 }
 
 Expected<std::unique_ptr<Executable>> CpuBackend::compile(const ir::LirModule& lir,

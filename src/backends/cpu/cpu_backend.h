@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "backends/cpu/kernels/thread_pool.h"
 #include "backends/cpu/packed_weights.h"
@@ -14,7 +15,8 @@ class CpuBackend final : public Backend {
  public:
   /// `threads` < 1: RLX_THREADS when set, else all cores. `prepack_weights`: see
   /// BackendOptions::prepack_weights (RLX_CPU_PREPACK=0 turns it off too).
-  explicit CpuBackend(int threads = 0, bool prepack_weights = true);
+  /// packed_cache_dir: where packed copies of file-mapped weights persist (empty: none).
+  explicit CpuBackend(int threads = 0, bool prepack_weights = true, std::string packed_cache_dir = {});
   std::string name() const override { return "cpu"; }
   const compile::OpSet& supported_ops() const override { return ops_; }
   Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir,

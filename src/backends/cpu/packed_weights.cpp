@@ -1,7 +1,23 @@
-// PackedWeightCache: one packed copy per (shared param buffer, offset, layout, ISA).
+// PackedWeightCache: one packed copy per (shared param buffer, offset, layout, ISA), and
+// the folder of packed copies kept across runs. A folder file: a 4 KiB header (magic,
+// payload bytes, the key string that made it) then the packed bytes, mapped read-only.
 #include "backends/cpu/packed_weights.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
 #include <iterator>
+#include <utility>
+#include <vector>
+
+#include "rlx/base/env.h"
+#include "rlx/base/log.h"
 
 namespace rlx::cpu_backend {
 namespace {
@@ -9,7 +25,146 @@ namespace {
 // Source bytes packed between two releases of a file-mapped weight's pages.
 constexpr size_t kReleaseStepBytes = size_t{8} << 20;
 
+constexpr char kMagic[8] = {'R', 'L', 'X', 'P', 'A', 'C', 'K', '1'};
+constexpr size_t kHeaderBytes = 4096;  // the payload starts page-aligned
+constexpr size_t kMaxKeyBytes = kHeaderBytes - 20;
+
+// The folder file's name for a key string: FNV-1a 64 in hex (the header holds the key
+// itself, so a collision is a miss, not a wrong weight).
+std::string file_name(const std::string& key) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx.rlxpack", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+// Everything the packed bytes depend on: the source bytes' name and the layout.
+std::string disk_key(const std::string& file_key, int64_t offset, const PackRequest& req, const cpu::KernelContext& ctx) {
+  const cpu::PackedB empty = cpu::PackedB::view(ctx, 0, 0, req.type, nullptr);
+  return "rlx-packed-v1|" + file_key + "+" + std::to_string(offset) + "|k=" + std::to_string(req.k) +
+         "|n=" + std::to_string(req.n) + "|t=" + std::to_string(req.b_transposed) +
+         "|type=" + std::to_string(static_cast<int>(req.type)) + "|isa=" + cpu::isa_name(empty.isa()) +
+         "|nr=" + std::to_string(empty.nr());
+}
+
+// A read-only mapping of a folder file; the PackedB views its payload.
+struct MappedPacked {
+  void* addr = nullptr;
+  size_t size = 0;
+  cpu::PackedB packed;
+  MappedPacked() = default;
+  MappedPacked(const MappedPacked&) = delete;
+  MappedPacked& operator=(const MappedPacked&) = delete;
+  ~MappedPacked() {
+    if (addr != nullptr) ::munmap(addr, size);
+  }
+};
+
+// Deletes the least recently used folder files (by modification time, which a hit
+// renews) until `incoming` more bytes fit in `limit`.
+void make_room(const std::filesystem::path& dir, uint64_t incoming, uint64_t limit) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::pair<fs::file_time_type, fs::path>> files;
+  uint64_t total = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != ".rlxpack") continue;
+    std::error_code e2;
+    const uint64_t size = it->file_size(e2);
+    const fs::file_time_type t = it->last_write_time(e2);
+    if (e2) continue;
+    total += size;
+    files.emplace_back(t, it->path());
+  }
+  if (total + incoming <= limit) return;
+  std::sort(files.begin(), files.end());
+  for (const auto& [t, path] : files) {
+    if (total + incoming <= limit) break;
+    std::error_code e2;
+    const uint64_t size = fs::file_size(path, e2);
+    if (!e2 && fs::remove(path, e2)) total -= std::min(total, size);
+  }
+}
+
 }  // namespace
+
+std::shared_ptr<const cpu::PackedB> PackedWeightCache::load_from_disk(const cpu::KernelContext& ctx,
+                                                                      const std::string& key,
+                                                                      const PackRequest& req) const {
+  const std::string path = (std::filesystem::path(disk_dir_) / file_name(key)).string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  const size_t payload = cpu::packed_b_bytes(ctx, req.k, req.n, req.type);
+  struct stat st {};
+  char header[kHeaderBytes];
+  const bool fits = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+                    static_cast<size_t>(st.st_size) == kHeaderBytes + payload &&
+                    ::pread(fd, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes);
+  uint64_t stored_payload = 0;
+  uint32_t key_len = 0;
+  if (fits) {
+    std::memcpy(&stored_payload, header + 8, 8);
+    std::memcpy(&key_len, header + 16, 4);
+  }
+  if (!fits || std::memcmp(header, kMagic, 8) != 0 || stored_payload != payload || key_len != key.size() ||
+      key_len > kMaxKeyBytes || std::memcmp(header + 20, key.data(), key.size()) != 0) {
+    ::close(fd);
+    return nullptr;
+  }
+  auto m = std::make_shared<MappedPacked>();
+  m->size = kHeaderBytes + payload;
+  void* addr = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  (void)::futimens(fd, nullptr);  // used now: the last to go when the folder is full
+  ::close(fd);
+  if (addr == MAP_FAILED) return nullptr;
+  m->addr = addr;
+  m->packed = cpu::PackedB::view(ctx, req.k, req.n, req.type, static_cast<const uint8_t*>(addr) + kHeaderBytes);
+  return std::shared_ptr<const cpu::PackedB>(m, &m->packed);
+}
+
+std::shared_ptr<const cpu::PackedB> PackedWeightCache::pack_to_disk(
+    const cpu::KernelContext& ctx, const std::string& key, const uint8_t* src, const PackRequest& req,
+    const std::function<void(int64_t)>& on_step) const {
+  const uint64_t limit = static_cast<uint64_t>(env_config().packed_cache_mb) << 20;
+  const size_t payload = cpu::packed_b_bytes(ctx, req.k, req.n, req.type);
+  if (key.size() > kMaxKeyBytes || kHeaderBytes + payload > limit) return nullptr;
+  std::error_code ec;
+  std::filesystem::create_directories(disk_dir_, ec);
+  if (ec) return nullptr;
+  make_room(disk_dir_, kHeaderBytes + payload, limit);
+  static std::atomic<uint64_t> serial{0};
+  const std::string final_path = (std::filesystem::path(disk_dir_) / file_name(key)).string();
+  const std::string tmp = final_path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial++);
+  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return nullptr;
+  auto m = std::make_shared<MappedPacked>();
+  m->size = kHeaderBytes + payload;
+  // The blocks are reserved first: a write through the mapping to a file the disk
+  // cannot hold would end the process with SIGBUS.
+  void* addr = ::posix_fallocate(fd, 0, static_cast<off_t>(m->size)) == 0
+                   ? ::mmap(nullptr, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                   : MAP_FAILED;
+  ::close(fd);
+  if (addr == MAP_FAILED) {
+    ::unlink(tmp.c_str());
+    return nullptr;
+  }
+  m->addr = addr;
+  auto* header = static_cast<uint8_t*>(addr);
+  std::memcpy(header, kMagic, 8);
+  const uint64_t stored_payload = payload;
+  const auto key_len = static_cast<uint32_t>(key.size());
+  std::memcpy(header + 8, &stored_payload, 8);
+  std::memcpy(header + 16, &key_len, 4);
+  std::memcpy(header + 20, key.data(), key.size());
+  m->packed = cpu::pack_b_into(ctx, req.k, req.n, req.b_transposed, 0, src, req.type, header + kHeaderBytes,
+                               kReleaseStepBytes, on_step);
+  // Named only when whole, so another process never maps a half-packed file; the
+  // kernel writes the pages back in the background.
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) ::unlink(tmp.c_str());
+  return std::shared_ptr<const cpu::PackedB>(m, &m->packed);
+}
 
 std::shared_ptr<const cpu::PackedB> PackedWeightCache::pack(const cpu::KernelContext& ctx, const uint8_t* data,
                                                             const PackRequest& req) {
@@ -34,6 +189,16 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::get(const cpu::KernelCont
   for (auto it = entries_.begin(); it != entries_.end();)
     it = (it->second.has_owner && it->second.source.expired()) || it->second.packed.expired() ? entries_.erase(it)
                                                                                               : std::next(it);
+  const std::string dkey = !disk_dir_.empty() && !source.file_key().empty() && env_config().packed_cache_mb > 0
+                               ? disk_key(source.file_key(), offset, req, ctx)
+                               : std::string();
+  if (!dkey.empty()) {
+    if (auto mapped = load_from_disk(ctx, dkey, req)) {
+      ++disk_hits_;
+      entries_[key] = Entry{source.owner(), source.owner() != nullptr, mapped};
+      return mapped;
+    }
+  }
   // Pages of a file mapping are released as they are consumed (an [N, K] weight is read
   // in row order), so packing holds about one step of the source at a time beside the
   // packed copy; a [K, N] weight is released whole at the end.
@@ -47,8 +212,21 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::get(const cpu::KernelCont
   };
   std::function<void(int64_t)> on_step;
   if (source.is_file_backed()) on_step = done;
-  auto packed = std::make_shared<const cpu::PackedB>(cpu::pack_b(
-      ctx, req.k, req.n, req.b_transposed, 0, source.data() + offset, req.type, kReleaseStepBytes, on_step));
+  // With a folder, the packed copy is made in a file there (packed in place through a
+  // shared mapping, no second copy), else in memory.
+  std::shared_ptr<const cpu::PackedB> packed;
+  if (!dkey.empty()) {
+    packed = pack_to_disk(ctx, dkey, source.data() + offset, req, on_step);
+    if (packed) {
+      ++disk_writes_;
+    } else {
+      RLX_LOG_DEBUG("packed weight cache: cannot write to {}; packing in memory", disk_dir_);
+    }
+  }
+  if (!packed) {
+    packed = std::make_shared<const cpu::PackedB>(cpu::pack_b(
+        ctx, req.k, req.n, req.b_transposed, 0, source.data() + offset, req.type, kReleaseStepBytes, on_step));
+  }
   ++packs_;
   entries_[key] = Entry{source.owner(), source.owner() != nullptr, packed};
   return packed;
@@ -59,6 +237,8 @@ PackedWeightStats PackedWeightCache::stats() const {
   PackedWeightStats s;
   s.packs = packs_;
   s.hits = hits_;
+  s.disk_hits = disk_hits_;
+  s.disk_writes = disk_writes_;
   for (const auto& [key, e] : entries_) {
     if (auto p = e.packed.lock()) {
       ++s.live;

@@ -224,6 +224,15 @@ PackedB PackedB::header(int64_t k, int64_t n, WeightType type, IsaLevel isa, int
   return out;
 }
 
+PackedB PackedB::view(const KernelContext& ctx, int64_t k, int64_t n, WeightType type, const void* bytes) {
+  const IsaKernels& kk = detail::isa_kernels(ctx.isa);
+  PackedB out = header(k, n, type, kk.isa, kk.gemm_nr);
+  if (n <= 0 || k <= 0) return out;
+  out.data_ = static_cast<const uint8_t*>(bytes);
+  out.bytes_ = packed_b_bytes(ctx, k, n, type);
+  return out;
+}
+
 size_t packed_b_bytes(const KernelContext& ctx, int64_t k, int64_t n, WeightType b_type) {
   const int nr = detail::isa_kernels(ctx.isa).gemm_nr;
   return static_cast<size_t>(ceil_div(n, nr) * k * nr) * weight_type_size(b_type);
@@ -252,11 +261,16 @@ void pack_all_panels(const KernelContext& ctx, const IsaKernels& kk, int64_t k, 
 
 PackedB pack_b_into(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
                     WeightType b_type, void* dst) {
+  return pack_b_into(ctx, k, n, b_transposed, ldb, b, b_type, dst, SIZE_MAX, nullptr);
+}
+
+PackedB pack_b_into(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
+                    WeightType b_type, void* dst, size_t step_bytes, const std::function<void(int64_t)>& done) {
   const IsaKernels& kk = detail::isa_kernels(ctx.isa);
   PackedB out = PackedB::header(k, n, b_type, kk.isa, kk.gemm_nr);
   if (n <= 0 || k <= 0) return out;
   auto* d = static_cast<uint8_t*>(dst);
-  pack_all_panels(ctx, kk, k, n, b_transposed, ldb, b, b_type, d, SIZE_MAX, nullptr);
+  pack_all_panels(ctx, kk, k, n, b_transposed, ldb, b, b_type, d, step_bytes, done);
   out.data_ = d;  // the caller's memory: nothing allocated or freed here
   out.bytes_ = packed_b_bytes(ctx, k, n, b_type);
   return out;

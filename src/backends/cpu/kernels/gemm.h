@@ -40,10 +40,16 @@ class PackedB {
   const uint8_t* data() const { return data_; }
   size_t bytes() const { return bytes_; }
 
+  /// A packing over `bytes` already in pack_b's layout for `ctx` (e.g. mapped from a
+  /// file an earlier pack_b's bytes were written to); nothing is copied and the caller
+  /// keeps them alive. `bytes` must be 64-byte aligned and packed_b_bytes() long.
+  static PackedB view(const KernelContext& ctx, int64_t k, int64_t n, WeightType type, const void* bytes);
+
  private:
   friend PackedB pack_b(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType, size_t,
                         const std::function<void(int64_t)>&);
-  friend PackedB pack_b_into(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType, void*);
+  friend PackedB pack_b_into(const KernelContext&, int64_t, int64_t, bool, int64_t, const void*, WeightType, void*,
+                             size_t, const std::function<void(int64_t)>&);
   // The fields of a packing for ISA table `isa` (nr columns a panel), no panels yet.
   static PackedB header(int64_t k, int64_t n, WeightType type, IsaLevel isa, int nr);
   AlignedBuffer owned_;  // pack_b's storage; empty for pack_b_into (the caller's memory)
@@ -83,6 +89,10 @@ size_t packed_b_bytes(const KernelContext& ctx, int64_t k, int64_t n, WeightType
 /// while `dst` holds the panels. For B that changes every call (attention's K and V).
 PackedB pack_b_into(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
                     WeightType b_type, void* dst);
+/// The same, about `step_bytes` of B at a time, calling `done(n_done)` after each step
+/// as pack_b does (e.g. packing into a file mapping while releasing the source's pages).
+PackedB pack_b_into(const KernelContext& ctx, int64_t k, int64_t n, bool b_transposed, int64_t ldb, const void* b,
+                    WeightType b_type, void* dst, size_t step_bytes, const std::function<void(int64_t)>& done);
 
 /// GEMM against a pre-packed B (p.b_transposed and p.ldb are ignored; p.k and p.n must
 /// match the packing). Runs with the ISA the weights were packed for. M <= kGemvMaxM
