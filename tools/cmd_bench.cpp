@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "backends/cpu/kernels/gemv_tuning.h"
 #include "commands.h"
 #include "machine_limits.h"
 #include "model_path.h"
@@ -287,6 +288,10 @@ int run_bench(const BenchArgs& a) {
     std::printf("runs                   %d per figure, median shown; tokens/s range: %s\n", a.repeat, spread.c_str());
   }
   out["runs_per_figure"] = a.repeat;
+  // The decode GEMV settings this process chose (measured on its first decode steps).
+  const std::string gemv = cpu::describe_gemv_tuning();
+  std::printf("gemv                   %s\n", gemv.c_str());
+  out["cpu_decode_gemv"] = gemv;
   const double kv_total = kv_bytes_per_pos * static_cast<double>(lo.ctx);
   std::printf("\npeak resident %.1f MB (file %.1f MB + KV cache %.1f MB = %.1f MB)\n", rss / 1e6, weight_bytes / 1e6,
               kv_total / 1e6, (weight_bytes + kv_total) / 1e6);

@@ -13,9 +13,12 @@
 #include <vector>
 
 #include "backends/cpu/kernels/amx_matmul.h"
+#include "backends/cpu/kernels/gemv_tuning.h"
+#include "backends/cpu/kernels/isa_kernels.h"
 #include "backends/cpu/kernels/qmatmul_kernels.h"
 #include "backends/cpu/kernels/vnni_matmul.h"
 #include "cpu_kernels/test_util.h"
+#include "rlx/base/env.h"
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
 
@@ -769,6 +772,41 @@ TEST(QMatmul, BadCallsReturnErrors) {
     ASSERT_FALSE(no_loop.ok());
     EXPECT_EQ(no_loop.error().code(), ErrorCode::kUnsupported);
   }
+}
+
+// The decode GEMVs' prefetch distance is measured on real one-row calls of 1 MiB or
+// more: every candidate in turn, then one stays. It moves prefetch hints only, so each
+// call's result is bit for bit the one before any tuning.
+TEST(QMatmul, DecodePrefetchIsMeasuredAndChangesNoResult) {
+  if (env_config().cpu_gemv_prefetch >= 0) GTEST_SKIP() << "RLX_CPU_GEMV_PREFETCH is set";
+  Rng rng;
+  const int64_t k = 2048, n = 1024;  // Q8_0: 2.1 MiB of weights
+  const QWeights w = make_weights(rng, GgmlType::Q8_0, n, k);
+  const std::vector<float> x = rng.vec(k);
+  std::vector<uint8_t> scratch(qmatmul_scratch_bytes(GgmlType::Q8_0, 1, k, QMatmulPath::kAuto, IsaLevel::kAmx));
+  QMatmulParams p;
+  p.m = 1;
+  p.n = n;
+  p.k = k;
+  auto run = [&] {
+    std::vector<float> y(static_cast<size_t>(n));
+    EXPECT_TRUE(dequant_matmul(KernelContext{&test::test_pool(), IsaLevel::kAmx}, p, GgmlType::Q8_0, x.data(),
+                               w.packed.data(), y.data(), QMatmulScratch{scratch.data(), scratch.size()})
+                    .ok());
+    return y;
+  };
+  const std::vector<float> first = run();
+  int calls = 0;
+  while (detail::gemv_tuning_active() && calls < 4000) {
+    ASSERT_EQ(run(), first) << "call " << calls;
+    ++calls;
+  }
+  EXPECT_FALSE(detail::gemv_tuning_active()) << "still measuring after " << calls << " calls";
+  const int chosen = detail::gemv_far_prefetch();
+  EXPECT_TRUE(chosen == 0 || chosen == 1024 || chosen == 4096) << chosen;
+  EXPECT_NE(describe_gemv_tuning().find("measured on the first decode GEMVs"), std::string::npos)
+      << describe_gemv_tuning();
+  EXPECT_EQ(run(), first);
 }
 
 }  // namespace

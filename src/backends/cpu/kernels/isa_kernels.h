@@ -10,12 +10,13 @@
 namespace rlx::cpu::detail {
 
 /// How far ahead of the weight stream being read the decode GEMVs (quantized and
-/// f16/bf16/f32 panels) prefetch into L2, in bytes (RLX_CPU_GEMV_PREFETCH; default 4096
-/// on Intel CPUs, 0 = off elsewhere). On a Sapphire Rapids host (2 threads) a 4 KiB lead
-/// lifted Q8_0 decode from 12-13 to 16-19 tok/s: the loops' own near prefetches into L1
-/// keep too few lines in flight to cover DRAM latency, and the hardware streamer stops
-/// at every 4 KiB page. On a Zen 4 VM it cost Q8_0 decode ~13 % (Q4_K_M unchanged),
-/// hence off there.
+/// f16/bf16/f32 panels) prefetch into L2, in bytes (RLX_CPU_GEMV_PREFETCH, else measured
+/// on the process's first decode GEMVs among 0, 1024 and 4096 B, gemv_tuning.h; until
+/// then 4096 on Intel CPUs, 0 elsewhere). On a Sapphire Rapids host (2 threads) a 4 KiB
+/// lead lifted Q8_0 decode from 12-13 to 16-19 tok/s: the loops' own near prefetches
+/// into L1 keep too few lines in flight to cover DRAM latency, and the hardware streamer
+/// stops at every 4 KiB page. On a Zen 4 VM it cost Q8_0 decode ~13 % (Q4_K_M
+/// unchanged).
 int gemv_far_prefetch();
 
 /// Whether one-row quantized GEMVs (decode) take their own 512-bit loops (Q4_K, Q6_K,

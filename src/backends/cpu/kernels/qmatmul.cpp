@@ -5,12 +5,14 @@
 #include "backends/cpu/kernels/qmatmul.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <optional>
 
 #include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/gemv_tuning.h"
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "backends/cpu/kernels/qmatmul_kernels.h"
 #include "backends/cpu/kernels/vnni_matmul.h"
@@ -20,13 +22,6 @@
 #include "rlx/formats/quant_blocks.h"
 
 namespace rlx::cpu {
-
-int detail::gemv_far_prefetch() {
-  static const int bytes = env_config().cpu_gemv_prefetch >= 0      ? env_config().cpu_gemv_prefetch
-                           : cpu_features().vendor == "GenuineIntel" ? 4096
-                                                                     : 0;
-  return bytes;
-}
 
 bool detail::gemv_one_row_zmm() {
   static const bool on = env_config().cpu_gemv_zmm >= 0 ? env_config().cpu_gemv_zmm == 1
@@ -184,6 +179,9 @@ void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* 
   const int64_t cache_rows = std::max<int64_t>(16, (int64_t{256} << 10) / static_cast<int64_t>(c.w_row_bytes));
   chunk = std::clamp<int64_t>(ceil_div(chunk, 16) * 16, 16, std::min<int64_t>(512, cache_rows));
   const int64_t tasks = ceil_div(c.n, chunk);
+  const size_t weight_bytes = static_cast<size_t>(c.n) * c.w_row_bytes;
+  const bool timed = c.m == 1 && weight_bytes >= detail::kGemvTuneMinBytes && detail::gemv_tuning_active();
+  const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   parallel_for(ctx, tasks, [&](int64_t t) {
     const int64_t n0 = t * chunk, n1 = std::min(c.n, n0 + chunk);
     for (int64_t r0 = 0; r0 < c.m; r0 += max_rows) {
@@ -194,6 +192,9 @@ void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* 
       for (int r = 0; r < rows; ++r) add_bias(c.bias ? c.bias + n0 : nullptr, out + r * c.ldc, n1 - n0);
     }
   });
+  if (timed)
+    detail::gemv_tuning_record(weight_bytes,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 // ---------------------------------------------------------------- panel path

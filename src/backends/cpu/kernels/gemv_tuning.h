@@ -1,0 +1,34 @@
+// The decode GEMVs' far prefetch distance, measured on the process's own first decode
+// GEMVs instead of guessed per CPU vendor. The distance only moves prefetch hints, so
+// trying each candidate on real calls changes no result bit; the 512-bit one-row loops
+// (gemv_one_row_zmm) round differently from the shared ones and stay fixed for the
+// process (RLX_CPU_GEMV_ZMM or the vendor default).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace rlx::cpu {
+
+/// One line on the decode GEMV settings and how they were chosen, e.g. "L2 prefetch 0 B
+/// ahead (measured on the first decode GEMVs: 0 B 41.3 GB/s, 1024 B 40.1, 4096 B
+/// 37.9); 512-bit one-row loops off (vendor default)".
+std::string describe_gemv_tuning();
+
+namespace detail {
+
+/// Weight bytes of a one-row GEMV below which calls are not timed (small matrices sit
+/// in cache and would say nothing about the DRAM stream).
+inline constexpr size_t kGemvTuneMinBytes = size_t{1} << 20;
+
+/// True while the prefetch distance is still being measured (no RLX_CPU_GEMV_PREFETCH
+/// and not yet settled): the caller times its one-row GEMV and reports it.
+bool gemv_tuning_active();
+
+/// One timed one-row GEMV over `bytes` of weights in `seconds`, run with the distance
+/// gemv_far_prefetch() returned when it started. Thread-safe.
+void gemv_tuning_record(size_t bytes, double seconds);
+
+}  // namespace detail
+}  // namespace rlx::cpu
