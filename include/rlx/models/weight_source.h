@@ -37,7 +37,7 @@ struct WeightView {
   /// For file-mapped bytes: the mapped file's MappedFile::identity() and first byte, so
   /// that the bytes' name across processes is identity@(bytes - file_start) (views
   /// derived from this one, e.g. row slices, keep both and stay named correctly).
-  std::string file_identity;
+  std::string file_identity{};
   const uint8_t* file_start = nullptr;
   size_t file_size = 0;
 };
