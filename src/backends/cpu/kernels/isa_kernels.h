@@ -21,9 +21,10 @@ int gemv_far_prefetch();
 
 /// Whether one-row quantized GEMVs (decode) take their own 512-bit loops (Q4_K, Q6_K,
 /// Q8_0; QKernels::gemv_one_row) instead of the loops shared with m > 1
-/// (RLX_CPU_GEMV_ZMM; default on for Intel CPUs, where Q4_K_M decode gained ~25 % on a
-/// Sapphire Rapids host; off elsewhere: on a Zen 4 VM, which runs 512-bit operations as
-/// two 256-bit halves, decode showed no clear gain. bench/NOTES.md, session 11).
+/// (RLX_CPU_GEMV_ZMM, else measured once per process before any real call,
+/// gemv_tuning.cpp: Q4_K_M decode gained ~25 % with them on a Sapphire Rapids host; on a
+/// Zen 4 VM, which runs 512-bit operations as two 256-bit halves, they gained nothing;
+/// on a Zen 5 VM they run 1.2-1.7x as fast as the shared loops from L2).
 bool gemv_one_row_zmm();
 
 /// What a GEMM micro-tile does with its accumulators (see gemm.h for the formula

@@ -23,12 +23,6 @@
 
 namespace rlx::cpu {
 
-bool detail::gemv_one_row_zmm() {
-  static const bool on = env_config().cpu_gemv_zmm >= 0 ? env_config().cpu_gemv_zmm == 1
-                                                        : cpu_features().vendor == "GenuineIntel";
-  return on;
-}
-
 namespace {
 
 using formats::GgmlType;
