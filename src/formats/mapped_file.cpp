@@ -52,7 +52,8 @@ Expected<MappedFile> MappedFile::open(const std::string& path) {
   }
   const size_t size = static_cast<size_t>(st.st_size);
   const std::string identity = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(size) +
-                               ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+                               ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
+                               ":" + std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec);
   if (size == 0) {
     ::close(fd);
     return MappedFile(std::unique_ptr<const uint8_t, Unmapper>(nullptr, Unmapper{0}), 0, path, identity);

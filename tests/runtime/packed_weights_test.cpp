@@ -383,6 +383,17 @@ TEST(PackedWeights, FolderKeepsPackedCopiesAcrossCaches) {
     EXPECT_TRUE(same(*fourth.get(ctx, view, 0, req)));
     EXPECT_EQ(fourth.stats().disk_hits, 0);
   }
+  // A temporary file left by a process that is gone (killed while packing) is deleted
+  // when a file is next written; the files in use stay.
+  const fs::path stale = dir / "0123456789abcdef.rlxpack.tmp.999999999.0";
+  { std::ofstream(stale) << "half a packing"; }
+  {
+    cpu_backend::PackedWeightCache fifth(dir.string());
+    const ByteView renamed = ByteView::file_pages(owner->bytes().data(), bytes.size(), owner, file_key + "1");
+    EXPECT_TRUE(same(*fifth.get(ctx, renamed, 0, req)));
+    EXPECT_EQ(fifth.stats().disk_writes, 1);
+    EXPECT_FALSE(fs::exists(stale));
+  }
   // No file key, or no folder: nothing written.
   fs::remove_all(dir);
   {

@@ -29,7 +29,8 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
   /// Names the file's contents as they were when it was mapped, the same in every
-  /// process while the file is unchanged: device, inode, size and modification time.
+  /// process while the file is unchanged: device, inode, size, modification time and
+  /// status-change time (which no tool can set back, unlike the modification time).
   const std::string& identity() const { return identity_; }
 
  private:

@@ -12,7 +12,10 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <csignal>
+#include <cstdlib>
 #include <iterator>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -39,7 +42,9 @@ std::string file_name(const std::string& key) {
   return buf;
 }
 
-// Everything the packed bytes depend on: the source bytes' name and the layout.
+// Everything the packed bytes depend on: the source bytes' name and the layout (ISA
+// table and panel width). The version names pack_b's panel layout: bump it whenever
+// pack_b_panels changes what it writes.
 std::string disk_key(const std::string& file_key, int64_t offset, const PackRequest& req, const cpu::KernelContext& ctx) {
   const cpu::PackedB empty = cpu::PackedB::view(ctx, 0, 0, req.type, nullptr);
   return "rlx-packed-v1|" + file_key + "+" + std::to_string(offset) + "|k=" + std::to_string(req.k) +
@@ -61,23 +66,39 @@ struct MappedPacked {
   }
 };
 
-// Deletes the least recently used folder files (by modification time, which a hit
-// renews) until `incoming` more bytes fit in `limit`.
-void make_room(const std::filesystem::path& dir, uint64_t incoming, uint64_t limit) {
+// The pid in a temporary file's name ("<hash>.rlxpack.tmp.<pid>.<serial>"), or 0.
+long tmp_owner(const std::string& name) {
+  const size_t at = name.find(".rlxpack.tmp.");
+  if (at == std::string::npos) return 0;
+  return std::strtol(name.c_str() + at + 13, nullptr, 10);
+}
+
+// Deletes the temporary files of processes that are gone (killed while packing), then
+// the least recently used folder files (by modification time, which a hit renews) that
+// this cache does not use itself, until `incoming` more bytes fit in `limit`. False
+// when they cannot be made to fit.
+bool make_room(const std::filesystem::path& dir, uint64_t incoming, uint64_t limit,
+               const std::set<std::string>& in_use) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::vector<std::pair<fs::file_time_type, fs::path>> files;
   uint64_t total = 0;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (const long pid = tmp_owner(name); pid > 0) {
+      std::error_code e2;
+      if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove(it->path(), e2);
+      continue;
+    }
     if (it->path().extension() != ".rlxpack") continue;
     std::error_code e2;
     const uint64_t size = it->file_size(e2);
     const fs::file_time_type t = it->last_write_time(e2);
     if (e2) continue;
     total += size;
-    files.emplace_back(t, it->path());
+    if (in_use.count(it->path().string()) == 0) files.emplace_back(t, it->path());
   }
-  if (total + incoming <= limit) return;
+  if (total + incoming <= limit) return true;
   std::sort(files.begin(), files.end());
   for (const auto& [t, path] : files) {
     if (total + incoming <= limit) break;
@@ -85,15 +106,17 @@ void make_room(const std::filesystem::path& dir, uint64_t incoming, uint64_t lim
     const uint64_t size = fs::file_size(path, e2);
     if (!e2 && fs::remove(path, e2)) total -= std::min(total, size);
   }
+  return total + incoming <= limit;
 }
 
 }  // namespace
 
 std::shared_ptr<const cpu::PackedB> PackedWeightCache::load_from_disk(const cpu::KernelContext& ctx,
                                                                       const std::string& key,
-                                                                      const PackRequest& req) const {
+                                                                      const PackRequest& req) {
   const std::string path = (std::filesystem::path(disk_dir_) / file_name(key)).string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Not blocking on a FIFO, not following a link planted under the name.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) return nullptr;
   const size_t payload = cpu::packed_b_bytes(ctx, req.k, req.n, req.type);
   struct stat st {};
@@ -120,21 +143,28 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::load_from_disk(const cpu:
   if (addr == MAP_FAILED) return nullptr;
   m->addr = addr;
   m->packed = cpu::PackedB::view(ctx, req.k, req.n, req.type, static_cast<const uint8_t*>(addr) + kHeaderBytes);
+  in_use_.insert(path);
   return std::shared_ptr<const cpu::PackedB>(m, &m->packed);
 }
 
 std::shared_ptr<const cpu::PackedB> PackedWeightCache::pack_to_disk(
     const cpu::KernelContext& ctx, const std::string& key, const uint8_t* src, const PackRequest& req,
-    const std::function<void(int64_t)>& on_step) const {
+    const std::function<void(int64_t)>& on_step) {
   const uint64_t limit = static_cast<uint64_t>(env_config().packed_cache_mb) << 20;
   const size_t payload = cpu::packed_b_bytes(ctx, req.k, req.n, req.type);
   if (key.size() > kMaxKeyBytes || kHeaderBytes + payload > limit) return nullptr;
   std::error_code ec;
-  std::filesystem::create_directories(disk_dir_, ec);
-  if (ec) return nullptr;
-  make_room(disk_dir_, kHeaderBytes + payload, limit);
-  static std::atomic<uint64_t> serial{0};
+  if (!std::filesystem::exists(disk_dir_, ec)) {
+    // Private to the user: another user's planted file must not become our weights.
+    std::filesystem::create_directories(disk_dir_, ec);
+    if (!ec) std::filesystem::permissions(disk_dir_, std::filesystem::perms::owner_all, ec);
+  }
+  if (ec || !std::filesystem::is_directory(disk_dir_, ec)) return nullptr;
   const std::string final_path = (std::filesystem::path(disk_dir_) / file_name(key)).string();
+  // Never more than the cap; files this cache maps stay (a model larger than the cap
+  // keeps the part that fits instead of evicting its own files on every start).
+  if (!make_room(disk_dir_, kHeaderBytes + payload, limit, in_use_)) return nullptr;
+  static std::atomic<uint64_t> serial{0};
   const std::string tmp = final_path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial++);
   const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return nullptr;
@@ -160,9 +190,14 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::pack_to_disk(
   std::memcpy(header + 20, key.data(), key.size());
   m->packed = cpu::pack_b_into(ctx, req.k, req.n, req.b_transposed, 0, src, req.type, header + kHeaderBytes,
                                kReleaseStepBytes, on_step);
-  // Named only when whole, so another process never maps a half-packed file; the
-  // kernel writes the pages back in the background.
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) ::unlink(tmp.c_str());
+  // Named only when whole and on disk (so that a crash of the machine cannot leave a
+  // named file whose pages were never written, which would read back as zeros).
+  if (::msync(addr, m->size, MS_SYNC) != 0 || ::rename(tmp.c_str(), final_path.c_str()) != 0) {
+    ::unlink(tmp.c_str());  // the mapping stays valid: this process keeps using it
+    return std::shared_ptr<const cpu::PackedB>(m, &m->packed);
+  }
+  in_use_.insert(final_path);
+  saved_ = true;
   return std::shared_ptr<const cpu::PackedB>(m, &m->packed);
 }
 
@@ -216,10 +251,10 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::get(const cpu::KernelCont
   // shared mapping, no second copy), else in memory.
   std::shared_ptr<const cpu::PackedB> packed;
   if (!dkey.empty()) {
+    saved_ = false;
     packed = pack_to_disk(ctx, dkey, source.data() + offset, req, on_step);
-    if (packed) {
-      ++disk_writes_;
-    } else {
+    if (saved_) ++disk_writes_;
+    if (!packed) {
       RLX_LOG_DEBUG("packed weight cache: cannot write to {}; packing in memory", disk_dir_);
     }
   }

@@ -29,8 +29,9 @@ inline constexpr size_t kGemvTuneMinBytes = size_t{1} << 20;
 bool gemv_tuning_active();
 
 /// One timed one-row GEMV over `bytes` of weights in `seconds`, run with the distance
-/// gemv_far_prefetch() returned when it started. Thread-safe.
-void gemv_tuning_record(size_t bytes, double seconds);
+/// `prefetch` (gemv_far_prefetch() when it started; a call that began under another
+/// distance than the one being measured is not counted). Thread-safe.
+void gemv_tuning_record(size_t bytes, double seconds, int prefetch);
 
 }  // namespace detail
 }  // namespace rlx::cpu

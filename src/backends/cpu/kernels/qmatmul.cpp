@@ -175,6 +175,7 @@ void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* 
   const int64_t tasks = ceil_div(c.n, chunk);
   const size_t weight_bytes = static_cast<size_t>(c.n) * c.w_row_bytes;
   const bool timed = c.m == 1 && weight_bytes >= detail::kGemvTuneMinBytes && detail::gemv_tuning_active();
+  const int prefetch = timed ? detail::gemv_far_prefetch() : 0;
   const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   parallel_for(ctx, tasks, [&](int64_t t) {
     const int64_t n0 = t * chunk, n1 = std::min(c.n, n0 + chunk);
@@ -188,7 +189,8 @@ void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* 
   });
   if (timed)
     detail::gemv_tuning_record(weight_bytes,
-                               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                               prefetch);
 }
 
 // ---------------------------------------------------------------- panel path

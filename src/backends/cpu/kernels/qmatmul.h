@@ -36,8 +36,8 @@ inline constexpr int64_t kQGemvMaxM = 16;
 /// The path kAuto takes for `type` at `m` rows with the kernels of resolve_isa(isa)
 /// (kAmx from amx_min_rows() rows for the types amx_supports() where the tiles are
 /// usable, else kVnni from vnni_min_rows() rows for the types vnni_supports() where
-/// AVX-512 VNNI is, else kGemv or kPanel). A call whose k is not a multiple of 64 takes the path
-/// this would give without the tiles.
+/// AVX-512 VNNI is, else kGemv or kPanel). A call whose k is not a multiple of 64 does
+/// not take kAmx but the path this would give without the AMX tiles; kVnni takes any k.
 QMatmulPath qmatmul_auto_path(formats::GgmlType type, int64_t m, IsaLevel isa);
 
 /// Shapes of one call. Strides in elements; 0 means dense (lda = k, ldc = n).
