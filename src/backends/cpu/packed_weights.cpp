@@ -149,7 +149,8 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::load_from_disk(const cpu:
 
 std::shared_ptr<const cpu::PackedB> PackedWeightCache::pack_to_disk(
     const cpu::KernelContext& ctx, const std::string& key, const uint8_t* src, const PackRequest& req,
-    const std::function<void(int64_t)>& on_step) {
+    const std::function<void(int64_t)>& on_step, bool* kept) {
+  *kept = false;
   const uint64_t limit = static_cast<uint64_t>(env_config().packed_cache_mb) << 20;
   const size_t payload = cpu::packed_b_bytes(ctx, req.k, req.n, req.type);
   if (key.size() > kMaxKeyBytes || kHeaderBytes + payload > limit) return nullptr;
@@ -197,7 +198,7 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::pack_to_disk(
     return std::shared_ptr<const cpu::PackedB>(m, &m->packed);
   }
   in_use_.insert(final_path);
-  saved_ = true;
+  *kept = true;
   return std::shared_ptr<const cpu::PackedB>(m, &m->packed);
 }
 
@@ -251,9 +252,9 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::get(const cpu::KernelCont
   // shared mapping, no second copy), else in memory.
   std::shared_ptr<const cpu::PackedB> packed;
   if (!dkey.empty()) {
-    saved_ = false;
-    packed = pack_to_disk(ctx, dkey, source.data() + offset, req, on_step);
-    if (saved_) ++disk_writes_;
+    bool kept = false;
+    packed = pack_to_disk(ctx, dkey, source.data() + offset, req, on_step, &kept);
+    if (kept) ++disk_writes_;
     if (!packed) {
       RLX_LOG_DEBUG("packed weight cache: cannot write to {}; packing in memory", disk_dir_);
     }

@@ -76,16 +76,15 @@ class PackedWeightCache {
   // The folder's copy for this key string, or null.
   std::shared_ptr<const cpu::PackedB> load_from_disk(const cpu::KernelContext& ctx, const std::string& key,
                                                      const PackRequest& req);
-  // Packs `src` into a new folder file for `key` (on_step as pack_b's done) and sets
-  // saved_ when the file was kept; null when no file could be made (then nothing is
-  // left behind and the caller packs in memory).
+  // Packs `src` into a new folder file for `key` (on_step as pack_b's done); *kept
+  // says whether the file stays in the folder. Null when no file could be made (then
+  // nothing is left behind and the caller packs in memory).
   std::shared_ptr<const cpu::PackedB> pack_to_disk(const cpu::KernelContext& ctx, const std::string& key,
                                                    const uint8_t* src, const PackRequest& req,
-                                                   const std::function<void(int64_t)>& on_step);
+                                                   const std::function<void(int64_t)>& on_step, bool* kept);
 
   std::string disk_dir_;
   std::set<std::string> in_use_;  // folder files this cache has mapped (never evicted by it)
-  bool saved_ = false;            // the last pack_to_disk kept its file
   mutable std::mutex mu_;
   std::map<Key, Entry> entries_;
   int64_t packs_ = 0, hits_ = 0, disk_hits_ = 0, disk_writes_ = 0;
