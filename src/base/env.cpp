@@ -2,6 +2,7 @@
 #include "rlx/base/env.h"
 
 #include <cstdlib>
+#include <optional>
 
 namespace rlx {
 namespace {
@@ -11,46 +12,29 @@ std::string get(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
+// The integer in `name` when it is one, whole, within [lo, hi]; else nothing.
+std::optional<long long> get_int(const char* name, long long lo, long long hi) {
+  const std::string v = get(name);
+  if (v.empty()) return std::nullopt;
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (end == nullptr || *end != '\0' || n < lo || n > hi) return std::nullopt;
+  return n;
+}
+
 EnvConfig read_env() {
   EnvConfig c;
   c.log_level = get("RLX_LOG");
-  const std::string threads = get("RLX_THREADS");
-  if (!threads.empty()) {
-    char* end = nullptr;
-    const long n = std::strtol(threads.c_str(), &end, 10);
-    if (end && *end == '\0' && n > 0 && n <= 1024) c.threads = static_cast<int>(n);
-  }
-  const std::string max_memory = get("RLX_MAX_MEMORY_MB");
-  if (!max_memory.empty()) {
-    char* end = nullptr;
-    const long long n = std::strtoll(max_memory.c_str(), &end, 10);
-    if (end && *end == '\0' && n > 0 && n <= (1ll << 30)) c.max_memory_mb = n;
-  }
+  if (auto n = get_int("RLX_THREADS", 1, 1024)) c.threads = static_cast<int>(*n);
+  if (auto n = get_int("RLX_MAX_MEMORY_MB", 1, 1ll << 30)) c.max_memory_mb = *n;
   c.ir_dump_dir = get("RLX_IR_DUMP");
   c.cpu_isa = get("RLX_CPU_ISA");
-  auto min_rows = [&](const char* name, int& out) {
-    const std::string rows = get(name);
-    if (rows.empty()) return;
-    char* end = nullptr;
-    const long n = std::strtol(rows.c_str(), &end, 10);
-    if (end && *end == '\0' && n > 0 && n <= 1000000) out = static_cast<int>(n);
-  };
-  min_rows("RLX_CPU_AMX_MIN_ROWS", c.cpu_amx_min_rows);
-  min_rows("RLX_CPU_VNNI_MIN_ROWS", c.cpu_vnni_min_rows);
-  const std::string gemv_prefetch = get("RLX_CPU_GEMV_PREFETCH");
-  if (!gemv_prefetch.empty()) {
-    char* end = nullptr;
-    const long n = std::strtol(gemv_prefetch.c_str(), &end, 10);
-    if (end && *end == '\0' && n >= 0 && n <= (1 << 20) && n % 64 == 0) c.cpu_gemv_prefetch = static_cast<int>(n);
-  }
+  if (auto n = get_int("RLX_CPU_AMX_MIN_ROWS", 1, 1000000)) c.cpu_amx_min_rows = static_cast<int>(*n);
+  if (auto n = get_int("RLX_CPU_VNNI_MIN_ROWS", 1, 1000000)) c.cpu_vnni_min_rows = static_cast<int>(*n);
+  if (auto n = get_int("RLX_CPU_GEMV_PREFETCH", 0, 1 << 20); n && *n % 64 == 0) c.cpu_gemv_prefetch = static_cast<int>(*n);
   if (const std::string zmm = get("RLX_CPU_GEMV_ZMM"); zmm == "0" || zmm == "1") c.cpu_gemv_zmm = zmm == "1";
   c.cpu_prepack = get("RLX_CPU_PREPACK") != "0";
-  const std::string packed_mb = get("RLX_PACKED_CACHE_MB");
-  if (!packed_mb.empty()) {
-    char* end = nullptr;
-    const long long n = std::strtoll(packed_mb.c_str(), &end, 10);
-    if (end && *end == '\0' && n >= 0 && n <= (1ll << 30)) c.packed_cache_mb = n;
-  }
+  if (auto n = get_int("RLX_PACKED_CACHE_MB", 0, 1ll << 30)) c.packed_cache_mb = *n;
   c.cpu_profile = get("RLX_CPU_PROFILE") == "1";
   auto on = [](const char* name) {
     const std::string v = get(name);
