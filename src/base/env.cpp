@@ -31,7 +31,8 @@ EnvConfig read_env() {
   c.cpu_isa = get("RLX_CPU_ISA");
   if (auto n = get_int("RLX_CPU_AMX_MIN_ROWS", 1, 1000000)) c.cpu_amx_min_rows = static_cast<int>(*n);
   if (auto n = get_int("RLX_CPU_VNNI_MIN_ROWS", 1, 1000000)) c.cpu_vnni_min_rows = static_cast<int>(*n);
-  if (auto n = get_int("RLX_CPU_GEMV_PREFETCH", 0, 1 << 20); n && *n % 64 == 0) c.cpu_gemv_prefetch = static_cast<int>(*n);
+  if (auto n = get_int("RLX_CPU_GEMV_PREFETCH", 0, 1 << 20); n && *n % 64 == 0)
+    c.cpu_gemv_prefetch = static_cast<int>(*n);
   if (const std::string zmm = get("RLX_CPU_GEMV_ZMM"); zmm == "0" || zmm == "1") c.cpu_gemv_zmm = zmm == "1";
   c.cpu_prepack = get("RLX_CPU_PREPACK") != "0";
   if (auto n = get_int("RLX_PACKED_CACHE_MB", 0, 1ll << 30)) c.packed_cache_mb = *n;
