@@ -25,7 +25,8 @@ Class class_of(OpKind k, MixedPrecision mixed) {
     case OpKind::Sample: return Class::F32;  // the draw and the logits it is compared with stay f32
     case OpKind::MoeRoute: case OpKind::MoeFfn: return Class::F32;  // routing and the expert sums in f32
     // Spatial ops: their kernels compute in f32 (convolution sums, group statistics, resampling weights).
-    case OpKind::Conv: case OpKind::ConvTranspose: case OpKind::GroupNorm: case OpKind::Interpolate: return Class::F32;
+    case OpKind::Conv: case OpKind::ConvTranspose: case OpKind::GroupNorm: case OpKind::Interpolate:
+    case OpKind::WindowPartition: case OpKind::WindowUnpartition: case OpKind::RelPosAttention: return Class::F32;
     case OpKind::MatMul: case OpKind::DequantMatMul: case OpKind::FusedMatMulBiasAct: case OpKind::FusedSwiGLU:
     case OpKind::Attention: return Class::Low;
     case OpKind::Reduce: case OpKind::Softmax: case OpKind::Cumsum: case OpKind::RmsNorm: case OpKind::LayerNorm:

@@ -130,6 +130,16 @@ ValueId GraphBuilder::group_norm(ValueId x, ValueId gamma, std::optional<ValueId
   return add(OpKind::GroupNorm, std::move(in), GroupNormAttrs{groups, eps});
 }
 ValueId GraphBuilder::interpolate(ValueId x, const InterpolateAttrs& a) { return add(OpKind::Interpolate, {x}, a); }
+ValueId GraphBuilder::window_partition(ValueId x, int64_t window) {
+  return add(OpKind::WindowPartition, {x}, WindowAttrs{window, 0, 0});
+}
+ValueId GraphBuilder::window_unpartition(ValueId x, int64_t window, int64_t height, int64_t width) {
+  return add(OpKind::WindowUnpartition, {x}, WindowAttrs{window, height, width});
+}
+ValueId GraphBuilder::rel_pos_attention(ValueId q, ValueId k, ValueId v, ValueId rel_h, ValueId rel_w,
+                                        const RelPosAttentionAttrs& a) {
+  return add(OpKind::RelPosAttention, {q, k, v, rel_h, rel_w}, a);
+}
 ValueId GraphBuilder::op(OpKind k, std::vector<ValueId> inputs, Attrs attrs, const TensorType& declared) {
   return add(k, std::move(inputs), std::move(attrs), declared);
 }

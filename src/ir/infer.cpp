@@ -740,6 +740,12 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       return detail::infer_group_norm(in, std::get<GroupNormAttrs>(attrs));
     case OpKind::Interpolate:
       return detail::infer_interpolate(in[0], std::get<InterpolateAttrs>(attrs));
+    case OpKind::WindowPartition:
+      return detail::infer_window_partition(in[0], std::get<WindowAttrs>(attrs));
+    case OpKind::WindowUnpartition:
+      return detail::infer_window_unpartition(in[0], std::get<WindowAttrs>(attrs));
+    case OpKind::RelPosAttention:
+      return detail::infer_rel_pos_attention(in, std::get<RelPosAttentionAttrs>(attrs));
     case OpKind::AllReduce:
     case OpKind::AllGather: {
       const int64_t world = std::get<CollectiveAttrs>(attrs).world;

@@ -156,4 +156,69 @@ Expected<TensorType> infer_interpolate(const TensorType& x, const InterpolateAtt
   return TensorType{x.dtype, Shape{x.shape[0], x.shape[1], Dim(a.size[0]), Dim(a.size[1])}};
 }
 
+namespace {
+
+// The static dims of a rank-4 window operand, or an error naming the op.
+Expected<std::vector<int64_t>> window_dims(const TensorType& x, const char* op, const char* form) {
+  if (!is_float(x.dtype)) return bad(fmt::format("{} input must be a float type, got {}", op, x.to_string()));
+  if (x.shape.rank() != 4 || !x.shape.is_static())
+    return bad(fmt::format("{} input must be {} with static dims, got {}", op, form, x.to_string()));
+  return x.shape.static_dims();
+}
+
+}  // namespace
+
+Expected<TensorType> infer_window_partition(const TensorType& x, const WindowAttrs& a) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> d, window_dims(x, "window_partition", "[B, H, W, C]"));
+  if (a.window < 1 || a.window > kMaxSpatialAttr)
+    return bad(fmt::format("window_partition window {} must be in [1, {}]", a.window, kMaxSpatialAttr));
+  if (a.height != 0 || a.width != 0)
+    return bad(fmt::format("window_partition takes no height / width (got {} x {})", a.height, a.width));
+  const int64_t nh = (d[1] + a.window - 1) / a.window, nw = (d[2] + a.window - 1) / a.window;
+  int64_t n = 0;
+  if (__builtin_mul_overflow(d[0], nh * nw, &n)) return bad("window_partition: the window count overflows");
+  return TensorType{x.dtype, Shape{Dim(n), Dim(a.window), Dim(a.window), Dim(d[3])}};
+}
+
+Expected<TensorType> infer_window_unpartition(const TensorType& x, const WindowAttrs& a) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> d, window_dims(x, "window_unpartition", "[N, window, window, C]"));
+  if (a.window < 1 || d[1] != a.window || d[2] != a.window)
+    return bad(fmt::format("window_unpartition input {} must hold {} x {} windows", x.to_string(), a.window, a.window));
+  if (a.height < 1 || a.width < 1 || a.height > kMaxSpatialAttr || a.width > kMaxSpatialAttr)
+    return bad(fmt::format("window_unpartition height and width must be in [1, {}], got {} x {}", kMaxSpatialAttr,
+                           a.height, a.width));
+  const int64_t per_image = ((a.height + a.window - 1) / a.window) * ((a.width + a.window - 1) / a.window);
+  if (d[0] % per_image != 0)
+    return bad(fmt::format("window_unpartition: {} windows are no whole number of {} x {} images ({} windows each)",
+                           d[0], a.height, a.width, per_image));
+  return TensorType{x.dtype, Shape{Dim(d[0] / per_image), Dim(a.height), Dim(a.width), Dim(d[3])}};
+}
+
+Expected<TensorType> infer_rel_pos_attention(const std::vector<TensorType>& in, const RelPosAttentionAttrs& a) {
+  const TensorType& q = in[0];
+  if (!is_float(q.dtype)) return bad(fmt::format("rel_pos_attention q must be a float type, got {}", q.to_string()));
+  if (a.n_heads < 1 || a.head_dim < 1 || a.grid_h < 1 || a.grid_w < 1 || a.grid_h > kMaxSpatialAttr ||
+      a.grid_w > kMaxSpatialAttr)
+    return bad("rel_pos_attention needs n_heads, head_dim, grid_h and grid_w >= 1");
+  if (!std::isfinite(a.scale) || a.scale < 0) return bad(fmt::format("rel_pos_attention scale must be >= 0, got {}", a.scale));
+  const int64_t tokens = a.grid_h * a.grid_w, width = a.n_heads * a.head_dim;
+  if (tokens > kMaxSpatialAttr) return bad(fmt::format("rel_pos_attention grid {} x {} is too large", a.grid_h, a.grid_w));
+  const char* names[] = {"q", "k", "v"};
+  for (size_t i = 0; i < 3; ++i) {
+    const TensorType& t = in[i];
+    if (t.dtype != q.dtype || t.shape.rank() != 3 || !t.shape[1].is_static() || t.shape[1].value() != tokens ||
+        !t.shape[2].is_static() || t.shape[2].value() != width || t.shape[0] != q.shape[0])
+      return bad(fmt::format("rel_pos_attention {} must be {}[N, {}, {}] like q, got {}", names[i], dtype_name(q.dtype),
+                             tokens, width, t.to_string()));
+  }
+  const int64_t lens[] = {2 * a.grid_h - 1, 2 * a.grid_w - 1};
+  for (size_t i = 0; i < 2; ++i) {
+    const TensorType& t = in[3 + i];
+    if (t.dtype != q.dtype || t.shape != Shape{Dim(lens[i]), Dim(a.head_dim)})
+      return bad(fmt::format("rel_pos_attention {} must be {}[{}, {}], got {}", i == 0 ? "rel_h" : "rel_w",
+                             dtype_name(q.dtype), lens[i], a.head_dim, t.to_string()));
+  }
+  return q;
+}
+
 }  // namespace rlx::ir::detail

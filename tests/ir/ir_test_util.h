@@ -170,6 +170,11 @@ inline Graph all_ops_graph() {
   auto ip = b.interpolate(gn, InterpolateAttrs{InterpMode::Bicubic, {7, 5}, false});
   auto ct = b.conv_transpose(ip, b.param("ctw", DType::F32, {6, 2, 2, 2}), std::nullopt,
                              ConvTransposeAttrs{{2, 2}, {0, 1}, {}, {1, 0}, 3});
+  auto win = b.window_partition(b.transpose(ip, {0, 2, 3, 1}), 4);  // [2, 7, 5, 6] -> [8, 4, 4, 6]
+  auto tok = b.reshape(win, Shape{8, 16, 6});
+  auto rp = b.rel_pos_attention(tok, tok, tok, b.param("rel_h", DType::F32, {7, 3}), b.param("rel_w", DType::F32, {7, 3}),
+                                RelPosAttentionAttrs{2, 3, 4, 4, 0.0});
+  auto unwin = b.window_unpartition(b.reshape(rp, Shape{8, 4, 4, 6}), 4, 7, 5);
   auto hl = b.op(OpKind::HirLinear, {x, w, bias}, FusedMatMulAttrs{ActKind::Relu, true, true});
   auto hs = b.op(OpKind::HirSwiGLUFfn, {x, w, w, wd}, NoAttrs{});
   auto hg = b.op(OpKind::HirGeluFfn, {x, w, w, wd}, GeluFfnAttrs{true, false});
@@ -187,7 +192,7 @@ inline Graph all_ops_graph() {
   auto ar = b.label("blk.0.all_reduce").all_reduce(mm, 2);
   auto ag = b.all_gather(tk, 4);
   for (ValueId v : {c, c16, half, red, tk, smp, tr, cat, ga, up, fm, sw, frr, frl, rg, cu, hl, hs, hg, ha, hr, hln, he, moe,
-                    delta, ct, fl, ar, ag})
+                    delta, ct, unwin, fl, ar, ag})
     b.output(v);
   b.output(attn, "attn_out");
   auto g = b.build();

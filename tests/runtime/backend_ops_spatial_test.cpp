@@ -1,4 +1,5 @@
-// The backend op cases of the spatial ops (conv, conv_transpose, group_norm, interpolate),
+// The backend op cases of the spatial ops (conv, conv_transpose, group_norm, interpolate,
+// SAM's windows and rel_pos_attention),
 // run by backend_ops_test.cpp on every backend against the reference; their float64
 // definitions are checked in spatial_ops_test.cpp.
 #include <functional>
@@ -35,6 +36,14 @@ void spatial_cases(std::vector<OpCase>& cases) {
                                {ir::InterpMode::Bilinear, false}, {ir::InterpMode::Bilinear, true},
                                {ir::InterpMode::Nearest, false}})
       c.output(c.b.interpolate(x, ir::InterpolateAttrs{mode, {7, 3}, align}));
+  });
+  add("sam_windows_and_rel_pos_attention", {2, 5, 7, 12}, [](CaseMaker& c, ValueId x) {
+    const ValueId win = c.b.reshape(c.b.window_partition(x, 3), ir::Shape{12, 9, 12});  // 2 x 3 windows per image
+    const ValueId q = c.b.narrow(win, 2, 0, ir::Dim(4)), k = c.b.narrow(win, 2, 4, ir::Dim(4));
+    const ValueId v = c.b.narrow(win, 2, 8, ir::Dim(4));
+    const ValueId o = c.b.rel_pos_attention(q, k, v, c.param("rh", DType::F32, {5, 2}), c.param("rw", DType::F32, {5, 2}),
+                                            ir::RelPosAttentionAttrs{2, 2, 3, 3, 0.5});
+    c.output(c.b.window_unpartition(c.b.reshape(o, ir::Shape{12, 3, 3, 4}), 3, 5, 7));
   });
 }
 

@@ -91,6 +91,13 @@ class GraphBuilder {
   ValueId group_norm(ValueId x, ValueId gamma, std::optional<ValueId> beta, int64_t groups, double eps);
   /// x[N, C, H, W] resampled to [N, C, size[0], size[1]].
   ValueId interpolate(ValueId x, const InterpolateAttrs& a);
+  /// x[B, H, W, C] cut into zero-padded window x window tiles (see WindowAttrs).
+  ValueId window_partition(ValueId x, int64_t window);
+  /// Windows [B*nh*nw, window, window, C] put back into [B, height, width, C].
+  ValueId window_unpartition(ValueId x, int64_t window, int64_t height, int64_t width);
+  /// Attention over a token grid with SAM's decomposed relative-position bias.
+  ValueId rel_pos_attention(ValueId q, ValueId k, ValueId v, ValueId rel_h, ValueId rel_w,
+                            const RelPosAttentionAttrs& a);
 
   /// Any op with explicit attrs (fused, HIR, custom ...).
   ValueId op(OpKind k, std::vector<ValueId> inputs, Attrs attrs, const TensorType& declared = {});

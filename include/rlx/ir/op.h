@@ -518,6 +518,34 @@ struct InterpolateAttrs {
   template <class V> void fields(V&& v) { v("mode", mode); v("size", size); v("align_corners", align_corners); }
 };
 
+/// window_partition / window_unpartition (SAM's windowed ViT attention). Partition cuts
+/// x[B, H, W, C], zero padded at the bottom and right to multiples of `window`, into
+/// [B * ceil(H/window) * ceil(W/window), window, window, C], windows in row-major order per
+/// image; `height` and `width` must be 0. Unpartition is its inverse for an image of
+/// `height` x `width` (>= 1): it puts the windows back and drops the padding.
+struct WindowAttrs {
+  int64_t window = 1;
+  int64_t height = 0;
+  int64_t width = 0;
+  template <class V> void fields(V&& v) { v("window", window); v("height", height); v("width", width); }
+};
+/// Self-attention over a grid of grid_h x grid_w tokens with SAM's decomposed relative
+/// position bias. q, k, v are [N, T, H*D] (T = grid_h * grid_w, token t at row t / grid_w,
+/// column t % grid_w); rel_h is [2*grid_h - 1, D], rel_w [2*grid_w - 1, D]. For each item
+/// n, head h, query i at (yi, xi) and key j at (yj, xj):
+///   s_ij = scale * q_i . k_j + q_i . rel_h[yi - yj + grid_h - 1] + q_i . rel_w[xi - xj + grid_w - 1]
+/// (the bias uses the unscaled query), o_i = sum_j softmax_j(s_ij) v_j. No mask.
+struct RelPosAttentionAttrs {
+  int64_t n_heads = 1;
+  int64_t head_dim = 1;
+  int64_t grid_h = 1;
+  int64_t grid_w = 1;
+  double scale = 0.0;  ///< 0 = 1/sqrt(head_dim)
+  template <class V> void fields(V&& v) {
+    v("n_heads", n_heads); v("head_dim", head_dim); v("grid_h", grid_h); v("grid_w", grid_w); v("scale", scale);
+  }
+};
+
 using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, ConstantAttrs, ActivationAttrs,
                            BinaryAttrs, CompareAttrs, MatMulAttrs, ReduceAttrs, SoftmaxAttrs, CumsumAttrs,
                            TopKAttrs, NormAttrs, RopeAttrs, AttentionAttrs, ShapeAttrs, TransposeAttrs,
@@ -525,7 +553,7 @@ using Attrs = std::variant<NoAttrs, InputAttrs, ParamAttrs, HandleAttrs, Constan
                            CustomAttrs, GeluFfnAttrs, AttentionBlockAttrs, MoeRouteAttrs, MoeFfnAttrs,
                            CausalConvAttrs, DeltaRuleAttrs,
                            ConvAttrs, GroupNormAttrs, InterpolateAttrs, ConvTransposeAttrs, FusedLinearAttrs,
-                           CollectiveAttrs>;
+                           CollectiveAttrs, WindowAttrs, RelPosAttentionAttrs>;
 
 /// Default-constructed attrs of the type ops.def gives `kind`.
 Attrs default_attrs(OpKind kind);

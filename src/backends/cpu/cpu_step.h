@@ -184,6 +184,8 @@ Status build_conv(BuildCtx&, Step&);
 Status build_conv_transpose(BuildCtx&, Step&);
 Status build_group_norm(BuildCtx&, Step&);
 Status build_interpolate(BuildCtx&, Step&);
+Status build_window_partition(BuildCtx&, Step&);  // both directions
+Status build_rel_pos_attention(BuildCtx&, Step&);
 Status build_custom(BuildCtx&, Step&);
 Status build_boundary(BuildCtx&, Step&);  // Input/Param/Constant/Handle: no work
 Status build_all_reduce(BuildCtx&, Step&);

@@ -7,13 +7,15 @@
 // that land on each output element (no write races). GroupNorm: statistics per (image,
 // group) in double, then one scaling pass.
 // Interpolate: separable (along W into scratch, then along H), taps and weights resolved
-// at build time.
+// at build time. SAM's window_partition / window_unpartition copy whole channel rows;
+// rel_pos_attention calls the kernels library (kernels/rel_pos_attention.h).
 #include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/cpu_step.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/kernel_context.h"
+#include "backends/cpu/kernels/rel_pos_attention.h"
 
 namespace rlx::cpu_backend {
 namespace {
@@ -344,7 +346,80 @@ Status require_f32(const BuildCtx& ctx) {
   return {};
 }
 
+// ---- SAM windows and relative-position attention -------------------------------------
+
+struct WindowParams {
+  int64_t images = 1, height = 1, width = 1, chan = 1, win = 1, nh = 1, nw = 1;
+  bool partition = true;  // image -> windows (zero padded), else windows -> image
+};
+
+Status window_fn(const Step& s, const StepCtx& ctx) {
+  const WindowParams& q = s.p<WindowParams>();
+  const float* x = s.inf(0);
+  float* y = s.outf();
+  const int64_t padded_w = q.nw * q.win, row = q.chan;
+  // One task per (image, padded row): each copies its row's channel vectors.
+  parallel_for(ctx, q.images * q.nh * q.win, 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / (q.nh * q.win), r = t % (q.nh * q.win);
+      for (int64_t c = 0; c < padded_w; ++c) {
+        const int64_t w = (b * q.nh + r / q.win) * q.nw + c / q.win;
+        const int64_t woff = ((w * q.win + r % q.win) * q.win + c % q.win) * row;
+        const int64_t ioff = ((b * q.height + r) * q.width + c) * row;
+        const bool inside = r < q.height && c < q.width;
+        if (q.partition && inside) std::copy(x + ioff, x + ioff + row, y + woff);
+        if (q.partition && !inside) std::fill(y + woff, y + woff + row, 0.0f);
+        if (!q.partition && inside) std::copy(x + woff, x + woff + row, y + ioff);
+      }
+    }
+  });
+  return {};
+}
+
+Status rel_pos_attention_fn(const Step& s, const StepCtx& ctx) {
+  const auto& q = s.p<cpu::RelPosAttentionParams>();
+  rel_pos_attention_f32(cpu::KernelContext{ctx.pool, isa_cap()}, q, s.inf(0), s.inf(1), s.inf(2), s.inf(3), s.inf(4),
+                        s.outf());
+  return {};
+}
+
 }  // namespace
+
+Status build_window_partition(BuildCtx& ctx, Step& step) {
+  TRY(require_f32(ctx));
+  const auto& a = ctx.node().attr<ir::WindowAttrs>();
+  const bool partition = ctx.node().op == ir::OpKind::WindowPartition;
+  const auto d = (partition ? ctx.input(0).shape : ctx.node().shape).static_dims();  // the image side
+  auto q = std::make_shared<WindowParams>();
+  q->images = d[0];
+  q->height = d[1];
+  q->width = d[2];
+  q->chan = d[3];
+  q->win = a.window;
+  q->nh = (d[1] + a.window - 1) / a.window;
+  q->nw = (d[2] + a.window - 1) / a.window;
+  q->partition = partition;
+  step.fn = &window_fn;
+  step.params = q;
+  no_extent(ctx, step);
+  return {};
+}
+
+Status build_rel_pos_attention(BuildCtx& ctx, Step& step) {
+  TRY(require_f32(ctx));
+  const auto& a = ctx.node().attr<ir::RelPosAttentionAttrs>();
+  auto q = std::make_shared<cpu::RelPosAttentionParams>();
+  q->items = ctx.input(0).shape.static_dims()[0];
+  q->n_heads = a.n_heads;
+  q->head_dim = a.head_dim;
+  q->grid_h = a.grid_h;
+  q->grid_w = a.grid_w;
+  q->scale = static_cast<float>(a.scale);
+  step.fn = &rel_pos_attention_fn;
+  step.params = q;
+  no_extent(ctx, step);
+  return {};
+}
 
 Status build_conv(BuildCtx& ctx, Step& step) {
   TRY(require_f32(ctx));

@@ -867,6 +867,8 @@ StepBuilder cuda_builder(OpKind kind) {
     case OpKind::ConvTranspose: return &build_conv_transpose;
     case OpKind::GroupNorm: return &build_group_norm;
     case OpKind::Interpolate: return &build_interpolate;
+    case OpKind::WindowPartition: case OpKind::WindowUnpartition: return &build_window;
+    case OpKind::RelPosAttention: return &build_rel_pos_attention;
     case OpKind::AllReduce: return &build_all_reduce;
     case OpKind::AllGather: return &build_all_gather;
     default: return nullptr;

@@ -119,6 +119,8 @@ Status build_conv(BuildCtx& ctx, Step& step);
 Status build_conv_transpose(BuildCtx& ctx, Step& step);
 Status build_group_norm(BuildCtx& ctx, Step& step);
 Status build_interpolate(BuildCtx& ctx, Step& step);
+Status build_window(BuildCtx& ctx, Step& step);  // window_partition and window_unpartition
+Status build_rel_pos_attention(BuildCtx& ctx, Step& step);
 /// all_reduce / all_gather (cuda_steps_collective.cpp): NCCL on the executable's stream.
 Status build_all_reduce(BuildCtx& ctx, Step& step);
 Status build_all_gather(BuildCtx& ctx, Step& step);

@@ -5,10 +5,13 @@
 // ConvTranspose: per image one GEMM over the groups, cols = W_g^T . x_g (cuBLASLt
 // transposes the stored weight), then a gather kernel (col2im) with the bias.
 // GroupNorm and Interpolate are one kernel each (interpolation taps resolved at compile
-// and uploaded once). f32 only, as on the CPU.
+// and uploaded once), and so are SAM's window copies and rel_pos_attention
+// (kernels_window.cu). f32 only, as on the CPU.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <limits>
 
 #include "backends/cuda/cuda_steps_shared.h"
@@ -108,6 +111,67 @@ Status group_norm_fn(const Step& s, const RunCtx& ctx) {
   k.beta = s.in_ptr.size() > 2 ? reinterpret_cast<const float*>(s.in_ptr[2]) : nullptr;
   k.y = reinterpret_cast<float*>(s.out_ptr);
   launch_group_norm(k, ctx.stream);
+  return {};
+}
+
+Status window_fn(const Step& s, const RunCtx& ctx) {
+  WindowKParams k = s.p<WindowKParams>();
+  k.x = reinterpret_cast<const float*>(s.in_ptr[0]);
+  k.y = reinterpret_cast<float*>(s.out_ptr);
+  launch_window(k, ctx.stream);
+  return {};
+}
+
+// rel_pos_attention: the flash kernel, or (long grids) per chunk of items the head split,
+// scores = q kᵀ as one batched cuBLASLt product over (item, head), the biased softmax in
+// place, p v as a second product, and the merge back into rows.
+struct RelPosStepParams {
+  RelPosAttnKParams k;
+  bool gemm = false;
+  GemmDesc scores, values;  // plans 0 and 1
+  int64_t chunk = 1;        // items per pass (divides the items)
+  int64_t qh_off = 0, kh_off = 0, vh_off = 0, s_off = 0, oh_off = 0;
+};
+
+Status rel_pos_attention_fn(const Step& s, const RunCtx& ctx) {
+  const RelPosStepParams& p = s.p<RelPosStepParams>();
+  RelPosAttnKParams k = p.k;
+  k.q = reinterpret_cast<const float*>(s.in_ptr[0]);
+  k.k = reinterpret_cast<const float*>(s.in_ptr[1]);
+  k.v = reinterpret_cast<const float*>(s.in_ptr[2]);
+  k.rel_h = reinterpret_cast<const float*>(s.in_ptr[3]);
+  k.rel_w = reinterpret_cast<const float*>(s.in_ptr[4]);
+  k.o = reinterpret_cast<float*>(s.out_ptr);
+  if (!p.gemm) {
+    launch_rel_pos_attention(k, ctx.stream);
+    return {};
+  }
+  const int64_t rows = k.grid_h * k.grid_w * k.n_heads * k.head_dim;  // floats per item
+  RelPosGemmKParams g;
+  g.rel_h = k.rel_h;
+  g.rel_w = k.rel_w;
+  g.qh = reinterpret_cast<float*>(ctx.scratch + p.qh_off);
+  g.kh = reinterpret_cast<float*>(ctx.scratch + p.kh_off);
+  g.vh = reinterpret_cast<float*>(ctx.scratch + p.vh_off);
+  g.scores = reinterpret_cast<float*>(ctx.scratch + p.s_off);
+  g.oh = reinterpret_cast<float*>(ctx.scratch + p.oh_off);
+  g.items = p.chunk;
+  g.n_heads = k.n_heads;
+  g.head_dim = k.head_dim;
+  g.grid_h = k.grid_h;
+  g.grid_w = k.grid_w;
+  g.scale = k.scale;
+  for (int64_t n0 = 0; n0 < k.items; n0 += p.chunk) {
+    g.q = k.q + n0 * rows;
+    g.k = k.k + n0 * rows;
+    g.v = k.v + n0 * rows;
+    g.o = k.o + n0 * rows;
+    launch_rel_pos_split(g, ctx.stream);
+    TRY(run_gemm(s, ctx, 0, p.scores, g.qh, g.kh, g.scores, nullptr));
+    launch_rel_pos_softmax(g, ctx.stream);
+    TRY(run_gemm(s, ctx, 1, p.values, g.scores, g.vh, g.oh, nullptr));
+    launch_rel_pos_merge(g, ctx.stream);
+  }
   return {};
 }
 
@@ -325,6 +389,84 @@ Status build_interpolate(BuildCtx& ctx, Step& step) {
   k.tx_weight = k.ty_weight + yw.size();
   p->taps = std::make_shared<DeviceBuffer>(std::move(buf));
   step.fn = &interpolate_fn;
+  step.params = p;
+  no_extent(ctx, step);
+  return {};
+}
+
+Status build_window(BuildCtx& ctx, Step& step) {
+  TRY(require_f32(ctx));
+  const auto& a = ctx.node().attr<ir::WindowAttrs>();
+  const bool partition = ctx.node().op == ir::OpKind::WindowPartition;
+  const auto d = (partition ? ctx.input(0).shape : ctx.node().shape).static_dims();  // the image side
+  auto k = std::make_shared<WindowKParams>();
+  k->images = d[0];
+  k->height = d[1];
+  k->width = d[2];
+  k->chan = d[3];
+  k->win = a.window;
+  k->nh = (d[1] + a.window - 1) / a.window;
+  k->nw = (d[2] + a.window - 1) / a.window;
+  k->partition = partition;
+  step.fn = &window_fn;
+  step.params = k;
+  no_extent(ctx, step);
+  return {};
+}
+
+Status build_rel_pos_attention(BuildCtx& ctx, Step& step) {
+  TRY(require_f32(ctx));
+  const auto& a = ctx.node().attr<ir::RelPosAttentionAttrs>();
+  auto p = std::make_shared<RelPosStepParams>();
+  RelPosAttnKParams& k = p->k;
+  k.items = ctx.input(0).shape.static_dims()[0];
+  k.n_heads = a.n_heads;
+  k.head_dim = a.head_dim;
+  k.grid_h = a.grid_h;
+  k.grid_w = a.grid_w;
+  k.scale = static_cast<float>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim)));
+  const int64_t T = a.grid_h * a.grid_w, H = a.n_heads, D = a.head_dim;
+  // Long grids take the GEMM form (the scores of a pass in scratch, at most about 1 GiB);
+  // RLX_CUDA_REL_POS=flash|gemm picks one for comparisons.
+  const char* force = std::getenv("RLX_CUDA_REL_POS");
+  const std::string_view forced = force ? force : "";
+  p->gemm = T <= kRelPosSoftmaxMaxKeys && (forced == "gemm" || (forced != "flash" && T >= kRelPosGemmMinKeys));
+  if (!p->gemm) {
+    if (D > kRelPosMaxHeadDim) return step_error(ctx, "head_dim {} is over the kernel's {}", D, kRelPosMaxHeadDim);
+    const int64_t smem = rel_pos_attention_smem(D, a.grid_h, a.grid_w);
+    if (!prepare_rel_pos_attention(smem))
+      return step_error(ctx, "a {} x {} grid with head_dim {} needs {} bytes of shared memory per block, more than the "
+                             "device allows", a.grid_h, a.grid_w, D, smem);
+  } else {
+    const int64_t per_item = H * T * (4 * D + T) * static_cast<int64_t>(sizeof(float));
+    int64_t chunk = std::clamp<int64_t>((int64_t{1} << 30) / per_item, 1, k.items);
+    while (k.items % chunk != 0) --chunk;
+    p->chunk = chunk;
+    const int64_t heads = chunk * H * T * D * static_cast<int64_t>(sizeof(float));
+    p->qh_off = ctx.scratch(heads);
+    p->kh_off = ctx.scratch(heads);
+    p->vh_off = ctx.scratch(heads);
+    p->oh_off = ctx.scratch(heads);
+    p->s_off = ctx.scratch(chunk * H * T * T * static_cast<int64_t>(sizeof(float)));
+    for (GemmDesc* g : {&p->scores, &p->values}) {
+      g->ab_dt = g->c_dt = DT::F32;
+      g->tf32 = ctx.allow_tf32;
+      g->batch = chunk * H;
+      g->strided = true;
+    }
+    p->scores.M = p->scores.N = T;  // q_h [T, D] . k_hᵀ
+    p->scores.K = D;
+    p->scores.tb = true;
+    p->scores.a_bstride = p->scores.b_bstride = T * D;
+    p->values.M = T;  // p_h [T, T] . v_h [T, D]
+    p->values.N = D;
+    p->values.K = T;
+    p->values.a_bstride = T * T;
+    p->values.b_bstride = T * D;
+    step.gemms.push_back(&p->scores);
+    step.gemms.push_back(&p->values);
+  }
+  step.fn = &rel_pos_attention_fn;
   step.params = p;
   no_extent(ctx, step);
   return {};

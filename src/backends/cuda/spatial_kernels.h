@@ -1,5 +1,5 @@
 // Host-callable launchers of the CUDA kernels of the ops over spatial dims (conv's
-// im2col and bias, group norm, interpolate), with plain-data parameter structs; shared
+// im2col and bias, group norm, interpolate, SAM's windows and rel_pos_attention), with plain-data parameter structs; shared
 // by kernels_spatial.cu (nvcc) and cuda_steps_spatial.cpp (C++). Conv's products run
 // through cuBLASLt (the executor's GEMM plans); these kernels do the data movement and
 // the epilogues. All compute in f32.
@@ -70,5 +70,50 @@ struct InterpolateKParams {
   const float* tx_weight = nullptr;
 };
 void launch_interpolate(const InterpolateKParams& p, cudaStream_t s);
+
+/// window_partition (image [images, height, width, chan] -> windows [images*nh*nw, win,
+/// win, chan], zeros where the padding is) or its inverse window_unpartition.
+struct WindowKParams {
+  const float* x = nullptr;
+  float* y = nullptr;
+  int64_t images = 1, height = 1, width = 1, chan = 1, win = 1, nh = 1, nw = 1;
+  bool partition = true;
+};
+void launch_window(const WindowKParams& p, cudaStream_t s);
+
+/// rel_pos_attention (RelPosAttentionAttrs in rlx/ir/op.h) over q, k, v, o [items, T,
+/// heads*head_dim] with rel_h [2*grid_h-1, head_dim], rel_w [2*grid_w-1, head_dim].
+/// Flash-style on the f32 cores: a block per (32 queries, head, item) streams key tiles
+/// through shared memory with an online softmax; head_dim <= kRelPosMaxHeadDim.
+struct RelPosAttnKParams {
+  const float *q = nullptr, *k = nullptr, *v = nullptr, *rel_h = nullptr, *rel_w = nullptr;
+  float* o = nullptr;
+  int64_t items = 1, n_heads = 1, head_dim = 1, grid_h = 1, grid_w = 1;
+  float scale = 1.0f;
+};
+inline constexpr int64_t kRelPosMaxHeadDim = 256;
+/// Dynamic shared memory one block of the kernel needs for these sizes.
+int64_t rel_pos_attention_smem(int64_t head_dim, int64_t grid_h, int64_t grid_w);
+/// Raises the kernel's shared-memory limit on the current device to its opt-in maximum
+/// (once; call at compile, not inside a capture). False when `smem_bytes` exceeds it.
+bool prepare_rel_pos_attention(int64_t smem_bytes);
+void launch_rel_pos_attention(const RelPosAttnKParams& p, cudaStream_t s);
+
+/// The pieces of rel_pos_attention's GEMM form (long grids: two cuBLASLt products per
+/// head with the scores in scratch). Split: q, k, v [items, T, H*D] -> head-major
+/// [items, H, T, D] copies. Softmax: each row of scores [items*H*T, T] (= q kᵀ of a head)
+/// becomes softmax(scale * s + bias) in place, the bias from the head-major q row and the
+/// tables. Merge: o [items, H, T, D] -> [items, T, H*D].
+struct RelPosGemmKParams {
+  const float *q = nullptr, *k = nullptr, *v = nullptr, *rel_h = nullptr, *rel_w = nullptr;
+  float *qh = nullptr, *kh = nullptr, *vh = nullptr, *scores = nullptr, *oh = nullptr, *o = nullptr;
+  int64_t items = 1, n_heads = 1, head_dim = 1, grid_h = 1, grid_w = 1;
+  float scale = 1.0f;
+};
+inline constexpr int64_t kRelPosSoftmaxMaxKeys = 8192;  ///< the softmax kernel's row limit
+inline constexpr int64_t kRelPosGemmMinKeys = 1024;      ///< grids of this many tokens take the GEMM form
+void launch_rel_pos_split(const RelPosGemmKParams& p, cudaStream_t s);
+void launch_rel_pos_softmax(const RelPosGemmKParams& p, cudaStream_t s);
+void launch_rel_pos_merge(const RelPosGemmKParams& p, cudaStream_t s);
 
 }  // namespace rlx::cuda_backend

@@ -1,6 +1,7 @@
 // Reference kernels for the ops over spatial dims: conv and conv_transpose (1d / 2d,
-// groups, stride, padding, dilation), group_norm and interpolate (nearest, bilinear, bicubic), each a
-// direct transcription of its definition in include/rlx/ir/op.h, in double.
+// groups, stride, padding, dilation), group_norm, interpolate (nearest, bilinear, bicubic),
+// SAM's window_partition / window_unpartition and rel_pos_attention, each a direct
+// transcription of its definition in include/rlx/ir/op.h, in double.
 #include <algorithm>
 #include <cmath>
 
@@ -211,6 +212,89 @@ Status run_interpolate(const RefCall& call) {
       }
     }
   write_values(call.out, y);
+  return {};
+}
+
+// Element (b, y, x, c) of the [B, H, W, C] image and (w, r, s, c) of its windows, with
+// nh x nw windows of side `win` per image: both directions share this index map.
+struct WindowMap {
+  int64_t height, width, chan, win, nh, nw;
+  // Window-tensor offset of image pixel (b, y, x), channel 0.
+  int64_t window_offset(int64_t b, int64_t y, int64_t x) const {
+    const int64_t w = (b * nh + y / win) * nw + x / win;
+    return ((w * win + y % win) * win + x % win) * chan;
+  }
+};
+
+Status run_window_partition(const RefCall& call) {
+  const auto& a = call.attr<ir::WindowAttrs>();
+  ASSIGN_OR_RETURN(std::vector<double> x, read_values(call.in[0]));
+  const auto& d = call.in[0].dims;
+  const WindowMap m{d[1], d[2], d[3], a.window, (d[1] + a.window - 1) / a.window, (d[2] + a.window - 1) / a.window};
+  std::vector<double> y(static_cast<size_t>(d[0] * m.nh * m.nw * a.window * a.window * m.chan), 0.0);
+  for (int64_t b = 0; b < d[0]; ++b)
+    for (int64_t r = 0; r < m.height; ++r)
+      for (int64_t c = 0; c < m.width; ++c)
+        for (int64_t ch = 0; ch < m.chan; ++ch)
+          y[static_cast<size_t>(m.window_offset(b, r, c) + ch)] =
+              x[static_cast<size_t>(((b * m.height + r) * m.width + c) * m.chan + ch)];
+  write_values(call.out, y);
+  return {};
+}
+
+Status run_window_unpartition(const RefCall& call) {
+  const auto& a = call.attr<ir::WindowAttrs>();
+  ASSIGN_OR_RETURN(std::vector<double> x, read_values(call.in[0]));
+  const auto& d = call.in[0].dims;
+  const WindowMap m{a.height, a.width, d[3], a.window, (a.height + a.window - 1) / a.window,
+                    (a.width + a.window - 1) / a.window};
+  const int64_t images = d[0] / (m.nh * m.nw);
+  std::vector<double> y(static_cast<size_t>(images * m.height * m.width * m.chan));
+  for (int64_t b = 0; b < images; ++b)
+    for (int64_t r = 0; r < m.height; ++r)
+      for (int64_t c = 0; c < m.width; ++c)
+        for (int64_t ch = 0; ch < m.chan; ++ch)
+          y[static_cast<size_t>(((b * m.height + r) * m.width + c) * m.chan + ch)] =
+              x[static_cast<size_t>(m.window_offset(b, r, c) + ch)];
+  write_values(call.out, y);
+  return {};
+}
+
+Status run_rel_pos_attention(const RefCall& call) {
+  const auto& a = call.attr<ir::RelPosAttentionAttrs>();
+  std::vector<double> t[5];
+  for (size_t i = 0; i < 5; ++i) {
+    ASSIGN_OR_RETURN(t[i], read_values(call.in[i]));
+  }
+  const std::vector<double>&q = t[0], &k = t[1], &v = t[2], &rh = t[3], &rw = t[4];
+  const int64_t n_items = call.in[0].dims[0], T = a.grid_h * a.grid_w, H = a.n_heads, D = a.head_dim;
+  const double scale = a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(D));
+  auto dot = [&](const std::vector<double>& x, int64_t xo, const std::vector<double>& y, int64_t yo) {
+    double s = 0;
+    for (int64_t c = 0; c < D; ++c) s += x[static_cast<size_t>(xo + c)] * y[static_cast<size_t>(yo + c)];
+    return s;
+  };
+  std::vector<double> o(q.size(), 0.0), s(static_cast<size_t>(T));
+  for (int64_t n = 0; n < n_items; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t qo = (n * T + i) * H * D + h * D, yi = i / a.grid_w, xi = i % a.grid_w;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < T; ++j) {
+          const int64_t yj = j / a.grid_w, xj = j % a.grid_w;
+          s[static_cast<size_t>(j)] = scale * dot(q, qo, k, (n * T + j) * H * D + h * D) +
+                                      dot(q, qo, rh, (yi - yj + a.grid_h - 1) * D) +
+                                      dot(q, qo, rw, (xi - xj + a.grid_w - 1) * D);
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t j = 0; j < T; ++j)
+          for (int64_t c = 0; c < D; ++c)
+            o[static_cast<size_t>(qo + c)] +=
+                s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>((n * T + j) * H * D + h * D + c)];
+      }
+  write_values(call.out, o);
   return {};
 }
 

@@ -140,6 +140,9 @@ Status run_conv(const RefCall&);
 Status run_conv_transpose(const RefCall&);
 Status run_group_norm(const RefCall&);
 Status run_interpolate(const RefCall&);
+Status run_window_partition(const RefCall&);
+Status run_window_unpartition(const RefCall&);
+Status run_rel_pos_attention(const RefCall&);
 Status run_fused_linear(const RefCall&);
 
 }  // namespace rlx::reference_backend

@@ -224,6 +224,9 @@ const std::vector<RefKernelEntry>& reference_kernel_table() {
       {OpKind::ConvTranspose, &run_conv_transpose},
       {OpKind::GroupNorm, &run_group_norm},
       {OpKind::Interpolate, &run_interpolate},
+      {OpKind::WindowPartition, &run_window_partition},
+      {OpKind::WindowUnpartition, &run_window_unpartition},
+      {OpKind::RelPosAttention, &run_rel_pos_attention},
   };
   return table;
 }

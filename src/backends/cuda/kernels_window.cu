@@ -1,0 +1,271 @@
+// CUDA kernels of SAM's windowed ViT attention (see spatial_kernels.h): the window
+// partition / unpartition copies and rel_pos_attention, either a flash-style kernel on the
+// f32 cores that adds the decomposed relative-position bias to each score from two small
+// per-query tables in shared memory, or the pieces around two cuBLASLt products (head
+// split and merge, and a one-pass biased softmax per score row).
+#include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/smem_limit.cuh"
+#include "backends/cuda/spatial_kernels.h"
+
+namespace rlx::cuda_backend {
+namespace {
+
+constexpr int kQueries = 32;  // query rows per block
+constexpr int kWarps = 8;
+constexpr int kPerWarp = kQueries / kWarps;
+constexpr int kKeys = 32;  // keys per shared-memory tile
+constexpr int kMaxLaneDims = static_cast<int>(kRelPosMaxHeadDim / 32);
+
+__global__ void window_kernel(const WindowKParams p) {
+  pdl_wait();
+  // One thread per element of the window tensor (partition) or of the image (unpartition).
+  const int64_t total =
+      p.partition ? p.images * p.nh * p.nw * p.win * p.win * p.chan : p.images * p.height * p.width * p.chan;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t ch = i % p.chan;
+    int64_t b, y, x, woff;
+    if (p.partition) {
+      const int64_t px = i / p.chan, c = px % p.win, r = (px / p.win) % p.win, w = px / (p.win * p.win);
+      b = w / (p.nh * p.nw);
+      y = (w / p.nw) % p.nh * p.win + r;
+      x = w % p.nw * p.win + c;
+      woff = i;
+    } else {
+      const int64_t px = i / p.chan;
+      x = px % p.width;
+      y = (px / p.width) % p.height;
+      b = px / (p.width * p.height);
+      const int64_t w = (b * p.nh + y / p.win) * p.nw + x / p.win;
+      woff = ((w * p.win + y % p.win) * p.win + x % p.win) * p.chan + ch;
+    }
+    const int64_t ioff = ((b * p.height + y) * p.width + x) * p.chan + ch;
+    if (p.partition)
+      p.y[i] = (y < p.height && x < p.width) ? p.x[ioff] : 0.0f;
+    else
+      p.y[i] = p.x[woff];
+  }
+  pdl_trigger();
+}
+
+// Shared memory (floats): q tile [kQueries][D], bias [kQueries][gh + gw], K tile
+// [kKeys][D + 1] (padded: lanes read different rows), V tile [kKeys][D].
+__global__ void __launch_bounds__(kWarps * 32) rel_pos_attention_kernel(const RelPosAttnKParams p) {
+  extern __shared__ float smem[];
+  const int D = static_cast<int>(p.head_dim), gh = static_cast<int>(p.grid_h), gw = static_cast<int>(p.grid_w);
+  const int T = gh * gw, nb = gh + gw;
+  const int64_t W = p.n_heads * p.head_dim;
+  const int q0 = blockIdx.x * kQueries, h = blockIdx.y;
+  const int64_t item = blockIdx.z;
+  float* qs = smem;
+  float* bias = qs + kQueries * D;
+  float* ks = bias + kQueries * nb;
+  float* vs = ks + kKeys * (D + 1);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const float* qg = p.q + item * T * W + h * D;
+  const float* kg = p.k + item * T * W + h * D;
+  const float* vg = p.v + item * T * W + h * D;
+  pdl_wait();
+  for (int idx = tid; idx < kQueries * D; idx += blockDim.x) {
+    const int r = idx / D, c = idx % D;
+    qs[idx] = q0 + r < T ? qg[int64_t{q0 + r} * W + c] : 0.0f;
+  }
+  __syncthreads();
+  // bias[r][ky] = q_r . rel_h[yi - ky + gh - 1], bias[r][gh + kx] = q_r . rel_w[xi - kx + gw - 1].
+  for (int idx = tid; idx < kQueries * nb; idx += blockDim.x) {
+    const int r = idx / nb, t = idx % nb, i = min(q0 + r, T - 1);
+    const float* row =
+        t < gh ? p.rel_h + int64_t{i / gw - t + gh - 1} * D : p.rel_w + int64_t{i % gw - (t - gh) + gw - 1} * D;
+    float acc = 0.0f;
+    for (int c = 0; c < D; ++c) acc += qs[r * D + c] * row[c];
+    bias[idx] = acc;
+  }
+  float m[kPerWarp], l[kPerWarp], acc[kPerWarp][kMaxLaneDims];
+  for (int u = 0; u < kPerWarp; ++u) {
+    m[u] = -INFINITY;
+    l[u] = 0.0f;
+    for (int t = 0; t < kMaxLaneDims; ++t) acc[u][t] = 0.0f;
+  }
+  const int lane_dims = (D + 31) / 32;
+  for (int j0 = 0; j0 < T; j0 += kKeys) {
+    __syncthreads();  // the previous tile is consumed (and the bias written)
+    for (int idx = tid; idx < kKeys * D; idx += blockDim.x) {
+      const int r = idx / D, c = idx % D;
+      const bool ok = j0 + r < T;
+      ks[r * (D + 1) + c] = ok ? kg[int64_t{j0 + r} * W + c] : 0.0f;
+      vs[idx] = ok ? vg[int64_t{j0 + r} * W + c] : 0.0f;
+    }
+    __syncthreads();
+    const int j = j0 + lane;
+    const bool valid = j < T;
+    const int yj = j / gw, xj = j % gw;
+    float pr[kPerWarp];
+    for (int u = 0; u < kPerWarp; ++u) {
+      const int r = warp * kPerWarp + u;
+      float s = 0.0f;
+      for (int c = 0; c < D; ++c) s += qs[r * D + c] * ks[lane * (D + 1) + c];
+      s = valid ? s * p.scale + bias[r * nb + yj] + bias[r * nb + gh + xj] : -INFINITY;
+      const float m_new = fmaxf(m[u], warp_max(s));
+      const float alpha = m[u] == -INFINITY ? 0.0f : __expf(m[u] - m_new);
+      pr[u] = valid ? __expf(s - m_new) : 0.0f;
+      l[u] = l[u] * alpha + warp_sum(pr[u]);
+      m[u] = m_new;
+      for (int t = 0; t < kMaxLaneDims; ++t) acc[u][t] *= alpha;
+    }
+    for (int jj = 0; jj < kKeys; ++jj) {
+      float pj[kPerWarp];
+      for (int u = 0; u < kPerWarp; ++u) pj[u] = __shfl_sync(0xffffffffu, pr[u], jj);
+      for (int t = 0; t < kMaxLaneDims; ++t) {
+        if (t >= lane_dims) break;
+        const int d = lane + 32 * t;
+        const float vv = d < D ? vs[jj * D + d] : 0.0f;
+        for (int u = 0; u < kPerWarp; ++u) acc[u][t] += pj[u] * vv;
+      }
+    }
+  }
+  for (int u = 0; u < kPerWarp; ++u) {
+    const int i = q0 + warp * kPerWarp + u;
+    if (i >= T) continue;
+    float* orow = p.o + (item * T + i) * W + h * D;
+    const float inv = 1.0f / l[u];
+    for (int t = 0; t < lane_dims; ++t) {
+      const int d = lane + 32 * t;
+      if (d < D) orow[d] = acc[u][t] * inv;
+    }
+  }
+  pdl_trigger();
+}
+
+constexpr int kSoftmaxThreads = 256;
+constexpr int kSoftmaxPer = static_cast<int>(kRelPosSoftmaxMaxKeys / kSoftmaxThreads);
+
+__global__ void rel_pos_split_kernel(const RelPosGemmKParams p) {
+  pdl_wait();
+  const int64_t T = p.grid_h * p.grid_w, D = p.head_dim, W = p.n_heads * D, total = p.items * T * W;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = i % D, h = (i / D) % p.n_heads, t = (i / W) % T, n = i / (T * W);
+    const int64_t dst = ((n * p.n_heads + h) * T + t) * D + c;
+    p.qh[dst] = p.q[i];
+    p.kh[dst] = p.k[i];
+    p.vh[dst] = p.v[i];
+  }
+  pdl_trigger();
+}
+
+__global__ void rel_pos_merge_kernel(const RelPosGemmKParams p) {
+  pdl_wait();
+  const int64_t T = p.grid_h * p.grid_w, D = p.head_dim, W = p.n_heads * D, total = p.items * T * W;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t c = i % D, h = (i / D) % p.n_heads, t = (i / W) % T, n = i / (T * W);
+    p.o[i] = p.oh[((n * p.n_heads + h) * T + t) * D + c];
+  }
+  pdl_trigger();
+}
+
+// Block-wide reduction of one value per thread (max or sum) through `red` (32 floats).
+template <bool kMax>
+__device__ float block_reduce(float v, float* red) {
+  v = kMax ? warp_max(v) : warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // red may still be read from the previous reduction
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x >> 5) ? red[lane] : (kMax ? -INFINITY : 0.0f);
+  return kMax ? warp_max(v) : warp_sum(v);
+}
+
+// One block per score row: the row's bias tables in shared memory, then the biased
+// scores in registers, their max and sum, and the probabilities written back once.
+__global__ void __launch_bounds__(kSoftmaxThreads) rel_pos_softmax_kernel(const RelPosGemmKParams p) {
+  extern __shared__ float smem[];
+  const int D = static_cast<int>(p.head_dim), gh = static_cast<int>(p.grid_h), gw = static_cast<int>(p.grid_w);
+  const int T = gh * gw, nb = gh + gw, tid = threadIdx.x;
+  const int64_t row = blockIdx.x;
+  const int i = static_cast<int>(row % T), yi = i / gw, xi = i % gw;
+  float* bias = smem;
+  float* qs = bias + nb;
+  float* red = qs + D;
+  float* s = p.scores + row * T;
+  pdl_wait();
+  for (int c = tid; c < D; c += blockDim.x) qs[c] = p.qh[row * D + c];
+  __syncthreads();
+  for (int t = tid; t < nb; t += blockDim.x) {
+    const float* tab = t < gh ? p.rel_h + int64_t{yi - t + gh - 1} * D : p.rel_w + int64_t{xi - (t - gh) + gw - 1} * D;
+    float acc = 0.0f;
+    for (int c = 0; c < D; ++c) acc += qs[c] * tab[c];
+    bias[t] = acc;
+  }
+  __syncthreads();
+  float v[kSoftmaxPer];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kSoftmaxPer; ++k) {
+    const int j = tid + k * kSoftmaxThreads;
+    v[k] = j < T ? s[j] * p.scale + bias[j / gw] + bias[gh + j % gw] : -INFINITY;
+    mx = fmaxf(mx, v[k]);
+  }
+  mx = block_reduce<true>(mx, red);
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kSoftmaxPer; ++k) {
+    v[k] = tid + k * kSoftmaxThreads < T ? __expf(v[k] - mx) : 0.0f;
+    sum += v[k];
+  }
+  const float inv = 1.0f / block_reduce<false>(sum, red);
+#pragma unroll
+  for (int k = 0; k < kSoftmaxPer; ++k) {
+    const int j = tid + k * kSoftmaxThreads;
+    if (j < T) s[j] = v[k] * inv;
+  }
+  pdl_trigger();
+}
+
+}  // namespace
+
+void launch_rel_pos_split(const RelPosGemmKParams& p, cudaStream_t s) {
+  const int64_t total = p.items * p.grid_h * p.grid_w * p.n_heads * p.head_dim;
+  if (total > 0) launch_k(rel_pos_split_kernel, grid_for(total, 256), 256, 0, s, p);
+}
+
+void launch_rel_pos_merge(const RelPosGemmKParams& p, cudaStream_t s) {
+  const int64_t total = p.items * p.grid_h * p.grid_w * p.n_heads * p.head_dim;
+  if (total > 0) launch_k(rel_pos_merge_kernel, grid_for(total, 256), 256, 0, s, p);
+}
+
+void launch_rel_pos_softmax(const RelPosGemmKParams& p, cudaStream_t s) {
+  const int64_t rows = p.items * p.n_heads * p.grid_h * p.grid_w;
+  if (rows == 0) return;
+  const size_t smem = sizeof(float) * static_cast<size_t>(p.grid_h + p.grid_w + p.head_dim + 32);
+  launch_k(rel_pos_softmax_kernel, static_cast<unsigned>(rows), kSoftmaxThreads, smem, s, p);
+}
+
+void launch_window(const WindowKParams& p, cudaStream_t s) {
+  const int64_t total =
+      p.partition ? p.images * p.nh * p.nw * p.win * p.win * p.chan : p.images * p.height * p.width * p.chan;
+  if (total == 0) return;
+  launch_k(window_kernel, grid_for(total, 256), 256, 0, s, p);
+}
+
+int64_t rel_pos_attention_smem(int64_t head_dim, int64_t grid_h, int64_t grid_w) {
+  return 4 * (kQueries * head_dim + kQueries * (grid_h + grid_w) + kKeys * (head_dim + 1) + kKeys * head_dim);
+}
+
+bool prepare_rel_pos_attention(int64_t smem_bytes) {
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return false;
+  if (smem_bytes > optin) return false;
+  raise_smem_limit<rel_pos_attention_kernel>(optin);  // every later launch fits under it
+  return true;
+}
+
+void launch_rel_pos_attention(const RelPosAttnKParams& p, cudaStream_t s) {
+  const int64_t T = p.grid_h * p.grid_w;
+  if (p.items == 0 || T == 0) return;
+  const auto smem = static_cast<int>(rel_pos_attention_smem(p.head_dim, p.grid_h, p.grid_w));
+  const dim3 grid(static_cast<unsigned>((T + kQueries - 1) / kQueries), static_cast<unsigned>(p.n_heads),
+                  static_cast<unsigned>(p.items));
+  launch_k(rel_pos_attention_kernel, grid, kWarps * 32, static_cast<size_t>(smem), s, p);
+}
+
+}  // namespace rlx::cuda_backend
