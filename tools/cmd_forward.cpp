@@ -9,6 +9,10 @@
 //   vision: pixel_values f32 [B, C, H, W] -> last_hidden_state [B, 1 + patches, D],
 //           pooler_output [B, D] (DINOv2)
 //   audio: input_values f32 [B, samples] -> last_hidden_state [B, frames, D] (Wav2Vec2)
+//   segmentation (SAM): pixel_values f32 [B, 3, S, S] (or image_embeddings f32 [B, C, g, g]),
+//             input_points f32 [B, P, N, 2], input_labels i32 [B, P, N] (default 1),
+//             input_boxes f32 [B, P, 4] -> image_embeddings [B, C, g, g],
+//             pred_masks [B, P, 3, 4g, 4g], iou_scores [B, P, 3]
 // Outputs are written as float32. This interface is relied on by external checks:
 // keep it stable.
 #include <algorithm>
@@ -16,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include <fmt/ranges.h>
 
@@ -24,6 +29,7 @@
 #include "rlx/models/encoder.h"
 #include "rlx/models/language_model.h"
 #include "rlx/models/media_encoder.h"
+#include "rlx/models/sam.h"
 
 namespace rlx::cli {
 namespace {
@@ -297,6 +303,96 @@ int run_media(const ForwardArgs& a, const ModelPath& where, const Device& device
   return 0;
 }
 
+int run_sam(const ForwardArgs& a, const ModelPath& where, const Device& device,
+            const std::map<std::string, NamedInput>& inputs,
+            const std::vector<std::pair<std::string, std::string>>& outputs) {
+  for (const auto& [name, in] : inputs) {
+    const bool ints = name == "input_labels";
+    if (name != "pixel_values" && name != "image_embeddings" && name != "input_points" && !ints && name != "input_boxes")
+      return report(Error::invalid_argument("--input {}: a sam model takes pixel_values or image_embeddings, "
+                                            "input_points, input_labels and input_boxes", name));
+    if (ints == (in.dtype == "f32"))
+      return report(Error::invalid_argument("--input {}: must be {}, got {}", name, ints ? "i32 or i64" : "f32", in.dtype));
+  }
+  for (const auto& [name, file] : outputs)
+    if (name != "image_embeddings" && name != "pred_masks" && name != "iou_scores")
+      return report(Error::invalid_argument("--output {}: a sam model's outputs are image_embeddings, pred_masks and "
+                                            "iou_scores", name));
+  const bool has_pixels = inputs.count("pixel_values") != 0;
+  if (has_pixels == (inputs.count("image_embeddings") != 0))
+    return report(Error::invalid_argument("--input: give a sam model either pixel_values or image_embeddings"));
+  models::MediaLoadOptions lo;
+  lo.device = device;
+  lo.threads = a.threads;
+  lo.compile_cache = !a.no_cache;
+  auto model = models::SamModel::load(where.path, lo);
+  if (!model) return report(model.error());
+  models::SamImageEmbeddings image;
+  if (has_pixels) {
+    const NamedInput& px = inputs.at("pixel_values");
+    auto e = (*model)->encode(px.shape, px.floats);
+    if (!e) return report(e.error());
+    image = std::move(*e);
+  } else {
+    const NamedInput& em = inputs.at("image_embeddings");
+    if (em.shape.size() != 4 || em.shape[2] != em.shape[3])
+      return report(Error::invalid_argument("--input image_embeddings: must be [batch, channels, side, side]"));
+    image = {em.shape[0], em.shape[1], em.shape[2], em.floats};
+  }
+  models::SamPrompts prompts;
+  bool decode = false;
+  if (auto it = inputs.find("input_points"); it != inputs.end()) {
+    const NamedInput& pt = it->second;
+    if (pt.shape.size() != 4 || pt.shape[0] != image.batch || pt.shape[3] != 2)
+      return report(Error::invalid_argument("--input input_points: must be [{}, prompts, points, 2], got [{}]",
+                                            image.batch, fmt::join(pt.shape, ", ")));
+    prompts.prompts = pt.shape[1];
+    prompts.points = pt.shape[2];
+    prompts.coords = pt.floats;
+    decode = true;
+  }
+  if (auto it = inputs.find("input_labels"); it != inputs.end()) {
+    if (!decode) return report(Error::invalid_argument("--input input_labels: needs input_points"));
+    if (it->second.shape != std::vector<int64_t>{image.batch, prompts.prompts, prompts.points})
+      return report(Error::invalid_argument("--input input_labels: must be [{}, {}, {}] like input_points", image.batch,
+                                            prompts.prompts, prompts.points));
+    for (int64_t l : it->second.ints) prompts.labels.push_back(static_cast<int32_t>(std::clamp<int64_t>(l, -100, 100)));
+  }
+  if (auto it = inputs.find("input_boxes"); it != inputs.end()) {
+    const NamedInput& bx = it->second;
+    if (bx.shape.size() != 3 || bx.shape[0] != image.batch || bx.shape[2] != 4 || (decode && bx.shape[1] != prompts.prompts))
+      return report(Error::invalid_argument("--input input_boxes: must be [{}, prompts, 4] (prompts as input_points'), "
+                                            "got [{}]", image.batch, fmt::join(bx.shape, ", ")));
+    prompts.prompts = bx.shape[1];
+    prompts.boxes = bx.floats;
+    decode = true;
+  }
+  std::optional<models::SamMasks> masks;
+  for (const auto& [name, file] : outputs) {
+    if (name != "image_embeddings" && !decode)
+      return report(Error::invalid_argument("--output {}: needs input_points or input_boxes", name));
+  }
+  if (decode) {
+    auto m = (*model)->decode(image, prompts);
+    if (!m) return report(m.error());
+    masks = std::move(*m);
+  }
+  for (const auto& [name, file] : outputs) {
+    std::span<const float> values = image.values;
+    std::string shape = fmt::format("{}, {}, {}, {}", image.batch, image.channels, image.side, image.side);
+    if (name == "pred_masks") {
+      values = masks->pred_masks;
+      shape = fmt::format("{}, {}, {}, {}, {}", masks->batch, masks->prompts, masks->masks, masks->side, masks->side);
+    } else if (name == "iou_scores") {
+      values = masks->iou_scores;
+      shape = fmt::format("{}, {}, {}", masks->batch, masks->prompts, masks->masks);
+    }
+    if (Status s = write_floats(file, values); !s.ok()) return report(s.error());
+    std::fprintf(stderr, "rlx: wrote %s [%s] to %s\n", name.c_str(), shape.c_str(), file.c_str());
+  }
+  return 0;
+}
+
 int run_forward(const ForwardArgs& a) {
   auto device = Device::parse(a.device);
   if (!device) return report(device.error());
@@ -319,6 +415,7 @@ int run_forward(const ForwardArgs& a) {
     auto type = models::hf_model_type(where->path);
     if (!type) return report(type.error());
     if (models::is_media_model_type(*type)) return run_media(a, *where, *device, inputs, outputs);
+    if (*type == "sam") return run_sam(a, *where, *device, inputs, outputs);
   }
   auto opened = open_model(*where);
   if (!opened) return report(opened.error());

@@ -247,6 +247,9 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   else if (is_media_model_type(type))
     return Error::unsupported("{}: model_type '{}' is a vision / audio encoder: rlx forward runs it (this command takes "
                               "language models and text encoders)", path, type);
+  else if (type == "sam")
+    return Error::unsupported("{}: model_type 'sam' is a segmentation model: rlx segment and rlx forward run it (this "
+                              "command takes language models and text encoders)", path);
   else
     return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
                               "gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next; encoders bert, "

@@ -1,5 +1,5 @@
-// MediaConfig from a dinov2 / wav2vec2 config.json, and the weights of such a folder
-// under their Hugging Face names (with Wav2Vec2's weight-normed position convolution
+// MediaConfig from a dinov2 / wav2vec2 config.json and SamConfig from a sam one, and the
+// weights of such a folder under their Hugging Face names (with Wav2Vec2's weight-normed position convolution
 // resolved into its effective weight once, at load).
 #include <cmath>
 #include <cstring>
@@ -11,6 +11,7 @@
 #include "rlx/formats/mapped_file.h"
 #include "rlx/formats/safetensors.h"
 #include "rlx/models/media_encoder.h"
+#include "rlx/models/sam.h"
 
 namespace rlx::models {
 namespace {
@@ -335,6 +336,113 @@ Expected<std::unique_ptr<WeightSource>> open_hf_media_weights(const std::string&
   auto w = std::make_unique<HfMediaWeights>(folder, std::move(shared));
   if (config.arch == MediaArch::Wav2Vec2) TRY(w->resolve_weight_norm());
   return std::unique_ptr<WeightSource>(std::move(w));
+}
+
+Status SamConfig::validate() const {
+  auto positive = [](const char* what, int64_t v) -> Status {
+    if (v < 1) return Error::invalid_argument("{} must be positive, got {}", what, v);
+    return {};
+  };
+  TRY(positive("vision_config.image_size", image_size));
+  TRY(positive("vision_config.patch_size", patch_size));
+  TRY(positive("vision_config.num_channels", n_channels));
+  TRY(positive("vision_config.hidden_size", n_embd));
+  TRY(positive("vision_config.num_hidden_layers", n_layer));
+  TRY(positive("vision_config.num_attention_heads", n_head));
+  TRY(positive("vision_config.mlp_dim", n_ff));
+  TRY(positive("vision_config.output_channels", out_channels));
+  TRY(positive("prompt_encoder_config.hidden_size", prompt_dim));
+  TRY(positive("mask_decoder_config.num_hidden_layers", dec_layers));
+  TRY(positive("mask_decoder_config.num_attention_heads", dec_heads));
+  TRY(positive("mask_decoder_config.mlp_dim", dec_ff));
+  TRY(positive("mask_decoder_config.attention_downsample_rate", downsample));
+  TRY(positive("mask_decoder_config.iou_head_hidden_dim", iou_hidden));
+  TRY(positive("mask_decoder_config.num_multimask_outputs", multimask));
+  if (image_size % patch_size != 0)
+    return Error::invalid_argument("vision_config.image_size {} is not a multiple of patch_size {}", image_size, patch_size);
+  if (n_embd % n_head != 0)
+    return Error::invalid_argument("vision_config.hidden_size {} is not a multiple of num_attention_heads {}", n_embd, n_head);
+  if (window < 0 || window > grid()) return Error::invalid_argument("vision_config.window_size {} is out of [0, {}]", window, grid());
+  for (int64_t l : global_layers)
+    if (l < 0 || l >= n_layer) return Error::invalid_argument("vision_config.global_attn_indexes entry {} is no layer", l);
+  if (embed_side != grid())
+    return Error::invalid_argument("prompt_encoder_config.image_embedding_size {} differs from the encoder's {} x {} patches",
+                                   embed_side, grid(), grid());
+  if (out_channels != prompt_dim || 2 * pos_feats != prompt_dim)
+    return Error::invalid_argument("the neck's output_channels {}, 2 x num_pos_feats {} and the decoder's hidden_size {} "
+                                   "must agree", out_channels, 2 * pos_feats, prompt_dim);
+  if (point_kinds != 4) return Error::unsupported("prompt_encoder_config.num_point_embeddings must be 4, got {}", point_kinds);
+  if (prompt_dim % 8 != 0 || (prompt_dim / downsample) % dec_heads != 0 || prompt_dim % dec_heads != 0)
+    return Error::invalid_argument("mask_decoder_config.hidden_size {} must be a multiple of 8 and of num_attention_heads {} "
+                                   "(also after attention_downsample_rate {})", prompt_dim, dec_heads, downsample);
+  if (iou_depth < 2) return Error::invalid_argument("mask_decoder_config.iou_head_depth must be >= 2, got {}", iou_depth);
+  if (!(vision_eps > 0) || !(dec_eps > 0)) return Error::invalid_argument("layer_norm_eps must be positive");
+  return {};
+}
+
+Expected<SamConfig> sam_config_from_hf(const std::string& path) {
+  ASSIGN_OR_RETURN(json j, read_json_object(path));
+  Keys top{j, path};
+  ASSIGN_OR_RETURN(const std::string type, top.opt_string("model_type", ""));
+  if (type != "sam") return Error::unsupported("{}: model_type '{}' is not sam", path, type);
+  auto part = [&](const char* key) -> Expected<const json*> {
+    const json* v = top.find(key);
+    if (!v || !v->is_object()) return Error::invalid_file("{}: '{}' must be an object", path, key);
+    return v;
+  };
+  ASSIGN_OR_RETURN(const json* vj, part("vision_config"));
+  ASSIGN_OR_RETURN(const json* pj, part("prompt_encoder_config"));
+  ASSIGN_OR_RETURN(const json* mj, part("mask_decoder_config"));
+  const std::string vpath = path + " vision_config", ppath = path + " prompt_encoder_config",
+                    mpath = path + " mask_decoder_config";
+  Keys v{*vj, vpath}, pr{*pj, ppath}, m{*mj, mpath};
+  SamConfig c;
+  ASSIGN_OR_RETURN(c.image_size, v.opt_int("image_size", 1024));
+  ASSIGN_OR_RETURN(c.patch_size, v.opt_int("patch_size", 16));
+  ASSIGN_OR_RETURN(c.n_channels, v.opt_int("num_channels", 3));
+  ASSIGN_OR_RETURN(c.n_embd, v.opt_int("hidden_size", 768));
+  ASSIGN_OR_RETURN(c.n_layer, v.opt_int("num_hidden_layers", 12));
+  ASSIGN_OR_RETURN(c.n_head, v.opt_int("num_attention_heads", 12));
+  ASSIGN_OR_RETURN(const double ratio, v.opt_float("mlp_ratio", 4.0));
+  if (!(ratio > 0 && ratio < 1024)) return Error::invalid_file("{}: 'mlp_ratio' must be in (0, 1024), got {}", vpath, ratio);
+  ASSIGN_OR_RETURN(c.n_ff, v.opt_int("mlp_dim", static_cast<int64_t>(static_cast<double>(c.n_embd) * ratio)));
+  ASSIGN_OR_RETURN(c.out_channels, v.opt_int("output_channels", 256));
+  ASSIGN_OR_RETURN(c.window, v.opt_int("window_size", 14));
+  if (v.find("global_attn_indexes")) {
+    ASSIGN_OR_RETURN(c.global_layers, v.int_list("global_attn_indexes"));
+  }
+  ASSIGN_OR_RETURN(c.qkv_bias, v.opt_bool("qkv_bias", true));
+  ASSIGN_OR_RETURN(c.abs_pos, v.opt_bool("use_abs_pos", true));
+  ASSIGN_OR_RETURN(c.rel_pos, v.opt_bool("use_rel_pos", true));
+  ASSIGN_OR_RETURN(c.vision_eps, v.opt_float("layer_norm_eps", 1e-6));
+  ASSIGN_OR_RETURN(c.vision_act, v.activation("hidden_act", "gelu"));
+  ASSIGN_OR_RETURN(c.pos_feats, v.opt_int("num_pos_feats", 128));
+  ASSIGN_OR_RETURN(c.prompt_dim, pr.opt_int("hidden_size", 256));
+  ASSIGN_OR_RETURN(c.embed_side, pr.opt_int("image_embedding_size", 64));
+  ASSIGN_OR_RETURN(c.point_kinds, pr.opt_int("num_point_embeddings", 4));
+  ASSIGN_OR_RETURN(const int64_t prompt_image, pr.opt_int("image_size", c.image_size));
+  if (prompt_image != c.image_size)
+    return Error::invalid_file("{}: 'image_size' {} differs from vision_config's {}", ppath, prompt_image, c.image_size);
+  ASSIGN_OR_RETURN(const int64_t dec_dim, m.opt_int("hidden_size", 256));
+  if (dec_dim != c.prompt_dim)
+    return Error::invalid_file("{}: 'hidden_size' {} differs from the prompt encoder's {}", mpath, dec_dim, c.prompt_dim);
+  ASSIGN_OR_RETURN(c.dec_layers, m.opt_int("num_hidden_layers", 2));
+  ASSIGN_OR_RETURN(c.dec_heads, m.opt_int("num_attention_heads", 8));
+  ASSIGN_OR_RETURN(c.dec_ff, m.opt_int("mlp_dim", 2048));
+  ASSIGN_OR_RETURN(c.downsample, m.opt_int("attention_downsample_rate", 2));
+  ASSIGN_OR_RETURN(c.iou_hidden, m.opt_int("iou_head_hidden_dim", 256));
+  ASSIGN_OR_RETURN(c.iou_depth, m.opt_int("iou_head_depth", 3));
+  ASSIGN_OR_RETURN(c.multimask, m.opt_int("num_multimask_outputs", 3));
+  ASSIGN_OR_RETURN(c.dec_eps, m.opt_float("layer_norm_eps", 1e-6));
+  ASSIGN_OR_RETURN(c.dec_act, m.activation("hidden_act", "relu"));
+  if (Status s = c.validate(); !s.ok()) return s.error().with_context(path);
+  return c;
+}
+
+Expected<std::unique_ptr<WeightSource>> open_hf_sam_weights(const std::string& folder) {
+  ASSIGN_OR_RETURN(formats::SafetensorsModel model, formats::SafetensorsModel::open(folder));
+  auto shared = std::make_shared<const formats::SafetensorsModel>(std::move(model));
+  return std::unique_ptr<WeightSource>(std::make_unique<HfMediaWeights>(folder, std::move(shared)));
 }
 
 }  // namespace rlx::models

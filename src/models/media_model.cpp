@@ -11,9 +11,7 @@
 #include "rlx/base/hash.h"
 #include "rlx/base/log.h"
 #include "rlx/base/memory_budget.h"
-#include "rlx/compile/profile.h"
 #include "rlx/models/media_encoder.h"
-#include "rlx/runtime/backend.h"
 
 namespace rlx::models {
 namespace {
@@ -64,24 +62,16 @@ std::vector<std::string> MediaEncoderModel::output_names() const {
 }
 
 Expected<std::shared_ptr<const CompiledVariant>> MediaEncoderModel::variant(const MediaBuildOptions& shape) {
-  const std::string profile_name = options_.profile.empty() ? "encoder" : options_.profile;
-  auto profile = compile::CompileProfile::preset(profile_name);
-  if (!profile) profile = compile::CompileProfile::load(profile_name);
-  if (!profile) return profile.error().with_context("compile profile");
-  TRY(check_profile_backends(*profile, profile_name));
-  MediaBuildOptions mo = shape;
-  mo.policy = profile->fusion.policy;
-  const compile::CompileOptions co = profile->to_compile_options(pipeline_->session().backend()->target());
   StableHasher h;
-  h.str("rlx.media.variant.v1");
+  h.str("rlx.media.variant.v2");
   h.u64(model_id_);
-  h.str(profile_name);
-  h.i64(mo.batch);
-  h.i64(mo.height);
-  h.i64(mo.width);
-  h.i64(mo.samples);
-  const uint64_t key = h.digest();
-  const HirBuildFn build = [&]() -> Expected<ir::HirModule> {
+  h.i64(shape.batch);
+  h.i64(shape.height);
+  h.i64(shape.width);
+  h.i64(shape.samples);
+  const auto build = [&](ir::FusionPolicy policy) -> Expected<ir::HirModule> {
+    MediaBuildOptions mo = shape;
+    mo.policy = policy;
     ASSIGN_OR_RETURN(BuiltModel built, build_media_encoder(config_, *weights_, mo));
     return std::move(built.hir);
   };
@@ -89,14 +79,10 @@ Expected<std::shared_ptr<const CompiledVariant>> MediaEncoderModel::variant(cons
     if (!params_) params_ = std::make_unique<ParamStore>();
     return bind_weights(*weights_, *params_, g, source_, {});
   };
-  Expected<std::shared_ptr<const CompiledVariant>> v = Error::internal("not compiled");
-  if (options_.compile_cache) {
-    const std::string dir = !options_.cache_dir.empty() ? options_.cache_dir : env_config().cache_dir;
-    v = pipeline_->get_or_compile_aot(fs::path(dir) / "aot", fmt::format("media-{:016x}", model_id_), key, {}, build,
-                                      co, prep);
-  } else {
-    v = pipeline_->get_or_compile(key, {}, build, co, prep);
-  }
+  const std::string dir =
+      !options_.compile_cache ? std::string() : !options_.cache_dir.empty() ? options_.cache_dir : env_config().cache_dir;
+  auto v = compile_family_variant(*pipeline_, options_.profile, dir, fmt::format("media-{:016x}", model_id_), h.digest(),
+                                  build, prep);
   if (!v) return v.error().with_context(source_);
   return v;
 }

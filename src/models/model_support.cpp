@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "rlx/base/hash.h"
+#include "rlx/compile/profile.h"
+#include "rlx/runtime/backend.h"
 
 namespace rlx::models {
 
@@ -72,6 +74,27 @@ Status bind_weights(const WeightSource& weights, ParamStore& store, CompiledGrap
   }
   if (auto bound = store.bind(graph); !bound) return bound.error().with_context(source);
   return {};
+}
+
+Expected<std::shared_ptr<const CompiledVariant>> compile_family_variant(
+    ModelCompilePipeline& pipeline, const std::string& profile, const std::string& cache_dir, const std::string& aot_name,
+    uint64_t key, const std::function<Expected<ir::HirModule>(ir::FusionPolicy)>& build,
+    const VariantPrepareFn& prepare) {
+  const std::string profile_name = profile.empty() ? "encoder" : profile;
+  auto resolved = compile::CompileProfile::preset(profile_name);
+  if (!resolved) resolved = compile::CompileProfile::load(profile_name);
+  if (!resolved) return resolved.error().with_context("compile profile");
+  TRY(check_profile_backends(*resolved, profile_name));
+  const ir::FusionPolicy policy = resolved->fusion.policy;
+  const compile::CompileOptions co = resolved->to_compile_options(pipeline.session().backend()->target());
+  StableHasher h;
+  h.str("rlx.family.variant.v1");
+  h.u64(key);
+  h.str(profile_name);
+  const uint64_t full_key = h.digest();
+  const HirBuildFn hir = [&]() { return build(policy); };
+  if (cache_dir.empty()) return pipeline.get_or_compile(full_key, {}, hir, co, prepare);
+  return pipeline.get_or_compile_aot(std::filesystem::path(cache_dir) / "aot", aot_name, full_key, {}, hir, co, prepare);
 }
 
 }  // namespace rlx::models

@@ -1,4 +1,4 @@
-// What the model classes (LanguageModel, EncoderModel) share: the identity of a model's
+// What the model classes (LanguageModel, EncoderModel, the media models) share: the identity of a model's
 // files in compile-cache keys, the compile pipeline each model owns, and how their
 // weights are bound into each executable.
 #pragma once
@@ -29,5 +29,16 @@ Expected<std::unique_ptr<ModelCompilePipeline>> make_model_pipeline(const Device
 /// `progress` (may be empty) sees (bytes added, bytes to add). Errors name `source`.
 Status bind_weights(const WeightSource& weights, ParamStore& store, CompiledGraph& graph, const std::string& source,
                     const std::function<void(int64_t, int64_t)>& progress);
+
+/// One executable of a vision / audio family template (MediaEncoderModel, SamModel):
+/// found in the pipeline's memory cache, or in the AOT disk cache under `cache_dir`/aot
+/// (`aot_name` the model's folder there; no disk cache when `cache_dir` is empty), or
+/// compiled. The compile profile `profile` ("encoder" when empty: a preset name or a
+/// *.rlx.toml) picks the fusion policy handed to `build`; `key` names the shapes and is
+/// mixed with the profile. `prepare` binds the weights into a new executable.
+Expected<std::shared_ptr<const CompiledVariant>> compile_family_variant(
+    ModelCompilePipeline& pipeline, const std::string& profile, const std::string& cache_dir, const std::string& aot_name,
+    uint64_t key, const std::function<Expected<ir::HirModule>(ir::FusionPolicy)>& build,
+    const VariantPrepareFn& prepare);
 
 }  // namespace rlx::models

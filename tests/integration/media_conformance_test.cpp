@@ -14,7 +14,7 @@
 #include "rlx/models/media_encoder.h"
 #include "rlx/runtime/session.h"
 
-#include "conformance_env.h"
+#include "reference_arrays.h"
 
 namespace rlx {
 namespace {
@@ -23,39 +23,8 @@ namespace fs = std::filesystem;
 
 fs::path hf_dir() { return testing_env::conformance_dir() / "hf"; }
 
-std::vector<float> read_f32(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary | std::ios::ate);
-  EXPECT_TRUE(f) << "cannot read " << p;
-  const auto bytes = static_cast<size_t>(f.tellg());
-  std::vector<float> v(bytes / sizeof(float));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  return v;
-}
-
-double relative_l2(std::span<const float> got, std::span<const float> ref) {
-  EXPECT_EQ(got.size(), ref.size());
-  if (got.size() != ref.size() || ref.empty()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double d = double(got[i]) - ref[i];
-    num += d * d;
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / den);
-}
-
-// RLX_TEST_DEVICE, plus cuda when built and present.
-std::vector<Device> devices() {
-  std::vector<Device> out{testing_env::test_device()};
-#ifdef RLX_HAVE_CUDA
-  if (out[0].kind != DeviceKind::kCuda) {
-    const Device cuda = Device::parse("cuda").value();
-    if (Session::create(cuda)) out.push_back(cuda);
-  }
-#endif
-  return out;
-}
+using testing_env::read_f32;
+using testing_env::relative_l2;
 
 struct MediaCase {
   std::string folder, input_file, hidden_file, pooler_file;  // pooler_file empty: none
@@ -70,7 +39,7 @@ TEST_P(MediaConformance, MatchesTransformersAloneAndBatched) {
   if (!fs::exists(dir / "manifest.json")) GTEST_SKIP() << dir << " not found (skipped)";
   const std::vector<float> input = read_f32(dir / mc.input_file), hidden = read_f32(dir / mc.hidden_file);
   const std::vector<float> pooler = mc.pooler_file.empty() ? std::vector<float>{} : read_f32(dir / mc.pooler_file);
-  for (const Device& device : devices()) {
+  for (const Device& device : testing_env::conformance_devices()) {
     models::MediaLoadOptions lo;
     lo.device = device;
     lo.threads = 2;
