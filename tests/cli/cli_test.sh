@@ -371,6 +371,37 @@ if [ -d "$(dirname "$0")/../../../shared/conformance/hf/llama" ]; then
     --input input_values=1x3xf32=0.1,0.2,0.3 --output last_hidden_state=@"$work/x.bin"
   check forward_wav2vec2_pooler fail "a wav2vec2 model's outputs are last_hidden_state" -- forward -m "$w2v" \
     --input input_values=1x1600xf32=@"$w2v/audio-a1600.f32" --output pooler_output=@"$work/x.bin"
+  # Segment Anything: forward's three outputs, segment's PNG mask, and what each refuses.
+  sam=$(cd "$(dirname "$0")/../../../shared/conformance/hf/sam" && pwd)
+  check forward_sam ok "wrote pred_masks \[1, 1, 3, 32, 32\]" -- forward -m "$sam" \
+    --input pixel_values=1x3x128x128xf32=@"$sam/pixels.f32" --input input_points=1x1x1x2xf32=40,60 \
+    --output image_embeddings=@"$work/se.bin" --output pred_masks=@"$work/sm.bin" --output iou_scores=@"$work/si.bin"
+  [ "$(stat -c %s "$work/sm.bin")" -eq $((3 * 32 * 32 * 4)) ] || { failures=$((failures + 1)); echo "FAIL forward_sam_size"; }
+  check forward_sam_from_embeddings ok "wrote iou_scores \[1, 2, 3\]" -- forward -m "$sam" \
+    --input image_embeddings=1x32x8x8xf32=@"$work/se.bin" --input input_boxes=1x2x4xf32=1,2,30,40,5,6,70,80 \
+    --output iou_scores=@"$work/si.bin"
+  check forward_sam_label fail "input_labels value 5" -- forward -m "$sam" --input image_embeddings=1x32x8x8xf32=@"$work/se.bin" \
+    --input input_points=1x1x1x2xf32=4,6 --input input_labels=1x1x1xi32=5 --output pred_masks=@"$work/x.bin"
+  check forward_sam_no_prompt fail "pred_masks: needs input_points or input_boxes" -- forward -m "$sam" \
+    --input pixel_values=1x3x128x128xf32=@"$sam/pixels.f32" --output pred_masks=@"$work/x.bin"
+  check info_sam fail "model_type 'sam' is a segmentation model" -- info "$sam"
+  printf '\x89PNG\r\n\x1a\n' >"$work/bad.png"
+  check segment_bad_png fail "not a readable PNG" -- segment -m "$sam" --image "$work/bad.png" --point 1,2 -o "$work/m.png"
+  check segment_bad_point fail "--point '7': expected 2 comma-separated numbers" -- segment -m "$sam" \
+    --image "$work/bad.png" --point 7 -o "$work/m.png"
+  python3 - "$work/img.png" <<'PY'
+import struct, sys, zlib
+w, h = 60, 45  # a red square on a dark ground
+rows = b"".join(b"\0" + b"".join(bytes([220, 30, 30]) if 20 <= x < 40 and 10 <= y < 30 else bytes([15, 40, 60])
+                                  for x in range(w)) for y in range(h))
+chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                              + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+PY
+  check segment_point ok "of 60x45 pixels inside, written to" -- segment -m "$sam" --image "$work/img.png" --point 30,20 \
+    --box 18,8,42,32 -o "$work/mask.png"
+  [ "$(head -c 4 "$work/mask.png" | tail -c 3)" = PNG ] || { failures=$((failures + 1)); echo "FAIL segment_png_written"; }
+  check segment_no_prompt fail "give --point X,Y or --box" -- segment -m "$sam" --image "$work/bad.png" -o "$work/m.png"
   # A wav2vec2 folder whose config.json is broken says which key.
   mkdir -p "$work/w2v-bad" && cp "$w2v/model.safetensors" "$work/w2v-bad/"
   sed 's/"conv_kernel": \[/"conv_kernel": [7, /' "$w2v/config.json" >"$work/w2v-bad/config.json"
