@@ -14,7 +14,6 @@ constexpr int kQueries = 32;  // query rows per block
 constexpr int kWarps = 8;
 constexpr int kPerWarp = kQueries / kWarps;
 constexpr int kKeys = 32;  // keys per shared-memory tile
-constexpr int kMaxLaneDims = static_cast<int>(kRelPosMaxHeadDim / 32);
 
 __global__ void window_kernel(const WindowKParams p) {
   pdl_wait();
@@ -47,8 +46,22 @@ __global__ void window_kernel(const WindowKParams p) {
   pdl_trigger();
 }
 
-// Shared memory (floats): q tile [kQueries][D], bias [kQueries][gh + gw], K tile
-// [kKeys][D + 1] (padded: lanes read different rows), V tile [kKeys][D].
+// This lane's share of q . (the table row bias column t of query i reads): column t < gh
+// is rel_h[yi - t + gh - 1], else rel_w[xi - (t - gh) + gw - 1]; lanes stride head_dim.
+template <class P>
+__device__ float bias_dot(const float* q, const P& p, int i, int t, int lane) {
+  const int D = static_cast<int>(p.head_dim), gh = static_cast<int>(p.grid_h), gw = static_cast<int>(p.grid_w);
+  const float* tab = t < gh ? p.rel_h + int64_t{i / gw - t + gh - 1} * D : p.rel_w + int64_t{i % gw - (t - gh) + gw - 1} * D;
+  float acc = 0.0f;
+  for (int c = lane; c < D; c += 32) acc += q[c] * tab[c];
+  return acc;
+}
+
+// Shared memory (floats): q tile [kQueries][D], K tile [kKeys][D + 4] (or D + 1 when D is
+// no multiple of 4; padded: lanes read different rows), V tile [kKeys][D], bias
+// [kQueries][gh + gw].
+// kLaneDims = ceil(head_dim / 32): each lane's share of an output row, kept in registers.
+template <int kLaneDims>
 __global__ void __launch_bounds__(kWarps * 32) rel_pos_attention_kernel(const RelPosAttnKParams p) {
   extern __shared__ float smem[];
   const int D = static_cast<int>(p.head_dim), gh = static_cast<int>(p.grid_h), gw = static_cast<int>(p.grid_w);
@@ -56,10 +69,11 @@ __global__ void __launch_bounds__(kWarps * 32) rel_pos_attention_kernel(const Re
   const int64_t W = p.n_heads * p.head_dim;
   const int q0 = blockIdx.x * kQueries, h = blockIdx.y;
   const int64_t item = blockIdx.z;
+  const int KS = D % 4 == 0 ? D + 4 : D + 1;  // K rows padded: lanes read different rows
   float* qs = smem;
-  float* bias = qs + kQueries * D;
-  float* ks = bias + kQueries * nb;
-  float* vs = ks + kKeys * (D + 1);
+  float* ks = qs + kQueries * D;
+  float* vs = ks + kKeys * KS;
+  float* bias = vs + kKeys * D;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const float* qg = p.q + item * T * W + h * D;
   const float* kg = p.k + item * T * W + h * D;
@@ -70,54 +84,75 @@ __global__ void __launch_bounds__(kWarps * 32) rel_pos_attention_kernel(const Re
     qs[idx] = q0 + r < T ? qg[int64_t{q0 + r} * W + c] : 0.0f;
   }
   __syncthreads();
-  // bias[r][ky] = q_r . rel_h[yi - ky + gh - 1], bias[r][gh + kx] = q_r . rel_w[xi - kx + gw - 1].
-  for (int idx = tid; idx < kQueries * nb; idx += blockDim.x) {
+  // bias[r][ky] = q_r . rel_h[yi - ky + gh - 1], bias[r][gh + kx] = q_r . rel_w[xi - kx + gw - 1]:
+  // a warp per dot product, its lanes across head_dim (coalesced table reads).
+  for (int idx = warp; idx < kQueries * nb; idx += kWarps) {
     const int r = idx / nb, t = idx % nb, i = min(q0 + r, T - 1);
-    const float* row =
-        t < gh ? p.rel_h + int64_t{i / gw - t + gh - 1} * D : p.rel_w + int64_t{i % gw - (t - gh) + gw - 1} * D;
-    float acc = 0.0f;
-    for (int c = 0; c < D; ++c) acc += qs[r * D + c] * row[c];
-    bias[idx] = acc;
+    bias[idx] = warp_sum(bias_dot(qs + r * D, p, i, t, lane));
   }
-  float m[kPerWarp], l[kPerWarp], acc[kPerWarp][kMaxLaneDims];
+  float m[kPerWarp], l[kPerWarp], acc[kPerWarp][kLaneDims];
+#pragma unroll
   for (int u = 0; u < kPerWarp; ++u) {
     m[u] = -INFINITY;
     l[u] = 0.0f;
-    for (int t = 0; t < kMaxLaneDims; ++t) acc[u][t] = 0.0f;
+#pragma unroll
+    for (int t = 0; t < kLaneDims; ++t) acc[u][t] = 0.0f;
   }
-  const int lane_dims = (D + 31) / 32;
   for (int j0 = 0; j0 < T; j0 += kKeys) {
     __syncthreads();  // the previous tile is consumed (and the bias written)
     for (int idx = tid; idx < kKeys * D; idx += blockDim.x) {
       const int r = idx / D, c = idx % D;
       const bool ok = j0 + r < T;
-      ks[r * (D + 1) + c] = ok ? kg[int64_t{j0 + r} * W + c] : 0.0f;
+      ks[r * KS + c] = ok ? kg[int64_t{j0 + r} * W + c] : 0.0f;
       vs[idx] = ok ? vg[int64_t{j0 + r} * W + c] : 0.0f;
     }
     __syncthreads();
     const int j = j0 + lane;
     const bool valid = j < T;
     const int yj = j / gw, xj = j % gw;
+    // The warp's query rows against this lane's key, each key value loaded once for all
+    // of them (four at a time when head_dim allows).
+    float dot[kPerWarp] = {};
+    const float* qw = qs + warp * kPerWarp * D;
+    if (D % 4 == 0) {
+      const auto* kr = reinterpret_cast<const float4*>(ks + lane * KS);
+      for (int c4 = 0; c4 < D / 4; ++c4) {
+        const float4 kv = kr[c4];
+#pragma unroll
+        for (int u = 0; u < kPerWarp; ++u) {
+          const float4 qv = reinterpret_cast<const float4*>(qw + u * D)[c4];
+          dot[u] += qv.x * kv.x + qv.y * kv.y + qv.z * kv.z + qv.w * kv.w;
+        }
+      }
+    } else {
+      for (int c = 0; c < D; ++c) {
+        const float kv = ks[lane * KS + c];
+#pragma unroll
+        for (int u = 0; u < kPerWarp; ++u) dot[u] += qw[u * D + c] * kv;
+      }
+    }
     float pr[kPerWarp];
+#pragma unroll
     for (int u = 0; u < kPerWarp; ++u) {
       const int r = warp * kPerWarp + u;
-      float s = 0.0f;
-      for (int c = 0; c < D; ++c) s += qs[r * D + c] * ks[lane * (D + 1) + c];
-      s = valid ? s * p.scale + bias[r * nb + yj] + bias[r * nb + gh + xj] : -INFINITY;
+      const float s = valid ? dot[u] * p.scale + bias[r * nb + yj] + bias[r * nb + gh + xj] : -INFINITY;
       const float m_new = fmaxf(m[u], warp_max(s));
       const float alpha = m[u] == -INFINITY ? 0.0f : __expf(m[u] - m_new);
       pr[u] = valid ? __expf(s - m_new) : 0.0f;
       l[u] = l[u] * alpha + warp_sum(pr[u]);
       m[u] = m_new;
-      for (int t = 0; t < kMaxLaneDims; ++t) acc[u][t] *= alpha;
+#pragma unroll
+      for (int t = 0; t < kLaneDims; ++t) acc[u][t] *= alpha;
     }
     for (int jj = 0; jj < kKeys; ++jj) {
       float pj[kPerWarp];
+#pragma unroll
       for (int u = 0; u < kPerWarp; ++u) pj[u] = __shfl_sync(0xffffffffu, pr[u], jj);
-      for (int t = 0; t < kMaxLaneDims; ++t) {
-        if (t >= lane_dims) break;
+#pragma unroll
+      for (int t = 0; t < kLaneDims; ++t) {
         const int d = lane + 32 * t;
         const float vv = d < D ? vs[jj * D + d] : 0.0f;
+#pragma unroll
         for (int u = 0; u < kPerWarp; ++u) acc[u][t] += pj[u] * vv;
       }
     }
@@ -127,7 +162,8 @@ __global__ void __launch_bounds__(kWarps * 32) rel_pos_attention_kernel(const Re
     if (i >= T) continue;
     float* orow = p.o + (item * T + i) * W + h * D;
     const float inv = 1.0f / l[u];
-    for (int t = 0; t < lane_dims; ++t) {
+#pragma unroll
+    for (int t = 0; t < kLaneDims; ++t) {
       const int d = lane + 32 * t;
       if (d < D) orow[d] = acc[u][t] * inv;
     }
@@ -180,7 +216,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads) rel_pos_softmax_kernel(const 
   const int D = static_cast<int>(p.head_dim), gh = static_cast<int>(p.grid_h), gw = static_cast<int>(p.grid_w);
   const int T = gh * gw, nb = gh + gw, tid = threadIdx.x;
   const int64_t row = blockIdx.x;
-  const int i = static_cast<int>(row % T), yi = i / gw, xi = i % gw;
+  const int i = static_cast<int>(row % T);
   float* bias = smem;
   float* qs = bias + nb;
   float* red = qs + D;
@@ -188,12 +224,8 @@ __global__ void __launch_bounds__(kSoftmaxThreads) rel_pos_softmax_kernel(const 
   pdl_wait();
   for (int c = tid; c < D; c += blockDim.x) qs[c] = p.qh[row * D + c];
   __syncthreads();
-  for (int t = tid; t < nb; t += blockDim.x) {
-    const float* tab = t < gh ? p.rel_h + int64_t{yi - t + gh - 1} * D : p.rel_w + int64_t{xi - (t - gh) + gw - 1} * D;
-    float acc = 0.0f;
-    for (int c = 0; c < D; ++c) acc += qs[c] * tab[c];
-    bias[t] = acc;
-  }
+  const int lane = tid & 31, warp = tid >> 5;
+  for (int t = warp; t < nb; t += kSoftmaxThreads / 32) bias[t] = warp_sum(bias_dot(qs, p, i, t, lane));
   __syncthreads();
   float v[kSoftmaxPer];
   float mx = -INFINITY;
@@ -246,7 +278,8 @@ void launch_window(const WindowKParams& p, cudaStream_t s) {
 }
 
 int64_t rel_pos_attention_smem(int64_t head_dim, int64_t grid_h, int64_t grid_w) {
-  return 4 * (kQueries * head_dim + kQueries * (grid_h + grid_w) + kKeys * (head_dim + 1) + kKeys * head_dim);
+  const int64_t ks = head_dim % 4 == 0 ? head_dim + 4 : head_dim + 1;
+  return 4 * (kQueries * head_dim + kQueries * (grid_h + grid_w) + kKeys * ks + kKeys * head_dim);
 }
 
 bool prepare_rel_pos_attention(int64_t smem_bytes) {
@@ -255,7 +288,15 @@ bool prepare_rel_pos_attention(int64_t smem_bytes) {
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
     return false;
   if (smem_bytes > optin) return false;
-  raise_smem_limit<rel_pos_attention_kernel>(optin);  // every later launch fits under it
+  // Every later launch fits under the opt-in maximum.
+  raise_smem_limit<rel_pos_attention_kernel<1>>(optin);
+  raise_smem_limit<rel_pos_attention_kernel<2>>(optin);
+  raise_smem_limit<rel_pos_attention_kernel<3>>(optin);
+  raise_smem_limit<rel_pos_attention_kernel<4>>(optin);
+  raise_smem_limit<rel_pos_attention_kernel<5>>(optin);
+  raise_smem_limit<rel_pos_attention_kernel<6>>(optin);
+  raise_smem_limit<rel_pos_attention_kernel<7>>(optin);
+  raise_smem_limit<rel_pos_attention_kernel<8>>(optin);
   return true;
 }
 
@@ -265,7 +306,17 @@ void launch_rel_pos_attention(const RelPosAttnKParams& p, cudaStream_t s) {
   const auto smem = static_cast<int>(rel_pos_attention_smem(p.head_dim, p.grid_h, p.grid_w));
   const dim3 grid(static_cast<unsigned>((T + kQueries - 1) / kQueries), static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.items));
-  launch_k(rel_pos_attention_kernel, grid, kWarps * 32, static_cast<size_t>(smem), s, p);
+  const auto bytes = static_cast<size_t>(smem);
+  switch ((p.head_dim + 31) / 32) {
+    case 1: launch_k(rel_pos_attention_kernel<1>, grid, kWarps * 32, bytes, s, p); break;
+    case 2: launch_k(rel_pos_attention_kernel<2>, grid, kWarps * 32, bytes, s, p); break;
+    case 3: launch_k(rel_pos_attention_kernel<3>, grid, kWarps * 32, bytes, s, p); break;
+    case 4: launch_k(rel_pos_attention_kernel<4>, grid, kWarps * 32, bytes, s, p); break;
+    case 5: launch_k(rel_pos_attention_kernel<5>, grid, kWarps * 32, bytes, s, p); break;
+    case 6: launch_k(rel_pos_attention_kernel<6>, grid, kWarps * 32, bytes, s, p); break;
+    case 7: launch_k(rel_pos_attention_kernel<7>, grid, kWarps * 32, bytes, s, p); break;
+    default: launch_k(rel_pos_attention_kernel<8>, grid, kWarps * 32, bytes, s, p); break;
+  }
 }
 
 }  // namespace rlx::cuda_backend
