@@ -1,5 +1,5 @@
 """RLX from Python: compile and run graphs on NumPy arrays, load language models and generate,
-load encoder models and embed.
+load encoder models and embed, run vision / audio encoders and Segment Anything.
 
     import rlx
     model = rlx.load_model("model.gguf", ctx=1024)
@@ -7,6 +7,9 @@ load encoder models and embed.
 
     encoder = rlx.load_model("bge-small.gguf")       # an rlx.EncoderModel
     vectors = encoder.embed(["first text", "second text"])  # float32 [2, dim]
+
+    sam = rlx.load_model("sam-vit-base")              # an rlx.SamModel (HF folder)
+    mask, iou = sam.segment(rgb_uint8_image, points=[[400, 650]])
 
 The compiled core is the extension module ``rlx._rlx`` (pybind11, over RLX's C++ API);
 this package re-exports it. Errors from RLX raise :class:`rlx.Error` (a RuntimeError)
@@ -19,7 +22,9 @@ from ._rlx import (
     Error,
     Graph,
     GraphBuilder,
+    MediaModel,
     Model,
+    SamModel,
     Session,
     TensorSpec,
     TextStream,
@@ -36,7 +41,9 @@ __all__ = [
     "Error",
     "Graph",
     "GraphBuilder",
+    "MediaModel",
     "Model",
+    "SamModel",
     "Session",
     "TensorSpec",
     "TextStream",

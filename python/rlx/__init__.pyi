@@ -245,6 +245,70 @@ class EncoderModel:
         ones then zeros per row). Returns "last_hidden_state" float32 [batch, n, dim] and, when
         has_pooler, "pooler_output" float32 [batch, dim]."""
 
+FloatArray = npt.ArrayLike
+
+class MediaModel:
+    """A vision or audio encoder from a Hugging Face folder: DINOv2 or Wav2Vec2 (see load_model)."""
+
+    @property
+    def arch(self) -> str:
+        """"dinov2" or "wav2vec2"."""
+    @property
+    def input_name(self) -> str:
+        """pixel_values (DINOv2) or input_values (Wav2Vec2)."""
+    @property
+    def output_names(self) -> list[str]: ...
+    @property
+    def dim(self) -> int:
+        """Width of the hidden states."""
+    def forward(self, values: FloatArray) -> dict[str, npt.NDArray[np.float32]]:
+        """pixel_values float32 [batch, 3, height, width] or input_values [batch, samples] to
+        {"last_hidden_state": [batch, tokens, dim]} and, for DINOv2, "pooler_output": [batch, dim]."""
+
+class SamModel:
+    """Segment Anything from a Hugging Face folder (see load_model): encode an image once,
+    prompt it many times."""
+
+    @property
+    def image_size(self) -> int:
+        """Side of the square input the image encoder takes."""
+    def encode(self, pixel_values: FloatArray) -> npt.NDArray[np.float32]:
+        """image_embeddings [batch, channels, side, side] of pixel_values [batch, 3, S, S]."""
+    def decode(
+        self,
+        image_embeddings: FloatArray,
+        *,
+        input_points: FloatArray | None = None,
+        input_labels: IntArray | None = None,
+        input_boxes: FloatArray | None = None,
+        multimask: bool = True,
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """Masks of prompts on encode()'s output: points [batch, prompts, points, 2], labels
+        [batch, prompts, points] (1 object, 0 background, -1 not a point; default 1), boxes
+        [batch, prompts, 4]. Returns "pred_masks" [batch, prompts, 3 (or 1), 4g, 4g]
+        (low-resolution logits) and "iou_scores" [batch, prompts, 3 (or 1)]."""
+    def forward(
+        self,
+        pixel_values: FloatArray,
+        *,
+        input_points: FloatArray | None = None,
+        input_labels: IntArray | None = None,
+        input_boxes: FloatArray | None = None,
+        multimask: bool = True,
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """encode() then decode(), as transformers' SamModel; also returns "image_embeddings"."""
+    def segment(
+        self,
+        image: npt.NDArray[np.uint8],
+        *,
+        points: FloatArray | None = None,
+        labels: IntArray | None = None,
+        box: FloatArray | None = None,
+        multimask: bool = True,
+    ) -> tuple[npt.NDArray[np.uint8], float]:
+        """One prompt on an RGB image uint8 [height, width, 3] (points [n, 2] and box [4] in
+        its pixels): the best mask uint8 [height, width] (255 inside) and its predicted IoU."""
+
 def load_model(
     path: str,
     *,
@@ -253,9 +317,10 @@ def load_model(
     kv: str = "f32",
     threads: int = 0,
     compile_cache: bool = True,
-) -> Model | EncoderModel:
+) -> Model | EncoderModel | MediaModel | SamModel:
     """Loads a GGUF file or a Hugging Face folder: an EncoderModel for an encoder (bert,
-    nomic-bert, modern-bert), else a Model. ctx and kv apply to language models only."""
+    nomic-bert, modern-bert), a MediaModel for dinov2 / wav2vec2, a SamModel for sam, else
+    a Model. ctx and kv apply to language models only."""
 
 def synth(
     path: str,

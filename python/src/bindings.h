@@ -17,6 +17,12 @@ void bind_models(pybind11::module_& m);
 /// rlx.EncoderModel (encoder_bindings.cpp); bound before bind_models, whose load_model
 /// returns one for an encoder's file.
 void bind_encoders(pybind11::module_& m);
+/// rlx.MediaModel and rlx.SamModel (media_bindings.cpp); bound before bind_models.
+void bind_media(pybind11::module_& m);
+/// Loads the Hugging Face folder `path` of a dinov2 / wav2vec2 (rlx.MediaModel) or sam
+/// (rlx.SamModel) model (load_model's branch for them).
+pybind11::object load_media(const std::string& path, const std::string& model_type, const std::string& device,
+                            int threads, bool compile_cache);
 /// Loads the encoder at `path` as an rlx.EncoderModel (load_model's encoder branch).
 pybind11::object load_encoder(const std::string& path, const std::string& device, int threads, bool compile_cache);
 

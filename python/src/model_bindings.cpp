@@ -21,6 +21,7 @@
 
 #include "arrays.h"
 #include "bindings.h"
+#include "rlx/models/media_encoder.h"
 #include "chat_format.h"
 #include "errors.h"
 #include "model_path.h"
@@ -227,11 +228,16 @@ class PyModel {
   std::atomic<bool> streaming_{false};
 };
 
-/// rlx.load_model: an rlx.EncoderModel for an encoder's file, else an rlx.Model.
+/// rlx.load_model: an rlx.EncoderModel for an encoder's file, an rlx.MediaModel or
+/// rlx.SamModel for a vision / audio / segmentation folder, else an rlx.Model.
 py::object load_model(const std::string& path, const std::string& device, int64_t ctx, const std::string& kv,
                       int threads, bool compile_cache) {
   (void)kv_dtype(kv);
   const cli::ModelPath where = unwrap(cli::resolve_model_path(path));
+  if (where.hf) {  // vision, audio and segmentation folders have their own classes
+    const std::string type = unwrap(models::hf_model_type(where.path));
+    if (models::is_media_model_type(type) || type == "sam") return load_media(where.path, type, device, threads, compile_cache);
+  }
   Expected<cli::OpenedModel> opened = Error::internal("not opened");
   {
     py::gil_scoped_release nogil;

@@ -1,5 +1,5 @@
 // The rlx._rlx extension module: its version, rlx.Error, and the graph, builder,
-// encoder and model bindings. The Python package `rlx` (python/rlx/__init__.py) re-exports it.
+// encoder, media and model bindings. The Python package `rlx` (python/rlx/__init__.py) re-exports it.
 #include <pybind11/pybind11.h>
 
 #include <string>
@@ -15,5 +15,6 @@ PYBIND11_MODULE(_rlx, m) {
   rlx::python::bind_graphs(m);
   rlx::python::bind_builder(m);
   rlx::python::bind_encoders(m);
+  rlx::python::bind_media(m);
   rlx::python::bind_models(m);
 }

@@ -10,7 +10,7 @@ namespace rlx::python {
 namespace py = pybind11;
 
 TextStream::TextStream(py::object owner, Job job, std::function<void()> on_done)
-    : owner_(std::move(owner)), on_done_(std::move(on_done)) {
+    : on_done_(std::move(on_done)), owner_(std::move(owner)) {
   worker_ = std::thread([this, job = std::move(job)] {
     auto emit = [this](const std::string& piece) {
       std::lock_guard<std::mutex> lock(mu_);
