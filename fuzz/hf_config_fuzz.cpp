@@ -1,7 +1,7 @@
 // libFuzzer target for the Hugging Face config.json readers (hf_config.cpp, rope_config.cpp,
 // media_config.cpp): arbitrary bytes are written to a config.json in a private temp
-// folder and read by config_from_hf, media_config_from_hf and hf_model_type, which take
-// a path. Any input must give a config or an error; an accepted config must validate.
+// folder and read by config_from_hf, media_config_from_hf, sam_config_from_hf and
+// hf_model_type, which take a path. Any input must give a config or an error; an accepted config must validate.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +11,7 @@
 #include "fuzz_temp_dir.h"
 #include "rlx/models/media_encoder.h"
 #include "rlx/models/model_config.h"
+#include "rlx/models/sam.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const rlx::fuzz::TempDir dir("rlx_fuzz_hf_config");
@@ -28,6 +29,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (rlx::Expected<rlx::models::MediaConfig> m = rlx::models::media_config_from_hf(file); m.has_value()) {
     if (!m->validate().ok()) __builtin_trap();
     volatile int64_t sink = m->frames(16000);  // one second of 16 kHz audio through the conv stack
+    (void)sink;
+  }
+  if (rlx::Expected<rlx::models::SamConfig> sam = rlx::models::sam_config_from_hf(file); sam.has_value()) {
+    if (!sam->validate().ok()) __builtin_trap();
+    volatile int64_t sink = sam->grid() * sam->mask_side();
     (void)sink;
   }
   if (rlx::Expected<std::string> type = rlx::models::hf_model_type(dir.path.string()); type.has_value()) {
