@@ -122,15 +122,16 @@ Status window_fn(const Step& s, const RunCtx& ctx) {
   return {};
 }
 
-// rel_pos_attention: the flash kernel, or (long grids) per chunk of items the head split,
-// scores = q kᵀ as one batched cuBLASLt product over (item, head), the biased softmax in
-// place, p v as a second product, and the merge back into rows.
+// rel_pos_attention: the flash kernel (small grids), or per chunk of items the head split,
+// scores = q kᵀ as one batched cuBLASLt product over (item, head), the bias terms q . table
+// as two more (the tables broadcast over the batch), the biased softmax in place, p v as a
+// second product, and the merge back into rows.
 struct RelPosStepParams {
   RelPosAttnKParams k;
   bool gemm = false;
-  GemmDesc scores, values;  // plans 0 and 1
-  int64_t chunk = 1;        // items per pass (divides the items)
-  int64_t qh_off = 0, kh_off = 0, vh_off = 0, s_off = 0, oh_off = 0;
+  GemmDesc scores, values, bias_h, bias_w;  // plans 0 to 3
+  int64_t chunk = 1;                        // items per pass (divides the items)
+  int64_t qh_off = 0, kh_off = 0, vh_off = 0, s_off = 0, oh_off = 0, bh_off = 0, bw_off = 0;
 };
 
 Status rel_pos_attention_fn(const Step& s, const RunCtx& ctx) {
@@ -148,8 +149,10 @@ Status rel_pos_attention_fn(const Step& s, const RunCtx& ctx) {
   }
   const int64_t rows = k.grid_h * k.grid_w * k.n_heads * k.head_dim;  // floats per item
   RelPosGemmKParams g;
-  g.rel_h = k.rel_h;
-  g.rel_w = k.rel_w;
+  auto* bias_h = reinterpret_cast<float*>(ctx.scratch + p.bh_off);
+  auto* bias_w = reinterpret_cast<float*>(ctx.scratch + p.bw_off);
+  g.bias_h = bias_h;
+  g.bias_w = bias_w;
   g.qh = reinterpret_cast<float*>(ctx.scratch + p.qh_off);
   g.kh = reinterpret_cast<float*>(ctx.scratch + p.kh_off);
   g.vh = reinterpret_cast<float*>(ctx.scratch + p.vh_off);
@@ -168,6 +171,8 @@ Status rel_pos_attention_fn(const Step& s, const RunCtx& ctx) {
     g.o = k.o + n0 * rows;
     launch_rel_pos_split(g, ctx.stream);
     TRY(run_gemm(s, ctx, 0, p.scores, g.qh, g.kh, g.scores, nullptr));
+    TRY(run_gemm(s, ctx, 2, p.bias_h, g.qh, k.rel_h, bias_h, nullptr));
+    TRY(run_gemm(s, ctx, 3, p.bias_w, g.qh, k.rel_w, bias_w, nullptr));
     launch_rel_pos_softmax(g, ctx.stream);
     TRY(run_gemm(s, ctx, 1, p.values, g.scores, g.vh, g.oh, nullptr));
     launch_rel_pos_merge(g, ctx.stream);
@@ -426,7 +431,9 @@ Status build_rel_pos_attention(BuildCtx& ctx, Step& step) {
   k.grid_w = a.grid_w;
   k.scale = static_cast<float>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim)));
   const int64_t T = a.grid_h * a.grid_w, H = a.n_heads, D = a.head_dim;
-  // Long grids take the GEMM form (the scores of a pass in scratch, at most about 1 GiB);
+  // Grids of 64 tokens and more take the GEMM form (the scores of a pass in scratch, at
+  // most about 1 GiB; on the H200 it is faster for SAM's windows of 196 and its global
+  // grid of 4,096);
   // RLX_CUDA_REL_POS=flash|gemm picks one for comparisons.
   const char* force = std::getenv("RLX_CUDA_REL_POS");
   const std::string_view forced = force ? force : "";
@@ -438,7 +445,7 @@ Status build_rel_pos_attention(BuildCtx& ctx, Step& step) {
       return step_error(ctx, "a {} x {} grid with head_dim {} needs {} bytes of shared memory per block, more than the "
                              "device allows", a.grid_h, a.grid_w, D, smem);
   } else {
-    const int64_t per_item = H * T * (4 * D + T) * static_cast<int64_t>(sizeof(float));
+    const int64_t per_item = H * T * (4 * D + T + 2 * (a.grid_h + a.grid_w)) * static_cast<int64_t>(sizeof(float));
     int64_t chunk = std::clamp<int64_t>((int64_t{1} << 30) / per_item, 1, k.items);
     while (k.items % chunk != 0) --chunk;
     p->chunk = chunk;
@@ -448,7 +455,9 @@ Status build_rel_pos_attention(BuildCtx& ctx, Step& step) {
     p->vh_off = ctx.scratch(heads);
     p->oh_off = ctx.scratch(heads);
     p->s_off = ctx.scratch(chunk * H * T * T * static_cast<int64_t>(sizeof(float)));
-    for (GemmDesc* g : {&p->scores, &p->values}) {
+    p->bh_off = ctx.scratch(chunk * H * T * (2 * a.grid_h - 1) * static_cast<int64_t>(sizeof(float)));
+    p->bw_off = ctx.scratch(chunk * H * T * (2 * a.grid_w - 1) * static_cast<int64_t>(sizeof(float)));
+    for (GemmDesc* g : {&p->scores, &p->values, &p->bias_h, &p->bias_w}) {
       g->ab_dt = g->c_dt = DT::F32;
       g->tf32 = ctx.allow_tf32;
       g->batch = chunk * H;
@@ -463,8 +472,18 @@ Status build_rel_pos_attention(BuildCtx& ctx, Step& step) {
     p->values.K = T;
     p->values.a_bstride = T * T;
     p->values.b_bstride = T * D;
+    // q_h [T, D] . tableᵀ [D, 2g - 1], the table shared by every (item, head).
+    p->bias_h.M = p->bias_w.M = T;
+    p->bias_h.K = p->bias_w.K = D;
+    p->bias_h.N = 2 * a.grid_h - 1;
+    p->bias_w.N = 2 * a.grid_w - 1;
+    p->bias_h.tb = p->bias_w.tb = true;
+    p->bias_h.a_bstride = p->bias_w.a_bstride = T * D;
+    p->bias_h.b_bstride = p->bias_w.b_bstride = 0;
     step.gemms.push_back(&p->scores);
     step.gemms.push_back(&p->values);
+    step.gemms.push_back(&p->bias_h);
+    step.gemms.push_back(&p->bias_w);
   }
   step.fn = &rel_pos_attention_fn;
   step.params = p;

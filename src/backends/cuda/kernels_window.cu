@@ -209,28 +209,28 @@ __device__ float block_reduce(float v, float* red) {
   return kMax ? warp_max(v) : warp_sum(v);
 }
 
-// One block per score row: the row's bias tables in shared memory, then the biased
-// scores in registers, their max and sum, and the probabilities written back once.
+// One block per score row: the row's bias terms (from the q . table products made by
+// two GEMMs) in shared memory, the biased scores in registers (kPer per thread), their max
+// and sum, and the probabilities written back once.
+template <int kPer>
 __global__ void __launch_bounds__(kSoftmaxThreads) rel_pos_softmax_kernel(const RelPosGemmKParams p) {
   extern __shared__ float smem[];
-  const int D = static_cast<int>(p.head_dim), gh = static_cast<int>(p.grid_h), gw = static_cast<int>(p.grid_w);
-  const int T = gh * gw, nb = gh + gw, tid = threadIdx.x;
+  const int gh = static_cast<int>(p.grid_h), gw = static_cast<int>(p.grid_w);
+  const int T = gh * gw, nb = gh + gw, lh = 2 * gh - 1, lw = 2 * gw - 1, tid = threadIdx.x;
   const int64_t row = blockIdx.x;
-  const int i = static_cast<int>(row % T);
+  const int i = static_cast<int>(row % T), yi = i / gw, xi = i % gw;
   float* bias = smem;
-  float* qs = bias + nb;
-  float* red = qs + D;
+  float* red = bias + nb;
   float* s = p.scores + row * T;
   pdl_wait();
-  for (int c = tid; c < D; c += blockDim.x) qs[c] = p.qh[row * D + c];
+  // bias[ky] = q . rel_h[yi - ky + gh - 1], bias[gh + kx] = q . rel_w[xi - kx + gw - 1].
+  for (int t = tid; t < nb; t += kSoftmaxThreads)
+    bias[t] = t < gh ? p.bias_h[row * lh + yi - t + gh - 1] : p.bias_w[row * lw + xi - (t - gh) + gw - 1];
   __syncthreads();
-  const int lane = tid & 31, warp = tid >> 5;
-  for (int t = warp; t < nb; t += kSoftmaxThreads / 32) bias[t] = warp_sum(bias_dot(qs, p, i, t, lane));
-  __syncthreads();
-  float v[kSoftmaxPer];
+  float v[kPer];
   float mx = -INFINITY;
 #pragma unroll
-  for (int k = 0; k < kSoftmaxPer; ++k) {
+  for (int k = 0; k < kPer; ++k) {
     const int j = tid + k * kSoftmaxThreads;
     v[k] = j < T ? s[j] * p.scale + bias[j / gw] + bias[gh + j % gw] : -INFINITY;
     mx = fmaxf(mx, v[k]);
@@ -238,13 +238,13 @@ __global__ void __launch_bounds__(kSoftmaxThreads) rel_pos_softmax_kernel(const 
   mx = block_reduce<true>(mx, red);
   float sum = 0.0f;
 #pragma unroll
-  for (int k = 0; k < kSoftmaxPer; ++k) {
+  for (int k = 0; k < kPer; ++k) {
     v[k] = tid + k * kSoftmaxThreads < T ? __expf(v[k] - mx) : 0.0f;
     sum += v[k];
   }
   const float inv = 1.0f / block_reduce<false>(sum, red);
 #pragma unroll
-  for (int k = 0; k < kSoftmaxPer; ++k) {
+  for (int k = 0; k < kPer; ++k) {
     const int j = tid + k * kSoftmaxThreads;
     if (j < T) s[j] = v[k] * inv;
   }
@@ -266,8 +266,13 @@ void launch_rel_pos_merge(const RelPosGemmKParams& p, cudaStream_t s) {
 void launch_rel_pos_softmax(const RelPosGemmKParams& p, cudaStream_t s) {
   const int64_t rows = p.items * p.n_heads * p.grid_h * p.grid_w;
   if (rows == 0) return;
-  const size_t smem = sizeof(float) * static_cast<size_t>(p.grid_h + p.grid_w + p.head_dim + 32);
-  launch_k(rel_pos_softmax_kernel, static_cast<unsigned>(rows), kSoftmaxThreads, smem, s, p);
+  const size_t smem = sizeof(float) * static_cast<size_t>(p.grid_h + p.grid_w + 32);
+  const int64_t per = (p.grid_h * p.grid_w + kSoftmaxThreads - 1) / kSoftmaxThreads;
+  const auto blocks = static_cast<unsigned>(rows);
+  if (per <= 1) launch_k(rel_pos_softmax_kernel<1>, blocks, kSoftmaxThreads, smem, s, p);
+  else if (per <= 4) launch_k(rel_pos_softmax_kernel<4>, blocks, kSoftmaxThreads, smem, s, p);
+  else if (per <= 16) launch_k(rel_pos_softmax_kernel<16>, blocks, kSoftmaxThreads, smem, s, p);
+  else launch_k(rel_pos_softmax_kernel<kSoftmaxPer>, blocks, kSoftmaxThreads, smem, s, p);
 }
 
 void launch_window(const WindowKParams& p, cudaStream_t s) {

@@ -102,16 +102,18 @@ void launch_rel_pos_attention(const RelPosAttnKParams& p, cudaStream_t s);
 /// The pieces of rel_pos_attention's GEMM form (long grids: two cuBLASLt products per
 /// head with the scores in scratch). Split: q, k, v [items, T, H*D] -> head-major
 /// [items, H, T, D] copies. Softmax: each row of scores [items*H*T, T] (= q kᵀ of a head)
-/// becomes softmax(scale * s + bias) in place, the bias from the head-major q row and the
-/// tables. Merge: o [items, H, T, D] -> [items, T, H*D].
+/// becomes softmax(scale * s + bias) in place, the bias read from bias_h [items*H*T,
+/// 2*grid_h - 1] and bias_w [.., 2*grid_w - 1] (each row's q times every table row, made
+/// by two GEMMs). Merge: o [items, H, T, D] -> [items, T, H*D].
 struct RelPosGemmKParams {
-  const float *q = nullptr, *k = nullptr, *v = nullptr, *rel_h = nullptr, *rel_w = nullptr;
+  const float *q = nullptr, *k = nullptr, *v = nullptr;
   float *qh = nullptr, *kh = nullptr, *vh = nullptr, *scores = nullptr, *oh = nullptr, *o = nullptr;
+  const float *bias_h = nullptr, *bias_w = nullptr;
   int64_t items = 1, n_heads = 1, head_dim = 1, grid_h = 1, grid_w = 1;
   float scale = 1.0f;
 };
 inline constexpr int64_t kRelPosSoftmaxMaxKeys = 8192;  ///< the softmax kernel's row limit
-inline constexpr int64_t kRelPosGemmMinKeys = 1024;      ///< grids of this many tokens take the GEMM form
+inline constexpr int64_t kRelPosGemmMinKeys = 64;  ///< grids of this many tokens take the GEMM form
 void launch_rel_pos_split(const RelPosGemmKParams& p, cudaStream_t s);
 void launch_rel_pos_softmax(const RelPosGemmKParams& p, cudaStream_t s);
 void launch_rel_pos_merge(const RelPosGemmKParams& p, cudaStream_t s);
