@@ -411,5 +411,60 @@ else
   echo "skip conformance (no ../shared/conformance/hf/llama)"
 fi
 
+# rlx perplexity against a float64 reference computed here from `rlx logits` of the same
+# windows: llama.cpp's chunks (first token -> BOS, second half scored) and sliding windows.
+for i in 1 2 3 4 5 6; do echo "Once upon a time, there was a little girl named Lily. She liked to play outside."; done >"$work/ppl.txt"
+check perplexity_chunks ok "Final estimate: PPL = " -- perplexity -m "$model" -f "$work/ppl.txt" -c 32 --chunks 3
+check perplexity_too_short fail "perplexity needs at least 2 x --ctx = 2048" -- perplexity -m "$model" -f "$work/ppl.txt" -c 1024
+check perplexity_bad_stride fail "--stride must be in \[1, --ctx 32\]" -- perplexity -m "$model" -f "$work/ppl.txt" -c 32 --stride 40
+for mode in chunks sliding; do
+  cases=$((cases + 1))
+  extra=(--chunks 3)
+  [ "$mode" = sliding ] && extra=(--stride 12 --chunks 4)
+  got=$("$rlx" perplexity -m "$model" -f "$work/ppl.txt" -c 32 "${extra[@]}" 2>/dev/null | sed -n 's/^Final estimate: PPL = \([0-9.]*\).*/\1/p')
+  ids=$("$rlx" tokenize --model "$model" --file "$work/ppl.txt")
+  if python3 - "$rlx" "$model" "$work" "$mode" "$got" $ids <<'PY'
+import math, struct, subprocess, sys
+rlx, model, work, mode, got = sys.argv[1:6]
+ids = [int(t) for t in sys.argv[6:]]
+ctx = 32
+def logits(window):
+    out = f"{work}/ppl_logits.bin"
+    subprocess.run([rlx, "logits", "--model", model, "--tokens", ",".join(map(str, window)), "--out", out],
+                   check=True, capture_output=True)
+    raw = open(out, "rb").read()
+    v = len(raw) // 4 // len(window)
+    flat = struct.unpack(f"<{len(raw) // 4}f", raw)
+    return [flat[r * v:(r + 1) * v] for r in range(len(window))]
+def nll(row, target):
+    m = max(row)
+    return math.log(sum(math.exp(x - m) for x in row)) + m - row[target]
+total, count = 0.0, 0
+if mode == "chunks":
+    for c in range(3):
+        window = ids[c * ctx:(c + 1) * ctx]
+        window[0] = ids[0]  # the BOS the tokenizer put first
+        rows = logits(window)
+        for t in range(ctx // 2 + 1, ctx):
+            total += nll(rows[t - 1], window[t]); count += 1
+else:
+    scored, begin, windows = 0, 0, 0
+    while True:
+        end = min(begin + ctx, len(ids))
+        window = ids[begin:end]
+        rows = logits(window)
+        for t in range(max(scored - begin, 1), len(window)):
+            total += nll(rows[t - 1], window[t]); count += 1
+        scored, windows = end, windows + 1
+        if end == len(ids) or windows >= 4:
+            break
+        begin += 12
+want = math.exp(total / count)
+print(f"perplexity {mode}: rlx {got}, float64 reference {want:.6f} over {count} tokens")
+sys.exit(0 if abs(float(got) - want) <= 1e-4 * want else 1)
+PY
+  then echo "ok   perplexity_matches_reference_$mode"; else failures=$((failures + 1)); echo "FAIL perplexity_matches_reference_$mode"; fi
+done
+
 echo "$cases cases, $failures failed"
 [ $failures -eq 0 ]
