@@ -1,5 +1,5 @@
 // `rlx quantize MODEL OUT.gguf MIX` (or `--model MODEL OUT.gguf MIX`): rewrites a model
-// with a per-tensor type mix (q4_k_m, q5_k_m, q6_k, q8_0, f16, f32, iq4_xs, ...; any
+// with a per-tensor type mix (q4_k_m, q3_k_m, q4_0, q2_k, q6_k, q8_0, f16, iq4_xs, ...; any
 // case), printing progress and one line per tensor whose type fell back. MODEL is a GGUF
 // file or a Hugging Face folder (converted with the same mix).
 #include <algorithm>

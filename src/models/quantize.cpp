@@ -72,8 +72,18 @@ int64_t gguf_tensor_layer(const std::string& name) {
 uint32_t mix_file_type(const std::string& mix) {
   if (mix == "f32") return 0;
   if (mix == "f16") return 1;
+  if (mix == "q4_0") return 2;
+  if (mix == "q4_1") return 3;
   if (mix == "q8_0") return 7;
+  if (mix == "q5_0") return 8;
+  if (mix == "q5_1") return 9;
+  if (mix == "q2_k") return 10;
+  if (mix == "q3_k_s") return 11;
+  if (mix == "q3_k_m") return 12;
+  if (mix == "q3_k_l") return 13;
+  if (mix == "q4_k_s") return 14;
   if (mix == "q4_k_m") return 15;
+  if (mix == "q5_k_s") return 16;
   if (mix == "q5_k_m") return 17;
   if (mix == "iq4_nl") return 25;
   if (mix == "iq4_xs") return 30;
@@ -83,7 +93,8 @@ uint32_t mix_file_type(const std::string& mix) {
 }
 
 std::vector<std::string> quant_mixes() {
-  return {"f32", "f16", "q8_0", "q6_k", "q5_k_m", "q4_k_m", "iq4_xs", "iq4_nl", "tq2_0", "tq1_0"};
+  return {"f32",    "f16",    "q8_0",   "q6_k",   "q5_k_m", "q5_k_s", "q5_1",   "q5_0",  "q4_k_m", "q4_k_s", "q4_1",
+          "q4_0",   "q3_k_l", "q3_k_m", "q3_k_s", "q2_k",   "iq4_xs", "iq4_nl", "tq2_0", "tq1_0"};
 }
 
 std::string quant_mix_names() { return fmt::format("{}", fmt::join(quant_mixes(), ", ")); }
@@ -98,15 +109,44 @@ Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string&
     wanted = GgmlType::F16;
   } else if (mix == "q8_0") {
     wanted = GgmlType::Q8_0;
-  } else if (mix == "q6_k" || mix == "q5_k_m" || mix == "q4_k_m") {
+  } else if (mix == "q6_k" || mix.rfind("q5_", 0) == 0 || mix.rfind("q4_", 0) == 0 || mix.rfind("q3_k", 0) == 0 ||
+             mix == "q2_k") {
+    // llama-quantize's rules (llama_tensor_get_type) for one dense model: the output (or a
+    // tied embedding) in Q6_K; attn_v, ffn_down and attn_output raised where the mix says.
     const bool is_output = name == "output.weight" || (tied_embeddings && name == "token_embd.weight");
     const bool more_bits = layer >= 0 && (layer < n_layer / 8 || layer >= 7 * n_layer / 8 ||
                                           (layer - n_layer / 8) % 3 == 2);
+    const bool attn_v = name.find("attn_v.weight") != std::string::npos;
     // ffn_down covers the stacked experts' ffn_down_exps as well.
-    const bool sensitive =
-        name.find("attn_v.weight") != std::string::npos || name.find(".ffn_down") != std::string::npos;
-    if (mix == "q6_k" || is_output || (sensitive && more_bits)) wanted = GgmlType::Q6_K;
-    else wanted = mix == "q5_k_m" ? GgmlType::Q5_K : GgmlType::Q4_K;
+    const bool ffn_down = name.find(".ffn_down") != std::string::npos;
+    const bool attn_out = name.find("attn_output.weight") != std::string::npos;
+    const bool q4km = mix == "q4_k_m", q5km = mix == "q5_k_m";
+    wanted = mix == "q6_k"                       ? GgmlType::Q6_K
+             : q5km || mix == "q5_k_s"           ? GgmlType::Q5_K
+             : q4km || mix == "q4_k_s"           ? GgmlType::Q4_K
+             : mix.rfind("q3_k", 0) == 0         ? GgmlType::Q3_K
+             : mix == "q2_k"                     ? GgmlType::Q2_K
+             : mix == "q5_0"                     ? GgmlType::Q5_0
+             : mix == "q5_1"                     ? GgmlType::Q5_1
+             : mix == "q4_1"                     ? GgmlType::Q4_1
+                                                 : GgmlType::Q4_0;
+    if (is_output) {
+      wanted = GgmlType::Q6_K;
+    } else if ((q4km || q5km) && (attn_v || ffn_down) && more_bits) {
+      wanted = GgmlType::Q6_K;
+    } else if (mix == "q2_k" && (attn_v || ffn_down || attn_out)) {
+      wanted = GgmlType::Q3_K;  // llama.cpp: Q4_K for attn_v when n_head / n_head_kv >= 4
+    } else if (mix == "q3_k_m" && attn_v) {
+      wanted = layer < 2 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    } else if (mix == "q3_k_m" && ffn_down) {
+      wanted = layer < n_layer / 16 ? GgmlType::Q5_K : GgmlType::Q4_K;
+    } else if (mix == "q3_k_m" && attn_out) {
+      wanted = GgmlType::Q4_K;
+    } else if (mix == "q3_k_l" && (attn_v || ffn_down || attn_out)) {
+      wanted = GgmlType::Q5_K;
+    } else if (mix == "q4_k_s" && ((attn_v && layer < 4) || (ffn_down && layer < n_layer / 8))) {
+      wanted = GgmlType::Q5_K;
+    }
   } else if (mix == "iq4_xs" || mix == "iq4_nl" || mix == "tq2_0" || mix == "tq1_0") {
     // One type for every matrix but the output (and a tied embedding), kept in Q6_K.
     const bool is_output = name == "output.weight" || (tied_embeddings && name == "token_embd.weight");

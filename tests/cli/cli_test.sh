@@ -411,6 +411,12 @@ else
   echo "skip conformance (no ../shared/conformance/hf/llama)"
 fi
 
+# The legacy and K-quant mixes llama-quantize offers: each file loads and runs.
+for q in q4_0 q5_1 q2_k q3_k_m q4_k_s; do
+  check "quantize_$q" ok "wrote .*m_$q\.gguf \($q\)" -- quantize "$work/f32.gguf" "$work/m_$q.gguf" "$(echo $q | tr a-z A-Z)"
+  check "logits_$q" ok "wrote logits \[3, " -- logits --model "$work/m_$q.gguf" --tokens 1,2,3 --out "$work/m_$q.bin"
+done
+
 # rlx perplexity against a float64 reference computed here from `rlx logits` of the same
 # windows: llama.cpp's chunks (first token -> BOS, second half scored) and sliding windows.
 for i in 1 2 3 4 5 6; do echo "Once upon a time, there was a little girl named Lily. She liked to play outside."; done >"$work/ppl.txt"

@@ -518,6 +518,27 @@ TEST(QuantMix, StandardRules) {
   EXPECT_EQ(*mix_weight_type("q4_k_m", "blk.0.ffn_down.weight", 64, 172, 0, 5, true), GgmlType::F16);
   EXPECT_EQ(*mix_weight_type("q8_0", "blk.0.attn_norm.weight", 1, 2048, 0, 16, true), GgmlType::F32);
   EXPECT_EQ(*mix_weight_type("q5_k_m", "blk.4.attn_k.weight", 512, 2048, 4, 16, true), GgmlType::Q5_K);
+  // The mixes after llama-quantize's per-tensor rules (a dense model, n_head_kv = n_head).
+  EXPECT_EQ(*mix_weight_type("q4_0", "blk.5.attn_q.weight", 2048, 2048, 5, 16, false), GgmlType::Q4_0);
+  EXPECT_EQ(*mix_weight_type("q4_0", "output.weight", 32000, 2048, -1, 16, false), GgmlType::Q6_K);
+  EXPECT_EQ(*mix_weight_type("q4_0", "token_embd.weight", 32000, 2048, -1, 16, false), GgmlType::Q4_0);
+  EXPECT_EQ(*mix_weight_type("q5_1", "blk.0.ffn_up.weight", 8192, 2048, 0, 16, false), GgmlType::Q5_1);
+  EXPECT_EQ(*mix_weight_type("q2_k", "blk.3.attn_v.weight", 512, 2048, 3, 16, false), GgmlType::Q3_K);
+  EXPECT_EQ(*mix_weight_type("q2_k", "blk.3.attn_output.weight", 2048, 2048, 3, 16, false), GgmlType::Q3_K);
+  EXPECT_EQ(*mix_weight_type("q2_k", "blk.3.ffn_gate.weight", 8192, 2048, 3, 16, false), GgmlType::Q2_K);
+  EXPECT_EQ(*mix_weight_type("q3_k_s", "blk.3.attn_v.weight", 512, 2048, 3, 16, false), GgmlType::Q3_K);
+  EXPECT_EQ(*mix_weight_type("q3_k_m", "blk.1.attn_v.weight", 512, 2048, 1, 32, false), GgmlType::Q5_K);
+  EXPECT_EQ(*mix_weight_type("q3_k_m", "blk.2.attn_v.weight", 512, 2048, 2, 32, false), GgmlType::Q4_K);
+  EXPECT_EQ(*mix_weight_type("q3_k_m", "blk.1.ffn_down.weight", 2048, 8192, 1, 32, false), GgmlType::Q5_K);
+  EXPECT_EQ(*mix_weight_type("q3_k_m", "blk.2.ffn_down.weight", 2048, 8192, 2, 32, false), GgmlType::Q4_K);
+  EXPECT_EQ(*mix_weight_type("q3_k_m", "blk.9.attn_output.weight", 2048, 2048, 9, 32, false), GgmlType::Q4_K);
+  EXPECT_EQ(*mix_weight_type("q3_k_m", "blk.9.attn_q.weight", 2048, 2048, 9, 32, false), GgmlType::Q3_K);
+  EXPECT_EQ(*mix_weight_type("q3_k_l", "blk.9.ffn_down.weight", 2048, 8192, 9, 32, false), GgmlType::Q5_K);
+  EXPECT_EQ(*mix_weight_type("q4_k_s", "blk.3.attn_v.weight", 512, 2048, 3, 16, false), GgmlType::Q5_K);
+  EXPECT_EQ(*mix_weight_type("q4_k_s", "blk.4.attn_v.weight", 512, 2048, 4, 16, false), GgmlType::Q4_K);
+  EXPECT_EQ(*mix_weight_type("q4_k_s", "blk.1.ffn_down.weight", 2048, 8192, 1, 16, false), GgmlType::Q5_K);
+  EXPECT_EQ(*mix_weight_type("q4_k_s", "blk.2.ffn_down.weight", 2048, 8192, 2, 16, false), GgmlType::Q4_K);
+  EXPECT_EQ(*mix_weight_type("q5_k_s", "blk.0.attn_v.weight", 512, 2048, 0, 16, false), GgmlType::Q5_K);
   auto bad = mix_weight_type("q3_x", "w", 2, 256, 0, 1, false);
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().message().find("q3_x"), std::string::npos);
