@@ -225,6 +225,15 @@ void reduction_cases(std::vector<OpCase>& cases) {
       c.finish();
     }
   }
+  // Few outputs over many elements (CUDA cuts each reduction into parts): every axis of
+  // [300, 701], and the strided first axis of [20000, 3].
+  for (int k = 0; k <= static_cast<int>(ir::ReduceKind::Min); ++k) {
+    const auto kind = static_cast<ir::ReduceKind>(k);
+    CaseMaker c(cases, fmt::format("reduce_{}_f32_long_rows", ir::enum_name(kind)));
+    c.output(c.b.reduce(kind, c.input("x", DType::F32, {300, 701}), {0, 1}));
+    c.output(c.b.reduce(kind, c.input("y", DType::F32, {20000, 3}), {0}, /*keep_dims=*/true));
+    c.finish();
+  }
   for (auto [kind, dt] : {std::pair{ir::ReduceKind::Sum, DType::F16},
                           {ir::ReduceKind::Mean, DType::BF16},
                           {ir::ReduceKind::Max, DType::I32},

@@ -224,6 +224,11 @@ struct ReduceParams {
   int64_t n_out = 1, n_red_elems = 1, mean_count = 1;
   int64_t kept_dims[kMaxRank] = {}, kept_strides[kMaxRank] = {};
   int64_t red_dims[kMaxRank] = {}, red_strides[kMaxRank] = {};
+  /// splits > 1: each output's reduction is cut into that many block-sized parts whose
+  /// results go to `partial` [n_out * splits] (doubles), then combined by a second kernel
+  /// (few outputs over many elements would otherwise run on few blocks).
+  int64_t splits = 1;
+  double* partial = nullptr;
 };
 void launch_reduce(const ReduceParams& p, cudaStream_t s);
 

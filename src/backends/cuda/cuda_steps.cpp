@@ -659,9 +659,12 @@ Status build_sample(BuildCtx& ctx, Step& step) {
   return {};
 }
 
+constexpr int64_t kReducePartElems = 8192;  // fewest elements a part of a split reduction takes
+
 struct ReduceStepParams {
   ReduceParams k;
   int bucket_red = -1;
+  int64_t partial_off = 0;  // scratch of the parts' results (k.splits > 1)
 };
 
 Status reduce_fn(const Step& s, const RunCtx& ctx) {
@@ -675,6 +678,7 @@ Status reduce_fn(const Step& s, const RunCtx& ctx) {
   }
   k.x = s.in_ptr[0];
   k.out = s.out_ptr;
+  if (k.splits > 1) k.partial = reinterpret_cast<double*>(ctx.scratch + p.partial_off);
   launch_reduce(k, ctx.stream);
   return {};
 }
@@ -708,6 +712,12 @@ Status build_reduce(BuildCtx& ctx, Step& step) {
     }
   }
   k.mean_count = k.n_red_elems;
+  // Few outputs over many elements: cut each reduction into parts so that about four
+  // blocks per SM run (parts of at least 8,192 elements), combined by a second kernel.
+  if (k.n_red_elems >= 2 * kReducePartElems && k.n_out < 4 * ctx.sms) {
+    k.splits = std::clamp<int64_t>((4 * ctx.sms + k.n_out - 1) / k.n_out, 1, k.n_red_elems / kReducePartElems);
+    if (k.splits > 1) p->partial_off = ctx.scratch(k.n_out * k.splits * static_cast<int64_t>(sizeof(double)));
+  }
   if (xb == -2) step.extent_ok = false;
   step.fn = &reduce_fn;
   step.params = p;

@@ -346,12 +346,15 @@ __global__ void topk_kernel(const AxisParams p) {
 }
 
 // One block per output element.
+// Block (o, part) reduces part `part` of output o's elements (all of them when splits is 1).
 __global__ void reduce_kernel(const ReduceParams p) {
   pdl_wait();
   pdl_trigger();
   __shared__ double red[32];
   __shared__ float mm[32];
-  const int64_t o = blockIdx.x;
+  const int64_t o = blockIdx.x / p.splits, part = blockIdx.x % p.splits;
+  const int64_t per = (p.n_red_elems + p.splits - 1) / p.splits;
+  const int64_t k0 = part * per, k1 = min(p.n_red_elems, k0 + per);
   int64_t base = 0, rem = o;
   for (int d = p.n_kept - 1; d >= 0; --d) {
     base += (rem % p.kept_dims[d]) * p.kept_strides[d];
@@ -359,7 +362,7 @@ __global__ void reduce_kernel(const ReduceParams p) {
   }
   const bool is_max = p.kind == 2, is_min = p.kind == 3;
   double acc = is_max ? -INFINITY : is_min ? INFINITY : 0.0;
-  for (int64_t k = threadIdx.x; k < p.n_red_elems; k += blockDim.x) {
+  for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
     int64_t off = base, r = k;
     for (int d = p.n_red - 1; d >= 0; --d) {
       off += (r % p.red_dims[d]) * p.red_strides[d];
@@ -382,9 +385,30 @@ __global__ void reduce_kernel(const ReduceParams p) {
     result = a;
   } else {
     result = block_sum_d(acc, red);
-    if (p.kind == 1) result /= static_cast<double>(p.mean_count);
   }
-  if (threadIdx.x == 0) st_d(p.out_dt, p.out, o, result);
+  if (threadIdx.x != 0) return;
+  if (p.splits > 1) {
+    p.partial[blockIdx.x] = result;
+    return;
+  }
+  if (p.kind == 1) result /= static_cast<double>(p.mean_count);
+  st_d(p.out_dt, p.out, o, result);
+}
+
+// The parts of each output (splits > 1) combined: sum (mean: divided), max or min.
+__global__ void reduce_combine_kernel(const ReduceParams p) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (o >= p.n_out) return;
+  const bool is_max = p.kind == 2, is_min = p.kind == 3;
+  double acc = p.partial[o * p.splits];
+  for (int64_t i = 1; i < p.splits; ++i) {
+    const double v = p.partial[o * p.splits + i];
+    acc = is_max ? fmax(acc, v) : is_min ? fmin(acc, v) : acc + v;
+  }
+  if (p.kind == 1) acc /= static_cast<double>(p.mean_count);
+  st_d(p.out_dt, p.out, o, acc);
 }
 
 int row_threads(int64_t len) {
@@ -444,7 +468,9 @@ void launch_topk(const AxisParams& p, cudaStream_t s) {
 
 void launch_reduce(const ReduceParams& p, cudaStream_t s) {
   if (p.n_out == 0) return;
-  reduce_kernel<<<static_cast<unsigned>(p.n_out), row_threads(p.n_red_elems), 0, s>>>(p);
+  const int64_t per = (p.n_red_elems + p.splits - 1) / p.splits;
+  reduce_kernel<<<static_cast<unsigned>(p.n_out * p.splits), row_threads(per), 0, s>>>(p);
+  if (p.splits > 1) reduce_combine_kernel<<<static_cast<unsigned>((p.n_out + 255) / 256), 256, 0, s>>>(p);
 }
 
 }  // namespace rlx::cuda_backend
