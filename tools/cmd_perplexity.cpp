@@ -52,7 +52,8 @@ struct Nll {
 };
 
 int run_perplexity(const PerplexityArgs& a) {
-  if (a.ctx < 2) return report(Error::invalid_argument("--ctx must be at least 2, got {}", a.ctx));
+  if (a.ctx < 4 || a.ctx > (int64_t{1} << 20))
+    return report(Error::invalid_argument("--ctx must be in [4, {}], got {}", int64_t{1} << 20, a.ctx));
   if (a.stride < 0 || a.stride > a.ctx)
     return report(Error::invalid_argument("--stride must be in [1, --ctx {}], got {}", a.ctx, a.stride));
   auto device = Device::parse(a.device);
@@ -88,6 +89,9 @@ int run_perplexity(const PerplexityArgs& a) {
   auto model = models::LanguageModel::load(where->path, lo);
   if (!model) return report(model.error());
   const int64_t vocab = (*model)->config().n_vocab;
+  for (int32_t t : tokens)
+    if (t < 0 || t >= vocab)
+      return report(Error::invalid_file("{}: the tokenizer gives id {}, outside the model's {} logits", a.model, t, vocab));
   const int32_t bos = (*tok)->special_ids().bos;
   const bool add_bos = (*tok)->add_bos() && bos >= 0;
 

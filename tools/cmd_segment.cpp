@@ -27,21 +27,22 @@ struct SegmentArgs {
   int threads = 0;
 };
 
-// "a,b[,c,d]": `count` finite numbers.
+// "a,b[,c,d]": exactly `count` comma-separated finite numbers.
 Expected<std::vector<float>> parse_numbers(const std::string& text, size_t count, const char* flag) {
   std::vector<float> out;
   size_t at = 0;
-  while (out.size() < count) {
+  bool ok = true;
+  while (ok) {
     const size_t comma = text.find(',', at);
     const std::string part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     char* end = nullptr;
     const float v = std::strtof(part.c_str(), &end);
-    if (part.empty() || end != part.c_str() + part.size() || !std::isfinite(v)) break;
-    out.push_back(v);
+    ok = !part.empty() && end == part.c_str() + part.size() && std::isfinite(v);
+    if (ok) out.push_back(v);
     if (comma == std::string::npos) break;
     at = comma + 1;
   }
-  if (out.size() != count || text.find(',', at) != std::string::npos)
+  if (!ok || out.size() != count)
     return Error::invalid_argument("{} '{}': expected {} comma-separated numbers", flag, text, count);
   return out;
 }

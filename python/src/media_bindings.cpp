@@ -120,8 +120,8 @@ class PySamModel {
 
   py::dict forward(py::handle pixel_values, py::handle points, py::handle labels, py::handle boxes, bool multimask) {
     const FloatArray px = float_input(pixel_values, "pixel_values");
+    const models::SamPrompts pr = prompts(px.shape.empty() ? 0 : px.shape[0], points, labels, boxes);  // before the encoder
     models::SamImageEmbeddings image = run_encode(px);
-    const models::SamPrompts pr = prompts(image.batch, points, labels, boxes);
     py::dict out = masks_dict(run_decode(image, pr, multimask));
     out["image_embeddings"] =
         float_array(std::move(image.values), dims({image.batch, image.channels, image.side, image.side}));
@@ -129,11 +129,11 @@ class PySamModel {
   }
 
   py::tuple segment(py::handle image, py::handle points, py::handle labels, py::handle box, bool multimask) {
-    py::array_t<uint8_t, py::array::c_style | py::array::forcecast> rgb =
-        py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(
-            py::module_::import("numpy").attr("asarray")(image));
-    if (!rgb || rgb.ndim() != 3 || rgb.shape(2) != 3)
+    py::array raw = py::module_::import("numpy").attr("asarray")(image);
+    if (raw.ndim() != 3 || raw.shape(2) != 3 || raw.dtype().kind() != 'u' || raw.dtype().itemsize() != 1)
       throw py::type_error("segment(): image must be a uint8 array [height, width, 3] (RGB)");
+    auto rgb = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>::ensure(raw);
+    if (!rgb) throw py::error_already_set();
     const int64_t h = rgb.shape(0), w = rgb.shape(1);
     const models::SamConfig& c = model_->config();
     Expected<models::SamPreprocessed> prep = Error::internal("not run");

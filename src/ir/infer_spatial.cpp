@@ -175,8 +175,9 @@ Expected<TensorType> infer_window_partition(const TensorType& x, const WindowAtt
   if (a.height != 0 || a.width != 0)
     return bad(fmt::format("window_partition takes no height / width (got {} x {})", a.height, a.width));
   const int64_t nh = (d[1] + a.window - 1) / a.window, nw = (d[2] + a.window - 1) / a.window;
-  int64_t n = 0;
-  if (__builtin_mul_overflow(d[0], nh * nw, &n)) return bad("window_partition: the window count overflows");
+  int64_t per_image = 0, n = 0;
+  if (__builtin_mul_overflow(nh, nw, &per_image) || __builtin_mul_overflow(d[0], per_image, &n))
+    return bad("window_partition: the window count overflows");
   return TensorType{x.dtype, Shape{Dim(n), Dim(a.window), Dim(a.window), Dim(d[3])}};
 }
 
@@ -201,8 +202,11 @@ Expected<TensorType> infer_rel_pos_attention(const std::vector<TensorType>& in, 
       a.grid_w > kMaxSpatialAttr)
     return bad("rel_pos_attention needs n_heads, head_dim, grid_h and grid_w >= 1");
   if (!std::isfinite(a.scale) || a.scale < 0) return bad(fmt::format("rel_pos_attention scale must be >= 0, got {}", a.scale));
-  const int64_t tokens = a.grid_h * a.grid_w, width = a.n_heads * a.head_dim;
-  if (tokens > kMaxSpatialAttr) return bad(fmt::format("rel_pos_attention grid {} x {} is too large", a.grid_h, a.grid_w));
+  int64_t tokens = 0, width = 0;
+  if (__builtin_mul_overflow(a.grid_h, a.grid_w, &tokens) || tokens > kMaxSpatialAttr)
+    return bad(fmt::format("rel_pos_attention grid {} x {} is too large", a.grid_h, a.grid_w));
+  if (a.n_heads > kMaxSpatialAttr || a.head_dim > kMaxSpatialAttr || __builtin_mul_overflow(a.n_heads, a.head_dim, &width))
+    return bad(fmt::format("rel_pos_attention n_heads {} x head_dim {} is too large", a.n_heads, a.head_dim));
   const char* names[] = {"q", "k", "v"};
   for (size_t i = 0; i < 3; ++i) {
     const TensorType& t = in[i];

@@ -15,7 +15,8 @@ using ir::Dim;
 using ir::Shape;
 using ir::ValueId;
 
-constexpr double kFinalNormEps = 1e-5;  // the two-way transformer's last LayerNorm keeps torch's default
+constexpr double kFinalNormEps = 1e-5;    // the two-way transformer's last LayerNorm keeps torch's default
+constexpr double kChannelNormEps = 1e-6;  // SamLayerNorm's own default: the neck and the upscaling use it
 
 // SamLayerNorm over the channels of x[N, C, H, W] (data_format "channels_first").
 Expected<ValueId> layer_norm_2d(Flow& f, ValueId x, const std::string& name, double eps) {
@@ -148,12 +149,12 @@ Expected<BuiltModel> build_sam_image_encoder(const SamConfig& c, const WeightSou
   x = b.transpose(x, {0, 3, 1, 2});
   ASSIGN_OR_RETURN(ValueId w1, f.param("vision_encoder.neck.conv1.weight", {c.out_channels, d, 1, 1}));
   x = b.label("vision_encoder.neck.conv1").conv(x, w1, std::nullopt, ir::ConvAttrs{});
-  ASSIGN_OR_RETURN(x, layer_norm_2d(f, x, "vision_encoder.neck.layer_norm1", c.vision_eps));
+  ASSIGN_OR_RETURN(x, layer_norm_2d(f, x, "vision_encoder.neck.layer_norm1", kChannelNormEps));
   ASSIGN_OR_RETURN(ValueId w2, f.param("vision_encoder.neck.conv2.weight", {c.out_channels, c.out_channels, 3, 3}));
   ir::ConvAttrs same;
   same.padding = {1, 1};
   x = b.label("vision_encoder.neck.conv2").conv(x, w2, std::nullopt, same);
-  ASSIGN_OR_RETURN(x, layer_norm_2d(f, x, "vision_encoder.neck.layer_norm2", c.vision_eps));
+  ASSIGN_OR_RETURN(x, layer_norm_2d(f, x, "vision_encoder.neck.layer_norm2", kChannelNormEps));
   return f.finish({{x, "image_embeddings"}}, policy);
 }
 
@@ -250,7 +251,7 @@ Expected<BuiltModel> build_sam_mask_decoder(const SamConfig& c, const WeightSour
   ASSIGN_OR_RETURN(ValueId uw1, f.param("mask_decoder.upscale_conv1.weight", {h, h / 4, 2, 2}));
   ASSIGN_OR_RETURN(ValueId ub1, f.param("mask_decoder.upscale_conv1.bias", {h / 4}));
   up = b.label("mask_decoder.upscale_conv1").conv_transpose(up, uw1, ub1, twice);
-  ASSIGN_OR_RETURN(up, layer_norm_2d(f, up, "mask_decoder.upscale_layer_norm", c.dec_eps));
+  ASSIGN_OR_RETURN(up, layer_norm_2d(f, up, "mask_decoder.upscale_layer_norm", kChannelNormEps));
   up = b.activation(ir::ActKind::Gelu, up);
   ASSIGN_OR_RETURN(ValueId uw2, f.param("mask_decoder.upscale_conv2.weight", {h / 4, h / 8, 2, 2}));
   ASSIGN_OR_RETURN(ValueId ub2, f.param("mask_decoder.upscale_conv2.bias", {h / 8}));

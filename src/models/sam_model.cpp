@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kMaxPrompts = 4096;  // prompts per image in one decode
 constexpr int64_t kMaxPoints = 1024;   // points per prompt
+constexpr int64_t kMaxItems = 65536;   // images x prompts in one decode (the template's bound)
 
 }  // namespace
 
@@ -117,6 +118,12 @@ Expected<SamMasks> SamModel::decode(const SamImageEmbeddings& image, const SamPr
   if (P < 1 || P > kMaxPrompts || N < 0 || N > kMaxPoints)
     return Error::invalid_argument("sam: {} prompts of {} points are out of range (1..{} prompts, 0..{} points)", P, N,
                                    kMaxPrompts, kMaxPoints);
+  if (B * P > kMaxItems)
+    return Error::invalid_argument("sam: {} images x {} prompts are over the {} a decode takes", B, P, kMaxItems);
+  // The decoder holds a few [items, g*g, dim] tensors and the upscaled [items, dim/4, 4g, 4g].
+  TRY(check_memory_request(4.0 * static_cast<double>(B * P) * static_cast<double>(side * side) *
+                               static_cast<double>(c.prompt_dim) * 16.0,
+                           fmt::format("sam decoder activations for {} prompts", B * P)));
   const bool boxes = !pr.boxes.empty();
   if (N == 0 && !boxes) return Error::invalid_argument("sam: a prompt needs points or a box");
   if (static_cast<int64_t>(pr.coords.size()) != B * P * N * 2)

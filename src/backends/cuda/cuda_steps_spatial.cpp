@@ -437,9 +437,11 @@ Status build_rel_pos_attention(BuildCtx& ctx, Step& step) {
   // RLX_CUDA_REL_POS=flash|gemm picks one for comparisons.
   const char* force = std::getenv("RLX_CUDA_REL_POS");
   const std::string_view forced = force ? force : "";
-  p->gemm = T <= kRelPosSoftmaxMaxKeys && (forced == "gemm" || (forced != "flash" && T >= kRelPosGemmMinKeys));
+  p->gemm = k.items > 0 && T <= kRelPosSoftmaxMaxKeys &&
+            (forced == "gemm" || (forced != "flash" && T >= kRelPosGemmMinKeys));
   if (!p->gemm) {
     if (D > kRelPosMaxHeadDim) return step_error(ctx, "head_dim {} is over the kernel's {}", D, kRelPosMaxHeadDim);
+    if (H > 65535) return step_error(ctx, "{} heads are over the kernel's 65535", H);
     const int64_t smem = rel_pos_attention_smem(D, a.grid_h, a.grid_w);
     if (!prepare_rel_pos_attention(smem))
       return step_error(ctx, "a {} x {} grid with head_dim {} needs {} bytes of shared memory per block, more than the "

@@ -3,6 +3,8 @@
 // f32 cores that adds the decomposed relative-position bias to each score from two small
 // per-query tables in shared memory, or the pieces around two cuBLASLt products (head
 // split and merge, and a one-pass biased softmax per score row).
+#include <algorithm>
+
 #include "backends/cuda/cuda_common.cuh"
 #include "backends/cuda/smem_limit.cuh"
 #include "backends/cuda/spatial_kernels.h"
@@ -251,6 +253,22 @@ __global__ void __launch_bounds__(kSoftmaxThreads) rel_pos_softmax_kernel(const 
   pdl_trigger();
 }
 
+// One launch of the flash kernel over at most 65535 items (gridDim.z).
+void launch_rel_pos_slice(const RelPosAttnKParams& p, int64_t T, size_t bytes, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>((T + kQueries - 1) / kQueries), static_cast<unsigned>(p.n_heads),
+                  static_cast<unsigned>(p.items));
+  switch ((p.head_dim + 31) / 32) {
+    case 1: launch_k(rel_pos_attention_kernel<1>, grid, kWarps * 32, bytes, s, p); break;
+    case 2: launch_k(rel_pos_attention_kernel<2>, grid, kWarps * 32, bytes, s, p); break;
+    case 3: launch_k(rel_pos_attention_kernel<3>, grid, kWarps * 32, bytes, s, p); break;
+    case 4: launch_k(rel_pos_attention_kernel<4>, grid, kWarps * 32, bytes, s, p); break;
+    case 5: launch_k(rel_pos_attention_kernel<5>, grid, kWarps * 32, bytes, s, p); break;
+    case 6: launch_k(rel_pos_attention_kernel<6>, grid, kWarps * 32, bytes, s, p); break;
+    case 7: launch_k(rel_pos_attention_kernel<7>, grid, kWarps * 32, bytes, s, p); break;
+    default: launch_k(rel_pos_attention_kernel<8>, grid, kWarps * 32, bytes, s, p); break;
+  }
+}
+
 }  // namespace
 
 void launch_rel_pos_split(const RelPosGemmKParams& p, cudaStream_t s) {
@@ -309,18 +327,18 @@ void launch_rel_pos_attention(const RelPosAttnKParams& p, cudaStream_t s) {
   const int64_t T = p.grid_h * p.grid_w;
   if (p.items == 0 || T == 0) return;
   const auto smem = static_cast<int>(rel_pos_attention_smem(p.head_dim, p.grid_h, p.grid_w));
-  const dim3 grid(static_cast<unsigned>((T + kQueries - 1) / kQueries), static_cast<unsigned>(p.n_heads),
-                  static_cast<unsigned>(p.items));
   const auto bytes = static_cast<size_t>(smem);
-  switch ((p.head_dim + 31) / 32) {
-    case 1: launch_k(rel_pos_attention_kernel<1>, grid, kWarps * 32, bytes, s, p); break;
-    case 2: launch_k(rel_pos_attention_kernel<2>, grid, kWarps * 32, bytes, s, p); break;
-    case 3: launch_k(rel_pos_attention_kernel<3>, grid, kWarps * 32, bytes, s, p); break;
-    case 4: launch_k(rel_pos_attention_kernel<4>, grid, kWarps * 32, bytes, s, p); break;
-    case 5: launch_k(rel_pos_attention_kernel<5>, grid, kWarps * 32, bytes, s, p); break;
-    case 6: launch_k(rel_pos_attention_kernel<6>, grid, kWarps * 32, bytes, s, p); break;
-    case 7: launch_k(rel_pos_attention_kernel<7>, grid, kWarps * 32, bytes, s, p); break;
-    default: launch_k(rel_pos_attention_kernel<8>, grid, kWarps * 32, bytes, s, p); break;
+  // gridDim.z holds at most 65535 items: launch slices of them.
+  constexpr int64_t kMaxItems = 65535;
+  const int64_t per_item = T * p.n_heads * p.head_dim;
+  for (int64_t n0 = 0; n0 < p.items; n0 += kMaxItems) {
+    RelPosAttnKParams slice = p;
+    slice.items = std::min(kMaxItems, p.items - n0);
+    slice.q += n0 * per_item;
+    slice.k += n0 * per_item;
+    slice.v += n0 * per_item;
+    slice.o += n0 * per_item;
+    launch_rel_pos_slice(slice, T, bytes, s);
   }
 }
 
