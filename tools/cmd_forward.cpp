@@ -24,6 +24,7 @@
 
 #include <fmt/ranges.h>
 
+#include "cli_io.h"
 #include "commands.h"
 #include "model_path.h"
 #include "rlx/models/encoder.h"
@@ -153,11 +154,7 @@ Expected<std::pair<std::string, std::string>> parse_output(const std::string& ar
 }
 
 Status write_floats(const std::string& path, std::span<const float> v) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) return Error::io("cannot write '{}'", path);
-  f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  if (!f) return Error::io("writing '{}' failed", path);
-  return {};
+  return write_output(path, std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
 }
 
 /// A [B, n] integer input as B rows.
@@ -433,7 +430,7 @@ void add_forward_command(CLI::App& app, Runner* run) {
       ->check(model_path_check());
   cmd->add_option("--input", a->inputs, "NAME=SHAPExDTYPE=@FILE (raw little-endian), or =v1,v2,... inline")
       ->required();
-  cmd->add_option("--output", a->outputs, "NAME=@FILE: write that output as float32 little-endian")->required();
+  cmd->add_option("--output", a->outputs, "NAME=@FILE: write that output as float32 little-endian (@- for standard output)")->required();
   cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | cuda:0,1 (tensor parallel over those GPUs)");
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");

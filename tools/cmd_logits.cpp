@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "cli_io.h"
 #include "commands.h"
 #include "model_path.h"
 #include "rlx/models/language_model.h"
@@ -19,26 +20,8 @@ struct LogitsArgs {
   bool no_cache = false;
 };
 
-Expected<std::vector<int32_t>> parse_token_list(const std::string& text) {
-  std::vector<int32_t> ids;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = text.find(',', i);
-    if (j == std::string::npos) j = text.size();
-    const std::string item = text.substr(i, j - i);
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 0 || v > INT32_MAX)
-      return Error::invalid_argument("--tokens: '{}' is not a token id (expected e.g. 1,2,3)", item);
-    ids.push_back(static_cast<int32_t>(v));
-    i = j + 1;
-  }
-  if (ids.empty()) return Error::invalid_argument("--tokens: no token ids given");
-  return ids;
-}
-
 int run_logits(const LogitsArgs& a) {
-  auto ids = parse_token_list(a.tokens);
+  auto ids = parse_token_ids(a.tokens, "--tokens");
   if (!ids) return report(ids.error());
   auto device = Device::parse(a.device);
   if (!device) return report(device.error());
@@ -68,10 +51,8 @@ int run_logits(const LogitsArgs& a) {
   }
   if (static_cast<int64_t>(logits.size()) != n_vocab * static_cast<int64_t>(ids->size()))
     return report(Error::internal("logits have {} values, expected {}", logits.size(), n_vocab * ids->size()));
-  std::ofstream out(a.out, std::ios::binary);
-  if (!out) return report(Error::io("cannot write '{}'", a.out));
-  out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(float)));
-  if (!out) return report(Error::io("writing '{}' failed", a.out));
+  const std::string_view bytes(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
+  if (Status st = write_output(a.out, bytes); !st.ok()) return report(st.error());
   std::fprintf(stderr, "rlx: wrote logits [%zu, %lld] to %s\n", ids->size(), static_cast<long long>(n_vocab),
                a.out.c_str());
   return 0;
@@ -85,13 +66,13 @@ void add_logits_command(CLI::App& app, Runner* run) {
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder (config.json + safetensors)")
       ->required()
       ->check(model_path_check());
-  cmd->add_option("--tokens", a->tokens, "comma-separated token ids")->required();
+  cmd->add_option("--tokens", a->tokens, "token ids separated by commas or spaces")->required();
   cmd->add_option("--mode", a->mode, "batch | incremental")->check(CLI::IsMember({"batch", "incremental"}));
   cmd->add_option("--kv", a->kv, "KV cache dtype: f32 | f16")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | cuda:0,1 (tensor parallel over those GPUs)");
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
-  cmd->add_option("--out", a->out, "output file (float32 little-endian [n_tokens, n_vocab])")->required();
+  cmd->add_option("--out", a->out, "output file (float32 little-endian [n_tokens, n_vocab]; - for standard output)")->required();
   cmd->callback([run, a] { *run = [a] { return run_logits(*a); }; });
 }
 

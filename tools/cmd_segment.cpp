@@ -129,7 +129,7 @@ void add_segment_command(CLI::App& app, Runner* run) {
   cmd->add_option("--label", a->labels, "label of each --point in order: 1 object (default), 0 background")
       ->check(CLI::IsMember({0, 1}));
   cmd->add_option("--box", a->box, "x0,y0,x1,y1: a prompt box in image pixels");
-  cmd->add_option("-o,--out", a->out, "the mask as a grayscale PNG (255 inside)")->required();
+  cmd->add_option("-o,--out", a->out, "the mask as a grayscale PNG (255 inside; - for standard output)")->required();
   cmd->add_flag("--single-mask", a->single_mask, "the single-mask output instead of the best of three");
   cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli_io.h"
 #include "commands.h"
 #include "model_path.h"
 #include "rlx/models/tokenizer.h"
@@ -48,16 +49,9 @@ int run_tokenize(const TokenizeArgs& a) {
 int run_detokenize(const std::string& model, const std::string& tokens) {
   auto tok = open_tokenizer(model);
   if (!tok) return report(tok.error());
-  std::vector<int32_t> ids;
-  std::stringstream ss(tokens);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 0 || v > INT32_MAX)
-      return report(Error::invalid_argument("--tokens: '{}' is not a token id (expected e.g. 1,2,3)", item));
-    ids.push_back(static_cast<int32_t>(v));
-  }
+  auto parsed = parse_token_ids(tokens, "--tokens");
+  if (!parsed) return report(parsed.error());
+  const std::vector<int32_t>& ids = *parsed;
   auto text = (*tok)->decode(ids);
   if (!text) return report(text.error());
   std::fwrite(text->data(), 1, text->size(), stdout);
@@ -85,7 +79,7 @@ void add_tokenize_commands(CLI::App& app, Runner* run) {
   auto* de = app.add_subcommand("detokenize", "Turn token ids back into text");
   auto model = std::make_shared<std::string>(), tokens = std::make_shared<std::string>();
   de->add_option("--model", *model, "GGUF file, tokenizer.json or HF folder")->required();
-  de->add_option("--tokens", *tokens, "comma-separated token ids")->required();
+  de->add_option("--tokens", *tokens, "token ids separated by commas or spaces (as rlx tokenize prints them)")->required();
   de->callback([run, model, tokens] { *run = [model, tokens] { return run_detokenize(*model, *tokens); }; });
 }
 

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "commands.h"
+#include "rlx/base/log.h"
 #include "rlx/runtime/aot_cache.h"
 #include "rlx_git_commit.h"
 
@@ -40,6 +41,12 @@ int main(int argc, char** argv) {
   CLI::App app{"rlx: compile and run transformer models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("rlx {} (commit {})", rlx::kRlxVersion, RLX_GIT_COMMIT));
+  // -v / -q anywhere on the line (before or after the command): the log level for this run,
+  // over RLX_LOG.
+  app.fallthrough();
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "log debug messages (as RLX_LOG=debug)");
+  app.add_flag("-q,--quiet", quiet, "log errors only (as RLX_LOG=error)");
   rlx::cli::Runner runner;
   rlx::cli::add_run_command(app, &runner);
   rlx::cli::add_info_command(app, &runner);
@@ -77,6 +84,12 @@ int main(int argc, char** argv) {
     // CLI11's own codes (105-109) say nothing to a script; --help and --version are 0.
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (verbose && quiet) {
+    std::fprintf(stderr, "rlx: --verbose and --quiet exclude each other\n");
+    return 2;
+  }
+  if (verbose) rlx::set_log_level(rlx::LogLevel::kDebug);
+  if (quiet) rlx::set_log_level(rlx::LogLevel::kError);
   // What no check caught (an allocation beyond the machine, a thread the system refuses)
   // ends with one line and exit code 1, not an abort.
   try {

@@ -3,6 +3,7 @@
 
 #include <png.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace rlx::cli {
@@ -40,8 +41,10 @@ Status write_png_gray(const std::string& path, std::span<const uint8_t> gray, in
   image.format = PNG_FORMAT_GRAY;
   if (static_cast<int64_t>(gray.size()) != width * height)
     return Error::internal("{}: {} bytes for a {}x{} mask", path, gray.size(), width, height);
-  if (!png_image_write_to_file(&image, path.c_str(), 0, gray.data(), 0, nullptr))
-    return Error::io("{}: cannot write the PNG ({})", path, image.message);
+  const bool ok = path == "-" ? png_image_write_to_stdio(&image, stdout, 0, gray.data(), 0, nullptr) != 0
+                              : png_image_write_to_file(&image, path.c_str(), 0, gray.data(), 0, nullptr) != 0;
+  if (!ok) return Error::io("{}: cannot write the PNG ({})", path == "-" ? "standard output" : path, image.message);
+  if (path == "-" && std::fflush(stdout) != 0) return Error::io("writing to standard output failed");
   return {};
 }
 

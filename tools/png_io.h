@@ -20,7 +20,8 @@ struct RgbImage {
 /// `max_pixels` pixels are refused before their data is decoded.
 Expected<RgbImage> read_png_rgb(const std::string& path, int64_t max_pixels);
 
-/// Writes `gray` (height x width bytes) to `path` as an 8-bit grayscale PNG.
+/// Writes `gray` (height x width bytes) to `path` ("-": standard output) as an 8-bit
+/// grayscale PNG.
 Status write_png_gray(const std::string& path, std::span<const uint8_t> gray, int64_t width, int64_t height);
 
 }  // namespace rlx::cli

@@ -401,6 +401,12 @@ PY
   check segment_point ok "of 60x45 pixels inside, written to" -- segment -m "$sam" --image "$work/img.png" --point 30,20 \
     --box 18,8,42,32 -o "$work/mask.png"
   [ "$(head -c 4 "$work/mask.png" | tail -c 3)" = PNG ] || { failures=$((failures + 1)); echo "FAIL segment_png_written"; }
+  cases=$((cases + 1))
+  if [ "$("$rlx" segment -m "$sam" --image "$work/img.png" --point 30,20 -o - 2>/dev/null | head -c 4 | tail -c 3)" = PNG ]; then
+    echo "ok   segment_stdout"
+  else
+    failures=$((failures + 1)); echo "FAIL segment_stdout"
+  fi
   check segment_no_prompt fail "give --point X,Y or --box" -- segment -m "$sam" --image "$work/bad.png" -o "$work/m.png"
   # A wav2vec2 folder whose config.json is broken says which key.
   mkdir -p "$work/w2v-bad" && cp "$w2v/model.safetensors" "$work/w2v-bad/"
@@ -416,6 +422,22 @@ for q in q4_0 q5_1 q2_k q3_k_m q4_k_s; do
   check "quantize_$q" ok "wrote .*m_$q\.gguf \($q\)" -- quantize "$work/f32.gguf" "$work/m_$q.gguf" "$(echo $q | tr a-z A-Z)"
   check "logits_$q" ok "wrote logits \[3, " -- logits --model "$work/m_$q.gguf" --tokens 1,2,3 --out "$work/m_$q.bin"
 done
+
+# One id format for tokenize / detokenize / logits (spaces or commas), "-" as standard
+# output for the files commands write, and -v / -q on any command.
+ids=$("$rlx" tokenize --model "$model" --text "Once upon a time" --no-special)
+check detokenize_spaces ok "." -- detokenize --model "$model" --tokens "$ids"
+check detokenize_mixed ok "." -- detokenize --model "$model" --tokens "$(echo "$ids" | sed 's/ /, /')"
+check detokenize_bad fail "'x7' is not a token id" -- detokenize --model "$model" --tokens "1 x7"
+cases=$((cases + 1))
+if [ "$("$rlx" logits --model "$model" --tokens "1 2 3" --out - 2>/dev/null | wc -c)" -eq $((3 * 512 * 4)) ] && [ ! -e ./- ]; then
+  echo "ok   logits_stdout"
+else
+  failures=$((failures + 1)); echo "FAIL logits_stdout"
+fi
+check verbose_flag ok "architecture: llama" -- -v info "$model"
+check quiet_flag_after_command ok "stop: " -- run -m "$model" -p hi -n 2 -q
+check verbose_and_quiet fail "--verbose and --quiet exclude each other" -- -v -q info "$model"
 
 # rlx perplexity against a float64 reference computed here from `rlx logits` of the same
 # windows: llama.cpp's chunks (first token -> BOS, second half scored) and sliding windows.
