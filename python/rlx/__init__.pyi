@@ -1,6 +1,6 @@
 # Type stubs of the rlx package (the extension module rlx._rlx), for editors and type
 # checkers. Keep in step with python/src/*_bindings.cpp.
-from typing import Iterator, Literal, Mapping, NoReturn, Sequence, overload
+from typing import Any, Iterator, Literal, Mapping, NoReturn, Sequence, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -80,8 +80,10 @@ class CompiledGraph:
     def input_pointers(self) -> dict[str, int]:
         """Data pointers the last run() handed to the runtime (array.ctypes.data when not copied)."""
     def set_param(self, name: str, values: npt.ArrayLike) -> None: ...
-    def run(self, inputs: Mapping[str, npt.ArrayLike]) -> dict[str, np.ndarray]:
-        """Runs; C-contiguous inputs of the declared dtype are read in place (no copy)."""
+    def run(self, inputs: Mapping[str, npt.ArrayLike | Any]) -> dict[str, np.ndarray]:
+        """Runs; C-contiguous inputs of the declared dtype are read in place (no copy), NumPy
+        arrays or host-memory DLPack tensors (e.g. CPU torch tensors). The outputs are NumPy
+        arrays viewing the result buffers; torch.from_dlpack takes them without a copy."""
 
 class Session:
     """Compiles graphs for one device: "cpu", "cuda", "cuda:N" or "reference"."""

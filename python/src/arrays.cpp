@@ -40,8 +40,19 @@ py::module_ numpy() { return py::module_::import("numpy"); }
 
 void prepare_array(py::handle obj, ir::DType want, const std::string& what, ArrayArg* out) {
   py::module_ np = numpy();
-  py::array a = py::isinstance<py::array>(obj) ? py::reinterpret_borrow<py::array>(obj)
-                                               : py::array(np.attr("asarray")(obj));
+  py::array a;
+  if (py::isinstance<py::array>(obj)) {
+    a = py::reinterpret_borrow<py::array>(obj);
+  } else if (py::hasattr(obj, "__dlpack__") && py::hasattr(obj, "__dlpack_device__")) {
+    // A DLPack producer (a PyTorch / JAX / CuPy tensor): host memory is viewed as it is.
+    const py::tuple device = obj.attr("__dlpack_device__")();
+    if (device.size() < 1 || device[0].cast<int>() != 1)  // kDLCPU
+      throw py::type_error(what + ": a DLPack tensor on device type " + py::str(device[0]).cast<std::string>() +
+                           "; rlx takes host memory (copy it to the CPU first)");
+    a = py::array(np.attr("from_dlpack")(obj));
+  } else {
+    a = py::array(np.attr("asarray")(obj));
+  }
   const py::dtype target = numpy_dtype(want);
   const bool bf16_from_float = want == ir::DType::BF16 && a.dtype().kind() == 'f';
   if (want == ir::DType::BF16 && !bf16_from_float && !a.dtype().equal(target))

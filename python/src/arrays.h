@@ -1,6 +1,8 @@
 // NumPy arrays at the runtime boundary. Inputs: a C-contiguous, aligned array of the
-// declared dtype is handed to the runtime as it is (its buffer, no copy); anything else
-// is converted once (same-kind casts only). Outputs: each rlx::Tensor moves into a
+// declared dtype is handed to the runtime as it is (its buffer, no copy), and so is a
+// host-memory DLPack tensor (PyTorch, JAX, CuPy's host arrays: viewed through
+// numpy.from_dlpack); anything else is converted once (same-kind casts only). Outputs are
+// NumPy arrays, themselves DLPack producers (torch.from_dlpack takes them without a copy). Outputs: each rlx::Tensor moves into a
 // capsule that owns it, and the returned array views its bytes (no copy).
 //
 // Also the model bindings' conversions: token ids from Python, float results to NumPy.

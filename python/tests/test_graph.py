@@ -103,6 +103,38 @@ def test_contiguous_input_is_not_copied(rng: np.random.Generator) -> None:
     assert g.input_pointers["x"] != x64.ctypes.data
 
 
+class HostTensor:
+    """A minimal DLPack producer in host memory (as a CPU torch tensor presents itself)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __dlpack__(self, stream=None, **kwargs):  # noqa: ANN001, ANN003, ANN204
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):  # noqa: ANN204
+        return self.array.__dlpack_device__()
+
+
+class DeviceTensor(HostTensor):
+    def __dlpack_device__(self):  # noqa: ANN204
+        return (2, 0)  # kDLCUDA
+
+
+def test_dlpack_in_and_out_without_copies(rng: np.random.Generator) -> None:
+    g = rlx.Session().compile(LINEAR_SILU)
+    w = rng.standard_normal((16, 8), dtype=np.float32)
+    g.set_param("w", w)
+    x = rng.standard_normal((4, 8), dtype=np.float32)
+    out = g.run({"x": HostTensor(x)})
+    assert g.input_pointers["x"] == x.ctypes.data  # the producer's buffer, not a copy
+    np.testing.assert_allclose(out["z"], silu(x @ w.T), rtol=1e-5, atol=1e-5)
+    # The outputs are DLPack producers too: a consumer sees the same memory.
+    assert np.from_dlpack(out["z"]).ctypes.data == out["z"].ctypes.data
+    with pytest.raises(TypeError, match="rlx takes host memory"):
+        g.run({"x": DeviceTensor(x)})
+
+
 def test_dtypes_f16_bf16_i32(rng: np.random.Generator) -> None:
     text = """
     graph {
