@@ -353,7 +353,11 @@ int run_sam(const ForwardArgs& a, const ModelPath& where, const Device& device,
     if (it->second.shape != std::vector<int64_t>{image.batch, prompts.prompts, prompts.points})
       return report(Error::invalid_argument("--input input_labels: must be [{}, {}, {}] like input_points", image.batch,
                                             prompts.prompts, prompts.points));
-    for (int64_t l : it->second.ints) prompts.labels.push_back(static_cast<int32_t>(std::clamp<int64_t>(l, -100, 100)));
+    for (int64_t l : it->second.ints) {
+      if (l < INT32_MIN || l > INT32_MAX)
+        return report(Error::invalid_argument("--input input_labels: value {} is none of 1, 0, -1, -10", l));
+      prompts.labels.push_back(static_cast<int32_t>(l));
+    }
   }
   if (auto it = inputs.find("input_boxes"); it != inputs.end()) {
     const NamedInput& bx = it->second;

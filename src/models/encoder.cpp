@@ -232,8 +232,7 @@ Expected<std::unique_ptr<EncoderModel>> EncoderModel::load(const std::string& pa
   for (const std::string& name : unused_tensors(*m->weights_, probe_model.param_names, {}))
     RLX_LOG_WARN("{}: tensor '{}' is not used by the {} encoder (ignored)", path, name, arch_name(m->config_.arch));
   m->model_id_ = model_file_identity(path);
-  const std::string cache_dir =
-      !options.compile_cache ? std::string() : !options.cache_dir.empty() ? options.cache_dir : env_config().cache_dir;
+  const std::string cache_dir = disk_cache_dir(options.compile_cache, options.cache_dir);
   ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, cache_dir));
   return m;
 }

@@ -72,8 +72,7 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
     RLX_LOG_WARN("{}: tensor '{}' is not used by the {} model (ignored; the file may hold a feature RLX does not run)",
                  path, name, arch_name(m->config_.arch));
   m->model_id_ = model_file_identity(path);
-  const std::string cache_dir =
-      !options.compile_cache ? std::string() : !options.cache_dir.empty() ? options.cache_dir : env_config().cache_dir;
+  const std::string cache_dir = disk_cache_dir(options.compile_cache, options.cache_dir);
   ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, cache_dir));
   return m;
 }

@@ -7,7 +7,6 @@
 #include <fmt/ranges.h>
 
 #include "models/model_support.h"
-#include "rlx/base/env.h"
 #include "rlx/base/hash.h"
 #include "rlx/base/log.h"
 #include "rlx/base/memory_budget.h"
@@ -46,9 +45,8 @@ Expected<std::unique_ptr<MediaEncoderModel>> MediaEncoderModel::load(const std::
        unused_tensors(*m->weights_, probe_model.param_names, {"embeddings.mask_token", "masked_spec_embed"}))
     RLX_LOG_WARN("{}: tensor '{}' is not used by the {} encoder (ignored)", path, name, media_arch_name(m->config_.arch));
   m->model_id_ = model_file_identity(path);
-  const std::string cache_dir =
-      !options.compile_cache ? std::string() : !options.cache_dir.empty() ? options.cache_dir : env_config().cache_dir;
-  ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, cache_dir));
+  m->cache_dir_ = disk_cache_dir(options.compile_cache, options.cache_dir);
+  ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, m->cache_dir_));
   return m;
 }
 
@@ -75,16 +73,8 @@ Expected<std::shared_ptr<const CompiledVariant>> MediaEncoderModel::variant(cons
     ASSIGN_OR_RETURN(BuiltModel built, build_media_encoder(config_, *weights_, mo));
     return std::move(built.hir);
   };
-  const VariantPrepareFn prep = [this](CompiledGraph& g) -> Status {
-    if (!params_) params_ = std::make_unique<ParamStore>();
-    return bind_weights(*weights_, *params_, g, source_, {});
-  };
-  const std::string dir =
-      !options_.compile_cache ? std::string() : !options_.cache_dir.empty() ? options_.cache_dir : env_config().cache_dir;
-  auto v = compile_family_variant(*pipeline_, options_.profile, dir, fmt::format("media-{:016x}", model_id_), h.digest(),
-                                  build, prep);
-  if (!v) return v.error().with_context(source_);
-  return v;
+  return compile_family_variant(*pipeline_, options_.profile, cache_dir_, fmt::format("media-{:016x}", model_id_),
+                                h.digest(), build, *weights_, params_, source_);
 }
 
 Expected<MediaOutput> MediaEncoderModel::forward(std::span<const int64_t> shape, std::span<const float> values) {

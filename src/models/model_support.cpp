@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "rlx/base/env.h"
 #include "rlx/base/hash.h"
 #include "rlx/compile/profile.h"
 #include "rlx/runtime/backend.h"
@@ -76,10 +77,15 @@ Status bind_weights(const WeightSource& weights, ParamStore& store, CompiledGrap
   return {};
 }
 
+std::string disk_cache_dir(bool compile_cache, const std::string& cache_dir) {
+  if (!compile_cache) return {};
+  return cache_dir.empty() ? env_config().cache_dir : cache_dir;
+}
+
 Expected<std::shared_ptr<const CompiledVariant>> compile_family_variant(
     ModelCompilePipeline& pipeline, const std::string& profile, const std::string& cache_dir, const std::string& aot_name,
-    uint64_t key, const std::function<Expected<ir::HirModule>(ir::FusionPolicy)>& build,
-    const VariantPrepareFn& prepare) {
+    uint64_t key, const std::function<Expected<ir::HirModule>(ir::FusionPolicy)>& build, const WeightSource& weights,
+    std::unique_ptr<ParamStore>& params, const std::string& source) {
   const std::string profile_name = profile.empty() ? "encoder" : profile;
   auto resolved = compile::CompileProfile::preset(profile_name);
   if (!resolved) resolved = compile::CompileProfile::load(profile_name);
@@ -93,8 +99,16 @@ Expected<std::shared_ptr<const CompiledVariant>> compile_family_variant(
   h.str(profile_name);
   const uint64_t full_key = h.digest();
   const HirBuildFn hir = [&]() { return build(policy); };
-  if (cache_dir.empty()) return pipeline.get_or_compile(full_key, {}, hir, co, prepare);
-  return pipeline.get_or_compile_aot(std::filesystem::path(cache_dir) / "aot", aot_name, full_key, {}, hir, co, prepare);
+  const VariantPrepareFn prepare = [&](CompiledGraph& g) -> Status {
+    if (!params) params = std::make_unique<ParamStore>();
+    return bind_weights(weights, *params, g, source, {});
+  };
+  auto v = cache_dir.empty()
+               ? pipeline.get_or_compile(full_key, {}, hir, co, prepare)
+               : pipeline.get_or_compile_aot(std::filesystem::path(cache_dir) / "aot", aot_name, full_key, {}, hir, co,
+                                             prepare);
+  if (!v) return v.error().with_context(source);
+  return v;
 }
 
 }  // namespace rlx::models

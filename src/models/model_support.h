@@ -30,15 +30,20 @@ Expected<std::unique_ptr<ModelCompilePipeline>> make_model_pipeline(const Device
 Status bind_weights(const WeightSource& weights, ParamStore& store, CompiledGraph& graph, const std::string& source,
                     const std::function<void(int64_t, int64_t)>& progress);
 
+/// The folder of a model's disk caches (AOT executables, packed weights): empty when
+/// `compile_cache` is off, else `cache_dir`, else RLX_CACHE_DIR's (or the user cache).
+std::string disk_cache_dir(bool compile_cache, const std::string& cache_dir);
+
 /// One executable of a vision / audio family template (MediaEncoderModel, SamModel):
 /// found in the pipeline's memory cache, or in the AOT disk cache under `cache_dir`/aot
 /// (`aot_name` the model's folder there; no disk cache when `cache_dir` is empty), or
 /// compiled. The compile profile `profile` ("encoder" when empty: a preset name or a
 /// *.rlx.toml) picks the fusion policy handed to `build`; `key` names the shapes and is
-/// mixed with the profile. `prepare` binds the weights into a new executable.
+/// mixed with the profile. A new executable gets `weights` bound (bind_weights into
+/// `params`, made on first use; errors name `source`).
 Expected<std::shared_ptr<const CompiledVariant>> compile_family_variant(
     ModelCompilePipeline& pipeline, const std::string& profile, const std::string& cache_dir, const std::string& aot_name,
-    uint64_t key, const std::function<Expected<ir::HirModule>(ir::FusionPolicy)>& build,
-    const VariantPrepareFn& prepare);
+    uint64_t key, const std::function<Expected<ir::HirModule>(ir::FusionPolicy)>& build, const WeightSource& weights,
+    std::unique_ptr<ParamStore>& params, const std::string& source);
 
 }  // namespace rlx::models

@@ -7,7 +7,6 @@
 #include <filesystem>
 
 #include "models/model_support.h"
-#include "rlx/base/env.h"
 #include "rlx/base/hash.h"
 #include "rlx/base/log.h"
 #include "rlx/base/memory_budget.h"
@@ -46,10 +45,8 @@ Expected<std::unique_ptr<SamModel>> SamModel::load(const std::string& path, cons
     if (name.rfind("prompt_encoder.mask_embed.", 0) != 0)
       RLX_LOG_WARN("{}: tensor '{}' is not used by the sam model (ignored)", path, name);
   m->model_id_ = model_file_identity(path);
-  const std::string cache_dir = !options.compile_cache       ? std::string()
-                                : !options.cache_dir.empty() ? options.cache_dir
-                                                             : env_config().cache_dir;
-  ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, cache_dir));
+  m->cache_dir_ = disk_cache_dir(options.compile_cache, options.cache_dir);
+  ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, m->cache_dir_));
   return m;
 }
 
@@ -63,17 +60,8 @@ Expected<std::shared_ptr<const CompiledVariant>> SamModel::variant(
     ASSIGN_OR_RETURN(BuiltModel built, build(policy));
     return std::move(built.hir);
   };
-  const VariantPrepareFn prep = [this](CompiledGraph& g) -> Status {
-    if (!params_) params_ = std::make_unique<ParamStore>();
-    return bind_weights(*weights_, *params_, g, source_, {});
-  };
-  const std::string dir = !options_.compile_cache       ? std::string()
-                          : !options_.cache_dir.empty() ? options_.cache_dir
-                                                        : env_config().cache_dir;
-  auto v = compile_family_variant(*pipeline_, options_.profile, dir, fmt::format("sam-{:016x}", model_id_), h.digest(),
-                                  hir, prep);
-  if (!v) return v.error().with_context(source_);
-  return v;
+  return compile_family_variant(*pipeline_, options_.profile, cache_dir_, fmt::format("sam-{:016x}", model_id_),
+                                h.digest(), hir, *weights_, params_, source_);
 }
 
 Expected<SamImageEmbeddings> SamModel::encode(std::span<const int64_t> shape, std::span<const float> pixels) {

@@ -154,6 +154,7 @@ class SamModel {
   MediaLoadOptions options_;
   SamConfig config_;
   std::string source_;
+  std::string cache_dir_;  ///< disk caches (empty: none)
   uint64_t model_id_ = 0;
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<ModelCompilePipeline> pipeline_;
