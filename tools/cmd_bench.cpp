@@ -8,18 +8,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "backends/cpu/kernels/gemv_tuning.h"
+#include "cli_io.h"
 #include "commands.h"
 #include "machine_limits.h"
 #include "model_path.h"
+#include "progress.h"
 #include "rlx_git_commit.h"
 #include "rlx/models/language_model.h"
 #include "rlx/runtime/aot_cache.h"
@@ -55,6 +57,23 @@ double median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
+/// printf into `out` (the report is printed when the benchmark ends, after its progress).
+__attribute__((format(printf, 2, 3))) void appendf(std::string& out, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  if (n > 0) {
+    const size_t at = out.size();
+    out.resize(at + static_cast<size_t>(n) + 1);
+    std::vsnprintf(out.data() + at, static_cast<size_t>(n) + 1, format, args);
+    out.resize(at + static_cast<size_t>(n));
+  }
+  va_end(args);
+}
+
 std::vector<int32_t> token_run(int64_t n, int64_t vocab) {
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) t[i] = static_cast<int32_t>((i * 7919 + 13) % std::max<int64_t>(vocab, 1));
@@ -70,7 +89,13 @@ int run_bench(const BenchArgs& a) {
   out["kernels"] = kernel_isa_description();
   out["threads"] = threads;
   out["model"] = a.model;
-
+  // The report, printed at the end (standard output, or stderr when the JSON goes there).
+  std::string text;
+  // Progress: the start-ups, the load, each prefill length and decode context, the limits.
+  Progress progress("rlx bench");
+  const double n_stages = (a.no_cache ? 1 : 2) + 1 + static_cast<double>(a.prefill.size() + a.contexts.size()) + 1;
+  int stage = 0;
+  auto next_stage = [&](const std::string& what) { progress.update(stage++ / n_stages, what); };
 
   // A decode step reads every weight once, except the stacked experts of a mixture of
   // experts, of which it reads the n_expert_used chosen per layer: `active_bytes`; a
@@ -124,6 +149,7 @@ int run_bench(const BenchArgs& a) {
     fs::remove_all(dir, ec);
     const auto prompt = token_run(a.prefill.front(), 32);  // any ids below the smallest vocabulary
     auto start = [&](const char* what) -> Expected<double> {
+      next_stage(fmt::format("start-up, {} compile cache", what));
       models::LoadOptions so = lo;
       so.cache_dir = dir.string();
       const auto t = std::chrono::steady_clock::now();
@@ -135,7 +161,7 @@ int run_bench(const BenchArgs& a) {
                             {"compile_ms", cs.compile_ms},
                             {"executables", cs.executables},
                             {"from_aot_cache", cs.aot_loads}};
-      std::printf("start   %-4s first token of a %lld-token prompt %.1f ms (compile %.1f ms, %lld of %lld executables "
+      appendf(text, "start   %-4s first token of a %lld-token prompt %.1f ms (compile %.1f ms, %lld of %lld executables "
                   "from the AOT cache)\n",
                   what, static_cast<long long>(a.prefill.front()), ms, cs.compile_ms,
                   static_cast<long long>(cs.aot_loads), static_cast<long long>(cs.executables));
@@ -149,6 +175,7 @@ int run_bench(const BenchArgs& a) {
     }
     fs::remove_all(dir, ec);
   }
+  next_stage("load");
   auto t0 = std::chrono::steady_clock::now();
   auto model = models::LanguageModel::load(path, lo);
   if (!model) return report(model.error());
@@ -157,11 +184,11 @@ int run_bench(const BenchArgs& a) {
   const auto& c = m.config();
   out["config"] = c.summary();
   out["load_ms"] = load_ms;
-  std::printf("model   %s\n        %s\n", a.model.c_str(), c.summary().c_str());
-  std::printf("machine %s, %d threads, %s kernels\n", cpu_description(), threads, kernel_isa_description());
-  std::printf("load    %.1f ms (mmap; weights %.1f MB", load_ms, weight_bytes / 1e6);
-  if (expert_bytes > 0) std::printf("; a decode step reads %.1f MB of them: the chosen experts", active_bytes / 1e6);
-  std::printf(")\n");
+  appendf(text, "model   %s\n        %s\n", a.model.c_str(), c.summary().c_str());
+  appendf(text, "machine %s, %d threads, %s kernels\n", cpu_description(), threads, kernel_isa_description());
+  appendf(text, "load    %.1f ms (mmap; weights %.1f MB", load_ms, weight_bytes / 1e6);
+  if (expert_bytes > 0) appendf(text, "; a decode step reads %.1f MB of them: the chosen experts", active_bytes / 1e6);
+  appendf(text, ")\n");
 
   // Model figures first (peak RSS must not include the 1 GiB bandwidth probe).
   struct Row {
@@ -175,6 +202,7 @@ int run_bench(const BenchArgs& a) {
   std::vector<Row> rows;
   const double flops_per_token = 2.0 * active_params;  // a token's k experts, not all of them
   for (int64_t n : a.prefill) {
+    next_stage(fmt::format("prefill {} tokens", n));
     const auto toks = token_run(n, c.n_vocab);
     m.reset();
     auto first = std::chrono::steady_clock::now();
@@ -200,6 +228,7 @@ int run_bench(const BenchArgs& a) {
   const double kv_bytes_per_pos = 2.0 * static_cast<double>(c.n_layer * c.n_head_kv * c.head_dim) *
                                   (a.kv == "f16" ? 2 : 4);
   for (int64_t ctx : a.contexts) {
+    next_stage(fmt::format("decode at context {}", ctx));
     m.reset();
     auto r = m.forward(token_run(ctx, c.n_vocab), false);
     if (!r) return report(r.error());
@@ -232,7 +261,7 @@ int run_bench(const BenchArgs& a) {
   }
   const double rss = peak_rss_bytes();
 
-  std::fprintf(stderr, "rlx bench: measuring machine limits (%d threads)...\n", threads);
+  next_stage(fmt::format("machine limits ({} threads)", threads));
   const Bandwidth bw = measure_read_bandwidth(threads);
   const double bandwidth = bw.best;  // the ceiling uses the fastest pass: the strictest limit
   const double peak = measure_peak_flops(threads);
@@ -243,16 +272,16 @@ int run_bench(const BenchArgs& a) {
                    {"peak_f32_flops", peak},
                    {"peak_int8_ops", peak_int8},
                    {"peak_amx_bf16_flops", peak_amx}};
-  std::printf("limits  read bandwidth %.1f GB/s (best of 7 passes; median %.1f), f32 FMA peak %.1f GFLOP/s,\n"
+  appendf(text, "limits  read bandwidth %.1f GB/s (best of 7 passes; median %.1f), f32 FMA peak %.1f GFLOP/s,\n"
               "        int8 dot peak %.1f GOP/s",
               bandwidth / 1e9, bw.median / 1e9, peak / 1e9, peak_int8 / 1e9);
-  if (peak_amx > 0) std::printf(", AMX-BF16 tile peak %.1f GFLOP/s", peak_amx / 1e9);
-  std::printf(" (measured in this run)\n\n");
-  std::printf("%-22s %12s %12s   %s\n", "phase", "tokens/s", "ms", "vs limit");
+  if (peak_amx > 0) appendf(text, ", AMX-BF16 tile peak %.1f GFLOP/s", peak_amx / 1e9);
+  appendf(text, " (measured in this run)\n\n");
+  appendf(text, "%-22s %12s %12s   %s\n", "phase", "tokens/s", "ms", "vs limit");
   for (const Row& r : rows) {
     if (r.decode) {
       const double ceiling = bandwidth / r.work;
-      std::printf("%-22s %12.1f %12.2f   %5.1f%% of the %.1f tok/s bandwidth ceiling (%.2f GB/s)\n", r.phase.c_str(),
+      appendf(text, "%-22s %12.1f %12.2f   %5.1f%% of the %.1f tok/s bandwidth ceiling (%.2f GB/s)\n", r.phase.c_str(),
                   r.tps, r.ms, 100.0 * r.tps / ceiling, ceiling, r.tps * r.work / 1e9);
       auto& d = out["decode"][r.phase.substr(r.phase.find("ctx ") + 4)];
       d["ceiling_tokens_per_s"] = ceiling;
@@ -260,16 +289,16 @@ int run_bench(const BenchArgs& a) {
     } else {
       const double pct = 100.0 * r.tps * r.work / peak;
       const double pct_int8 = peak_int8 > 0 ? 100.0 * r.tps * r.work / peak_int8 : 0.0;
-      std::printf("%-22s %12.1f %12.1f   %.1f GFLOP/s: %.1f%% of f32 FMA peak, %.1f%% of int8 dot peak",
+      appendf(text, "%-22s %12.1f %12.1f   %.1f GFLOP/s: %.1f%% of f32 FMA peak, %.1f%% of int8 dot peak",
                   r.phase.c_str(), r.tps, r.ms, r.tps * r.work / 1e9, pct, pct_int8);
       out["prefill"][r.phase.substr(8)]["pct_of_peak_flops"] = pct;
       out["prefill"][r.phase.substr(8)]["pct_of_peak_int8_ops"] = pct_int8;
       if (peak_amx > 0) {
         const double pct_amx = 100.0 * r.tps * r.work / peak_amx;
-        std::printf(", %.1f%% of AMX-BF16 peak", pct_amx);
+        appendf(text, ", %.1f%% of AMX-BF16 peak", pct_amx);
         out["prefill"][r.phase.substr(8)]["pct_of_peak_amx_bf16_flops"] = pct_amx;
       }
-      std::printf("\n");
+      appendf(text, "\n");
     }
   }
   std::string first_tokens;
@@ -279,30 +308,32 @@ int run_bench(const BenchArgs& a) {
         fmt::format("{}{} tokens {:.1f} ms", first_tokens.empty() ? "" : ", ", r.phase.substr(8), r.first_ms);
   }
   if (!first_tokens.empty())
-    std::printf("first token            %s (a fresh prompt: the first forward of its length, compile included)\n",
+    appendf(text, "first token            %s (a fresh prompt: the first forward of its length, compile included)\n",
                 first_tokens.c_str());
   if (a.repeat > 1) {
     std::string spread;
     for (const Row& r : rows)
       spread += fmt::format("{}{} {:.1f}-{:.1f}", spread.empty() ? "" : ", ", r.phase, r.tps_min, r.tps_max);
-    std::printf("runs                   %d per figure, median shown; tokens/s range: %s\n", a.repeat, spread.c_str());
+    appendf(text, "runs                   %d per figure, median shown; tokens/s range: %s\n", a.repeat, spread.c_str());
   }
   out["runs_per_figure"] = a.repeat;
   // The decode GEMV settings this process chose (measured on its first decode steps).
   const std::string gemv = cpu::describe_gemv_tuning();
-  std::printf("gemv                   %s\n", gemv.c_str());
+  appendf(text, "gemv                   %s\n", gemv.c_str());
   out["cpu_decode_gemv"] = gemv;
   const double kv_total = kv_bytes_per_pos * static_cast<double>(lo.ctx);
-  std::printf("\npeak resident %.1f MB (file %.1f MB + KV cache %.1f MB = %.1f MB)\n", rss / 1e6, weight_bytes / 1e6,
+  appendf(text, "\npeak resident %.1f MB (file %.1f MB + KV cache %.1f MB = %.1f MB)\n", rss / 1e6, weight_bytes / 1e6,
               kv_total / 1e6, (weight_bytes + kv_total) / 1e6);
   out["peak_rss_bytes"] = rss;
   out["kv_cache_bytes"] = kv_total;
   out["weight_bytes"] = weight_bytes;
+  progress.update(1.0);
+  progress.finish();
+  if (!a.json_out.empty() && a.json_out != "-") appendf(text, "json    %s\n", a.json_out.c_str());
+  // With --json -, standard output holds the JSON alone and the table goes to stderr.
+  std::fputs(text.c_str(), a.json_out == "-" ? stderr : stdout);
   if (!a.json_out.empty()) {
-    std::ofstream f(a.json_out);
-    f << out.dump(2) << "\n";
-    if (!f) return report(Error::io("cannot write '{}'", a.json_out));
-    std::printf("json    %s\n", a.json_out.c_str());
+    if (Status s = write_output(a.json_out, out.dump(2) + "\n"); !s.ok()) return report(s.error());
   }
   return 0;
 }
@@ -314,7 +345,8 @@ void add_bench_command(CLI::App& app, Runner* run) {
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required()->check(model_path_check());
   cmd->add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(kThreadCount);
-  cmd->add_option("--json", a->json_out, "write the figures as JSON here");
+  cmd->add_option("--json", a->json_out, "write the figures as JSON to this file (- : standard output, the table then goes to stderr)")
+      ->check(output_path_check());
   cmd->add_option("--kv", a->kv, "KV cache dtype")->check(CLI::IsMember({"f32", "f16"}));
   cmd->add_option("--prefill", a->prefill, "prompt lengths to time")->check(kTokenCount);
   cmd->add_option("--ctx", a->contexts, "contexts at which decode is timed")->check(kTokenCount);

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "demo_graph.h"
 #include "model_path.h"
+#include "progress.h"
 #include "rlx/compile/pipeline.h"
 #include "rlx/compile/profile.h"
 #include "rlx/ir/text.h"
@@ -40,7 +41,7 @@ struct LoadedHir {
   std::string profile;
 };
 
-Expected<LoadedHir> load_hir(const CompileArgs& a) {
+Expected<LoadedHir> load_hir(const CompileArgs& a, Progress& progress) {
   const ir::FusionPolicy policy = a.policy == "fusable" ? ir::FusionPolicy::Fusable : ir::FusionPolicy::Direct;
   if (!a.ir_file.empty()) {
     ASSIGN_OR_RETURN(std::string text, read_text(a.ir_file));
@@ -52,8 +53,10 @@ Expected<LoadedHir> load_hir(const CompileArgs& a) {
     return LoadedHir{ir::HirModule{std::move(mir->graph), policy}, {}};
   }
   if (!a.model.empty()) {
+    progress.update(0.0, "opening the model");
     ASSIGN_OR_RETURN(ModelPath where, resolve_model_path(a.model));
     ASSIGN_OR_RETURN(OpenedModel model, open_model(where));
+    progress.update(0.2, "building the graph");
     if (model.config.fused_projections)
       model.weights = models::split_fused_projections(std::move(model.weights), model.config);
     models::DecoderOptions opts;
@@ -91,7 +94,9 @@ int run_compile(const CompileArgs& a) {
     if (device->count > 1) target.target = target.target.for_tensor_parallel(device->count);  // as a group asks
     std::fprintf(stderr, "rlx compile: %s (compiling for its target only)\n", backend.error().message().c_str());
   }
-  auto loaded = load_hir(a);
+  // Opening a model, building its graph and compiling it: one progress job.
+  Progress progress("rlx compile");
+  auto loaded = load_hir(a, progress);
   if (!loaded) return report(loaded.error());
   ir::HirModule* hir = &loaded->hir;
 
@@ -107,7 +112,10 @@ int run_compile(const CompileArgs& a) {
     if (!loaded->profile.empty()) hir->policy = profile->fusion.policy;
   }
   if (!ir::free_symbols(hir->graph).empty()) options.binding.set(ir::SEQ, a.seq);
+  progress.update(0.4, "compiling");
   auto result = compile::compile_hir(*hir, options, target.ops, target.target);
+  progress.update(1.0);
+  progress.finish();
   if (!result) return report(result.error());
 
   if (a.dump == "hir") {
@@ -142,7 +150,7 @@ void add_compile_command(CLI::App& app, Runner* run) {
   src->require_option(0, 1);
   cmd->add_option("--dump", a->dump, "print a tier")->check(CLI::IsMember({"hir", "mir", "lir"}));
   cmd->add_flag("--report", a->report, "print fusion, dispatch and memory reports");
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | a tensor-parallel group cuda:0,1");
+  cmd->add_option("--device", a->device, device_help(true));
   cmd->add_option("--profile", a->profile, "compile profile: a preset name or a *.rlx.toml file");
   cmd->add_option("--policy", a->policy, "fusion policy for HIR")->check(CLI::IsMember({"direct", "fusable"}));
   cmd->add_option("--seq", a->seq, "value bound to SEQ when the graph is symbolic")->check(kTokenCount);

@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli_io.h"
 #include "commands.h"
+#include "progress.h"
 #include "rlx/models/convert.h"
 #include "rlx/models/quantize.h"
 
@@ -17,17 +19,23 @@ void add_convert_command(CLI::App& app, Runner* run) {
   auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
   auto mix = std::make_shared<std::string>("f16");
   cmd->add_option("input", *in, "Hugging Face folder (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("output", *out, "GGUF file to write")->required();
-  cmd->add_option("--type", *mix, fmt::format("{} (default f16)", models::quant_mix_names()))
+  cmd->add_option("output", *out, "GGUF file to write (- : standard output)")->required()->check(output_path_check());
+  cmd->add_option("--type", *mix, "weight type mix (as rlx quantize)")
       ->check(CLI::IsMember(models::quant_mixes()));
   cmd->callback([run, in, out, mix] {
     *run = [in, out, mix] {
       models::ConvertOptions o;
       o.mix = *mix;
-      o.progress = terminal_progress("rlx convert", 5);
-      if (Status s = models::convert_hf_to_gguf(*in, *out, o); !s.ok()) return report(s.error());
+      Progress progress("rlx convert");
+      o.progress = progress.callback();
+      o.on_fallback = [&progress](const std::string& line) { progress.message("rlx convert: " + line); };
+      const std::string staged = staged_output_path(*out);
+      Status s = models::convert_hf_to_gguf(*in, staged, o);
+      progress.finish();
       std::error_code ec;
-      const auto size = std::filesystem::file_size(*out, ec);
+      const auto size = std::filesystem::file_size(staged, ec);
+      if (s.ok()) s = deliver_output(*out, staged);
+      if (!s.ok()) return report(s.error());
       const bool has_tokenizer = std::filesystem::is_regular_file(std::filesystem::path(*in) / "tokenizer.json", ec);
       std::fprintf(stderr, "rlx: wrote %s (%s, %.2f MB; %s)\n", out->c_str(), mix->c_str(), size / 1e6,
                    has_tokenizer ? "tokenizer from tokenizer.json" : "no tokenizer.json: no vocabulary");

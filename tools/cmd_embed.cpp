@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cli_io.h"
 #include "commands.h"
 #include "embed_bench.h"
 #include "model_path.h"
@@ -152,7 +153,7 @@ void add_embed_command(CLI::App& app, Runner* run) {
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder (config.json + safetensors)")
       ->required()
       ->check(model_path_check());
-  cmd->add_option("--text", a->texts, "a text to embed (repeatable)");
+  cmd->add_option("--text", a->texts, "a text to embed (repeatable)")->default_str("");
   cmd->add_option("-f,--file", a->file, "a file of texts, one per line");
   cmd->add_option("--pooling", a->pooling, "cls | mean | last (default: what the model's files say)")
       ->check(CLI::IsMember({"cls", "mean", "last", "none"}));
@@ -160,8 +161,9 @@ void add_embed_command(CLI::App& app, Runner* run) {
   cmd->add_flag("--no-normalize", a->no_normalize, "do not normalize, even when the model's files ask for it");
   cmd->add_option("--batch", a->batch, "most texts per run (runs take powers of two up to it)")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  cmd->add_option("--out", a->out, "output: F.npy (float32 [texts, dim]) or F.jsonl; default JSON lines on stdout");
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | cuda:0,1 (tensor parallel over those GPUs)");
+  cmd->add_option("--out", a->out, "output: F.npy (float32 [texts, dim]) or F.jsonl; default JSON lines on stdout")
+      ->check(output_path_check());
+  cmd->add_option("--device", a->device, device_help(true));
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->add_flag("--bench", a->bench, "measure texts/s on random token ids next to the machine's compute limit");

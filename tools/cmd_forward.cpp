@@ -433,9 +433,12 @@ void add_forward_command(CLI::App& app, Runner* run) {
       ->required()
       ->check(model_path_check());
   cmd->add_option("--input", a->inputs, "NAME=SHAPExDTYPE=@FILE (raw little-endian), or =v1,v2,... inline")
+      ->default_str("")
       ->required();
-  cmd->add_option("--output", a->outputs, "NAME=@FILE: write that output as float32 little-endian (@- for standard output)")->required();
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | cuda:0,1 (tensor parallel over those GPUs)");
+  cmd->add_option("--output", a->outputs, "NAME=@FILE: write that output as float32 little-endian (@- for standard output)")
+      ->required()
+      ->default_str("");
+  cmd->add_option("--device", a->device, device_help(true));
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->callback([run, a] { *run = [a] { return run_forward(*a); }; });

@@ -9,6 +9,7 @@
 #include "cli_io.h"
 #include "commands.h"
 #include "model_path.h"
+#include "progress.h"
 #include "rlx/models/language_model.h"
 
 namespace rlx::cli {
@@ -33,6 +34,7 @@ int run_logits(const LogitsArgs& a) {
   lo.compile_cache = !a.no_cache;
   auto where = resolve_model_path(a.model);
   if (!where) return report(where.error());
+  const std::shared_ptr<Progress> preparing = attach_load_progress(lo, "rlx: preparing the model");
   auto model = models::LanguageModel::load(where->path, lo);
   if (!model) return report(model.error());
   const int64_t n_vocab = (*model)->config().n_vocab;
@@ -49,6 +51,7 @@ int run_logits(const LogitsArgs& a) {
       logits.insert(logits.end(), r->begin(), r->end());
     }
   }
+  preparing->finish();
   if (static_cast<int64_t>(logits.size()) != n_vocab * static_cast<int64_t>(ids->size()))
     return report(Error::internal("logits have {} values, expected {}", logits.size(), n_vocab * ids->size()));
   const std::string_view bytes(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float));
@@ -69,10 +72,12 @@ void add_logits_command(CLI::App& app, Runner* run) {
   cmd->add_option("--tokens", a->tokens, "token ids separated by commas or spaces")->required();
   cmd->add_option("--mode", a->mode, "batch | incremental")->check(CLI::IsMember({"batch", "incremental"}));
   cmd->add_option("--kv", a->kv, "KV cache dtype: f32 | f16")->check(CLI::IsMember({"f32", "f16"}));
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | cuda:0,1 (tensor parallel over those GPUs)");
+  cmd->add_option("--device", a->device, device_help(true));
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
-  cmd->add_option("--out", a->out, "output file (float32 little-endian [n_tokens, n_vocab]; - for standard output)")->required();
+  cmd->add_option("--out", a->out, "output file (float32 little-endian [n_tokens, n_vocab]; - for standard output)")
+      ->required()
+      ->check(output_path_check());
   cmd->callback([run, a] { *run = [a] { return run_logits(*a); }; });
 }
 

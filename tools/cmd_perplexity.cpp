@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "model_path.h"
+#include "progress.h"
 #include "rlx/models/language_model.h"
 
 namespace rlx::cli {
@@ -86,6 +87,7 @@ int run_perplexity(const PerplexityArgs& a) {
   lo.kv_dtype = a.kv == "f16" ? ir::DType::F16 : ir::DType::F32;
   lo.ctx = std::max<int64_t>(64, a.ctx);
   lo.compile_cache = !a.no_cache;
+  const std::shared_ptr<Progress> preparing = attach_load_progress(lo, "rlx: preparing the model");
   auto model = models::LanguageModel::load(where->path, lo);
   if (!model) return report(model.error());
   const int64_t vocab = (*model)->config().n_vocab;
@@ -100,6 +102,7 @@ int run_perplexity(const PerplexityArgs& a) {
   auto score_window = [&](const std::vector<int32_t>& window, int64_t first_target) -> Status {
     (*model)->reset();
     ASSIGN_OR_RETURN(std::vector<float> logits, (*model)->forward(window, /*all_rows=*/true));
+    preparing->finish();
     for (int64_t t = std::max<int64_t>(first_target, 1); t < static_cast<int64_t>(window.size()); ++t)
       nll.add(std::span<const float>(logits.data() + (t - 1) * vocab, static_cast<size_t>(vocab)),
               window[static_cast<size_t>(t)]);
@@ -153,7 +156,7 @@ void add_perplexity_command(CLI::App& app, Runner* run) {
       ->capture_default_str();
   cmd->add_option("--chunks", a->chunks, "score at most this many chunks or windows (0: all)")->capture_default_str();
   cmd->add_option("--kv", a->kv, "KV cache dtype")->check(CLI::IsMember({"f32", "f16"}))->capture_default_str();
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference")->capture_default_str();
+  cmd->add_option("--device", a->device, device_help(false));
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->callback([run, a] { *run = [a] { return run_perplexity(*a); }; });

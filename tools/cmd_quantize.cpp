@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli_io.h"
 #include "commands.h"
 #include "model_path.h"
+#include "progress.h"
 #include "rlx/models/convert.h"
 #include "rlx/models/quantize.h"
 
@@ -23,21 +25,24 @@ struct QuantizeArgs {
 int run_quantize(const std::string& in, const std::string& out, const std::string& mix) {
   auto where = resolve_model_path(in);
   if (!where) return report(where.error());
-  auto on_fallback = [](const std::string& line) { std::fprintf(stderr, "rlx quantize: %s\n", line.c_str()); };
+  Progress progress("rlx quantize");
+  auto on_fallback = [&progress](const std::string& line) { progress.message("rlx quantize: " + line); };
+  const std::string staged = staged_output_path(out);
   Status s;
   if (where->hf) {
     models::ConvertOptions o;
     o.mix = mix;
-    o.progress = terminal_progress("rlx quantize", 5);
+    o.progress = progress.callback();
     o.on_fallback = on_fallback;
-    s = models::convert_hf_to_gguf(where->path, out, o);
+    s = models::convert_hf_to_gguf(where->path, staged, o);
   } else {
     models::QuantizeOptions o;
     o.mix = mix;
-    o.progress = terminal_progress("rlx quantize", 5);
+    o.progress = progress.callback();
     o.on_fallback = on_fallback;
-    s = models::quantize_gguf(where->path, out, o);
+    s = models::quantize_gguf(where->path, staged, o);
   }
+  progress.finish();
   if (!s.ok()) return report(s.error());
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -49,8 +54,9 @@ int run_quantize(const std::string& in, const std::string& out, const std::strin
   } else {
     in_size = static_cast<double>(fs::file_size(where->path, ec));
   }
-  const auto out_size = static_cast<double>(fs::file_size(out, ec));
-  std::fprintf(stderr, "rlx: wrote %s (%s): %.2f MB -> %.2f MB\n", out.c_str(), mix.c_str(), in_size / 1e6,
+  const auto out_size = static_cast<double>(fs::file_size(staged, ec));
+  if (Status d = deliver_output(out, staged); !d.ok()) return report(d.error());
+  std::fprintf(stderr, "rlx: wrote %s (%s): %.2f MB -> %.2f MB\n", out == "-" ? "standard output" : out.c_str(), mix.c_str(), in_size / 1e6,
                out_size / 1e6);
   return 0;
 }
@@ -62,7 +68,8 @@ void add_quantize_command(CLI::App& app, Runner* run) {
   auto a = std::make_shared<QuantizeArgs>();
   cmd->add_option("-m,--model", a->model, "model to read (or give it as the first argument)")
       ->check(model_path_check());
-  cmd->add_option("args", a->args, fmt::format("[MODEL] OUT.gguf MIX; MIX: {} (any case)", models::quant_mix_names()))
+  cmd->add_option("args", a->args, fmt::format("[MODEL] OUT.gguf MIX (OUT - : standard output); MIX: {} (any case)", models::quant_mix_names()))
+      ->default_str("")
       ->required();
   cmd->callback([run, a] {
     std::vector<std::string> p = a->args;
@@ -77,6 +84,7 @@ void add_quantize_command(CLI::App& app, Runner* run) {
       throw CLI::ValidationError(
           "MIX", fmt::format("'{}' is not a quantization mix ({})", p[2], models::quant_mix_names()));
     if (auto where = resolve_model_path(p[0]); !where) throw CLI::ValidationError("MODEL", where.error().message());
+    if (std::string problem = output_path_problem(p[1]); !problem.empty()) throw CLI::ValidationError("OUT", problem);
     *run = [in = p[0], out = p[1], mix] { return run_quantize(in, out, mix); };
   });
 }

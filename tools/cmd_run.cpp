@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "demo_graph.h"
 #include "model_path.h"
+#include "progress.h"
 #include "rlx/base/env.h"
 #include "rlx/base/memory_budget.h"
 #include "rlx/formats/gguf.h"
@@ -142,7 +143,7 @@ Expected<models::ChatFormat> chat_format(const RunArgs& a, const std::string& pa
 // Chat mode: the model's chat template (or --template) renders the conversation; with
 // -p a single turn, otherwise one turn per line read from standard input.
 int run_chat(const RunArgs& a, const std::string& path, models::LanguageModel& model, const Tokenizer& tok,
-             models::GenerateOptions go) {
+             models::GenerateOptions go, Progress& preparing) {
   auto format = chat_format(a, path, tok);
   if (!format) return report(format.error());
   if (format->builtin) go.stop = models::chat_stop_strings(*format->builtin);
@@ -161,14 +162,20 @@ int run_chat(const RunArgs& a, const std::string& path, models::LanguageModel& m
       return 1;
     }
     const auto prompt = tok.encode(*text, /*add_special=*/!format->jinja, /*parse_special=*/true);
-    auto r = models::generate(model, tok, prompt, go, [](const std::string& piece) {
+    auto r = models::generate(model, tok, prompt, go, [&preparing](const std::string& piece) {
+      preparing.finish();
       std::fputs(piece.c_str(), stdout);
       std::fflush(stdout);
     });
+    preparing.finish();
     std::fputc('\n', stdout);
     std::fflush(stdout);
     if (!r) return report(r.error());
     messages.push_back({"assistant", r->text});
+    // Each turn's figures, as a single run prints them (the whole conversation is prefilled).
+    std::fprintf(stderr, "rlx: prefill %zu tokens %.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms (%.1f tok/s) | stop: %s\n",
+                 r->prompt_tokens.size(), r->prefill_ms, r->prefill_tokens_per_s(), r->tokens.size(), r->decode_ms,
+                 r->decode_tokens_per_s(), models::stop_reason_name(r->stop));
     return 0;
   };
   const bool single = a.prompt_given;
@@ -179,6 +186,7 @@ int run_chat(const RunArgs& a, const std::string& path, models::LanguageModel& m
     if (int rc = turn(line); rc != 0) return rc;
     std::fprintf(stderr, "> ");
   }
+  std::fputc('\n', stderr);  // end the last "> " line at end of input
   return 0;
 }
 
@@ -204,16 +212,9 @@ int run_model(const RunArgs& a) {
   lo.batch = static_cast<int64_t>(a.prompts.size());
   lo.compile_cache = !a.no_cache;
   if (a.chat && lo.batch > 1) return report(Error::invalid_argument("--chat takes one -p prompt, got {}", lo.batch));
-  int last_pct = -1;
-  if (stderr_is_terminal()) {
-    lo.on_weight_progress = [&last_pct](int64_t done, int64_t total) {
-      if (total < 100'000'000) return;  // progress only for large models
-      const int pct = static_cast<int>(100 * done / total);
-      if (pct / 5 != last_pct / 5) std::fprintf(stderr, "\rrlx: loading weights %3d%% of %.0f MB", pct, total / 1e6);
-      last_pct = pct;
-      if (done == total) std::fputc('\n', stderr);
-    };
-  }
+  // Compiling the executables and binding the weights happen on the first run: one
+  // progress job, ended by the first output.
+  const std::shared_ptr<Progress> preparing = attach_load_progress(lo, "rlx: preparing the model");
   const auto t0 = std::chrono::steady_clock::now();
   auto model = models::LanguageModel::load(path, lo);
   if (!model) return report(model.error());
@@ -223,19 +224,21 @@ int run_model(const RunArgs& a) {
   std::fprintf(stderr, "rlx: %s\n", (*model)->config().summary().c_str());
 
   models::GenerateOptions go;
-  go.max_tokens = a.n;
+  // -n -1 (llama.cpp): until end of text or a full context.
+  go.max_tokens = a.n >= 0 ? a.n : static_cast<int32_t>(std::min<int64_t>(a.ctx, INT32_MAX));
   go.sampling = a.sampling;
   if (!a.seed_given && go.sampling.temperature > 0) {  // as llama.cpp: a new seed each run, said so it can be repeated
     go.sampling.seed = std::random_device{}();
     std::fprintf(stderr, "rlx: seed %llu (--seed %llu repeats this run)\n",
                  static_cast<unsigned long long>(go.sampling.seed), static_cast<unsigned long long>(go.sampling.seed));
   }
-  if (a.chat) return run_chat(a, path, **model, **tok, go);
+  if (a.chat) return run_chat(a, path, **model, **tok, go, *preparing);
   if (a.prompts.size() > 1) {
     // Several prompts: one batched generation, printed when all are done.
     std::vector<std::vector<int32_t>> prompts;
     for (const std::string& p : a.prompts) prompts.push_back((*tok)->encode(p, /*add_special=*/true, false));
     auto rs = models::generate_batch(**model, **tok, prompts, go);
+    preparing->finish();
     if (!rs) return report(rs.error());
     size_t generated = 0, prompt_tokens = 0;
     for (size_t b = 0; b < rs->size(); ++b) {
@@ -255,12 +258,20 @@ int run_model(const RunArgs& a) {
   }
   const std::string& text = a.prompts[0];
   const std::vector<int32_t> prompt = (*tok)->encode(text, /*add_special=*/true, /*parse_special=*/false);
-  std::fputs(text.c_str(), stdout);
-  std::fflush(stdout);
-  auto r = models::generate(**model, **tok, prompt, go, [](const std::string& piece) {
+  // The prompt is echoed when the model is ready, so that progress lines come before it.
+  bool echoed = false;
+  auto echo_prompt = [&] {
+    if (echoed) return;
+    preparing->finish();
+    std::fputs(text.c_str(), stdout);
+    echoed = true;
+  };
+  auto r = models::generate(**model, **tok, prompt, go, [&](const std::string& piece) {
+    echo_prompt();
     std::fputs(piece.c_str(), stdout);
     std::fflush(stdout);
   });
+  echo_prompt();
   std::fputc('\n', stdout);
   std::fflush(stdout);  // the timing line goes to stderr after the text
   if (!r) return report(r.error());
@@ -291,15 +302,17 @@ void add_run_command(CLI::App& app, Runner* run) {
   cmd->add_option("--template", a->chat_template, "a built-in chat format instead of the model's own template")
       ->check(CLI::IsMember({"llama3", "chatml", "gemma"}));
   cmd->add_option("--system", a->system, "system message for --chat");
-  cmd->add_option("-n,--n-predict", a->n, "tokens to generate")->check(CLI::Range(int64_t{0}, kMaxTokens));
+  cmd->add_option("-n,--n-predict", a->n, "tokens to generate (-1: until end of text or a full context)")
+      ->check(CLI::Range(int64_t{-1}, kMaxTokens));
   cmd->add_option("--temp", a->sampling.temperature, "temperature (0 = greedy)")->check(CLI::Range(0.0, 100.0));
   cmd->add_option("--top-k", a->sampling.top_k, "top-k (0 = off)")->check(CLI::Range(0, 1 << 24));
   cmd->add_option("--top-p", a->sampling.top_p, "top-p (1 = off)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-p", a->sampling.min_p, "min-p (0 = off)")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--repeat-penalty", a->sampling.repetition_penalty, "repetition penalty (1 = off)");
-  auto* seed = cmd->add_option("-s,--seed", a->sampling.seed, "sampling seed (default: a new one each run, printed)");
+  auto* seed = cmd->add_option("-s,--seed", a->sampling.seed, "sampling seed (default: a new one each run, printed)")
+                   ->default_str("random");;
   cmd->add_option("-c,--ctx,--ctx-size", a->ctx, "context length (KV cache rows)")->check(kTokenCount);
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference | cuda:0,1 (tensor parallel over those GPUs)");
+  cmd->add_option("--device", a->device, device_help(true));
   cmd->add_option("-t,--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(kThreadCount);
   cmd->add_flag("--demo", a->demo, "compile and run one transformer block and print the compile report");
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cli_io.h"
 #include "commands.h"
 #include "model_path.h"
 #include "png_io.h"
@@ -125,13 +126,16 @@ void add_segment_command(CLI::App& app, Runner* run) {
   auto a = std::make_shared<SegmentArgs>();
   cmd->add_option("-m,--model", a->model, "Hugging Face folder of a sam model")->required()->check(model_path_check());
   cmd->add_option("--image", a->image, "PNG image")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--point", a->points, "X,Y: a prompt point in image pixels (repeatable)");
+  cmd->add_option("--point", a->points, "X,Y: a prompt point in image pixels (repeatable)")->default_str("");
   cmd->add_option("--label", a->labels, "label of each --point in order: 1 object (default), 0 background")
+      ->default_str("")
       ->check(CLI::IsMember({0, 1}));
   cmd->add_option("--box", a->box, "x0,y0,x1,y1: a prompt box in image pixels");
-  cmd->add_option("-o,--out", a->out, "the mask as a grayscale PNG (255 inside; - for standard output)")->required();
+  cmd->add_option("-o,--out", a->out, "the mask as a grayscale PNG (255 inside; - for standard output)")
+      ->required()
+      ->check(output_path_check());
   cmd->add_flag("--single-mask", a->single_mask, "the single-mask output instead of the best of three");
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | reference");
+  cmd->add_option("--device", a->device, device_help(false));
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->callback([run, a] { *run = [a] { return run_segment(*a); }; });

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "model_path.h"
+#include "progress.h"
 #include "rlx/base/memory_budget.h"
 #include "rlx/models/chat.h"
 #include "rlx/models/encoder.h"
@@ -163,6 +164,7 @@ int run_serve(const ServeArgs& a) {
   lo.threads = a.threads;
   lo.batch = a.parallel;
   lo.compile_cache = !a.no_cache;
+  const std::shared_ptr<Progress> preparing = attach_load_progress(lo, "rlx serve: preparing the model");
   auto model = models::LanguageModel::load(where->path, lo);
   if (!model) return report(model.error());
   auto tok = open_tokenizer(where->path);
@@ -174,7 +176,9 @@ int run_serve(const ServeArgs& a) {
   if (!chat) return report(chat.error());
   std::fprintf(stderr, "rlx serve: %s\nrlx serve: %s\n", (*model)->config().summary().c_str(), note.c_str());
   const int64_t chunk = std::min(a.prefill_chunk, a.ctx);
-  if (Status s = warm_up(**model, chunk); !s.ok()) return report(s.error());
+  const Status warmed = warm_up(**model, chunk);
+  preparing->finish();
+  if (!warmed.ok()) return report(warmed.error());
 
   serve::Metrics metrics;
   serve::SchedulerOptions so;
@@ -199,23 +203,23 @@ void add_serve_command(CLI::App& app, Runner* run) {
       app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat/completions, completions, embeddings, models)");
   auto a = std::make_shared<ServeArgs>();
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required()->check(model_path_check());
-  cmd->add_option("--host", a->host, "address to listen on (default 127.0.0.1)");
+  cmd->add_option("--host", a->host, "address to listen on");
   cmd->add_option("--port", a->port, "TCP port (0: any free port, printed at start)")->check(CLI::Range(0, 65535));
-  cmd->add_option("--device", a->device, "cpu | cuda[:N] | cuda:0,1 (tensor parallel over those GPUs); default cpu");
-  cmd->add_option("--parallel", a->parallel, "sequences decoded together (slots; default 4)")
+  cmd->add_option("--device", a->device, device_help(true));
+  cmd->add_option("--parallel", a->parallel, "sequences decoded together (slots)")
       ->check(CLI::Range(int64_t{1}, int64_t{256}));
-  cmd->add_option("--ctx", a->ctx, "context length of each slot, in tokens (default 2048)")->check(kTokenCount);
+  cmd->add_option("--ctx", a->ctx, "context length of each slot, in tokens")->check(kTokenCount);
   cmd->add_option("--api-key", a->api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
   cmd->add_option("--name", a->name, "model id of /v1/models and requests (default: the file name's stem)");
   cmd->add_option("--threads", a->threads, "CPU threads (0 = RLX_THREADS or all cores)")->check(kThreadCount);
-  cmd->add_option("--max-queue", a->max_queue, "requests that may wait for a slot; more get 429 (default 64)")
+  cmd->add_option("--max-queue", a->max_queue, "requests that may wait for a slot; more get 429")
       ->check(CLI::Range(int64_t{0}, int64_t{100000}));
-  cmd->add_option("--prefill-chunk", a->prefill_chunk, "prompt tokens a request prefills per step (default 64)")
+  cmd->add_option("--prefill-chunk", a->prefill_chunk, "prompt tokens a request prefills per step")
       ->check(kTokenCount);
-  cmd->add_option("--max-body", a->max_body, "largest request body in bytes; larger get 413 (default 4 MiB)")
+  cmd->add_option("--max-body", a->max_body, "largest request body in bytes (4 MiB); larger get 413")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
   cmd->add_flag("--no-cache", a->no_cache, "do not use the AOT compile cache on disk");
-  cmd->add_option("--batch", a->batch, "encoders: most sequences per batched run (default 32)")
+  cmd->add_option("--batch", a->batch, "encoders: most sequences per batched run")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--pooling", a->pooling, "encoders: cls | mean | last (default: what the model's files say)")
       ->check(CLI::IsMember({"cls", "mean", "last"}));

@@ -23,13 +23,13 @@ inline const CLI::Range kTokenCount{int64_t{1}, kMaxTokens};
 /// Prints "rlx: <error>" on stderr and returns the exit code for it.
 int report(const Error& e);
 
-/// True when stderr is a terminal: progress lines (rewritten in place with '\r') are
-/// shown only then, so that logs get the final messages alone.
-bool stderr_is_terminal();
+/// Help text of a --device flag: the device kinds this build has ("cpu | cuda[:N] |
+/// reference"), with the tensor-parallel group form when `tensor_parallel` and a CUDA
+/// backend is built in; the default is cpu.
+std::string device_help(bool tensor_parallel);
 
-/// A progress callback (fraction done, 0..1) that rewrites "\r<label>: NN%" on stderr
-/// every `step_pct` percent and ends the line at 1; empty when stderr is no terminal.
-std::function<void(double)> terminal_progress(const char* label, int step_pct);
+/// True when stderr is a terminal (progress.h draws a bar then, plain lines otherwise).
+bool stderr_is_terminal();
 
 void add_info_command(CLI::App& app, Runner* run);
 void add_compile_command(CLI::App& app, Runner* run);

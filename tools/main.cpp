@@ -8,22 +8,26 @@
 #include <system_error>
 
 #include "commands.h"
+#include "progress.h"
 #include "rlx/base/log.h"
 #include "rlx/runtime/aot_cache.h"
+#include "rlx/runtime/backend.h"
 #include "rlx_git_commit.h"
 
 namespace rlx::cli {
 
 bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
 
-std::function<void(double)> terminal_progress(const char* label, int step_pct) {
-  if (!stderr_is_terminal()) return {};
-  return [label, step_pct, last = -1](double f) mutable {
-    const int pct = static_cast<int>(f * 100);
-    if (pct / step_pct != last / step_pct) std::fprintf(stderr, "\r%s: %3d%%", label, pct);
-    last = pct;
-    if (f >= 1.0) std::fputc('\n', stderr);
-  };
+std::string device_help(bool tensor_parallel) {
+  std::string kinds;
+  bool cuda = false;
+  for (DeviceKind kind : BackendRegistry::global().registered_kinds()) {
+    const std::string name(device_kind_name(kind));
+    kinds += (kinds.empty() ? "" : " | ") + name + (kind == DeviceKind::kCpu || kind == DeviceKind::kReference ? "" : "[:N]");
+    cuda = cuda || kind == DeviceKind::kCuda;
+  }
+  if (tensor_parallel && cuda) kinds += " | cuda:0,1 (tensor parallel over those GPUs)";
+  return "the devices this build has: " + kinds;
 }
 
 int report(const Error& e) {
@@ -47,6 +51,13 @@ int main(int argc, char** argv) {
   bool verbose = false, quiet = false;
   app.add_flag("-v,--verbose", verbose, "log debug messages (as RLX_LOG=debug)");
   app.add_flag("-q,--quiet", quiet, "log errors only (as RLX_LOG=error)");
+  std::string progress = "auto";
+  app.add_option("--progress", progress,
+                 "progress of long jobs on stderr: auto (a bar on a terminal, plain lines otherwise, for jobs "
+                 "past ~1 s), bar, plain, none")
+      ->check(CLI::IsMember({"auto", "bar", "plain", "none"}));
+  // Help shows every option's default value ("[512]").
+  app.option_defaults()->always_capture_default();
   rlx::cli::Runner runner;
   rlx::cli::add_run_command(app, &runner);
   rlx::cli::add_info_command(app, &runner);
@@ -88,6 +99,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rlx: --verbose and --quiet exclude each other\n");
     return 2;
   }
+  rlx::cli::ProgressMode mode = rlx::cli::ProgressMode::kAuto;
+  rlx::cli::parse_progress_mode(progress, &mode);
+  rlx::cli::set_progress_mode(mode);
   if (verbose) rlx::set_log_level(rlx::LogLevel::kDebug);
   if (quiet) rlx::set_log_level(rlx::LogLevel::kError);
   // What no check caught (an allocation beyond the machine, a thread the system refuses)

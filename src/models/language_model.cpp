@@ -175,6 +175,8 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
     return std::move(built.hir);
   };
   const VariantPrepareFn prep = [this](CompiledGraph& g) { return prepare(g); };
+  if (options_.on_compile && !pipeline_->contains(key))
+    options_.on_compile(decode ? std::string("decode") : fmt::format("prefill, {} rows", rows));
   const int64_t compiles_before = pipeline_->stats().backend_compiles;
   Expected<Variant> v = Error::internal("not compiled");
   if (options_.compile_cache) {

@@ -158,11 +158,24 @@ Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string&
   } else {
     return Error::invalid_argument("unknown quantization mix '{}' ({})", mix, quant_mix_names());
   }
-  // Rows must hold whole blocks: else IQ4_NL for IQ4_XS (blocks of 32, as llama.cpp
-  // does), Q8_0 (blocks of 32) or F16.
+  // Rows must hold whole blocks. Else llama-quantize's fallback for the wanted type, a
+  // type of 32-value blocks of about as many bits (ternary: Q4_0; Q2_K, Q3_K, IQ4_XS:
+  // IQ4_NL; Q4_K: Q5_0; Q5_K: Q5_1; Q6_K: Q8_0), and F16 when those do not fit either.
   if (cols % formats::ggml_block_size(wanted) == 0) return MixChoice{wanted, wanted};
-  if (wanted == GgmlType::IQ4_XS && cols % 32 == 0) return MixChoice{GgmlType::IQ4_NL, wanted};
-  return MixChoice{cols % 32 == 0 && wanted != GgmlType::Q8_0 ? GgmlType::Q8_0 : GgmlType::F16, wanted};
+  GgmlType fallback = GgmlType::F16;
+  switch (wanted) {
+    case GgmlType::TQ1_0:
+    case GgmlType::TQ2_0: fallback = GgmlType::Q4_0; break;
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::IQ4_XS: fallback = GgmlType::IQ4_NL; break;
+    case GgmlType::Q4_K: fallback = GgmlType::Q5_0; break;
+    case GgmlType::Q5_K: fallback = GgmlType::Q5_1; break;
+    case GgmlType::Q6_K: fallback = GgmlType::Q8_0; break;
+    default: break;
+  }
+  if (cols % formats::ggml_block_size(fallback) != 0) fallback = GgmlType::F16;
+  return MixChoice{fallback, wanted};
 }
 
 Expected<GgmlType> mix_weight_type(const std::string& mix, const std::string& name, int64_t rows, int64_t cols,

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <tuple>
+#include <vector>
 
 #include "rlx/formats/gguf.h"
 #include "rlx/models/generate.h"
@@ -549,10 +551,26 @@ TEST(QuantMix, FallbackIsNamed) {
   auto c = mix_weight_choice("q4_k_m", "blk.0.attn_q.weight", 64, 64, 0, 2, false);
   ASSERT_TRUE(c);
   EXPECT_EQ(c->wanted, GgmlType::Q4_K);
-  EXPECT_EQ(c->type, GgmlType::Q8_0);
+  EXPECT_EQ(c->type, GgmlType::Q5_0);
   EXPECT_EQ(describe_fallback("blk.0.attn_q.weight", 64, 64, *c),
-            "tensor 'blk.0.attn_q.weight' [64, 64]: wanted Q4_K, chose Q8_0 (rows of 64 values are no multiple of "
+            "tensor 'blk.0.attn_q.weight' [64, 64]: wanted Q4_K, chose Q5_0 (rows of 64 values are no multiple of "
             "Q4_K's 256-value block)");
+  // llama-quantize's table: each wanted type's fallback for rows of whole 32-value blocks.
+  const std::vector<std::tuple<const char*, const char*, GgmlType>> table = {
+      {"q5_k_s", "blk.0.attn_q.weight", GgmlType::Q5_1},   {"q6_k", "blk.0.attn_q.weight", GgmlType::Q8_0},
+      {"q2_k", "blk.0.attn_q.weight", GgmlType::IQ4_NL},   {"q3_k_m", "blk.0.attn_q.weight", GgmlType::IQ4_NL},
+      {"iq4_xs", "blk.0.attn_q.weight", GgmlType::IQ4_NL}, {"tq1_0", "blk.0.attn_q.weight", GgmlType::Q4_0},
+      {"tq2_0", "blk.0.attn_q.weight", GgmlType::Q4_0},    {"q4_k_m", "output.weight", GgmlType::Q8_0}};
+  for (const auto& [mix, name, type] : table) {
+    auto f = mix_weight_choice(mix, name, 64, 96, 0, 2, false);
+    ASSERT_TRUE(f) << mix;
+    EXPECT_EQ(f->type, type) << mix << " " << name;
+    EXPECT_TRUE(f->fell_back()) << mix;
+  }
+  // Rows of no whole 32-value block: F16 for every type.
+  auto odd = mix_weight_choice("q4_k_m", "blk.0.attn_q.weight", 64, 100, 0, 2, false);
+  ASSERT_TRUE(odd);
+  EXPECT_EQ(odd->type, GgmlType::F16);
   auto q8 = mix_weight_choice("q8_0", "blk.0.ffn_down.weight", 64, 172, 0, 2, false);
   ASSERT_TRUE(q8);
   EXPECT_EQ(q8->type, GgmlType::F16);

@@ -48,6 +48,9 @@ struct LoadOptions {
   std::string prefill_profile, decode_profile;
   /// Called while weights are bound to a new executable: (bytes done, bytes total).
   std::function<void(int64_t, int64_t)> on_weight_progress;
+  /// Called before an executable is compiled or read from the AOT cache (never for one
+  /// already in memory), naming it ("prefill, 64 rows"; "decode"): progress output.
+  std::function<void(const std::string&)> on_compile;
   /// Keep specialized modules in the AOT disk cache under `cache_dir` (empty: the
   /// RLX_CACHE_DIR / user cache folder) and load them from there on later starts. The
   /// entry key covers the model file (path, size, time), the graph, the compile options,

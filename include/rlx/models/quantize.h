@@ -22,8 +22,9 @@ std::string quant_mix_names();
 /// global tensors) in a model of `n_layer` layers: 1-D tensors stay F32; the K-quant
 /// mixes keep the output / tied embedding in Q6_K and give attn_v and ffn_down Q6_K on
 /// the first and last eighth of the layers and every third layer between (as the
-/// usual quantizer does); rows whose length does not fit the block size fall back to
-/// Q8_0 (multiple of 32) or F16.
+/// usual quantizer does); rows whose length does not fit the block size fall back as
+/// llama-quantize's do (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, Q2_K / Q3_K / IQ4_XS to
+/// IQ4_NL, TQ1_0 / TQ2_0 to Q4_0, when a row holds whole blocks of 32) or to F16.
 Expected<formats::GgmlType> mix_weight_type(const std::string& mix, const std::string& name, int64_t rows,
                                             int64_t cols, int64_t layer, int64_t n_layer, bool tied_embeddings);
 
@@ -40,7 +41,7 @@ Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string&
                                       int64_t layer, int64_t n_layer, bool tied_embeddings);
 
 /// One line naming a fallback: "tensor 'blk.0.attn_q.weight' [64, 64]: wanted Q4_K, chose
-/// Q8_0 (rows of 64 values are no multiple of Q4_K's 256-value block)".
+/// Q5_0 (rows of 64 values are no multiple of Q4_K's 256-value block)".
 std::string describe_fallback(const std::string& name, int64_t rows, int64_t cols, const MixChoice& choice);
 
 /// The layer of GGUF tensor "blk.N.xxx" (N), or -1 for a global tensor.
