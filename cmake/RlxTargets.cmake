@@ -16,10 +16,12 @@ function(rlx_apply_flags target)
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${RLX_WARNINGS}>")
 endfunction()
 
-# rlx_layer(name DEPS ... [SOURCES_GLOB patterns...]): static library rlx_<name>
-# built from src/<name>/*.cpp, with include/ and src/ on its include path.
+# rlx_layer(name [GLUE] DEPS ... [SOURCES_GLOB patterns...]): static library rlx_<name>
+# built from src/<name>/*.cpp, with include/ and src/ on its include path. GLUE marks a
+# layer without hot loops (IR, passes, parsers, model assembly, the server): -O2 instead
+# of -O3 in optimized builds, which compiles it faster for the same program speed.
 function(rlx_layer name)
-  cmake_parse_arguments(L "" "" "DEPS;SOURCES_GLOB" ${ARGN})
+  cmake_parse_arguments(L "GLUE" "" "DEPS;SOURCES_GLOB" ${ARGN})
   if(NOT L_SOURCES_GLOB)
     set(L_SOURCES_GLOB "src/${name}/*.cpp")
   endif()
@@ -37,4 +39,8 @@ function(rlx_layer name)
   target_include_directories(rlx_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(rlx_${name} PUBLIC ${L_DEPS})
   rlx_apply_flags(rlx_${name})
+  if(L_GLUE AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang"
+     AND (CMAKE_BUILD_TYPE STREQUAL "Release" OR CMAKE_BUILD_TYPE STREQUAL "RelWithDebInfo"))
+    target_compile_options(rlx_${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:-O2>")
+  endif()
 endfunction()
