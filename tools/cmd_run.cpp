@@ -11,12 +11,14 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "commands.h"
 #include "demo_graph.h"
 #include "model_path.h"
 #include "progress.h"
 #include "rlx/base/env.h"
+#include "rlx/base/hash.h"
 #include "rlx/base/memory_budget.h"
 #include "rlx/formats/gguf.h"
 #include "rlx/models/chat.h"
@@ -104,18 +106,48 @@ int run_demo(const RunArgs& a) {
 }
 
 // The built-in default model: a tiny synthetic llama, written once into the cache folder.
+// The 64-bit content hash of the file `path` as 16 hex digits (empty when unreadable).
+std::string file_checksum(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  StableHasher h;
+  std::vector<char> buffer(size_t{1} << 16);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    h.bytes(buffer.data(), static_cast<size_t>(in.gcount()));
+  }
+  return in.bad() ? std::string() : fmt::format("{:016x}", h.digest());
+}
+
+// The built-in default model in the cache folder, written on first use with its checksum
+// next to it (NAME.gguf.sum); a file whose checksum does not match (damaged, truncated,
+// replaced) is written again rather than trusted.
 Expected<std::string> default_model() {
   namespace fs = std::filesystem;
   const fs::path dir = fs::path(env_config().cache_dir) / "models";
   const fs::path path = dir / "rlx-synth-llama-tiny-f32-seed0.gguf";
-  if (fs::exists(path)) return path.string();
+  fs::path sum_path = path;
+  sum_path += ".sum";
   std::error_code ec;
+  if (fs::exists(path, ec)) {
+    std::ifstream in(sum_path);
+    std::string want;
+    in >> want;
+    const std::string got = file_checksum(path);
+    if (!want.empty() && got == want) return path.string();
+    std::fprintf(stderr, "rlx: the cached default model %s does not match its checksum; writing it again\n",
+                 path.string().c_str());
+  }
   fs::create_directories(dir, ec);
   if (ec) return Error::io("cannot create cache folder '{}': {}", dir.string(), ec.message());
   std::fprintf(stderr, "rlx: no --model given; writing the built-in default (rlx synth --arch llama --preset tiny "
                        "--type f32 --seed 0) to %s\n", path.string().c_str());
   models::SynthOptions so;
   TRY(models::write_synthetic_gguf(so, path.string()));
+  const std::string sum = file_checksum(path);
+  std::ofstream out(sum_path, std::ios::trunc);
+  out << sum << "\n";
+  if (sum.empty() || !out) return Error::io("cannot write '{}'", sum_path.string());
   return path.string();
 }
 

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "progress.h"
+#include "rlx/base/env.h"
 #include "rlx/base/log.h"
 #include "rlx/runtime/aot_cache.h"
 #include "rlx/runtime/backend.h"
@@ -102,6 +103,8 @@ int main(int argc, char** argv) {
   rlx::cli::ProgressMode mode = rlx::cli::ProgressMode::kAuto;
   rlx::cli::parse_progress_mode(progress, &mode);
   rlx::cli::set_progress_mode(mode);
+  // The environment is read (and a bad value warned about) before any command runs.
+  (void)rlx::env_config();
   if (verbose) rlx::set_log_level(rlx::LogLevel::kDebug);
   if (quiet) rlx::set_log_level(rlx::LogLevel::kError);
   // What no check caught (an allocation beyond the machine, a thread the system refuses)

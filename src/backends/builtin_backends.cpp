@@ -18,8 +18,8 @@ void register_builtin_backends(BackendRegistry& registry) {
                                 return Error::not_found("device {} does not exist (the CPU is cpu:0; cpu:1 .. cpu:63 are "
                                                         "further instances of it for tensor-parallel ranks)",
                                                         device.to_string());
-                              return std::shared_ptr<Backend>(std::make_shared<cpu_backend::CpuBackend>(options.threads, options.prepack_weights,
-                                                                                                                       options.packed_cache_dir));
+                              return std::shared_ptr<Backend>(std::make_shared<cpu_backend::CpuBackend>(
+                                  options.threads, options.prepack_weights, options.packed_cache_dir, options.check_finite));
                             });
   registry.register_backend(DeviceKind::kReference,
                             [](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {

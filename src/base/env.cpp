@@ -1,8 +1,12 @@
 // Reads RLX_* environment variables exactly once.
 #include "rlx/base/env.h"
 
+#include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
+
+#include <fmt/format.h>
 
 namespace rlx {
 namespace {
@@ -12,33 +16,61 @@ std::string get(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
-// The integer in `name` when it is one, whole, within [lo, hi]; else nothing.
-std::optional<long long> get_int(const char* name, long long lo, long long hi) {
-  const std::string v = get(name);
-  if (v.empty()) return std::nullopt;
-  char* end = nullptr;
-  const long long n = std::strtoll(v.c_str(), &end, 10);
-  if (end == nullptr || *end != '\0' || n < lo || n > hi) return std::nullopt;
-  return n;
-}
+// Every read records what it ignored in `warnings`.
+struct Reader {
+  std::vector<std::string>* warnings;
+
+  // The integer in `name` when it is one, whole, within [lo, hi]; else nothing (and a
+  // warning when the variable is set).
+  std::optional<long long> integer(const char* name, long long lo, long long hi) const {
+    const std::string v = get(name);
+    if (v.empty()) return std::nullopt;
+    char* end = nullptr;
+    const long long n = std::strtoll(v.c_str(), &end, 10);
+    if (end == nullptr || *end != '\0' || n < lo || n > hi) {
+      warnings->push_back(fmt::format("{}='{}' is not a whole number in [{}, {}]; ignored", name, v, lo, hi));
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  // The value of `name` when it is one of `allowed` (or unset: empty); else empty and a
+  // warning.
+  std::string choice(const char* name, std::initializer_list<const char*> allowed) const {
+    const std::string v = get(name);
+    if (v.empty()) return v;
+    std::string list;
+    for (const char* a : allowed) {
+      if (v == a) return v;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    warnings->push_back(fmt::format("{}='{}' is not one of {}; ignored", name, v, list));
+    return {};
+  }
+};
 
 EnvConfig read_env() {
   EnvConfig c;
-  c.log_level = get("RLX_LOG");
+  const Reader r{&c.warnings};
+  auto get_int = [&r](const char* name, long long lo, long long hi) { return r.integer(name, lo, hi); };
+  c.log_level = r.choice("RLX_LOG", {"trace", "debug", "info", "warn", "error", "off"});
   if (auto n = get_int("RLX_THREADS", 1, 1024)) c.threads = static_cast<int>(*n);
   if (auto n = get_int("RLX_MAX_MEMORY_MB", 1, 1ll << 30)) c.max_memory_mb = *n;
   c.ir_dump_dir = get("RLX_IR_DUMP");
-  c.cpu_isa = get("RLX_CPU_ISA");
+  c.cpu_isa = r.choice("RLX_CPU_ISA", {"scalar", "avx2", "avx512", "amx"});
   if (auto n = get_int("RLX_CPU_AMX_MIN_ROWS", 1, 1000000)) c.cpu_amx_min_rows = static_cast<int>(*n);
   if (auto n = get_int("RLX_CPU_VNNI_MIN_ROWS", 1, 1000000)) c.cpu_vnni_min_rows = static_cast<int>(*n);
-  if (auto n = get_int("RLX_CPU_GEMV_PREFETCH", 0, 1 << 20); n && *n % 64 == 0)
-    c.cpu_gemv_prefetch = static_cast<int>(*n);
-  if (const std::string zmm = get("RLX_CPU_GEMV_ZMM"); zmm == "0" || zmm == "1") c.cpu_gemv_zmm = zmm == "1";
-  c.cpu_prepack = get("RLX_CPU_PREPACK") != "0";
+  if (auto n = get_int("RLX_CPU_GEMV_PREFETCH", 0, 1 << 20)) {
+    if (*n % 64 == 0) c.cpu_gemv_prefetch = static_cast<int>(*n);
+    else c.warnings.push_back(fmt::format("RLX_CPU_GEMV_PREFETCH={} is no multiple of 64; ignored", *n));
+  }
+  if (const std::string zmm = r.choice("RLX_CPU_GEMV_ZMM", {"0", "1"}); !zmm.empty()) c.cpu_gemv_zmm = zmm == "1";
+  c.cpu_prepack = r.choice("RLX_CPU_PREPACK", {"0", "1"}) != "0";
   if (auto n = get_int("RLX_PACKED_CACHE_MB", 0, 1ll << 30)) c.packed_cache_mb = *n;
-  c.cpu_profile = get("RLX_CPU_PROFILE") == "1";
-  auto on = [](const char* name) {
-    const std::string v = get(name);
+  c.cpu_profile = r.choice("RLX_CPU_PROFILE", {"0", "1"}) == "1";
+  c.check_finite = r.choice("RLX_CHECK_FINITE", {"0", "1"}) == "1";
+  auto on = [&r](const char* name) {
+    const std::string v = r.choice(name, {"0", "off", "1", "on"});
     return v != "0" && v != "off";
   };
   c.cuda_graphs = on("RLX_CUDA_GRAPHS");
@@ -50,7 +82,8 @@ EnvConfig read_env() {
   if (const std::string f = get("RLX_CUDA_FUSE"); !f.empty()) c.cuda_fuse = f;
   if (const std::string f = get("RLX_NCCL_LIBRARY"); !f.empty()) c.nccl_library = f;
   c.cuda_attention_tensor_cores = on("RLX_CUDA_ATTN_TC");
-  c.cuda_profile = get("RLX_CUDA_PROFILE") == "1";
+  c.cuda_profile = r.choice("RLX_CUDA_PROFILE", {"0", "1"}) == "1";
+  c.cuda_rel_pos = r.choice("RLX_CUDA_REL_POS", {"flash", "gemm"});
   c.cache_dir = get("RLX_CACHE_DIR");
   if (c.cache_dir.empty()) {
     const std::string xdg = get("XDG_CACHE_HOME");
@@ -65,7 +98,13 @@ EnvConfig read_env() {
 }  // namespace
 
 const EnvConfig& env_config() {
-  static const EnvConfig config = read_env();
+  static const EnvConfig config = [] {
+    EnvConfig c = read_env();
+    // Said once, as the logger says warnings (the logger's level itself comes from here).
+    if (c.log_level != "error" && c.log_level != "off")
+      for (const std::string& w : c.warnings) std::fprintf(stderr, "[rlx warn] %s\n", w.c_str());
+    return c;
+  }();
   return config;
 }
 

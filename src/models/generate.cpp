@@ -71,6 +71,7 @@ Expected<GenerateResult> generate(LanguageModel& model, const Tokenizer& tokeniz
 
   auto t1 = std::chrono::steady_clock::now();
   for (int32_t step = 0; step < options.max_tokens; ++step) {
+    if (!on_device) TRY(check_logits_finite(logits, model.n_past() - 1));
     const int32_t next = on_device ? picked : sampler.sample(logits, history);
     r.tokens.push_back(next);
     history.push_back(next);
@@ -134,6 +135,7 @@ Expected<std::vector<GenerateResult>> generate_batch(LanguageModel& model, const
     for (size_t b = 0; b < n; ++b) {
       feed[b].clear();
       if (done[b]) continue;
+      TRY(check_logits_finite(logits[b], model.n_past(static_cast<int64_t>(b)) - 1));
       const int32_t next = samplers[b].sample(logits[b], history[b]);
       rs[b].tokens.push_back(next);
       history[b].push_back(next);

@@ -14,6 +14,7 @@
 #include "rlx/base/memory_budget.h"
 #include "rlx/compile/profile.h"
 #include "rlx/ir/text.h"
+#include "rlx/models/sampler.h"
 #include "models/model_support.h"
 #include "rlx/formats/gguf.h"
 
@@ -157,7 +158,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   // decoder options. It stands for the graph in the AOT key, so that a warm start reads
   // its entries without building the graph at all.
   StableHasher gh;
-  gh.str("rlx.language_model.graph.v1");
+  gh.str("rlx.language_model.graph.v2");  // v2: picked tokens come with logit_sum
   gh.u64(model_id_);
   gh.i64(decode ? 1 : -1);  // (static one row, or the symbol)
   gh.i64(d.ctx);
@@ -265,6 +266,9 @@ Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool 
   if (rows > 1) TRY(v->graph->set_active_extent(n, rows));
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   n_past_[0] += n;
+  // A picked token comes with the sum of its row's logits (decoder.cpp): NaN or Inf
+  // there means the token is no choice at all.
+  if (out.size() > 1 && !std::isfinite(out[1].as<float>()[0])) return non_finite_logits_error(n_past_[0] - 1);
   return std::move(out[0]);
 }
 

@@ -55,4 +55,20 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return choose_token(scratch_, o.filter(), next_draw(), choice_);
 }
 
+
+Error non_finite_logits_error(int64_t position) {
+  return Error::internal(
+      "the model's logits at position {} are not finite (NaN or Inf): its weights or config make the output "
+      "non-finite, so no token can be chosen (RLX_CHECK_FINITE=1 on the CPU names the first op that produces it)",
+      position);
+}
+
+Status check_logits_finite(std::span<const float> logits, int64_t position) {
+  // A sum is non-finite when any term is (finite logits of a real model do not overflow it).
+  float sum = 0.0f;
+  for (float v : logits) sum += v;
+  if (std::isfinite(sum)) return {};
+  return non_finite_logits_error(position);
+}
+
 }  // namespace rlx::models

@@ -339,6 +339,10 @@ void Scheduler::step() {
 
 void Scheduler::sample(Slot& s, size_t index, std::span<const float> logits) {
   const GenerationParams& p = s.req->params();
+  if (Status finite = models::check_logits_finite(logits, static_cast<int64_t>(s.cached.size()) - 1); !finite.ok()) {
+    finish(s, ended(FinishReason::kError, finite.error().message()));
+    return;
+  }
   const int32_t token = s.sampler->sample(logits, s.generated);
   s.generated.push_back(token);
   ++metrics_.generated_tokens;

@@ -579,5 +579,58 @@ check run_n_below fail "--n-predict: Value -2 not in range -1 to" -- run -m "$mo
 check run_chat_stats ok "rlx: prefill [0-9]+ tokens .* decode [0-9]+ tokens .* stop: " -- run \
   --model "$work/chat.gguf" --chat -p "Hi" -n 2 --threads 1
 
+# A model whose output turns NaN (a NaN written into output_norm.weight of an f32 GGUF):
+# rlx run stops with an error instead of printing tokens; RLX_CHECK_FINITE=1 names the
+# first op whose result is not finite.
+python3 - "$work/f32.gguf" "$work/nan.gguf" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+at = 0
+def take(fmt):
+    global at
+    v = struct.unpack_from("<" + fmt, data, at); at += struct.calcsize("<" + fmt); return v[0]
+def string():
+    global at
+    n = take("Q"); v = bytes(data[at:at + n]); at += n; return v.decode()
+sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+def value(t):
+    if t == 8: return string()
+    if t == 9:
+        et, n = take("I"), take("Q")
+        return [value(et) for _ in range(n)]
+    return take(sizes[t])
+assert data[:4] == b"GGUF"
+at = 4
+take("I"); n_tensors, n_kv = take("Q"), take("Q")
+alignment = 32
+for _ in range(n_kv):
+    key, t = string(), take("I")
+    v = value(t)
+    if key == "general.alignment": alignment = v
+tensors = {}
+for _ in range(n_tensors):
+    name = string(); dims = [take("Q") for _ in range(take("I"))]; take("I"); tensors[name] = take("Q")
+base = (at + alignment - 1) // alignment * alignment
+struct.pack_into("<f", data, base + tensors["output_norm.weight"] + 12, float("nan"))
+open(sys.argv[2], "wb").write(data)
+PY
+check run_nan_model fail "logits at position [0-9]+ are not finite" -- run -m "$work/nan.gguf" -p hi -n 4 --no-cache
+check run_nan_model_sampled fail "logits at position [0-9]+ are not finite" -- run -m "$work/nan.gguf" -p hi -n 4 \
+  --temp 0.8 --top-k 0 --no-cache
+RLX_CHECK_FINITE=1 check run_nan_check_mode fail "check_finite: step [0-9]+ of [0-9]+ produced -?nan at element .*rms_norm" -- \
+  run -m "$work/nan.gguf" -p hi -n 4 --no-cache
+# Bad environment values are ignored with a warning naming the variable.
+RLX_THREADS=abc check env_bad_threads ok "RLX_THREADS='abc' is not a whole number in \[1, 1024\]; ignored" -- \
+  info "$model"
+RLX_LOG=loud check env_bad_log ok "RLX_LOG='loud' is not one of trace, debug, info, warn, error, off; ignored" -- \
+  info "$model"
+
+# The built-in default model (no --model) is written once into the cache folder with its
+# checksum; a damaged copy is written again, not trusted.
+check default_model_first ok "writing the built-in default" -- run -n 2
+check default_model_again ok "rlx: load" -- run -n 2
+printf 'XXXX' | dd of="$RLX_CACHE_DIR/models/rlx-synth-llama-tiny-f32-seed0.gguf" bs=1 seek=4096 conv=notrunc 2>/dev/null
+check default_model_damaged ok "does not match its checksum; writing it again" -- run -n 2
+
 echo "$cases cases, $failures failed"
 [ $failures -eq 0 ]

@@ -333,10 +333,13 @@ TEST(Flow, MoeBlockWithSharedExpertMatchesAFloat64Reference) {
   }
 }
 
-// The built decoder's only output when it is one named "next", else null.
+// The "next" output of a decoder that picks its token, when its outputs are exactly
+// "next" and "logit_sum" (the f32 sum of each picked row's logits), else null.
 const ir::Node* only_next_output(const BuiltModel& built) {
   const ir::Graph& g = built.hir.graph;
-  if (g.outputs().size() != 1 || g.outputs()[0].name != "next") return nullptr;
+  if (g.outputs().size() != 2 || g.outputs()[0].name != "next" || g.outputs()[1].name != "logit_sum") return nullptr;
+  const ir::Node& sum = g.node(g.outputs()[1].value);
+  if (sum.op != ir::OpKind::Reduce || sum.type().to_string() != "f32[1]") return nullptr;
   return &g.node(g.outputs()[0].value);
 }
 
@@ -355,7 +358,7 @@ TEST(Flow, GreedyTokenOutput) {
   auto built = build_decoder(c, w, o);
   ASSERT_TRUE(built) << built.error().to_string();
   const ir::Node* next_p = only_next_output(*built);
-  ASSERT_NE(next_p, nullptr) << "one output named next";
+  ASSERT_NE(next_p, nullptr) << "outputs next and logit_sum";
   const ir::Node& next = *next_p;
   EXPECT_EQ(next.op, ir::OpKind::TopK);
   EXPECT_EQ(next.dtype, ir::DType::I32);
@@ -382,7 +385,7 @@ TEST(Flow, SampleTokenOutput) {
   auto built = build_decoder(c, w, o);
   ASSERT_TRUE(built) << built.error().to_string();
   const ir::Node* next_p = only_next_output(*built);
-  ASSERT_NE(next_p, nullptr) << "one output named next";
+  ASSERT_NE(next_p, nullptr) << "outputs next and logit_sum";
   const ir::Node& next = *next_p;
   ASSERT_EQ(next.op, ir::OpKind::Sample);
   EXPECT_EQ(next.type().to_string(), "i32[1, 1]");

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <tuple>
 #include <vector>
 
@@ -384,6 +385,51 @@ TEST(Generate, GreedyOnDeviceEqualsHostSampling) {
   ASSERT_TRUE(device && host);
   EXPECT_EQ(device->tokens, host->tokens);
   EXPECT_EQ(device->tokens.size(), 16u);
+}
+
+// A model whose output turns NaN (here a NaN in output_norm.weight, as a broken file
+// would have): generation stops with an error naming the position, on the path that
+// picks the token inside the executable (which reports its row's logit sum) and on the
+// host path, instead of printing tokens picked from NaN.
+TEST(Generate, NonFiniteLogitsAreAnError) {
+  const fs::path src = synth_model("llama", "f32");
+  const fs::path path = fs::temp_directory_path() / "rlx_models_test" / "llama-tiny-f32-nan.gguf";
+  fs::copy_file(src, path, fs::copy_options::overwrite_existing);
+  uint64_t at = 0;
+  {
+    auto file = formats::GgufFile::open(path.string());
+    ASSERT_TRUE(file) << file.error().to_string();
+    const formats::GgufTensor* norm = file->find_tensor("output_norm.weight");
+    ASSERT_NE(norm, nullptr);
+    ASSERT_EQ(norm->type, formats::GgmlType::F32);
+    at = file->data_offset() + norm->offset + 4 * 3;  // its fourth value
+  }
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const float nan = std::nanf("");
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(reinterpret_cast<const char*>(&nan), sizeof nan);
+    ASSERT_TRUE(f.good());
+  }
+  auto tok = load_tokenizer_from_gguf(path.string());
+  ASSERT_TRUE(tok) << tok.error().to_string();
+  LoadOptions lo;
+  lo.ctx = 64;
+  lo.compile_cache = false;
+  auto m = LanguageModel::load(path.string(), lo);
+  ASSERT_TRUE(m) << m.error().to_string();
+  const auto prompt = (*tok)->encode("Once upon a time", true, false);
+  GenerateOptions go;
+  go.max_tokens = 4;
+  for (const bool host : {false, true}) {
+    go.sampling.presence_penalty = host ? 1e-30f : 0.0f;  // a penalty moves the pick to the host
+    auto r = generate(**m, **tok, prompt, go, nullptr);
+    ASSERT_FALSE(r) << (host ? "host" : "device") << " path generated " << r->tokens.size() << " tokens";
+    EXPECT_NE(r.error().message().find(fmt::format("logits at position {} are not finite", prompt.size() - 1)),
+              std::string::npos)
+        << r.error().to_string();
+  }
+  fs::remove(path);
 }
 
 // GenerateResult::stop says why a generation ended: the token limit, a stop string (not

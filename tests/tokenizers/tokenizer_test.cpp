@@ -314,6 +314,44 @@ TEST(SpecialTokens, LongestMatchWins) {
   EXPECT_EQ(pieces(*t, ids), (Strings{"<|a|>x", "<|a|>"}));
 }
 
+// A control token is not matched without parse_special, but a user-defined one of the
+// same spelling is (the lower id of each kind wins).
+TEST(SpecialTokens, SameSpellingTwoKinds) {
+  VocabSpec s = bpe_spec({});
+  for (TokenType type : {TokenType::kControl, TokenType::kUserDefined}) {
+    s.tokens.push_back("<|x|>");
+    s.token_types.push_back(type);
+  }
+  auto t = make(s);
+  ASSERT_TRUE(t);
+  const auto control = static_cast<int32_t>(s.tokens.size() - 2), user = control + 1;
+  EXPECT_EQ(t->encode("<|x|>", false, true), std::vector<int32_t>{control});
+  EXPECT_EQ(t->encode("<|x|>", false, false), std::vector<int32_t>{user});
+}
+
+// 3,000 specials that share their first bytes over a 200 KB prompt: finding them walks
+// a trie, once per position, instead of trying every special (prompt x specials, which
+// took over 20 s). Not a speed test: the bound only catches that hang.
+TEST(SpecialTokens, ManySharedPrefixesOverALongPrompt) {
+  VocabSpec s = bpe_spec({});
+  const auto first = static_cast<int32_t>(s.tokens.size());
+  for (int i = 0; i < 3000; ++i) {
+    s.tokens.push_back(fmt::format("<|special_{}|>", i));
+    s.token_types.push_back(TokenType::kControl);
+  }
+  auto t = make(s);
+  ASSERT_TRUE(t);
+  std::string text;
+  while (text.size() < 200000) text += "<|special_1"  // a prefix of 111 specials, never one
+                                       "<|special_2999|>";
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int32_t> ids = t->encode(text, false, true);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), first + 2999), static_cast<long>(text.size() / 27));
+  EXPECT_EQ(*t->decode(ids, true), text);
+  EXPECT_LT(seconds, 60.0);
+}
+
 // ---------------------------------------------------------------- streaming decode
 
 TEST(StreamDecoder, EmitsOnlyCompleteUtf8) {

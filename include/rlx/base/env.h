@@ -29,10 +29,19 @@
 //   RLX_CUDA_FUSE the CUDA decode-step fusions to apply: "all" (default), "0" / "off" /
 //                 "none", or a comma list of swiglu, rope_kv, gemv_rope_kv, norm_gemv
 //   RLX_CUDA_PROFILE 1: per-step GPU times of CUDA runs (default off)
+//   RLX_CUDA_REL_POS flash|gemm: the form of every CUDA rel_pos_attention (default: by
+//                 grid size; for comparing the two)
+//   RLX_CHECK_FINITE 1: the CPU backend checks every step's f32 result and warns, once
+//                 per executable, naming the first op whose result holds a NaN or an
+//                 infinity (a debug mode: it reads every result once more)
+//
+// A value outside what a variable takes (RLX_THREADS=abc, RLX_LOG=loud) is ignored
+// with a warning on stderr naming the variable and what it takes.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rlx {
 
@@ -64,6 +73,10 @@ struct EnvConfig {
   std::string cuda_fuse = "all";       ///< RLX_CUDA_FUSE (unset: "all")
   bool cuda_attention_tensor_cores = true;  ///< RLX_CUDA_ATTN_TC
   bool cuda_profile = false;           ///< RLX_CUDA_PROFILE (true only for "1")
+  std::string cuda_rel_pos;            ///< RLX_CUDA_REL_POS: "flash", "gemm" or empty (by size)
+  bool check_finite = false;           ///< RLX_CHECK_FINITE (true only for "1")
+  /// One line per variable whose value was ignored ("RLX_THREADS='abc' is not ...").
+  std::vector<std::string> warnings;
 };
 
 /// The environment as read once at first call.

@@ -56,4 +56,13 @@ class Sampler {
 /// Index of the largest value; ties go to the lowest index.
 int32_t argmax(std::span<const float> logits);
 
+/// An error when `logits` hold a NaN or an infinity: the model's weights or config turn
+/// its output non-finite, and no token picked from them means anything. Names the token
+/// position the logits are for; generation stops on it instead of printing garbage.
+Status check_logits_finite(std::span<const float> logits, int64_t position);
+
+/// The error check_logits_finite gives, for callers that know only that the logits were
+/// not finite (an executable that reports their sum).
+Error non_finite_logits_error(int64_t position);
+
 }  // namespace rlx::models

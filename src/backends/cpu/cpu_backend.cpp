@@ -4,11 +4,14 @@
 // GEMM panel layout when they are set (shared ones once per backend, through
 // PackedWeightCache); handles persist across runs, and the run loop does no lookups
 // and no allocation. With RLX_CPU_PROFILE=1 each step is timed and the sums per op
-// (and weight dtype) go to stderr when the executable goes away.
+// (and weight dtype) go to stderr when the executable goes away; with
+// BackendOptions::check_finite (RLX_CHECK_FINITE=1) every f32 result is checked and the
+// first op that produces a NaN or an infinity is named in a warning.
 #include "backends/cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -17,6 +20,8 @@
 #include "rlx/base/byte_view.h"
 #include "rlx/base/env.h"
 #include "rlx/base/half.h"
+#include "rlx/base/log.h"
+#include "rlx/ir/text.h"
 #include "runtime/step_profile.h"
 
 namespace rlx::cpu_backend {
@@ -56,7 +61,7 @@ class CpuExecutable final : public Executable {
   ~CpuExecutable() override { report_profile(); }
 
   Status init(const ir::LirModule& lir, const ExtentInfo& extent, std::shared_ptr<cpu::ThreadPool> pool,
-              std::shared_ptr<PackedWeightCache> packed);
+              std::shared_ptr<PackedWeightCache> packed, bool check_finite);
 
   const ir::IoManifest& manifest() const override { return *manifest_; }
   Status set_param(size_t index, const void* data, int64_t bytes, DType dtype) override;
@@ -129,7 +134,31 @@ class CpuExecutable final : public Executable {
   };
   std::unique_ptr<Profile> prof_;
   void report_profile() const;
+
+  // Check mode (BackendOptions::check_finite): per step, the f32 elements of its result
+  // (0: not checked) and what it is; one warning per executable.
+  struct FiniteCheck {
+    std::vector<int64_t> floats;
+    std::shared_ptr<const std::vector<std::string>> names;
+    bool warned = false;
+  };
+  std::unique_ptr<FiniteCheck> check_;
+  void check_step(size_t i);
 };
+
+void CpuExecutable::check_step(size_t i) {
+  const int64_t n = check_->floats[i];
+  if (n == 0 || check_->warned) return;
+  const float* v = reinterpret_cast<const float*>(steps_[i].out_ptr);
+  for (int64_t k = 0; k < n; ++k) {
+    if (std::isfinite(v[k])) continue;
+    check_->warned = true;
+    RLX_LOG_WARN("check_finite: step {} of {} produced {} at element {} of {} (the first non-finite result this "
+                 "executable computed): {}",
+                 i, steps_.size(), v[k], k, n, (*check_->names)[i]);
+    return;
+  }
+}
 
 void CpuExecutable::report_profile() const {
   if (!prof_ || prof_->runs == 0) return;
@@ -185,7 +214,7 @@ void CpuExecutable::pack_param(size_t index) {
 }
 
 Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, std::shared_ptr<cpu::ThreadPool> pool,
-                           std::shared_ptr<PackedWeightCache> packed) {
+                           std::shared_ptr<PackedWeightCache> packed, bool check_finite) {
   const ir::Graph& g = lir.graph;
   if (!lir.dynamic_symbols.empty())
     return Error::invalid_argument("cpu backend: the module still has unbound symbols (bind them first)");
@@ -261,6 +290,17 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
     steps_.push_back(std::move(s));
   }
   n_live_steps_ = static_cast<int>(steps_.size());
+  if (check_finite) {
+    check_ = std::make_unique<FiniteCheck>();
+    auto names = std::make_shared<std::vector<std::string>>();
+    for (const Step& st : steps_) {
+      const ir::Node& n = g.node(st.node);
+      const bool f32 = n.dtype == DType::F32 && st.out.kind != StorageKind::kNone;
+      check_->floats.push_back(f32 ? st.out.bytes / 4 : 0);
+      names->push_back(ir::print_node(g, st.node));  // its text form: op, operands, steps of a region, label
+    }
+    check_->names = std::move(names);
+  }
   if (env_config().cpu_profile) {
     auto groups = std::make_shared<std::vector<std::string>>();
     for (const Step& st : steps_) {
@@ -380,7 +420,13 @@ Status CpuExecutable::run(std::span<const void* const> inputs) {
     uint8_t* dst = arena + input_offsets_[i];
     if (dst != inputs[i]) std::memcpy(dst, inputs[i], static_cast<size_t>(input_bytes_[i]));
   }
-  if (prof_) {
+  if (check_) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      Status st = steps_[i].fn(steps_[i], ctx_);
+      if (!st.ok()) return st;
+      check_step(i);
+    }
+  } else if (prof_) {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = Clock::now();
     Clock::time_point t = start;
@@ -448,6 +494,11 @@ Expected<std::unique_ptr<Executable>> CpuExecutable::clone() const {
   c->extent_ = extent_;
   c->ctx_ = ctx_;
   c->comm_ = comm_;
+  if (check_) {
+    c->check_ = std::make_unique<FiniteCheck>();
+    c->check_->floats = check_->floats;
+    c->check_->names = check_->names;
+  }
   if (prof_) {
     c->prof_ = std::make_unique<Profile>();
     c->prof_->groups = prof_->groups;
@@ -471,8 +522,10 @@ compile::OpSet cpu_supported_ops() {
   return ops;
 }
 
-CpuBackend::CpuBackend(int threads, bool prepack_weights, std::string packed_cache_dir)
-    : ops_(cpu_supported_ops()), pool_(std::make_shared<cpu::ThreadPool>(default_threads(threads))) {
+CpuBackend::CpuBackend(int threads, bool prepack_weights, std::string packed_cache_dir, bool check_finite)
+    : ops_(cpu_supported_ops()),
+      pool_(std::make_shared<cpu::ThreadPool>(default_threads(threads))),
+      check_finite_(check_finite || env_config().check_finite) {
   if (prepack_weights && env_config().cpu_prepack) packed_ = std::make_shared<PackedWeightCache>(std::move(packed_cache_dir));
 }
 
@@ -485,7 +538,7 @@ Expected<std::unique_ptr<Executable>> CpuBackend::compile_with_extent(const ir::
                                                                       const compile::CompileOptions&,
                                                                       const ExtentInfo& extent) {
   auto exe = std::make_unique<CpuExecutable>();
-  TRY(exe->init(lir, extent, pool_, packed_));
+  TRY(exe->init(lir, extent, pool_, packed_, check_finite_));
   return std::unique_ptr<Executable>(std::move(exe));
 }
 

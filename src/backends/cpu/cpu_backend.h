@@ -16,7 +16,9 @@ class CpuBackend final : public Backend {
   /// `threads` < 1: RLX_THREADS when set, else all cores. `prepack_weights`: see
   /// BackendOptions::prepack_weights (RLX_CPU_PREPACK=0 turns it off too).
   /// packed_cache_dir: where packed copies of file-mapped weights persist (empty: none).
-  explicit CpuBackend(int threads = 0, bool prepack_weights = true, std::string packed_cache_dir = {});
+  /// `check_finite`: see BackendOptions::check_finite.
+  explicit CpuBackend(int threads = 0, bool prepack_weights = true, std::string packed_cache_dir = {},
+                      bool check_finite = false);
   std::string name() const override { return "cpu"; }
   const compile::OpSet& supported_ops() const override { return ops_; }
   Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir,
@@ -37,6 +39,7 @@ class CpuBackend final : public Backend {
   compile::OpSet ops_;
   std::shared_ptr<cpu::ThreadPool> pool_;
   std::shared_ptr<PackedWeightCache> packed_;  ///< null: weights are packed per call
+  bool check_finite_ = false;
 };
 
 /// The op kinds the CPU kernel table covers.

@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "backends/cuda/cuda_steps_shared.h"
+#include "rlx/base/env.h"
 #include "backends/cuda/spatial_kernels.h"
 
 namespace rlx::cuda_backend {
@@ -435,8 +436,7 @@ Status build_rel_pos_attention(BuildCtx& ctx, Step& step) {
   // most about 1 GiB; on the H200 it is faster for SAM's windows of 196 and its global
   // grid of 4,096);
   // RLX_CUDA_REL_POS=flash|gemm picks one for comparisons.
-  const char* force = std::getenv("RLX_CUDA_REL_POS");
-  const std::string_view forced = force ? force : "";
+  const std::string_view forced = env_config().cuda_rel_pos;
   p->gemm = k.items > 0 && T <= kRelPosSoftmaxMaxKeys &&
             (forced == "gemm" || (forced != "flash" && T >= kRelPosGemmMinKeys));
   if (!p->gemm) {

@@ -118,13 +118,18 @@ TokenizerBase::TokenizerBase(Vocab vocab) : vocab_(std::move(vocab)) {
     const TokenType t = vocab_.types[i];
     const std::string& text = vocab_.tokens[i];
     if (text.empty()) continue;
-    if (t == TokenType::kControl || t == TokenType::kUnknown || t == TokenType::kUserDefined)
-      specials_by_byte_[static_cast<uint8_t>(text[0])].push_back(static_cast<int32_t>(i));
-  }
-  for (auto& list : specials_by_byte_) {
-    std::stable_sort(list.begin(), list.end(), [&](int32_t a, int32_t b) {
-      return vocab_.tokens[a].size() > vocab_.tokens[b].size();
-    });
+    if (t != TokenType::kControl && t != TokenType::kUnknown && t != TokenType::kUserDefined) continue;
+    int32_t node = 0;
+    for (char c : text) {
+      const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(c);
+      auto [it, added] = special_edges_.try_emplace(key, static_cast<int32_t>(special_nodes_.size()));
+      if (added) special_nodes_.emplace_back();
+      node = it->second;
+    }
+    // Two specials with one spelling: the lower id wins.
+    SpecialTrieNode& n = special_nodes_[static_cast<size_t>(node)];
+    if (n.token < 0) n.token = static_cast<int32_t>(i);
+    if (t == TokenType::kUserDefined && n.user_token < 0) n.user_token = static_cast<int32_t>(i);
   }
 }
 
@@ -132,13 +137,16 @@ void TokenizerBase::partition(std::string_view text, bool parse_special, std::ve
   size_t start = 0;
   size_t i = 0;
   while (i < text.size()) {
+    // The longest special spelled from i on that this call may match.
     int32_t hit = -1;
-    for (int32_t id : specials_by_byte_[static_cast<uint8_t>(text[i])]) {
-      if (!parse_special && vocab_.types[id] != TokenType::kUserDefined) continue;
-      if (text.substr(i).starts_with(vocab_.tokens[id])) {
-        hit = id;
-        break;
-      }
+    int32_t node = 0;
+    for (size_t j = i; j < text.size(); ++j) {
+      const auto edge = special_edges_.find((static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(text[j]));
+      if (edge == special_edges_.end()) break;
+      node = edge->second;
+      const SpecialTrieNode& n = special_nodes_[static_cast<size_t>(node)];
+      const int32_t id = parse_special ? n.token : n.user_token;
+      if (id >= 0) hit = id;
     }
     if (hit < 0) {
       ++i;

@@ -93,8 +93,18 @@ class TokenizerBase : public Tokenizer {
   };
   void partition(std::string_view text, bool parse_special, std::vector<Fragment>& out) const;
 
-  /// Special (control/unknown/user-defined) token ids by first byte, longest first.
-  std::array<std::vector<int32_t>, 256> specials_by_byte_;
+  /// The special (control/unknown/user-defined) tokens as a byte trie: node 0 is the
+  /// root; a node's tokens are the specials spelled by the path to it (-1: none). Finding
+  /// the longest special at a text position walks the text once along the trie, so the
+  /// cost per position is the length of the longest match attempt, not the number of
+  /// specials (3,000 specials sharing a first byte once made a long prompt quadratic).
+  struct SpecialTrieNode {
+    int32_t token = -1;       ///< the lowest id spelled so, of any special type
+    int32_t user_token = -1;  ///< the lowest user-defined id spelled so (matched without parse_special)
+  };
+  std::vector<SpecialTrieNode> special_nodes_{1};
+  /// Child of node n along byte b, keyed (n << 8 | b).
+  std::unordered_map<uint64_t, int32_t> special_edges_;
 };
 
 /// Appends piece text spelled with SentencePiece's ▁ for spaces (▁ -> ' ').

@@ -1,0 +1,73 @@
+// BackendOptions::check_finite (RLX_CHECK_FINITE=1): the CPU backend names the first op
+// whose f32 result holds a NaN or an infinity, in one warning per executable, and
+// changes no result; without the option nothing is said.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "rlx/base/env.h"
+#include "rlx/runtime/session.h"
+#include "runtime/rt_util.h"
+
+namespace rlx {
+namespace {
+
+using ir::DType;
+
+// x [2, 4] -> exp(x) (finite) -> log(x) (NaN for x < 0) -> softmax: the log is the
+// first step whose result is not finite.
+ir::Graph nan_graph() {
+  ir::GraphBuilder b;
+  auto x = b.input("x", DType::F32, {2, 4});
+  auto e = b.reduce(ir::ReduceKind::Sum, b.activation(ir::ActKind::Exp, x), {1}, /*keep_dims=*/true);
+  auto l = b.activation(ir::ActKind::Log, b.sub(x, e));  // x - sum(exp(x)) < 0: NaN
+  b.output(b.softmax(l), "y");
+  return rt_test::build(b);
+}
+
+struct Ran {
+  std::vector<float> y;
+  std::string log;
+};
+
+Ran run_twice(bool check) {
+  BackendOptions o;
+  o.threads = 1;
+  o.check_finite = check;
+  Session s(Device::cpu(), o);
+  auto g = s.compile(nan_graph());
+  EXPECT_TRUE(g.has_value()) << g.error().to_string();
+  if (!g) return {};
+  const std::vector<float> x = {0.5f, -1.0f, 2.0f, 0.0f, 1.0f, 1.0f, -3.0f, 0.25f};
+  const int64_t shape[] = {2, 4};
+  Ran r;
+  testing::internal::CaptureStderr();
+  for (int i = 0; i < 2; ++i) {
+    auto out = g->run({NamedF32{"x", x, shape}});
+    EXPECT_TRUE(out.has_value()) << out.error().to_string();
+    if (out) r.y = rt_test::as_f32((*out)[0]);
+  }
+  r.log = testing::internal::GetCapturedStderr();
+  return r;
+}
+
+TEST(CheckFinite, NamesTheFirstNonFiniteOpOnce) {
+  if (env_config().check_finite) GTEST_SKIP() << "RLX_CHECK_FINITE=1 turns the check on for every backend";
+  const Ran on = run_twice(true), off = run_twice(false);
+  const size_t at = on.log.find("check_finite: step ");
+  ASSERT_NE(at, std::string::npos) << on.log;
+  EXPECT_EQ(on.log.find("check_finite", at + 1), std::string::npos) << "warned more than once: " << on.log;
+  const std::string line = on.log.substr(at, on.log.find('\n', at) - at);
+  EXPECT_NE(line.find("log"), std::string::npos) << line;
+  EXPECT_EQ(line.find("softmax"), std::string::npos) << "named a later op: " << line;
+  EXPECT_NE(line.find("nan"), std::string::npos) << line;
+  EXPECT_EQ(off.log.find("check_finite"), std::string::npos) << off.log;
+  // The check changes no result (NaN where the graph makes NaN).
+  ASSERT_EQ(on.y.size(), off.y.size());
+  for (size_t i = 0; i < on.y.size(); ++i) EXPECT_EQ(std::isnan(on.y[i]), std::isnan(off.y[i])) << i;
+}
+
+}  // namespace
+}  // namespace rlx
