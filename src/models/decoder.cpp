@@ -6,6 +6,9 @@
 #include "rlx/models/decoder.h"
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
 
 #include "rlx/models/flow.h"
 
@@ -135,21 +138,30 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
   if (o.last_row_logits) x = f.builder().gather(x, f.input_ids("last", ir::Dim(o.batch)), 0);
   const std::string head = c.tied_embeddings ? "token_embd.weight" : "output.weight";
   ASSIGN_OR_RETURN(ValueId logits, f.lm_head(x, head, c.n_vocab, c.n_embd, c.final_softcap));
-  // With the token picked on the device, the sum of each picked row's logits leaves it
-  // too ("logit_sum" [B]): not finite when any logit is NaN or Inf, so that a generation
-  // that reads one token per step still stops on a model gone non-finite.
+  // A token picked on the device is -1 when its row's logits are not all finite (their
+  // sum is NaN or infinite), so that a generation that reads one token per step still
+  // stops on a model gone non-finite, at the cost of one row reduction and no further
+  // copy to the host.
+  auto checked = [&](ValueId token) {
+    ir::GraphBuilder& b = f.builder();
+    const ValueId sum = b.reduce(ir::ReduceKind::Sum, logits, {1}, /*keep_dims=*/true);
+    const ValueId finite = b.compare(ir::CompareKind::Lt, b.activation(ir::ActKind::Abs, sum),
+                                     b.scalar(std::numeric_limits<float>::infinity()));
+    const int32_t none = kNonFiniteToken;
+    std::vector<uint8_t> bytes(sizeof none);
+    std::memcpy(bytes.data(), &none, sizeof none);
+    return b.where(finite, token, b.constant(ir::DType::I32, ir::Shape::of({1, 1}), std::move(bytes)));
+  };
   if (o.greedy_token) {  // the argmax on the device: one token per sequence leaves it
-    const ValueId next = f.builder().topk(logits, 1, /*values=*/false);
-    const ValueId sum = f.builder().reduce(ir::ReduceKind::Sum, logits, {1});
-    ASSIGN_OR_RETURN(BuiltModel m, f.finish({{next, "next"}, {sum, "logit_sum"}}, o.policy));
+    const ValueId next = checked(f.builder().topk(logits, 1, /*values=*/false));
+    ASSIGN_OR_RETURN(BuiltModel m, f.finish({{next, "next"}}, o.policy));
     m.config = c;
     return m;
   }
   if (o.sample_token) {  // the draw on the device: one token per sequence leaves it
     ir::GraphBuilder& b = f.builder();
     const ValueId params = b.input("sampling", ir::DType::F32, ir::Shape::of({o.batch, ir::kSampleParams}));
-    const ValueId sum = b.reduce(ir::ReduceKind::Sum, logits, {1});
-    ASSIGN_OR_RETURN(BuiltModel m, f.finish({{b.sample(logits, params), "next"}, {sum, "logit_sum"}}, o.policy));
+    ASSIGN_OR_RETURN(BuiltModel m, f.finish({{checked(b.sample(logits, params)), "next"}}, o.policy));
     m.config = c;
     return m;
   }

@@ -158,7 +158,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   // decoder options. It stands for the graph in the AOT key, so that a warm start reads
   // its entries without building the graph at all.
   StableHasher gh;
-  gh.str("rlx.language_model.graph.v2");  // v2: picked tokens come with logit_sum
+  gh.str("rlx.language_model.graph.v2");  // v2: a picked token is -1 for non-finite logits
   gh.u64(model_id_);
   gh.i64(decode ? 1 : -1);  // (static one row, or the symbol)
   gh.i64(d.ctx);
@@ -266,9 +266,10 @@ Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool 
   if (rows > 1) TRY(v->graph->set_active_extent(n, rows));
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   n_past_[0] += n;
-  // A picked token comes with the sum of its row's logits (decoder.cpp): NaN or Inf
-  // there means the token is no choice at all.
-  if (out.size() > 1 && !std::isfinite(out[1].as<float>()[0])) return non_finite_logits_error(n_past_[0] - 1);
+  // A picked token of a row whose logits are not all finite comes back as
+  // kNonFiniteToken (decoder.h): no choice at all.
+  if ((pick.greedy || pick.sample) && out[0].as<int32_t>()[0] == kNonFiniteToken)
+    return non_finite_logits_error(n_past_[0] - 1);
   return std::move(out[0]);
 }
 

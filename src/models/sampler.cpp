@@ -57,7 +57,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
 
 Error non_finite_logits_error(int64_t position) {
-  return Error::internal(
+  return Error::invalid_file(
       "the model's logits at position {} are not finite (NaN or Inf): its weights or config make the output "
       "non-finite, so no token can be chosen (RLX_CHECK_FINITE=1 on the CPU names the first op that produces it)",
       position);

@@ -333,14 +333,14 @@ TEST(Flow, MoeBlockWithSharedExpertMatchesAFloat64Reference) {
   }
 }
 
-// The "next" output of a decoder that picks its token, when its outputs are exactly
-// "next" and "logit_sum" (the f32 sum of each picked row's logits), else null.
+// The node that picks the token of a decoder whose only output is "next": the second
+// operand of where(finite, token, -1) (kNonFiniteToken for non-finite logits), else null.
 const ir::Node* only_next_output(const BuiltModel& built) {
   const ir::Graph& g = built.hir.graph;
-  if (g.outputs().size() != 2 || g.outputs()[0].name != "next" || g.outputs()[1].name != "logit_sum") return nullptr;
-  const ir::Node& sum = g.node(g.outputs()[1].value);
-  if (sum.op != ir::OpKind::Reduce || sum.type().to_string() != "f32[1]") return nullptr;
-  return &g.node(g.outputs()[0].value);
+  if (g.outputs().size() != 1 || g.outputs()[0].name != "next") return nullptr;
+  const ir::Node& where = g.node(g.outputs()[0].value);
+  if (where.op != ir::OpKind::Where || where.inputs.size() != 3 || where.type().to_string() != "i32[1, 1]") return nullptr;
+  return &g.node(where.inputs[1]);
 }
 
 // greedy_token swaps the logits output for the argmax token of the selected rows; it
@@ -358,7 +358,7 @@ TEST(Flow, GreedyTokenOutput) {
   auto built = build_decoder(c, w, o);
   ASSERT_TRUE(built) << built.error().to_string();
   const ir::Node* next_p = only_next_output(*built);
-  ASSERT_NE(next_p, nullptr) << "outputs next and logit_sum";
+  ASSERT_NE(next_p, nullptr) << "one output named next";
   const ir::Node& next = *next_p;
   EXPECT_EQ(next.op, ir::OpKind::TopK);
   EXPECT_EQ(next.dtype, ir::DType::I32);
@@ -385,7 +385,7 @@ TEST(Flow, SampleTokenOutput) {
   auto built = build_decoder(c, w, o);
   ASSERT_TRUE(built) << built.error().to_string();
   const ir::Node* next_p = only_next_output(*built);
-  ASSERT_NE(next_p, nullptr) << "outputs next and logit_sum";
+  ASSERT_NE(next_p, nullptr) << "one output named next";
   const ir::Node& next = *next_p;
   ASSERT_EQ(next.op, ir::OpKind::Sample);
   EXPECT_EQ(next.type().to_string(), "i32[1, 1]");

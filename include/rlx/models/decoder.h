@@ -14,9 +14,12 @@
 //            lowest id), so that greedy decoding copies back one token, not the logits;
 //            or with sample_token: next i32[B, 1], the `sample` op over each selected
 //            row with that sequence's row of input  sampling f32[B, 5]  (draw in [0, 1),
-//            temperature, top_k, top_p, min_p: run-time values, see ir::kSampleParams)
+//            temperature, top_k, top_p, min_p: run-time values, see ir::kSampleParams);
+//            a picked token is kNonFiniteToken (-1) when its row's logits are not all
+//            finite (a model whose weights or config turn the output NaN)
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,10 @@
 #include "rlx/models/weight_source.h"
 
 namespace rlx::models {
+
+/// The token a greedy_token / sample_token decoder gives for a row whose logits hold a
+/// NaN or an infinity.
+inline constexpr int32_t kNonFiniteToken = -1;
 
 struct DecoderOptions {
   ir::Dim seq = ir::Dim::symbol(ir::SEQ);  ///< rows per run: symbolic, or 1 for decode
