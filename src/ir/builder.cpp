@@ -87,7 +87,9 @@ ValueId GraphBuilder::gated_delta_rule(ValueId state, ValueId q, ValueId k, Valu
                                        ValueId seq, const DeltaRuleAttrs& attrs) {
   return add(OpKind::GatedDeltaRule, {state, q, k, v, g, beta, seq}, attrs);
 }
-ValueId GraphBuilder::topk(ValueId x, int64_t k, bool values) { return add(OpKind::TopK, {x}, TopKAttrs{k, values}); }
+ValueId GraphBuilder::topk(ValueId x, int64_t k, bool values, bool finite_check) {
+  return add(OpKind::TopK, {x}, TopKAttrs{k, values, finite_check});
+}
 ValueId GraphBuilder::sample(ValueId logits, ValueId params) { return add(OpKind::Sample, {logits, params}, NoAttrs{}); }
 ValueId GraphBuilder::all_reduce(ValueId x, int64_t world) { return add(OpKind::AllReduce, {x}, CollectiveAttrs{world}); }
 ValueId GraphBuilder::all_gather(ValueId x, int64_t world) { return add(OpKind::AllGather, {x}, CollectiveAttrs{world}); }

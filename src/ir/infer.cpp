@@ -548,6 +548,7 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       const Dim last = in[0].shape.back();
       if (t.k <= 0 || (last.is_static() && t.k > last.value()))
         return bad(fmt::format("topk k={} out of range for last dim {}", t.k, last.to_string()));
+      if (t.finite_check && (t.k != 1 || t.values)) return bad("topk finite_check needs k=1 and indices (values=false)");
       Shape out = in[0].shape;
       out[out.rank() - 1] = Dim(t.k);
       return TensorType{t.values ? in[0].dtype : DType::I32, out};

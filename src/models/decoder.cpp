@@ -138,10 +138,10 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
   if (o.last_row_logits) x = f.builder().gather(x, f.input_ids("last", ir::Dim(o.batch)), 0);
   const std::string head = c.tied_embeddings ? "token_embd.weight" : "output.weight";
   ASSIGN_OR_RETURN(ValueId logits, f.lm_head(x, head, c.n_vocab, c.n_embd, c.final_softcap));
-  // A token picked on the device is -1 when its row's logits are not all finite (their
-  // sum is NaN or infinite), so that a generation that reads one token per step still
-  // stops on a model gone non-finite, at the cost of one row reduction and no further
-  // copy to the host.
+  // A token picked on the device is -1 (kNonFiniteToken) when its row's logits are not
+  // all finite, so that a generation that reads one token per step still stops on a
+  // model gone non-finite: the argmax checks as it scans (topk finite_check); a sampled
+  // token through the row's sum (one reduction), with no further copy to the host.
   auto checked = [&](ValueId token) {
     ir::GraphBuilder& b = f.builder();
     const ValueId sum = b.reduce(ir::ReduceKind::Sum, logits, {1}, /*keep_dims=*/true);
@@ -153,7 +153,7 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
     return b.where(finite, token, b.constant(ir::DType::I32, ir::Shape::of({1, 1}), std::move(bytes)));
   };
   if (o.greedy_token) {  // the argmax on the device: one token per sequence leaves it
-    const ValueId next = checked(f.builder().topk(logits, 1, /*values=*/false));
+    const ValueId next = f.builder().topk(logits, 1, /*values=*/false, /*finite_check=*/true);
     ASSIGN_OR_RETURN(BuiltModel m, f.finish({{next, "next"}}, o.policy));
     m.config = c;
     return m;

@@ -629,7 +629,10 @@ TEST(CudaOps, UpdateSliceIntoHandle) {
 
 TEST(CudaOps, DequantMatMulPacked) {
   REQUIRE_CUDA();
-  const DType types[] = {DType::Q8_0,  DType::Q4_0,    DType::Q4_K,   DType::Q5_K,   DType::Q6_K,
+  // Q4_1, Q5_0 and Q5_1: what llama-quantize (and rlx quantize) fall back to for rows of
+  // no whole 256-value block (e.g. 896-wide models in q4_k_m).
+  const DType types[] = {DType::Q8_0,  DType::Q4_0,    DType::Q4_1,   DType::Q5_0,   DType::Q5_1,
+                         DType::Q4_K,  DType::Q5_K,    DType::Q6_K,
                          DType::IQ4_NL, DType::IQ4_XS,  DType::IQ3_S,  DType::IQ3_XXS, DType::IQ2_S,
                          DType::IQ2_XS, DType::IQ2_XXS, DType::IQ1_S,  DType::IQ1_M,  DType::TQ1_0,
                          DType::TQ2_0};

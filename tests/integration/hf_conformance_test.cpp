@@ -229,9 +229,12 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
       EXPECT_LE(worst_relative_l2(*logits, ref, vocab), 1e-4) << GetParam() << " as f32 GGUF";
       continue;
     }
-    // Quantized: every tensor decodes to within 1% (relative L2) of the f32 file's, and a
-    // dense model's logits stay within 10% of the reference (measured about 5% for these
-    // random-weight models). A mixture of experts is not held to a logits bound: a small
+    // Quantized: every tensor decodes to within its type's rounding of the f32 file's
+    // (relative L2: 1% for Q8_0; these small models' rows are no multiple of 256, so
+    // q4_k_m falls back as llama-quantize does, to Q5_0 / Q8_0, about 4.3% and 0.4%).
+    // With q8_0 a dense model's logits stay within 10% of the reference (measured about
+    // 5% for these random-weight models); 5-bit weights move them further than a bound
+    // would mean anything. A mixture of experts is not held to a logits bound: a small
     // change of the hidden state flips the top-2 of 8 near-uniform routers, which no
     // weight format avoids (the moe/ GGUF set checks quantized MoE against llama.cpp).
     auto f32_file = formats::GgufFile::open((tmp / (GetParam() + "-f32.gguf")).string());
@@ -243,14 +246,23 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
       std::vector<float> got(static_cast<size_t>(t.n_elements())), want(got.size());
       ASSERT_TRUE(formats::dequantize_row(t.type, t.data, got.data(), t.n_elements()).ok()) << t.name;
       ASSERT_TRUE(formats::dequantize_row(base->type, base->data, want.data(), base->n_elements()).ok()) << t.name;
-      EXPECT_LE(worst_relative_l2(got, want, t.n_elements()), 1e-2) << t.name << " as " << mix;
+      const double bound = t.type == formats::GgmlType::Q8_0 || t.type == formats::GgmlType::F16 ||
+                                   t.type == formats::GgmlType::F32
+                               ? 1e-2
+                           : t.type == formats::GgmlType::Q6_K ? 2e-2
+                           : t.type == formats::GgmlType::Q5_0 || t.type == formats::GgmlType::Q5_1 ||
+                                   t.type == formats::GgmlType::Q5_K
+                               ? 6.5e-2
+                               : 0.13;  // 4-bit types
+      EXPECT_LE(worst_relative_l2(got, want, t.n_elements()), bound)
+          << t.name << " as " << mix << " (" << formats::ggml_type_name(t.type) << ")";
     }
     // A hybrid (gated delta-net) model carries weight rounding along the sequence in its
     // recurrent state and its decay gates amplify it (A up to 16 times the rounding of
     // in_proj_a): the reference backend, exact but for the q8_0 weights themselves, is
     // 7.5% off at 7 tokens and about 24% at 40 for these random weights.
     const bool hybrid = GetParam().rfind("qwen3.5", 0) == 0;
-    if (GetParam().find("moe") == std::string::npos && GetParam() != "mixtral") {
+    if (std::string(mix) == "q8_0" && GetParam().find("moe") == std::string::npos && GetParam() != "mixtral") {
       EXPECT_LE(worst_relative_l2(*logits, ref, vocab), hybrid ? 0.35 : 0.1) << GetParam() << " as " << mix << " GGUF";
     }
   }

@@ -333,14 +333,16 @@ TEST(Flow, MoeBlockWithSharedExpertMatchesAFloat64Reference) {
   }
 }
 
-// The node that picks the token of a decoder whose only output is "next": the second
-// operand of where(finite, token, -1) (kNonFiniteToken for non-finite logits), else null.
+// The node that picks the token of a decoder whose only output is "next": that output
+// (the greedy topk checks its row itself), or the second operand of where(finite, token,
+// -1) (a sampled token: kNonFiniteToken for non-finite logits); else null.
 const ir::Node* only_next_output(const BuiltModel& built) {
   const ir::Graph& g = built.hir.graph;
   if (g.outputs().size() != 1 || g.outputs()[0].name != "next") return nullptr;
-  const ir::Node& where = g.node(g.outputs()[0].value);
-  if (where.op != ir::OpKind::Where || where.inputs.size() != 3 || where.type().to_string() != "i32[1, 1]") return nullptr;
-  return &g.node(where.inputs[1]);
+  const ir::Node& out = g.node(g.outputs()[0].value);
+  if (out.op != ir::OpKind::Where) return &out;
+  if (out.inputs.size() != 3 || out.type().to_string() != "i32[1, 1]") return nullptr;
+  return &g.node(out.inputs[1]);
 }
 
 // greedy_token swaps the logits output for the argmax token of the selected rows; it
@@ -362,6 +364,7 @@ TEST(Flow, GreedyTokenOutput) {
   const ir::Node& next = *next_p;
   EXPECT_EQ(next.op, ir::OpKind::TopK);
   EXPECT_EQ(next.dtype, ir::DType::I32);
+  EXPECT_TRUE(next.attr<ir::TopKAttrs>().finite_check);
 }
 
 // sample_token swaps the logits output for the `sample` op over the selected rows, with

@@ -171,7 +171,7 @@ void matmul_cases(std::vector<OpCase>& cases) {
     c.output(c.b.dequant_matmul(c.input("x", DType::F32, x_dims), c.param("w", dt, {5, 64})));
     c.finish();
   }
-  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType dt : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q6_K}) {
     for (bool grid : {true, false}) {
       CaseMaker c(cases, fmt::format("dequant_matmul_{}_{}", ir::dtype_name(dt), grid ? "grid_x" : "random_x"));
       ValueId x = grid ? c.input("x", grid_tensor({3, 256}, c.next_seed())) : c.input("x", DType::F32, {3, 256});
@@ -272,6 +272,13 @@ void reduction_cases(std::vector<OpCase>& cases) {
     CaseMaker c(cases, name);
     // bf16 of values in [-2, 2] rounds many to the same number: ties break by index
     c.output(c.b.topk(c.input("x", dt, {6, 7}, -2, 2), k, values));
+    c.finish();
+  }
+  // The argmax with finite_check over finite rows: the plain argmax (rows of 4096: the
+  // CUDA row kernel; 7: the generic one). Rows with NaN / Inf: check_finite_test.cpp.
+  for (int64_t len : {int64_t{7}, int64_t{4096}}) {
+    CaseMaker c(cases, fmt::format("topk_argmax_finite_check_{}", len));
+    c.output(c.b.topk(c.input("x", DType::F32, {3, len}, -4, 4), 1, false, /*finite_check=*/true));
     c.finish();
   }
   {  // integer-valued logits: exact ties too

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,38 @@ TEST(CheckFinite, NamesTheFirstNonFiniteOpOnce) {
   // The check changes no result (NaN where the graph makes NaN).
   ASSERT_EQ(on.y.size(), off.y.size());
   for (size_t i = 0; i < on.y.size(); ++i) EXPECT_EQ(std::isnan(on.y[i]), std::isnan(off.y[i])) << i;
+}
+
+// topk finite_check (k = 1 indices): -1 for a row holding a NaN or an infinity, the
+// argmax otherwise, on every backend this machine has (the CUDA row kernel for rows of
+// 4096 floats, the generic kernel for rows of 37).
+TEST(CheckFinite, ArgmaxGivesMinusOneForANonFiniteRow) {
+  for (const int64_t len : {int64_t{37}, int64_t{4096}}) {
+    ir::GraphBuilder b;
+    b.output(b.topk(b.input("x", DType::F32, {4, len}), 1, false, /*finite_check=*/true), "next");
+    const ir::Graph graph = rt_test::build(b);
+    std::vector<float> x(static_cast<size_t>(4 * len));
+    for (int64_t i = 0; i < 4 * len; ++i) x[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i));
+    x[static_cast<size_t>(0 * len + 5)] = 3.0f;                                       // row 0: argmax 5
+    x[static_cast<size_t>(1 * len + len - 1)] = std::nanf("");                        // row 1: NaN (last)
+    x[static_cast<size_t>(2 * len + 2)] = -std::numeric_limits<float>::infinity();  // row 2: -Inf
+    x[static_cast<size_t>(3 * len + 9)] = 2.5f;                                       // row 3: argmax 9
+    const int64_t shape[] = {4, len};
+    for (const Device d : {Device::cpu(), Device{DeviceKind::kReference, 0}, Device::cuda()}) {
+      if (!is_available(d)) continue;
+      SCOPED_TRACE(d.to_string() + " len " + std::to_string(len));
+      Session s(d);
+      auto g = s.compile(graph);
+      ASSERT_TRUE(g.has_value()) << g.error().to_string();
+      auto out = g->run({NamedF32{"x", x, shape}});
+      ASSERT_TRUE(out.has_value()) << out.error().to_string();
+      const auto next = (*out)[0].as<int32_t>();
+      EXPECT_EQ(next[0], 5);
+      EXPECT_EQ(next[1], -1);
+      EXPECT_EQ(next[2], -1);
+      EXPECT_EQ(next[3], 9);
+    }
+  }
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ class GraphBuilder {
   ValueId reduce(ReduceKind k, ValueId x, std::vector<int64_t> axes, bool keep_dims = false);
   ValueId softmax(ValueId x, int64_t axis = -1);
   ValueId cumsum(ValueId x, int64_t axis = -1, bool exclusive = false);
-  ValueId topk(ValueId x, int64_t k, bool values = false);
+  ValueId topk(ValueId x, int64_t k, bool values = false, bool finite_check = false);
   /// One token per row of logits[.., V] from the rows of params f32[.., kSampleParams]
   /// (draw, temperature, top_k, top_p, min_p; see kMaxSampleTopK in op.h).
   ValueId sample(ValueId logits, ValueId params);

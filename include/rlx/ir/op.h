@@ -164,10 +164,14 @@ struct CumsumAttrs {
   template <class V> void fields(V&& v) { v("axis", axis); v("exclusive", exclusive); }
 };
 /// Top-k along the last axis, sorted descending; output i32 indices or the values.
+/// `finite_check` (k == 1 indices only): a row holding a NaN or an infinity gives
+/// index -1, so that a greedy token picked on a device says when the logits were
+/// garbage without a second pass over them.
 struct TopKAttrs {
   int64_t k = 1;
   bool values = false;
-  template <class V> void fields(V&& v) { v("k", k); v("values", values); }
+  bool finite_check = false;
+  template <class V> void fields(V&& v) { v("k", k); v("values", values); v("finite_check", finite_check); }
 };
 /// The `sample` op: one token per row of logits[.., V], chosen as rlx::choose_token
 /// defines from the row's parameters (input 2, f32[.., kSampleParams]): the uniform draw

@@ -98,6 +98,7 @@ struct AxisParams {
   bool bucket_axis = false;  // the op's axis is the bucket axis (softmax: only `actual` entries)
   int64_t k = 1;             // topk
   bool values = false;       // topk
+  bool finite_check = false; // topk (k == 1): -1 for a row with a NaN or an infinity
 };
 
 Status softmax_fn(const Step& s, const StepCtx& ctx) {
@@ -180,6 +181,8 @@ Status topk_fn(const Step& s, const StepCtx& ctx) {
         if (a.values) store_f(a.out_dt, s.out_ptr, r * a.k + j, vals[idx[j]]);
         else store_i(a.out_dt, s.out_ptr, r * a.k + j, idx[j]);
       }
+      if (a.finite_check && !std::all_of(vals, vals + a.v.len, [](float v) { return std::isfinite(v); }))
+        store_i(a.out_dt, s.out_ptr, r, -1);  // k == 1 (verified)
     }
   });
   return {};
@@ -376,6 +379,7 @@ Status build_topk(BuildCtx& ctx, Step& step) {
   p->out_dt = n.dtype;
   p->k = ta.k;
   p->values = ta.values;
+  p->finite_check = ta.finite_check;
   if (ir::is_packed(x.dtype)) return step_error(ctx, "packed input");
   const int b = ctx.bucket(n.inputs[0]);
   if (b == static_cast<int>(x.shape.rank() - 1) || b == -2) {

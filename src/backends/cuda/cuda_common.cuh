@@ -215,6 +215,9 @@ __device__ __forceinline__ float f16_bits(const uint8_t* p) {
 /// Bytes per block and elements per block of the packed types decoded here.
 __host__ __device__ constexpr int packed_block_bytes(DT t) {
   return t == DT::Q4_0   ? 18
+         : t == DT::Q4_1 ? 20
+         : t == DT::Q5_0 ? 22
+         : t == DT::Q5_1 ? 24
          : t == DT::Q8_0 ? 34
          : t == DT::Q4_K ? 144
          : t == DT::Q5_K ? 176
@@ -222,7 +225,8 @@ __host__ __device__ constexpr int packed_block_bytes(DT t) {
                          : iq::block_bytes(t);
 }
 __host__ __device__ constexpr int packed_block_elems(DT t) {
-  return (t == DT::Q4_0 || t == DT::Q8_0 || t == DT::IQ4_NL) ? 32 : 256;
+  return (t == DT::Q4_0 || t == DT::Q4_1 || t == DT::Q5_0 || t == DT::Q5_1 || t == DT::Q8_0 || t == DT::IQ4_NL) ? 32
+                                                                                                            : 256;
 }
 
 __device__ __forceinline__ void k4_scale_min(int j, const uint8_t* q, float& sc, float& m) {
@@ -257,6 +261,32 @@ __device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, float
       const int q = b[2 + i];
       y[i] = d * static_cast<float>((q & 15) - 8);
       y[i + 16] = d * static_cast<float>((q >> 4) - 8);
+    }
+  } else if constexpr (T == DT::Q4_1) {  // d, m, 16 bytes of nibbles: d * q + m
+    const uint8_t* b = row + u * 20;
+    const float d = f16_bits(b), m = f16_bits(b + 2);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int q = b[4 + i];
+      y[i] = d * static_cast<float>(q & 15) + m;
+      y[i + 16] = d * static_cast<float>(q >> 4) + m;
+    }
+  } else if constexpr (T == DT::Q5_0 || T == DT::Q5_1) {
+    // d (, m), 4 bytes of fifth bits (element j's in bit j), 16 bytes of nibbles;
+    // Q5_0: d * (q - 16), Q5_1: d * q + m. The blocks are 2-byte aligned only.
+    constexpr int kBytes = T == DT::Q5_0 ? 22 : 24, kHigh = T == DT::Q5_0 ? 2 : 4;
+    const uint8_t* b = row + u * kBytes;
+    const float d = f16_bits(b), m = T == DT::Q5_1 ? f16_bits(b + 2) : 0.0f;
+    const uint32_t qh = static_cast<uint32_t>(b[kHigh]) | (static_cast<uint32_t>(b[kHigh + 1]) << 8) |
+                        (static_cast<uint32_t>(b[kHigh + 2]) << 16) | (static_cast<uint32_t>(b[kHigh + 3]) << 24);
+    const uint8_t* qs = b + kHigh + 4;
+    constexpr int kOffset = T == DT::Q5_0 ? 16 : 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int lo = (qs[i] & 15) | static_cast<int>(((qh >> i) & 1u) << 4);
+      const int hi = (qs[i] >> 4) | static_cast<int>(((qh >> (i + 16)) & 1u) << 4);
+      y[i] = d * static_cast<float>(lo - kOffset) + m;
+      y[i + 16] = d * static_cast<float>(hi - kOffset) + m;
     }
   } else if constexpr (T == DT::Q4_K || T == DT::Q5_K) {
     constexpr int kBytes = T == DT::Q4_K ? 144 : 176;

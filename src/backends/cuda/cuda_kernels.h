@@ -195,6 +195,7 @@ struct AxisParams {
   bool exclusive = false;  ///< cumsum
   int64_t k = 1;           ///< topk
   bool values = false;     ///< topk: write values instead of i32 indices
+  bool finite_check = false;  ///< topk (k == 1 indices): -1 for a row with a NaN or an infinity
 };
 void launch_softmax(const AxisParams& p, cudaStream_t s);
 void launch_cumsum(const AxisParams& p, cudaStream_t s);

@@ -622,6 +622,7 @@ Status build_topk(BuildCtx& ctx, Step& step) {
   p->k.out_dt = to_dt(n.dtype);
   p->k.k = ta.k;
   p->k.values = ta.values;
+  p->k.finite_check = ta.finite_check;
   const int b = ctx.bucket(n.inputs[0]);
   if (b == static_cast<int>(x.shape.rank() - 1) || b == -2) step.extent_ok = false;
   step.fn = &axis_fn<launch_topk>;

@@ -208,6 +208,9 @@ void launch_gather(const GatherParams& p, cudaStream_t s) {
     const int g = grid_for(p.n_idx * (p.row_elems / 32), kThreads);
     switch (p.table_dt) {
       case DT::Q4_0: launch_k(gather_packed_kernel<DT::Q4_0>, g, kThreads, 0, s, p); break;
+      case DT::Q4_1: launch_k(gather_packed_kernel<DT::Q4_1>, g, kThreads, 0, s, p); break;
+      case DT::Q5_0: launch_k(gather_packed_kernel<DT::Q5_0>, g, kThreads, 0, s, p); break;
+      case DT::Q5_1: launch_k(gather_packed_kernel<DT::Q5_1>, g, kThreads, 0, s, p); break;
       case DT::Q8_0: launch_k(gather_packed_kernel<DT::Q8_0>, g, kThreads, 0, s, p); break;
       case DT::Q4_K: launch_k(gather_packed_kernel<DT::Q4_K>, g, kThreads, 0, s, p); break;
       case DT::Q5_K: launch_k(gather_packed_kernel<DT::Q5_K>, g, kThreads, 0, s, p); break;
@@ -239,6 +242,9 @@ void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int
   const int g = grid_for(N * (K / 32), kThreads);
   switch (w_dt) {
     case DT::Q4_0: launch_k(dequant_f16_kernel<DT::Q4_0>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q4_1: launch_k(dequant_f16_kernel<DT::Q4_1>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q5_0: launch_k(dequant_f16_kernel<DT::Q5_0>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
+    case DT::Q5_1: launch_k(dequant_f16_kernel<DT::Q5_1>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
     case DT::Q8_0: launch_k(dequant_f16_kernel<DT::Q8_0>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
     case DT::Q4_K: launch_k(dequant_f16_kernel<DT::Q4_K>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;
     case DT::Q5_K: launch_k(dequant_f16_kernel<DT::Q5_K>, g, kThreads, 0, s, w, o, N, K, row_bytes, d_offset); break;

