@@ -457,7 +457,9 @@ TEST(CudaGraphs, ReplayMatchesStepByStepAcrossDecodeSteps) {
 // fusions on, is checked against the CPU backend by ReplayMatchesStepByStepAcrossDecodeSteps.)
 TEST(CudaDecode, FusedStepsMatchUnfused) {
   REQUIRE_CUDA();
-  for (const char* type : {"f32", "f16", "q8_0", "q4_k_m"}) {
+  // (Not q4_k_m: this small model's rows of 64 are no multiple of 256, so its q4_k_m is
+  // llama-quantize's fallbacks, Q5_0 and Q8_0, and the fused GEMV has no Q5_0 form.)
+  for (const char* type : {"f32", "f16", "q8_0", "q4_0"}) {
     SCOPED_TRACE(type);
     const std::string path = write_synth_model(type, "fuse");
     Expected<DecodeTrace> fused = Error::internal("not run"), plain = Error::internal("not run");

@@ -80,10 +80,10 @@ TEST(CheckFinite, ArgmaxGivesMinusOneForANonFiniteRow) {
     const ir::Graph graph = rt_test::build(b);
     std::vector<float> x(static_cast<size_t>(4 * len));
     for (int64_t i = 0; i < 4 * len; ++i) x[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i));
-    x[static_cast<size_t>(0 * len + 5)] = 3.0f;                                       // row 0: argmax 5
-    x[static_cast<size_t>(1 * len + len - 1)] = std::nanf("");                        // row 1: NaN (last)
+    x[static_cast<size_t>(0 * len + 5)] = 3.0f;                                     // row 0: argmax 5
+    x[static_cast<size_t>(1 * len + len - 1)] = std::nanf("");                      // row 1: NaN (last)
     x[static_cast<size_t>(2 * len + 2)] = -std::numeric_limits<float>::infinity();  // row 2: -Inf
-    x[static_cast<size_t>(3 * len + 9)] = 2.5f;                                       // row 3: argmax 9
+    x[static_cast<size_t>(3 * len + 9)] = 2.5f;                                     // row 3: argmax 9
     const int64_t shape[] = {4, len};
     for (const Device d : {Device::cpu(), Device{DeviceKind::kReference, 0}, Device::cuda()}) {
       if (!is_available(d)) continue;
