@@ -354,13 +354,10 @@ struct GemvParams {
   uint8_t part_role[kMaxGemvParts] = {};
   RopeKvParams rkv;
   /// RMS-norm prologue (fuse_norm_gemv; M = 1, f32 x with x_vec4): the product's x is
-  /// rms_norm(x + norm_res) * norm_gamma, which every block computes from the norm's
-  /// inputs (x, and norm_res when set) as the norm kernel does (sum of squares in
-  /// double); block 0 also stores the residual sum x + norm_res to norm_sum when set.
+  /// rms_norm(x) * norm_gamma, which every block computes from x as the norm kernel does
+  /// (sum of squares in double).
   bool norm = false;
-  const void* norm_res = nullptr;
   const void* norm_gamma = nullptr;
-  void* norm_sum = nullptr;
   DT norm_g_dt = DT::F32;
   float norm_eps = 1e-5f;
   bool norm_gamma_const = false;  ///< no kernel writes gamma (a param): read before pdl_wait

@@ -542,21 +542,15 @@ __device__ __forceinline__ float round_q8_0_x1(float v) {
   return isfinite(v) ? sc.d * static_cast<float>(__float2int_rn(v * sc.id)) : v;
 }
 
-// The RMS-norm prologue (GemvParams::norm), first half: the residual sum v = x (+ res)
-// into vs (K floats of shared memory; block 0 also stores it to norm_sum) and the
-// norm's scale 1 / sqrt(mean(v^2) + eps), summed in double like norm_kernel.
+// The RMS-norm prologue (GemvParams::norm), first half: x into vs (K floats of shared
+// memory) and the norm's scale 1 / sqrt(mean(x^2) + eps), summed in double like
+// norm_kernel.
 __device__ __forceinline__ float norm_prologue(const GemvParams& p, int64_t K, float* vs) {
   __shared__ double red[32];
   const float4* x4 = static_cast<const float4*>(p.x);
-  const float4* r4 = static_cast<const float4*>(p.norm_res);
   double ss = 0;
   for (int64_t i = threadIdx.x; i < K / 4; i += blockDim.x) {
-    float4 v = x4[i];
-    if (r4 != nullptr) {
-      const float4 r = r4[i];
-      v = make_float4(v.x + r.x, v.y + r.y, v.z + r.z, v.w + r.w);
-      if (blockIdx.x == 0 && p.norm_sum != nullptr) static_cast<float4*>(p.norm_sum)[i] = v;
-    }
+    const float4 v = x4[i];
     reinterpret_cast<float4*>(vs)[i] = v;
     ss += static_cast<double>(v.x) * v.x + static_cast<double>(v.y) * v.y + static_cast<double>(v.z) * v.z +
           static_cast<double>(v.w) * v.w;
