@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/ranges.h>
+
 #include "commands.h"
 #include "demo_graph.h"
 #include "model_path.h"
@@ -151,7 +153,9 @@ void add_compile_command(CLI::App& app, Runner* run) {
   cmd->add_option("--dump", a->dump, "print a tier")->check(CLI::IsMember({"hir", "mir", "lir"}));
   cmd->add_flag("--report", a->report, "print fusion, dispatch and memory reports");
   cmd->add_option("--device", a->device, device_help(true));
-  cmd->add_option("--profile", a->profile, "compile profile: a preset name or a *.rlx.toml file");
+  cmd->add_option("--profile", a->profile,
+                  fmt::format("compile profile: a *.rlx.toml file or a preset ({})",
+                              fmt::join(compile::CompileProfile::preset_names(), ", ")));
   cmd->add_option("--policy", a->policy, "fusion policy for HIR")->check(CLI::IsMember({"direct", "fusable"}));
   cmd->add_option("--seq", a->seq, "value bound to SEQ when the graph is symbolic")->check(kTokenCount);
   cmd->add_option("--phase", a->phase, "with --model: forward (no KV cache), prefill or decode (as rlx run builds them)")

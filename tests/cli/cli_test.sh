@@ -538,6 +538,8 @@ check_quiet progress_auto_short_job -- quantize "$work/f32.gguf" "$work/p8.gguf"
 check help_defaults ok "ctx-size INT:INT in \[1 - [0-9]+\]=512" -- run --help
 check help_seed ok "seed UINT=random" -- run --help
 check help_devices ok "the devices this build has: cpu" -- logits --help
+check help_profiles ok "a preset \(llama32_prefill, llama32_decode, " -- compile --help
+check help_quant_mixes ok "MIX: f32, f16, q8_0, q6_k" -- quantize --help
 check help_bench_lists ok "prefill INT:INT in \[1 - [0-9]+\]=\[64,512\]" -- bench --help
 
 # Output paths are checked before any work; "-" is standard output.
