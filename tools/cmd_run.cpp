@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "demo_graph.h"
+#include "cli_io.h"
 #include "model_path.h"
 #include "progress.h"
 #include "rlx/base/env.h"
@@ -38,8 +39,56 @@ struct RunArgs {
   int32_t n = 32;
   bool demo = false, chat = false, prompt_given = false, no_cache = false, seed_given = false;
   std::string chat_template, system, prompt_file;
+  std::string token_ids;  // --tokens: the prompt as ids (a model without a tokenizer too)
   models::SamplingOptions sampling;
 };
+
+// --tokens: generation from token ids, printed as ids (and as text when the model has a
+// tokenizer), so that a model folder without tokenizer.json runs too. Sampling on the
+// host from each step's logits, stopping at end of text (with a tokenizer), -n or a full
+// context.
+int run_token_ids(models::LanguageModel& model, const Tokenizer* tok, const std::vector<int32_t>& prompt,
+                  const models::GenerateOptions& go, Progress& preparing, double load_ms) {
+  models::Sampler sampler(go.sampling);
+  std::vector<int32_t> history = prompt, generated;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto logits = model.forward(prompt, /*all_rows=*/false);
+  preparing.finish();
+  if (!logits) return report(logits.error());
+  const double prefill_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  const char* stop = "length";
+  for (int32_t step = 0; step < go.max_tokens; ++step) {
+    if (Status s = models::check_logits_finite(*logits, model.n_past() - 1); !s.ok()) return report(s.error());
+    const int32_t next = sampler.sample(*logits, history);
+    generated.push_back(next);
+    history.push_back(next);
+    std::printf("%s%d", generated.size() == 1 ? "" : " ", next);
+    std::fflush(stdout);
+    if (tok != nullptr && tok->is_end_of_generation(next)) {
+      stop = "end of text";
+      break;
+    }
+    if (step + 1 == go.max_tokens) break;
+    if (model.n_past() >= model.context_length()) {
+      stop = "context full";
+      break;
+    }
+    logits = model.forward(std::span<const int32_t>(&next, 1), false);
+    if (!logits) return report(logits.error());
+  }
+  std::printf("\n");
+  if (tok != nullptr) {
+    if (auto text = tok->decode(generated, /*render_special=*/false)) std::printf("%s\n", text->c_str());
+  }
+  std::fflush(stdout);
+  const double decode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+  std::fprintf(stderr,
+               "rlx: load %.1f ms | prefill %zu tokens %.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms | stop: %s\n",
+               load_ms, prompt.size(), prefill_ms, prefill_ms > 0 ? prompt.size() * 1000.0 / prefill_ms : 0.0,
+               generated.size(), decode_ms, stop);
+  return 0;
+}
 
 int run_demo(const RunArgs& a) {
   auto device = Device::parse(a.device);
@@ -251,7 +300,7 @@ int run_model(const RunArgs& a) {
   auto model = models::LanguageModel::load(path, lo);
   if (!model) return report(model.error());
   auto tok = open_tokenizer(path);
-  if (!tok) return report(tok.error());
+  if (!tok && a.token_ids.empty()) return report(tok.error());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "rlx: %s\n", (*model)->config().summary().c_str());
 
@@ -263,6 +312,11 @@ int run_model(const RunArgs& a) {
     go.sampling.seed = std::random_device{}();
     std::fprintf(stderr, "rlx: seed %llu (--seed %llu repeats this run)\n",
                  static_cast<unsigned long long>(go.sampling.seed), static_cast<unsigned long long>(go.sampling.seed));
+  }
+  if (!a.token_ids.empty()) {
+    auto ids = parse_token_ids(a.token_ids, "--tokens");
+    if (!ids) return report(ids.error());
+    return run_token_ids(**model, tok ? tok->get() : nullptr, *ids, go, *preparing, load_ms);
   }
   if (a.chat) return run_chat(a, path, **model, **tok, go, *preparing);
   if (a.prompts.size() > 1) {
@@ -326,11 +380,18 @@ void add_run_command(CLI::App& app, Runner* run) {
                   "GGUF file or Hugging Face folder (default: built-in tiny synthetic model)")
       ->check(model_path_check());
   auto* prompt = cmd->add_option("-p,--prompt", a->prompts, "prompt text (repeat for a batched run of several)");
-  cmd->add_option("-f,--file", a->prompt_file, "read the prompt from this file (- : standard input)")
+  auto* file = cmd->add_option("-f,--file", a->prompt_file, "read the prompt from this file (- : standard input)");
+  file
       ->check(CLI::Validator([](std::string& f) { return f == "-" ? std::string() : CLI::ExistingFile(f); },
                              "FILE or -"))
       ->excludes(prompt);
-  cmd->add_flag("--chat", a->chat, "chat with the model's template (-p: one turn; else read turns from stdin)");
+  cmd->add_option("--tokens", a->token_ids,
+                  "the prompt as token ids (commas or spaces); prints the generated ids (and their text when the "
+                  "model has a tokenizer): runs a model folder without tokenizer.json too")
+      ->excludes(prompt)
+      ->excludes(file)
+      ->excludes(cmd->add_flag("--chat", a->chat,
+                               "chat with the model's template (-p: one turn; else read turns from stdin)"));
   cmd->add_option("--template", a->chat_template, "a built-in chat format instead of the model's own template")
       ->check(CLI::IsMember({"llama3", "chatml", "gemma"}));
   cmd->add_option("--system", a->system, "system message for --chat");

@@ -279,6 +279,21 @@ check missing_model_run fail "--model: model '.*missing\.gguf' does not exist" -
 mkdir -p "$work/hf_notok"
 cp "$hf/config.json" "$hf/model.safetensors" "$work/hf_notok/"
 check hf_run_no_tokenizer fail "hf_notok' has no tokenizer\.json" -- run -m "$work/hf_notok" -p hi -n 1
+# --tokens: the prompt as ids, the generated ids printed (no tokenizer needed); the first
+# greedy id is the argmax of the prompt's last logits row.
+check hf_run_tokens_no_tokenizer ok "stop: length" -- run -m "$work/hf_notok" --tokens 1,2,3 -n 3
+cases=$((cases + 1))
+"$rlx" logits -m "$work/hf_notok" --tokens 1,2,3 --out "$work/notok.bin" >/dev/null 2>&1
+first=$("$rlx" run -m "$work/hf_notok" --tokens "1 2 3" -n 1 2>/dev/null | head -1)
+if python3 -c 'import struct,sys; raw=open(sys.argv[1],"rb").read(); n=len(raw)//4; v=n//3; row=struct.unpack(f"<{n}f",raw)[2*v:]; sys.exit(0 if max(range(v),key=lambda i:(row[i],-i))==int(sys.argv[2]) else 1)' \
+  "$work/notok.bin" "$first"; then
+  echo "ok   run_tokens_greedy_is_argmax"
+else
+  failures=$((failures + 1))
+  echo "FAIL run_tokens_greedy_is_argmax: rlx run --tokens gave '$first', not the argmax of rlx logits"
+fi
+check run_tokens_bad fail "--tokens: 'x' is not a token id" -- run -m "$work/hf_notok" --tokens 1,x
+check run_tokens_excludes_chat fail "--tokens excludes --chat" -- run -m "$model" --tokens 1 --chat
 # Encoders: rlx embed and rlx forward on a synthetic BERT (WordPiece vocabulary).
 bert=$work/bert.gguf
 check synth_bert ok "wrote .*bert\.gguf" -- synth --preset bert-tiny --seed 5 -o "$bert"
@@ -341,6 +356,8 @@ check run_encoder fail "is an encoder .*rlx embed or rlx forward" -- run -m "$be
 if [ -d "$(dirname "$0")/../../../shared/conformance/hf/llama" ]; then
   conf=$(cd "$(dirname "$0")/../../../shared/conformance/hf/llama" && pwd)
   check conformance_info ok "config: llama" -- info "$conf"
+  check conformance_run ok "decode 3 tokens .*stop: length" -- run -m "$conf" --tokens 1,2,3 -n 3
+  check conformance_bench ok "decode @ctx 8 " -- bench -m "$conf" -t 1 --prefill 8 --ctx 8 --steps 2 --repeat 1
   check conformance_logits ok "wrote logits \[2, 1024\]" -- logits -m "$conf" --tokens 1,2 --out "$work/c.bin"
   check conformance_compile ok "fusion report" -- compile -m "$conf"
   check conformance_quantize ok "wrote" -- quantize "$conf" "$work/conf.gguf" Q8_0
