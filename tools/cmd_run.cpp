@@ -301,6 +301,7 @@ int run_model(const RunArgs& a) {
   if (!model) return report(model.error());
   auto tok = open_tokenizer(path);
   if (!tok && a.token_ids.empty()) return report(tok.error());
+  if (tok) warn_vocab_mismatch(**tok, (*model)->config().n_vocab, path);
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::fprintf(stderr, "rlx: %s\n", (*model)->config().summary().c_str());
 

@@ -169,6 +169,7 @@ int run_serve(const ServeArgs& a) {
   if (!model) return report(model.error());
   auto tok = open_tokenizer(where->path);
   if (!tok) return report(tok.error());
+  warn_vocab_mismatch(**tok, (*model)->config().n_vocab, where->path);
   std::string note;
   auto source = models::read_chat_template(where->path);
   if (!source) return report(source.error());

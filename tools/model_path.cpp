@@ -2,6 +2,7 @@
 // the stored tensor list, the tokenizer) for GGUF files and Hugging Face folders alike.
 #include "model_path.h"
 
+#include <cstdio>
 #include <filesystem>
 
 #include "rlx/formats/gguf.h"
@@ -111,6 +112,14 @@ Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& path) {
     return make_tokenizer(spec);
   }
   return load_tokenizer_from_gguf(path);
+}
+
+void warn_vocab_mismatch(const Tokenizer& tok, int64_t n_vocab, const std::string& path) {
+  if (tok.n_tokens() >= n_vocab) return;
+  std::fprintf(stderr,
+               "rlx: %s: the tokenizer has %d tokens, the model %lld output rows; ids past the tokenizer's add no "
+               "text if generated\n",
+               path.c_str(), tok.n_tokens(), static_cast<long long>(n_vocab));
 }
 
 }  // namespace rlx::cli

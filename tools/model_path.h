@@ -56,6 +56,12 @@ Expected<std::vector<StoredTensor>> list_stored_tensors(const ModelPath& where);
 /// mixture of experts.
 bool is_expert_tensor(const std::string& name);
 
+/// Says on stderr when a model has more output rows (`n_vocab`) than its tokenizer has
+/// tokens (Hugging Face checkpoints pad the embedding): ids past the tokenizer's, if
+/// generated, add no text. A tokenizer with more tokens than the model is caught when a
+/// prompt holds such an id (an error naming it).
+void warn_vocab_mismatch(const Tokenizer& tok, int64_t n_vocab, const std::string& path);
+
 /// The tokenizer of `path`: a GGUF file's vocabulary, a tokenizer.json, or the
 /// tokenizer.json of a Hugging Face folder (or of the folder of a safetensors file).
 Expected<std::unique_ptr<Tokenizer>> open_tokenizer(const std::string& path);

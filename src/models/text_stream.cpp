@@ -5,13 +5,20 @@
 
 namespace rlx::models {
 
-TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop) : stream_(tokenizer) {
+TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop)
+    : stream_(tokenizer), n_tokens_(tokenizer.n_tokens()) {
   for (std::string& s : stop)
     if (!s.empty()) stop_.push_back(std::move(s));
 }
 
 Expected<std::string> TextStream::push(int32_t token, bool* stopped) {
-  ASSIGN_OR_RETURN(std::string piece, stream_.push(token));
+  // A model may have more output rows than its tokenizer has tokens (Hugging Face
+  // checkpoints pad the embedding, e.g. 151,936 rows for 151,665 tokens): such an id,
+  // if ever picked, has no text.
+  std::string piece;
+  if (token < 0 || token < n_tokens_) {
+    ASSIGN_OR_RETURN(piece, stream_.push(token));
+  }
   pending_ += piece;
   *stopped = false;
   for (const std::string& s : stop_) {

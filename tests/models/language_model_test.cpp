@@ -15,6 +15,7 @@
 #include "rlx/models/language_model.h"
 #include "rlx/models/quantize.h"
 #include "rlx/models/synth.h"
+#include "rlx/models/text_stream.h"
 #include "rlx/models/tokenizer.h"
 
 namespace rlx::models {
@@ -430,6 +431,22 @@ TEST(Generate, NonFiniteLogitsAreAnError) {
         << r.error().to_string();
   }
   fs::remove(path);
+}
+
+// A model may have more output rows than its tokenizer has tokens (Hugging Face
+// checkpoints pad the embedding): such an id adds no text to a stream instead of failing
+// the generation; a negative id is still an error.
+TEST(Generate, IdsPastTheTokenizerHaveNoText) {
+  auto tok = load_tokenizer_from_gguf(synth_model("llama", "f32"));
+  ASSERT_TRUE(tok) << tok.error().to_string();
+  TextStream text(**tok, {});
+  bool stopped = false;
+  const int32_t past = (*tok)->n_tokens() + 5;
+  auto piece = text.push(past, &stopped);
+  ASSERT_TRUE(piece) << piece.error().to_string();
+  EXPECT_EQ(*piece, "");
+  EXPECT_FALSE(stopped);
+  EXPECT_FALSE(text.push(-1, &stopped));
 }
 
 // GenerateResult::stop says why a generation ended: the token limit, a stop string (not

@@ -18,8 +18,8 @@ class TextStream {
   TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop);
 
   /// Text made final by `token`; sets *stopped when a stop string appeared (the text
-  /// before it is returned, the stop string never). Errors name an id outside the
-  /// vocabulary.
+  /// before it is returned, the stop string never). An id past the tokenizer's last
+  /// token (a model with padded output rows) adds no text; a negative id is an error.
   Expected<std::string> push(int32_t token, bool* stopped);
   /// What is left once generation ends without a stop string (held-back text and an
   /// incomplete UTF-8 tail as U+FFFD).
@@ -27,6 +27,7 @@ class TextStream {
 
  private:
   StreamDecoder stream_;
+  int32_t n_tokens_ = 0;  ///< the tokenizer's tokens (ids past them have no text)
   std::vector<std::string> stop_;
   std::string pending_;
 };
