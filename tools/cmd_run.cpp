@@ -375,7 +375,8 @@ int run_model(const RunArgs& a) {
 }  // namespace
 
 void add_run_command(CLI::App& app, Runner* run) {
-  auto* cmd = app.add_subcommand("run", "Run a model (no --model: the built-in demo block)");
+  auto* cmd = app.add_subcommand(
+      "run", "Generate text with a model (no --model: a built-in tiny synthetic model; --demo: one compiled block)");
   auto a = std::make_shared<RunArgs>();
   cmd->add_option("-m,--model", a->model,
                   "GGUF file or Hugging Face folder (default: built-in tiny synthetic model)")

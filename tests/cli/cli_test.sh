@@ -552,6 +552,7 @@ check_quiet progress_none -- --progress none quantize "$work/f32.gguf" "$work/p8
 check_quiet progress_auto_short_job -- quantize "$work/f32.gguf" "$work/p8.gguf" q8_0
 
 # Help shows defaults and the devices this build has.
+check help_run_no_model ok "no --model: a built-in tiny synthetic model" -- run --help
 check help_defaults ok "ctx-size INT:INT in \[1 - [0-9]+\]=512" -- run --help
 check help_seed ok "seed UINT=random" -- run --help
 check help_devices ok "the devices this build has: cpu" -- logits --help
