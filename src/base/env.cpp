@@ -52,21 +52,20 @@ struct Reader {
 EnvConfig read_env() {
   EnvConfig c;
   const Reader r{&c.warnings};
-  auto get_int = [&r](const char* name, long long lo, long long hi) { return r.integer(name, lo, hi); };
   c.log_level = r.choice("RLX_LOG", {"trace", "debug", "info", "warn", "error", "off"});
-  if (auto n = get_int("RLX_THREADS", 1, 1024)) c.threads = static_cast<int>(*n);
-  if (auto n = get_int("RLX_MAX_MEMORY_MB", 1, 1ll << 30)) c.max_memory_mb = *n;
+  if (auto n = r.integer("RLX_THREADS", 1, 1024)) c.threads = static_cast<int>(*n);
+  if (auto n = r.integer("RLX_MAX_MEMORY_MB", 1, 1ll << 30)) c.max_memory_mb = *n;
   c.ir_dump_dir = get("RLX_IR_DUMP");
   c.cpu_isa = r.choice("RLX_CPU_ISA", {"scalar", "avx2", "avx512", "amx"});
-  if (auto n = get_int("RLX_CPU_AMX_MIN_ROWS", 1, 1000000)) c.cpu_amx_min_rows = static_cast<int>(*n);
-  if (auto n = get_int("RLX_CPU_VNNI_MIN_ROWS", 1, 1000000)) c.cpu_vnni_min_rows = static_cast<int>(*n);
-  if (auto n = get_int("RLX_CPU_GEMV_PREFETCH", 0, 1 << 20)) {
+  if (auto n = r.integer("RLX_CPU_AMX_MIN_ROWS", 1, 1000000)) c.cpu_amx_min_rows = static_cast<int>(*n);
+  if (auto n = r.integer("RLX_CPU_VNNI_MIN_ROWS", 1, 1000000)) c.cpu_vnni_min_rows = static_cast<int>(*n);
+  if (auto n = r.integer("RLX_CPU_GEMV_PREFETCH", 0, 1 << 20)) {
     if (*n % 64 == 0) c.cpu_gemv_prefetch = static_cast<int>(*n);
     else c.warnings.push_back(fmt::format("RLX_CPU_GEMV_PREFETCH={} is no multiple of 64; ignored", *n));
   }
   if (const std::string zmm = r.choice("RLX_CPU_GEMV_ZMM", {"0", "1"}); !zmm.empty()) c.cpu_gemv_zmm = zmm == "1";
   c.cpu_prepack = r.choice("RLX_CPU_PREPACK", {"0", "1"}) != "0";
-  if (auto n = get_int("RLX_PACKED_CACHE_MB", 0, 1ll << 30)) c.packed_cache_mb = *n;
+  if (auto n = r.integer("RLX_PACKED_CACHE_MB", 0, 1ll << 30)) c.packed_cache_mb = *n;
   c.cpu_profile = r.choice("RLX_CPU_PROFILE", {"0", "1"}) == "1";
   c.check_finite = r.choice("RLX_CHECK_FINITE", {"0", "1"}) == "1";
   auto on = [&r](const char* name) {

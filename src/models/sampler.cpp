@@ -55,7 +55,6 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return choose_token(scratch_, o.filter(), next_draw(), choice_);
 }
 
-
 Error non_finite_logits_error(int64_t position) {
   return Error::invalid_file(
       "the model's logits at position {} are not finite (NaN or Inf): its weights or config make the output "
@@ -64,10 +63,8 @@ Error non_finite_logits_error(int64_t position) {
 }
 
 Status check_logits_finite(std::span<const float> logits, int64_t position) {
-  // A sum is non-finite when any term is (finite logits of a real model do not overflow it).
-  float sum = 0.0f;
-  for (float v : logits) sum += v;
-  if (std::isfinite(sum)) return {};
+  // The same test as the device's argmax (topk finite_check): every value finite.
+  if (std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); })) return {};
   return non_finite_logits_error(position);
 }
 

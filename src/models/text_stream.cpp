@@ -16,7 +16,7 @@ Expected<std::string> TextStream::push(int32_t token, bool* stopped) {
   // checkpoints pad the embedding, e.g. 151,936 rows for 151,665 tokens): such an id,
   // if ever picked, has no text.
   std::string piece;
-  if (token < 0 || token < n_tokens_) {
+  if (token < n_tokens_) {  // (a negative id goes on to the decoder's error)
     ASSIGN_OR_RETURN(piece, stream_.push(token));
   }
   pending_ += piece;

@@ -164,8 +164,10 @@ Status topk_fn(const Step& s, const StepCtx& ctx) {
         cpu::thread_scratch(cpu::ScratchSlot::kTemp, sizeof(int32_t) * static_cast<size_t>(a.v.len)));
     float* vals = row_scratch(a.v.len);
     for (int64_t r = b; r < e; ++r) {
+      bool finite = true;  // finite_check: read on the way in, no second pass
       for (int64_t j = 0; j < a.v.len; ++j) {
         vals[j] = load_f(a.in_dt, s.in_ptr[0], r * a.v.len + j);
+        finite = finite && std::isfinite(vals[j]);
         idx[j] = static_cast<int32_t>(j);
       }
       // Descending by value, ties by lower index; NaN sorts last.
@@ -181,8 +183,7 @@ Status topk_fn(const Step& s, const StepCtx& ctx) {
         if (a.values) store_f(a.out_dt, s.out_ptr, r * a.k + j, vals[idx[j]]);
         else store_i(a.out_dt, s.out_ptr, r * a.k + j, idx[j]);
       }
-      if (a.finite_check && !std::all_of(vals, vals + a.v.len, [](float v) { return std::isfinite(v); }))
-        store_i(a.out_dt, s.out_ptr, r, -1);  // k == 1 (verified)
+      if (a.finite_check && !finite) store_i(a.out_dt, s.out_ptr, r, -1);  // k == 1 (verified)
     }
   });
   return {};

@@ -15,8 +15,8 @@
 #include <limits>
 
 #include "backends/cuda/cuda_steps_shared.h"
-#include "rlx/base/env.h"
 #include "backends/cuda/spatial_kernels.h"
+#include "rlx/base/env.h"
 
 namespace rlx::cuda_backend {
 
