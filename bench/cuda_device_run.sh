@@ -16,6 +16,8 @@
 # PREFILL="512,2048" the prefill lengths (PREFILL=0 skips prefill; each next to cuBLASLt
 # GEMM times at the model's shapes), PREFILL_PROFILE=1 per-step GPU times of a prefill of
 # the first length, DECODE=0 skips decode, MEMCHECK_FILTER the tests memcheck runs,
+# BENCH=1 runs `rlx bench --device cuda` per type (BENCH_ARGS, default "--batch 1,4,16,64";
+# its JSON to bench_<type>.json),
 # AB="VAR=x ..." / PREFILL_AB="VAR=x ..." also time decode / prefill with each setting,
 # NCU_SKIP / NCU_COUNT the kernels ncu skips and profiles (default 1200 / 133: one f16
 # token with the decode-step fusions).
@@ -53,6 +55,12 @@ echo "== decode (LanguageModel::forward per token, logits to the host each step)
 for ty in ${TYPES:-f16 q8_0 q4_k_m}; do
   timeout 180 $D/rlx synth --preset llama-3.2-1b --type $ty -o /tmp/m_$ty.gguf > /dev/null 2>&1 || echo "synth $ty failed"
   ls -l /tmp/m_$ty.gguf 2>/dev/null | awk '{print "model bytes", $5}'
+  if [ "${BENCH:-0}" = 1 ]; then
+    echo "-- $ty, rlx bench --device cuda ${BENCH_ARGS:---batch 1,4,16,64}"
+    # shellcheck disable=SC2086
+    timeout 400 $D/rlx bench -m /tmp/m_$ty.gguf --device cuda ${BENCH_ARGS:---batch 1,4,16,64} \
+      --json "$OUT/bench_$ty.json" 2>&1 | grep -vE '^rlx bench:' | tee "$OUT/bench_$ty.txt"
+  fi
   if [ "${PREFILL:-512,2048}" != 0 ]; then
     echo "-- $ty, prefill (LanguageModel::forward of N tokens, one chunk, last row's logits to the host)"
     RLX_CUDA_BENCH_MODEL=/tmp/m_$ty.gguf RLX_CUDA_BENCH_PREFILL=${PREFILL:-512,2048} \

@@ -158,7 +158,9 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   // decoder options. It stands for the graph in the AOT key, so that a warm start reads
   // its entries without building the graph at all.
   StableHasher gh;
-  gh.str("rlx.language_model.graph.v2");  // v2: a picked token is -1 for non-finite logits
+  // v2: a picked token is -1 for non-finite logits; v3: a batched model keeps one stacked
+  // KV cache per layer ([batch, ctx, W]), not one per sequence
+  gh.str("rlx.language_model.graph.v3");
   gh.u64(model_id_);
   gh.i64(decode ? 1 : -1);  // (static one row, or the symbol)
   gh.i64(d.ctx);
@@ -343,8 +345,8 @@ Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tok
   return result;
 }
 
-Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span<const std::vector<int32_t>> tokens,
-                                                                      bool all_rows) {
+Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::vector<int32_t>> tokens,
+                                                           bool all_rows, const Pick& pick) {
   const int64_t batch = options_.batch, ctx = options_.ctx;
   if (static_cast<int64_t>(tokens.size()) != batch)
     return Error::invalid_argument("forward_batch: {} token lists for a model of {} sequences", tokens.size(), batch);
@@ -385,7 +387,7 @@ Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span
             "run the longer inputs in a separate call",
             b, n_past_[static_cast<size_t>(b)], rows, ctx);
   }
-  ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, Pick{}));
+  ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick));
   TRY(move_cache_to(v));
   const size_t total = static_cast<size_t>(batch * rows);
   std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(batch)), seq(static_cast<size_t>(2 * batch));
@@ -411,12 +413,19 @@ Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span
   if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, lshape, last.data()}});
   if (config_.has_recurrent_layers()) inputs.push_back({"seq", TensorView{ir::DType::I32, seq_shape, seq.data()}});
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
-  std::span<const float> logits = out[0].as<float>();
+  for (int64_t b = 0; b < batch; ++b) n_past_[static_cast<size_t>(b)] += static_cast<int64_t>(tokens[static_cast<size_t>(b)].size());
+  return BatchRun{std::move(out[0]), rows};
+}
+
+Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span<const std::vector<int32_t>> tokens,
+                                                                      bool all_rows) {
+  ASSIGN_OR_RETURN(BatchRun run, run_batch(tokens, all_rows, Pick{}));
+  const int64_t batch = options_.batch, rows = run.rows;
+  std::span<const float> logits = run.out.as<float>();
   const auto V = static_cast<size_t>(config_.n_vocab);
   std::vector<std::vector<float>> result(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     const size_t len = tokens[static_cast<size_t>(b)].size();
-    n_past_[static_cast<size_t>(b)] += static_cast<int64_t>(len);
     if (len == 0) continue;
     const size_t first = all_rows ? static_cast<size_t>(b * rows) * V : static_cast<size_t>(b) * V;
     const size_t count = (all_rows ? len : 1) * V;
@@ -424,6 +433,22 @@ Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span
                                           logits.begin() + static_cast<std::ptrdiff_t>(first + count));
   }
   return result;
+}
+
+Expected<std::vector<int32_t>> LanguageModel::forward_batch_greedy(std::span<const std::vector<int32_t>> tokens) {
+  Pick pick;
+  pick.greedy = true;
+  ASSIGN_OR_RETURN(BatchRun run, run_batch(tokens, false, pick));
+  std::span<const int32_t> picked = run.out.as<int32_t>();
+  std::vector<int32_t> next(static_cast<size_t>(options_.batch), kNoBatchToken);
+  for (size_t b = 0; b < next.size(); ++b) {
+    if (tokens[b].empty()) continue;
+    // (the executable's -1 for a row whose logits are not all finite: decoder.h)
+    if (picked[b] == kNonFiniteToken)
+      return non_finite_logits_error(n_past_[b] - 1).with_context(fmt::format("sequence {}", b));
+    next[b] = picked[b];
+  }
+  return next;
 }
 
 }  // namespace rlx::models

@@ -146,6 +146,25 @@ if ! grep -q '"time_to_first_token_ms"' "$work/bench.json" 2>/dev/null; then
   failures=$((failures + 1))
   echo "FAIL bench_json: no time_to_first_token_ms in the JSON"
 fi
+# Batched decode: B streams of different lengths stepping together, aggregate tokens/s
+# next to batch 1 and the bandwidth ceiling, also in the JSON.
+check bench_batch ok "batch 3 +[0-9.]+ +[0-9.]+ +[0-9.]+x batch 1, [0-9.]+% of the" -- bench --model "$model" -t 1 \
+  --prefill 8 --ctx 8 --steps 2 --repeat 1 --no-cache --batch 1,3 --json "$work/bench_batch.json"
+if ! python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); b=d["batch"]; assert b["3"]["tokens_per_s"] > 0 and b["1"]["tokens_per_s"] > 0' \
+  "$work/bench_batch.json" 2>/dev/null; then
+  failures=$((failures + 1))
+  echo "FAIL bench_batch_json: no batch figures in the JSON"
+fi
+cases=$((cases + 1))
+check bench_batch_zero fail "--batch: Value 0 not in range 1 to 256" -- bench --model "$model" --batch 1,0
+check bench_bad_device fail "--device|device" -- bench --model "$model" --device gpu7
+if "$rlx" bench --model "$model" --device cuda --prefill 8 --ctx 8 --steps 1 --repeat 1 --no-cache 2>&1 |
+  grep -qiE "no cuda backend|no CUDA device|not available|not built"; then
+  echo "skip bench_cuda: no CUDA device or backend here"
+else
+  check bench_cuda ok "copy-bandwidth ceiling" -- bench --model "$model" --device cuda --prefill 8,16 --ctx 8 \
+    --steps 2 --repeat 1 --batch 1,4
+fi
 
 # render-chat: the rendering on stdout byte for byte (nothing added); a template that
 # raises exits 1 with its own message; missing and malformed files name themselves.

@@ -32,12 +32,7 @@
 #include "rlx/rlx.h"
 #include "cuda_test_util.h"
 #ifdef RLX_HAVE_CUDA
-#include <cublasLt.h>
-#include <cuda_runtime_api.h>
-
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/cuda_step.h"
-#include "backends/cuda/cuda_util.h"
 #endif
 
 namespace rlx {
@@ -663,6 +658,51 @@ TEST(CudaDecode, GreedyTokenOnDeviceEqualsHostArgmax) {
   }
 }
 
+// Batched decode on the device (what `rlx bench --batch` and a server's many streams
+// run): four streams of different lengths step together through CUDA graphs; each
+// stream's logits match the same stream run alone, and the argmax taken on the device
+// (forward_batch_greedy) is the host argmax of the batched logits.
+TEST(CudaDecode, BatchedStreamsMatchSeparateRuns) {
+  REQUIRE_CUDA();
+  for (const char* type : {"f32", "q4_k_m"}) {
+    SCOPED_TRACE(type);
+    const std::string path = write_synth_model(type, "batched");
+    models::LoadOptions lo;
+    lo.device = Device::cuda();
+    lo.ctx = 64;
+    lo.compile_cache = false;
+    std::vector<std::unique_ptr<models::LanguageModel>> alone;  // one model per stream, fed the same tokens
+    for (int b = 0; b < 4; ++b) {
+      auto m = models::LanguageModel::load(path, lo);
+      ASSERT_TRUE(m) << m.error().to_string();
+      alone.push_back(std::move(*m));
+    }
+    lo.batch = 4;
+    auto logits = models::LanguageModel::load(path, lo);
+    auto greedy = models::LanguageModel::load(path, lo);
+    ASSERT_TRUE(logits && greedy);
+    std::vector<std::vector<int32_t>> in(4);
+    for (size_t b = 0; b < 4; ++b)
+      for (size_t i = 0; i < 3 + 4 * b; ++i) in[b].push_back(static_cast<int32_t>(1 + (i * 37 + b * 11) % 200));
+    // (packed weights: the products quantize x to 8 bits, and the batched run's row
+    // count picks other kernels than a lone stream's)
+    const double bound = std::string(type) == "f32" ? 1e-4 : 2e-2;
+    for (int step = 0; step < 6; ++step) {  // the third and later decode steps replay a captured graph
+      auto l = (*logits)->forward_batch(in, false);
+      auto g = (*greedy)->forward_batch_greedy(in);
+      ASSERT_TRUE(l && g) << (l ? g.error().to_string() : l.error().to_string());
+      for (size_t b = 0; b < 4; ++b) {
+        auto one = alone[b]->forward(in[b], false);
+        ASSERT_TRUE(one) << one.error().to_string();
+        EXPECT_LT(rel_l2((*l)[b], *one), bound) << "step " << step << ", stream " << b;
+        EXPECT_EQ((*g)[b], models::argmax((*l)[b])) << "step " << step << ", stream " << b;
+        in[b] = {(*g)[b]};
+      }
+    }
+    std::filesystem::remove(path);
+  }
+}
+
 // Sampling with the `sample` op on the device (LanguageModel::forward_sample, one token
 // copied back) picks, step by step, what choose_token picks on the host from the same
 // model's CUDA logits with the same draw (draws within 1e-6 of a cumulative boundary
@@ -707,74 +747,6 @@ TEST(CudaDecode, SampledTokenOnDeviceEqualsHostChoice) {
   }
 }
 
-#ifdef RLX_HAVE_CUDA
-/// The limit the prefill GEMMs are measured against: cuBLASLt's own time for
-/// C[M,N] = X[M,K] . W[N,K]^T with f16 operands and f32 accumulation, `c_dt` output (f32
-/// is what the backend's prefill GEMMs write), through the backend's plan builder (the
-/// heuristic's first algorithm, 32 MiB workspace). Random data; the weights rotate over
-/// enough copies that they do not stay in L2. Median of 30 timed calls, in ms.
-Expected<double> lt_gemm_ms(int64_t M, int64_t N, int64_t K, cuda_backend::DT c_dt) {
-  using namespace cuda_backend;
-  const std::string what = fmt::format("gemm probe {}x{}x{}", M, N, K);
-  const int64_t w_bytes = N * K * 2;
-  const int copies = static_cast<int>(std::clamp<int64_t>((int64_t{128} << 20) / w_bytes + 1, 2, 16));
-  std::vector<uint16_t> host(static_cast<size_t>(std::max(M * K, N * K)));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (uint16_t& h : host) h = f32_to_f16_bits(d(rng));
-  ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::create(M * K * 2, what));
-  RLX_CUDA_TRY(cudaMemcpy(x.data(), host.data(), static_cast<size_t>(M * K * 2), cudaMemcpyHostToDevice), what);
-  std::vector<DeviceBuffer> w;
-  for (int i = 0; i < copies; ++i) {
-    ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::create(w_bytes, what));
-    RLX_CUDA_TRY(cudaMemcpy(b.data(), host.data(), static_cast<size_t>(w_bytes), cudaMemcpyHostToDevice), what);
-    w.push_back(std::move(b));
-  }
-  ASSIGN_OR_RETURN(DeviceBuffer c, DeviceBuffer::create(M * N * (c_dt == DT::F32 ? 4 : 2), what));
-  const size_t ws_bytes = size_t{32} << 20;
-  ASSIGN_OR_RETURN(DeviceBuffer ws, DeviceBuffer::create(static_cast<int64_t>(ws_bytes), what));
-  cublasLtHandle_t raw = nullptr;
-  RLX_CUBLAS_TRY(cublasLtCreate(&raw), what);
-  LtHandlePtr lt(raw);
-  cudaStream_t st_raw = nullptr;
-  RLX_CUDA_TRY(cudaStreamCreateWithFlags(&st_raw, cudaStreamNonBlocking), what);
-  StreamPtr st(st_raw);
-  GemmDesc g;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.tb = true;
-  g.ab_dt = DT::F16;
-  g.c_dt = c_dt;
-  ASSIGN_OR_RETURN(LtPlan p, make_lt_plan(lt.get(), g, ws_bytes, what));
-  const float alpha = 1.0f, beta = 0.0f;
-  auto call = [&](int i) -> Status {
-    RLX_CUBLAS_TRY(cublasLtMatmul(lt.get(), p.op, &alpha, w[static_cast<size_t>(i % copies)].data(), p.a, x.data(), p.b,
-                                  &beta, c.data(), p.c, c.data(), p.c, &p.algo, ws.data(), ws_bytes, st.get()),
-                   what);
-    return {};
-  };
-  for (int i = 0; i < 5; ++i) TRY(call(i));
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  RLX_CUDA_TRY(cudaEventCreate(&e0), what);
-  EventPtr ev0(e0);
-  RLX_CUDA_TRY(cudaEventCreate(&e1), what);
-  EventPtr ev1(e1);
-  std::vector<float> ms;
-  for (int i = 0; i < 30; ++i) {
-    RLX_CUDA_TRY(cudaEventRecord(e0, st.get()), what);
-    TRY(call(i));
-    RLX_CUDA_TRY(cudaEventRecord(e1, st.get()), what);
-    RLX_CUDA_TRY(cudaEventSynchronize(e1), what);
-    float t = 0;
-    RLX_CUDA_TRY(cudaEventElapsedTime(&t, e0, e1), what);
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  return static_cast<double>(ms[ms.size() / 2]);
-}
-#endif
-
 // Prefill speed of a real-sized model next to its limit (not a test: it runs only when
 // RLX_CUDA_BENCH_MODEL names a GGUF file). First the limit: cuBLASLt f16 GEMM time at
 // each distinct linear shape of the model for every prefill length in
@@ -788,7 +760,6 @@ TEST(CudaBench, Prefill) {
   const char* model = std::getenv("RLX_CUDA_BENCH_MODEL");
   if (model == nullptr) GTEST_SKIP() << "RLX_CUDA_BENCH_MODEL is not set: benchmark skipped";
   REQUIRE_CUDA();
-#ifdef RLX_HAVE_CUDA
   const std::vector<int64_t> lengths = env_list("RLX_CUDA_BENCH_PREFILL", "512,2048");
   const int runs = static_cast<int>(env_list("RLX_CUDA_BENCH_PREFILL_RUNS", "5").at(0));
   int64_t max_len = 0;
@@ -802,6 +773,8 @@ TEST(CudaBench, Prefill) {
   auto m = models::LanguageModel::load(model, lo);
   ASSERT_TRUE(m.has_value()) << m.error().to_string();
   const models::ModelConfig& c = (*m)->config();
+  auto backend = BackendRegistry::global().get(lo.device.rank(0));
+  ASSERT_TRUE(backend.has_value()) << backend.error().to_string();
   // The linear layers of one block: q, k, v, o, gate, up, down ([N, K] each).
   const int64_t q_n = c.n_head * c.head_dim, kv_n = c.n_head_kv * c.head_dim;
   const std::vector<std::pair<int64_t, int64_t>> linears{{q_n, c.n_embd},    {kv_n, c.n_embd}, {kv_n, c.n_embd},
@@ -812,9 +785,9 @@ TEST(CudaBench, Prefill) {
     double layer_ms = 0, flops = 0;
     for (const auto& nk : linears) {
       if (!ms_of.count(nk)) {
-        auto t = lt_gemm_ms(n, nk.first, nk.second, cuda_backend::DT::F32);
+        auto t = (*backend)->measure_gemm_ms(n, nk.first, nk.second, ir::DType::F32);
         ASSERT_TRUE(t.has_value()) << t.error().to_string();
-        auto t16 = lt_gemm_ms(n, nk.first, nk.second, cuda_backend::DT::F16);
+        auto t16 = (*backend)->measure_gemm_ms(n, nk.first, nk.second, ir::DType::F16);
         ASSERT_TRUE(t16.has_value()) << t16.error().to_string();
         ms_of[nk] = *t;
         std::printf("cublaslt gemm %lldx%lldx%lld (f16 x f16, f32 accumulate): f32 out %.4f ms = %.0f TFLOP/s, "
@@ -847,7 +820,6 @@ TEST(CudaBench, Prefill) {
                 static_cast<long long>(n), n * 1000.0 / med, med, ms.front(), runs, static_cast<long long>(lo.max_chunk),
                 std::getenv("RLX_CUDA_GRAPHS") && std::string(std::getenv("RLX_CUDA_GRAPHS")) == "0" ? "off" : "on");
   }
-#endif
 }
 
 }  // namespace

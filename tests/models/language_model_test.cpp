@@ -294,6 +294,39 @@ TEST(LanguageModel, BatchedCallsCheckTheirInputs) {
   EXPECT_FALSE(LanguageModel::load(synth_model("llama", "f32"), bad));
 }
 
+// The device-side argmax of a batched run picks, per sequence, the host argmax of the
+// same run's logits; a sequence given no tokens gets kNoBatchToken and its position
+// does not move.
+TEST(LanguageModel, BatchedGreedyPicksEachSequencesArgmax) {
+  for (const char* family : {"llama", "qwen35"}) {
+    SCOPED_TRACE(family);
+    LoadOptions lo;
+    lo.ctx = 32;
+    lo.batch = 3;
+    lo.min_bucket = 4;
+    auto logits = LanguageModel::load(synth_model(family, "f32"), lo);
+    auto greedy = LanguageModel::load(synth_model(family, "f32"), lo);
+    ASSERT_TRUE(logits && greedy) << (logits ? greedy.error().to_string() : logits.error().to_string());
+    std::vector<std::vector<int32_t>> in{{5, 9, 2}, {7}, {3, 3, 8, 1, 4}};
+    for (int step = 0; step < 4; ++step) {
+      auto l = (*logits)->forward_batch(in, false);
+      auto g = (*greedy)->forward_batch_greedy(in);
+      ASSERT_TRUE(l && g) << (l ? g.error().to_string() : l.error().to_string());
+      ASSERT_EQ(g->size(), 3u);
+      for (size_t b = 0; b < 3; ++b) {
+        if (in[b].empty()) {
+          EXPECT_EQ((*g)[b], kNoBatchToken);
+          EXPECT_EQ((*greedy)->n_past(static_cast<int64_t>(b)), (*logits)->n_past(static_cast<int64_t>(b)));
+          continue;
+        }
+        EXPECT_EQ((*g)[b], argmax((*l)[b])) << "step " << step << ", sequence " << b;
+        in[b] = {(*g)[b]};
+      }
+      if (step == 1) in[1].clear();  // sequence 1 sits out a step
+    }
+  }
+}
+
 TEST(Generate, BatchedGenerationEqualsSeparateRuns) {
   const std::string path = synth_model("llama", "f32");
   auto tok = load_tokenizer_from_gguf(path);

@@ -73,6 +73,9 @@ struct CompileStats {
   double compile_ms = 0;    ///< wall time of all of it (HIR, passes or cache load, planning, backend)
 };
 
+/// forward_batch_greedy's token for a sequence given no tokens in that run.
+inline constexpr int32_t kNoBatchToken = -1;
+
 class LanguageModel {
  public:
   /// Opens `path` — a GGUF file, or a Hugging Face folder (config.json + safetensors)
@@ -113,6 +116,12 @@ class LanguageModel {
   /// would run past a cache); every sequence needs n_past + S <= ctx, else a clear error.
   /// A sequence's result equals running it alone.
   Expected<std::vector<std::vector<float>>> forward_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows);
+  /// As forward_batch(tokens, false), but returns per sequence the argmax of its last
+  /// token's logits (ties -> lowest id), computed by the executable: a run copies back
+  /// batch() tokens instead of batch() x n_vocab logits (greedy decoding of many streams
+  /// on a GPU). A sequence given no tokens gets kNoBatchToken. A sequence whose logits
+  /// are not all finite is an error naming it.
+  Expected<std::vector<int32_t>> forward_batch_greedy(std::span<const std::vector<int32_t>> tokens);
   /// Forgets the cached context of every sequence (next forward starts at position 0).
   void reset();
   /// Keeps only the first `n_keep` cached tokens of sequence `seq` (the next forward
@@ -161,6 +170,13 @@ class LanguageModel {
   Expected<Variant> variant(int64_t rows, bool all_rows, const Pick& pick);
   /// Binds the weights and the KV cache into an executable the pipeline just compiled.
   Status prepare(CompiledGraph& graph);
+  /// What one batched run returned: the executable's only output and the rows per sequence.
+  struct BatchRun {
+    Tensor out;
+    int64_t rows = 0;
+  };
+  /// forward_batch / forward_batch_greedy: the checks, the padded run, the positions.
+  Expected<BatchRun> run_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows, const Pick& pick);
   /// One run over at most max_chunk tokens: the executable's only output.
   Expected<Tensor> run_chunk(std::span<const int32_t> tokens, bool all_rows, const Pick& pick);
   /// forward_greedy / forward_sample: earlier chunks fill the cache, the last picks.

@@ -47,6 +47,16 @@ struct BackendOptions {
   friend bool operator==(const BackendOptions&, const BackendOptions&) = default;
 };
 
+/// What a benchmark holds a device's figures against, measured on it when asked.
+struct DeviceLimits {
+  std::string device_name;          ///< e.g. "NVIDIA H200"
+  int64_t memory_bytes = 0;         ///< the device's memory in all
+  int64_t memory_used_bytes = 0;    ///< in use on it now, by every user (libraries and contexts included)
+  /// A device-to-device copy of 1 GiB: bytes read + written per second (median of 20
+  /// copies after 3 warm-up ones) -- the roofline of a decode step that reads weights.
+  double copy_bytes_per_s = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -80,6 +90,24 @@ class Backend {
     (void)ranks;
     return Error::unsupported("backend '{}' has no collectives (tensor parallelism)", name());
   }
+  /// Measures the limits of this backend's device (about a second of device time).
+  /// Backends that run on the host CPU keep the default (kUnsupported): the CPU's own
+  /// limits are measured by the tools that need them.
+  virtual Expected<DeviceLimits> measure_device_limits() {
+    return Error::unsupported("backend '{}' does not measure device limits", name());
+  }
+  /// The vendor library's time, in ms, for C[m, n] = X[m, k] . W[n, k]^T with f16
+  /// operands and f32 accumulation, writing `out` (f32 or f16) -- the bound prefill
+  /// products are held against. Random data; the weights rotate over enough copies that
+  /// they come from device memory; the median of 30 calls after 5 warm-up ones.
+  virtual Expected<double> measure_gemm_ms(int64_t m, int64_t n, int64_t k, ir::DType out) {
+    (void)m, (void)n, (void)k, (void)out;
+    return Error::unsupported("backend '{}' has no vendor GEMM to measure", name());
+  }
+  /// The most device memory this process's backends of this kind held at once since
+  /// the process started, in bytes (their own allocations: weights, caches, arenas,
+  /// workspaces); -1 for a backend whose memory is the host's.
+  virtual int64_t peak_device_bytes() const { return -1; }
 };
 
 /// Creates the backend for a device, or an error saying why it is unavailable.

@@ -99,6 +99,12 @@ class CudaBackend final : public Backend {
   /// communicator per rank, every rank a CudaBackend of its own device.
   Expected<std::vector<std::shared_ptr<Communicator>>> create_communicators(
       const std::vector<std::shared_ptr<Backend>>& ranks) override;
+  /// This GPU's name, memory and device-to-device copy bandwidth (device_limits.cpp).
+  Expected<DeviceLimits> measure_device_limits() override;
+  /// cuBLASLt's time for the product, through the plan builder the executables use.
+  Expected<double> measure_gemm_ms(int64_t m, int64_t n, int64_t k, ir::DType out) override;
+  /// Peak of the device memory held through the backend's buffers (all CUDA devices).
+  int64_t peak_device_bytes() const override;
   int ordinal() const { return ordinal_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,8 +38,31 @@ inline Error cublas_error(cublasStatus_t s, const char* call, const std::string&
     if (rlx_cublas_s_ != CUBLAS_STATUS_SUCCESS) return ::rlx::cuda_backend::cublas_error(rlx_cublas_s_, #call, (where)); \
   } while (0)
 
+/// Device memory the process holds through DeviceBuffer now and at most (all devices
+/// together): what `rlx bench` reports as peak device memory.
+struct DeviceMemoryCount {
+  static std::atomic<int64_t>& live() {
+    static std::atomic<int64_t> bytes{0};
+    return bytes;
+  }
+  static std::atomic<int64_t>& peak() {
+    static std::atomic<int64_t> bytes{0};
+    return bytes;
+  }
+  static void add(int64_t bytes) {
+    const int64_t now = live().fetch_add(bytes) + bytes;
+    int64_t seen = peak().load();
+    while (now > seen && !peak().compare_exchange_weak(seen, now)) {
+    }
+  }
+};
+
 struct DeviceFree {
-  void operator()(void* p) const { cudaFree(p); }
+  int64_t bytes = 0;
+  void operator()(void* p) const {
+    cudaFree(p);
+    DeviceMemoryCount::live().fetch_sub(bytes);
+  }
 };
 struct HostFree {
   void operator()(void* p) const { cudaFreeHost(p); }
@@ -53,7 +77,8 @@ class DeviceBuffer {
     if (bytes > 0) {
       void* p = nullptr;
       RLX_CUDA_TRY(cudaMalloc(&p, static_cast<size_t>(bytes)), what);
-      b.ptr_.reset(p);
+      b.ptr_ = std::unique_ptr<void, DeviceFree>(p, DeviceFree{bytes});
+      DeviceMemoryCount::add(bytes);
     }
     b.bytes_ = bytes;
     return b;
