@@ -148,7 +148,8 @@ ValueId merge_heads(GraphBuilder& b, ValueId x) {
 //        reshape(expand(reshape(kh, [P.., KV, 1, T, D]), [P.., KV, G, T, D]), [P.., H, T, D])
 //   s  = mul(matmul(qh, kh, transpose_b), scale)
 //   softcap > 0:  s = mul(tanh(div(s, c)), c)
-//   mask != none: pk = cumsum_excl(expand(1, [T])), pq = q_pos, or without q_pos both
+//   mask != none: pk = cumsum_excl(expand(1, [T])), pq = q_pos (a [P.., S] q_pos is
+//        reshaped to [P.., 1, S, 1] where [S, 1] stands below), or without q_pos both
 //        shifted to end-aligned: pk -= sum(ones[T]), pq = cumsum_excl(ones[S]) - sum(ones[S]);
 //        causal = compare.le(pk, reshape(pq, [S, 1]));  sliding additionally
 //        where(causal, compare.lt(sub(reshape(pq,[S,1]), pk), window), false);
@@ -185,7 +186,15 @@ ValueId emit_attention_primitives(GraphBuilder& b, ValueId q, ValueId k, ValueId
       const ValueId ones_s = b.expand(emit_scalar(b, it, 1), Shape{S});
       pq = b.sub(b.cumsum(ones_s, 0, true), b.reduce(ReduceKind::Sum, ones_s, {0}, true));
     }
-    const ValueId pq_col = b.reshape(pq, Shape{S, Dim(1)});
+    // q_pos [P.., S] (each batch item its own rows): [P.., 1, S, 1] against scores [P.., H, S, T].
+    std::vector<Dim> col{S, Dim(1)};
+    if (q_pos && b.type(*q_pos).shape.rank() > 1) {
+      col.assign(qt.shape.begin(), qt.shape.end() - 2);
+      col.push_back(Dim(1));
+      col.push_back(S);
+      col.push_back(Dim(1));
+    }
+    const ValueId pq_col = b.reshape(pq, Shape(col));
     auto w = [&] { return emit_scalar(b, it, static_cast<double>(a.window)); };
     if (a.mask == MaskKind::Local) {
       const ValueId win = w();

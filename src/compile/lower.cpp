@@ -90,14 +90,13 @@ struct Lowerer {
     const std::string& l = n.label.empty() ? rw.src().describe(id) : n.label;
     size_t i = 6;
     std::optional<ValueId> bq, bk, bv, qn, kn;
-    std::vector<ValueId> kc, vc;  // one pair per sequence
+    ValueId kc = kNoValue, vc = kNoValue;  // [ctx, W], or [batch, ctx, W]
     if (blk.qkv_bias) { bq = in[i]; bk = in[i + 1]; bv = in[i + 2]; i += 3; }
     if (blk.qk_norm) { qn = in[i]; kn = in[i + 1]; i += 2; }
-    if (blk.kv_cache)
-      for (int64_t s = 0; s < blk.batch; ++s, i += 2) {
-        kc.push_back(in[i]);
-        vc.push_back(in[i + 1]);
-      }
+    if (blk.kv_cache) {
+      kc = in[i];
+      vc = in[i + 1];
+    }
     ASSIGN_OR_RETURN(ValueId q, linear(x, in[1], bq, ActKind::Identity, true, l + ".q"));
     ASSIGN_OR_RETURN(ValueId k, linear(x, in[2], bk, ActKind::Identity, true, l + ".k"));
     ASSIGN_OR_RETURN(ValueId v, linear(x, in[3], bv, ActKind::Identity, true, l + ".v"));
@@ -160,50 +159,34 @@ struct Lowerer {
     if (b().type(x).shape.rank() != 2)
       return Error::unsupported("{}: a kv cache needs a [S, D] input, got {}", rw.src().describe(id),
                                 b().type(x).to_string());
-    // Per sequence: write this step's k/v at rows [pos[0], pos[0]+S) of its caches, then
-    // attend over the updated caches (keys at 0..ctx-1, masked by the absolute query
-    // positions). A half-precision cache stores k/v rounded to its dtype (as llama.cpp's
-    // f16 cache). With batch > 1 the rows [B*S] are viewed as [B, S] and sequence b is
-    // the axis-0 slice b (a view), its outputs concatenated back.
+    // Write this step's k/v at rows [pos[0], pos[0]+S) of the caches, then attend over
+    // the updated caches (keys at 0..ctx-1, masked by the absolute query positions). A
+    // half-precision cache stores k/v rounded to its dtype (as llama.cpp's f16 cache).
+    const DType cache_dt = b().type(kc).dtype;
+    auto to_cache = [&](ValueId t) { return cache_dt != b().type(t).dtype ? b().cast(t, cache_dt) : t; };
     const int64_t batch = blk.batch;
+    if (batch == 1) {
+      const ValueId start = b().narrow(pos, 0, 0, Dim(1));
+      const ValueId k_rows = to_cache(k), v_rows = to_cache(v);
+      const ValueId ks = b().update_slice(kc, k_rows, start, 0);
+      const ValueId vs = b().update_slice(vc, v_rows, start, 0);
+      return out_proj(attend(q, ks, vs, attn, pos, l));
+    }
+    // Several sequences: the rows [B*S] are B sequences [B, S] whose caches are the
+    // slices of [B, ctx, W]. One write and one attention serve them all: sequence b's
+    // rows go to its slice from its first position, and its queries see its keys up to
+    // their own positions ([B, S]).
     const Dim rows = b().type(x).shape[0];
-    const Dim seq = batch > 1 ? *rows.div(batch) : rows;
-    auto part = [&](ValueId t, int64_t s) {
-      if (batch == 1) return t;
-      const Shape ts = b().type(t).shape;
-      std::vector<Dim> split{Dim(batch), seq}, one{seq};
-      for (int64_t d = 1; d < ts.rank(); ++d) {
-        split.push_back(ts[d]);
-        one.push_back(ts[d]);
-      }
-      return b().reshape(b().narrow(b().reshape(t, Shape(split)), 0, s, Dim(1)), Shape(one));
-    };
-    const DType cache_dt = b().type(kc[0]).dtype;
-    std::vector<ValueId> outs;
-    for (int64_t s = 0; s < batch; ++s) {
-      const ValueId pos_s = part(pos, s);
-      const ValueId start = b().narrow(pos_s, 0, 0, Dim(1));
-      ValueId ks = part(k, s), vs = part(v, s);
-      if (cache_dt != b().type(ks).dtype) {
-        ks = b().cast(ks, cache_dt);
-        vs = b().cast(vs, cache_dt);
-      }
-      ks = b().update_slice(kc[static_cast<size_t>(s)], ks, start, 0);
-      vs = b().update_slice(vc[static_cast<size_t>(s)], vs, start, 0);
-      ValueId o = attend(part(q, s), ks, vs, attn, pos_s, l);
-      if (batch > 1) {
-        std::vector<Dim> one_row{Dim(1)};
-        for (const Dim& d : b().type(o).shape) one_row.push_back(d);
-        o = b().reshape(o, Shape(one_row));
-      }
-      outs.push_back(o);
-    }
-    ValueId o = outs[0];
-    if (batch > 1) {
-      o = b().concat(outs, 0);
-      o = b().reshape(o, Shape{rows, b().type(o).shape.back()});
-    }
-    return out_proj(o);
+    const Dim seq = *rows.div(batch);
+    auto seqs = [&](ValueId t) { return b().reshape(t, Shape{Dim(batch), seq, b().type(t).shape.back()}); };
+    const ValueId pos_b = b().reshape(pos, Shape{Dim(batch), seq});
+    const ValueId starts = b().reshape(b().narrow(pos_b, 1, 0, Dim(1)), Shape{Dim(batch)});
+    const ValueId k_rows = seqs(to_cache(k)), v_rows = seqs(to_cache(v));
+    const ValueId ks = b().update_slice(kc, k_rows, starts, 1);
+    const ValueId vs = b().update_slice(vc, v_rows, starts, 1);
+    b().label(l + ".attn");
+    const ValueId o = b().op(OpKind::Attention, {seqs(q), ks, vs, pos_b}, attn);
+    return out_proj(b().reshape(o, Shape{rows, b().type(o).shape.back()}));
   }
 
   Expected<ValueId> lower_node(ValueId id) {

@@ -74,8 +74,8 @@ struct Planner {
       i += 3;
     }
     if (a.qk_norm) i += 2;  // per head_dim: the same on every rank
-    if (a.kv_cache)
-      for (; i < in.size(); ++i) parts.push_back({in[i], 1});  // [ctx, kv heads * head_dim]
+    if (a.kv_cache)  // [ctx, kv heads * head_dim], or [batch, ctx, ...]: the last axis
+      for (; i < in.size(); ++i) parts.push_back({in[i], g.node(in[i]).shape.rank() - 1});
     return split_all(parts);
   }
 

@@ -220,11 +220,13 @@ Expected<TensorType> infer_attention(const Types& in, const AttentionAttrs& a) {
                            a.n_kv_heads * a.head_dim, str(k)));
   for (int64_t i = 0; i + 2 < q.shape.rank(); ++i)
     if (q.shape[i] != k.shape[i]) return bad(fmt::format("attention batch dims differ: {} vs {}", str(q), str(k)));
-  if (in.size() >= 4) {
+  if (in.size() >= 4) {  // q_pos: [S] for every batch item, or q's dims but the last (one row per batch item)
     TRY(require_int_index(in[3], "attention q_pos"));
-    if (in[3].shape.rank() != 1 || in[3].shape[0] != q.shape[q.shape.rank() - 2])
-      return bad(fmt::format("attention q_pos must be [{}], got {}", q.shape[q.shape.rank() - 2].to_string(),
-                             str(in[3])));
+    const bool shared = in[3].shape.rank() == 1 && in[3].shape[0] == q.shape[q.shape.rank() - 2];
+    const bool per_item = q.shape.rank() > 2 && in[3].shape == Shape(std::vector<Dim>(q.shape.begin(), q.shape.end() - 1));
+    if (!shared && !per_item)
+      return bad(fmt::format("attention q_pos must be [{}] or one row per batch item, got {}",
+                             q.shape[q.shape.rank() - 2].to_string(), str(in[3])));
   }
   if (in.size() == 5) {  // kv_len: one valid-key count per batch item
     if (in[4].dtype != DType::I32) return bad(fmt::format("attention kv_len must be i32, got {}", str(in[4])));
@@ -609,9 +611,14 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       const TensorType &dst = in[0], &src = in[1];
       TRY(require_same_dtype(dst, src));
       TRY(require_int_index(in[2], "update_slice start"));
-      if (in[2].shape.num_elements() != std::optional<int64_t>(1)) return bad("update_slice start must have 1 element");
       auto ax = dst.shape.axis(std::get<AxisAttrs>(attrs).axis);
       if (!ax || src.shape.rank() != dst.shape.rank()) return bad("update_slice axis/rank mismatch");
+      // One start for all, or one per slice of the dims before the axis (the batch of
+      // sequences of a stacked KV cache [B, ctx, W], each written at its own position).
+      const bool per_outer = *ax > 0 && in[2].shape == Shape(std::vector<Dim>(dst.shape.begin(), dst.shape.begin() + *ax));
+      if (in[2].shape.num_elements() != std::optional<int64_t>(1) && !per_outer)
+        return bad(fmt::format("update_slice start must have 1 element or one per slice before axis {}, got {}", *ax,
+                               str(in[2])));
       for (int64_t i = 0; i < dst.shape.rank(); ++i)
         if (i != *ax && dst.shape[i] != src.shape[i])
           return bad(fmt::format("update_slice source {} does not fit {}", str(src), str(dst)));
@@ -655,8 +662,7 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       if (b.batch < 1 || b.batch > 4096 || (b.batch > 1 && !b.kv_cache))
         return bad(fmt::format("attention_block batch {} needs 1..4096 sequences (and a kv cache when > 1)", b.batch));
       if (b.key_lengths && b.kv_cache) return bad("attention_block key_lengths (the encoder form) takes no kv cache");
-      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) +
-                          (b.kv_cache ? 2 * static_cast<size_t>(b.batch) : 0) + (b.key_lengths ? 1 : 0);
+      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) + (b.kv_cache ? 2 : 0) + (b.key_lengths ? 1 : 0);
       if (in.size() != want) return bad(fmt::format("attention_block needs {} inputs for its flags, got {}", want, in.size()));
       const TensorType& x = in[0];
       if (x.shape.rank() < 2) return bad("attention_block input must be [.., S, D]");
@@ -703,13 +709,16 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
           if (in[i + j].shape != Shape{Dim(a.head_dim)}) return bad("qk norm weights must be [head_dim]");
         i += 2;
       }
-      if (b.kv_cache) {
-        for (size_t j = 0; j < 2 * static_cast<size_t>(b.batch); ++j) {
+      if (b.kv_cache) {  // [ctx, W], or [batch, ctx, W]: one stack of every sequence's cache
+        for (size_t j = 0; j < 2; ++j) {
           const TensorType& c = in[i + j];
           const bool dtype_ok = c.dtype == x.dtype || (x.dtype == DType::F32 && (c.dtype == DType::F16 || c.dtype == DType::BF16));
-          if (c.shape.rank() != 2 || c.shape[1] != k.shape.back() || !dtype_ok || c.dtype != in[i].dtype)
-            return bad(fmt::format("kv caches must be {} (or f16/bf16)[ctx, {}], got {}", dtype_name(x.dtype),
-                                   k.shape.back().to_string(), str(c)));
+          const bool shape_ok = b.batch == 1 ? c.shape.rank() == 2
+                                             : c.shape.rank() == 3 && c.shape[0] == Dim(b.batch);
+          if (!shape_ok || c.shape.back() != k.shape.back() || !dtype_ok || c.dtype != in[i].dtype)
+            return bad(fmt::format("kv caches must be {} (or f16/bf16)[{}ctx, {}], got {}", dtype_name(x.dtype),
+                                   b.batch == 1 ? "" : fmt::format("{}, ", b.batch), k.shape.back().to_string(),
+                                   str(c)));
         }
       }
       TensorType heads = q;  // what reaches the output projection: the heads, without their gates

@@ -7,9 +7,7 @@ namespace rlx::models {
 using ir::DType;
 using ir::ValueId;
 
-std::string kv_handle_name(char kv, int64_t il, int64_t seq) {
-  return seq < 0 ? fmt::format("cache.{}.{}", kv, il) : fmt::format("cache.{}.{}.{}", kv, il, seq);
-}
+std::string kv_handle_name(char kv, int64_t il) { return fmt::format("cache.{}.{}", kv, il); }
 
 std::string state_handle_name(const char* kind, int64_t il) { return fmt::format("cache.{}.{}", kind, il); }
 
@@ -110,13 +108,14 @@ Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& s
     if (spec.kv_len == ir::kNoValue) return Error::invalid_argument("attention {}: key_lengths needs kv_len", spec.prefix);
     in.push_back(spec.kv_len);
   }
-  if (spec.ctx > 0) {
-    for (int64_t s = 0; s < spec.batch; ++s)
-      for (char kv : {'k', 'v'}) {
-        const std::string hn = kv_handle_name(kv, spec.layer, spec.batch > 1 ? s : -1);
-        in.push_back(b_.handle(hn, spec.kv_dtype, {spec.ctx, kv_width}));
-        handles_.push_back(hn);
-      }
+  if (spec.ctx > 0) {  // [ctx, W]; several sequences: one stack [batch, ctx, W]
+    for (char kv : {'k', 'v'}) {
+      const std::string hn = kv_handle_name(kv, spec.layer);
+      std::vector<int64_t> shape{spec.ctx, kv_width};
+      if (spec.batch > 1) shape.insert(shape.begin(), spec.batch);
+      in.push_back(b_.handle(hn, spec.kv_dtype, ir::Shape::of(shape)));
+      handles_.push_back(hn);
+    }
   }
   const ValueId out = b_.label(spec.prefix + ".attn").op(ir::OpKind::HirAttentionBlock, in, attrs);
   if (!spec.o_bias) return out;

@@ -563,6 +563,15 @@ void movement_cases(std::vector<OpCase>& cases) {
     c.output(c.b.reduce(ir::ReduceKind::Sum, updated, {axis}));
     c.finish();
   }
+  {  // A stacked KV cache of 3 sequences, each written at its own row (one start per slice).
+    CaseMaker c(cases, "update_slice_start_per_sequence");
+    ValueId cache = c.handle("cache", DType::F16, {3, 8, 4});
+    ValueId src = c.input("src", DType::F16, {3, 2, 4});
+    ValueId updated = c.b.update_slice(cache, src, c.input("start", tensor_of<int32_t>(DType::I32, {3}, {6, 0, 3})), 1);
+    c.output(updated);
+    c.output(c.b.reduce(ir::ReduceKind::Sum, updated, {1}));
+    c.finish();
+  }
 }
 
 // Sizes past the CPU kernels' block, vector and thread splits (tails included).
@@ -587,6 +596,30 @@ void larger_cases(std::vector<OpCase>& cases) {
     // tensor cores (both rounded to 11 bits), as tests/cuda DequantMatMulPacked states;
     // measured 1.7e-4 on an H200. An integer tile path would meet the f32 bound.
     c.cuda_tolerance(2e-3);
+    c.finish();
+  }
+  // Several sequences over a stacked cache, each query row at its own sequence's
+  // position (q_pos [B, S]): batched decode (S = 1) and batched prefill rows, f32 and f16
+  // caches, head_dim 64 (the GPU's decode and tensor-core kernels), a sliding window.
+  for (auto [name, S, kv_dt, mask, pos] :
+       {std::tuple{"attention_positions_per_sequence_decode", int64_t{1}, DType::F32, ir::MaskKind::Causal,
+                   std::vector<int32_t>{40, 3, 0, 17}},
+        {"attention_positions_per_sequence_decode_f16_kv", int64_t{1}, DType::F16, ir::MaskKind::Causal,
+         std::vector<int32_t>{12, 47, 5, 30}},
+        {"attention_positions_per_sequence_rows", int64_t{3}, DType::F32, ir::MaskKind::Causal,
+         std::vector<int32_t>{4, 5, 6, 0, 1, 2, 30, 31, 32, 9, 10, 11}},
+        {"attention_positions_per_sequence_window", int64_t{2}, DType::F32, ir::MaskKind::SlidingWindow,
+         std::vector<int32_t>{20, 21, 2, 3, 44, 45, 7, 8}}}) {
+    CaseMaker c(cases, name);
+    ir::AttentionAttrs a;
+    a.n_heads = 4;
+    a.n_kv_heads = 2;
+    a.head_dim = 64;
+    a.mask = mask;
+    a.window = 6;
+    ValueId q = c.input("q", DType::F32, {4, S, 4 * 64}), k = c.input("k", kv_dt, {4, 48, 2 * 64});
+    ValueId q_pos = c.input("q_pos", tensor_of<int32_t>(DType::I32, {4, S}, pos));
+    c.output(c.b.attention(q, k, c.input("v", kv_dt, {4, 48, 2 * 64}), a, q_pos));
     c.finish();
   }
   for (auto [name, S, T, kv_dt] :

@@ -7,8 +7,9 @@
 //            absolute positions of its rows)
 //            last   i32[B]                  (only with last_row_logits: the rows to project)
 //   handles  cache.k.<layer>, cache.v.<layer>  kv_dtype[ctx, n_head_kv*head_dim]  (when ctx > 0;
-//            row p holds position p; a run writes its rows at pos[0]..); with B > 1 one
-//            pair per sequence: cache.k.<layer>.<b>, cache.v.<layer>.<b>
+//            row p holds position p; a run writes its rows at pos[0]..); with B > 1
+//            kv_dtype[B, ctx, n_head_kv*head_dim], sequence b's cache the slice b, its
+//            rows written from its first row's position
 //   output   logits f32[B*S, n_vocab]  (or f32[B, n_vocab] with last_row_logits), or with
 //            greedy_token instead: next i32[B, 1], the argmax of each selected row (ties ->
 //            lowest id), so that greedy decoding copies back one token, not the logits;

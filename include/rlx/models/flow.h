@@ -42,9 +42,9 @@ struct BuiltModel {
   std::vector<std::string> handle_names;  ///< state handles in order: KV caches (k0, v0, ...), recurrent states
 };
 
-/// Names of the KV-cache handles of layer `il` (of sequence `seq` in a batched graph;
-/// -1 = the unbatched name): cache.k.<il>[.<seq>].
-std::string kv_handle_name(char kv, int64_t il, int64_t seq = -1);
+/// Names of the KV-cache handles of layer `il`: cache.k.<il>, cache.v.<il>. One handle
+/// holds every sequence of a batched graph (its first axis).
+std::string kv_handle_name(char kv, int64_t il);
 
 /// Name of a recurrent-state handle of layer `il`: kind "conv" (the short convolution's
 /// last inputs) or "ssm" (the delta rule's state): cache.<kind>.<il>. One handle holds

@@ -88,6 +88,7 @@ struct AttnParams {
   int64_t window = 0;
   float scale = 1.0f, softcap = 0.0f;
   bool has_qpos = false;
+  bool qpos_per_item = false;  // q_pos [B.., S]: batch item b's rows at q_pos[b * S ..]
   bool has_kv_len = false;  // input 4: valid keys per batch item
   DType dt = DType::F32, kv_dt = DType::F32, out_dt = DType::F32, pos_dt = DType::I32;
   bool q_bucket = false, k_bucket = false;
@@ -128,8 +129,11 @@ Status attention_fn(const Step& s, const StepCtx& ctx) {
     }
     return {};
   }
-  if (!kv_len && p.mask != ir::MaskKind::Local && p.batch == 1 && p.dt == DType::F32 && p.out_dt == DType::F32 &&
-      (!p.has_qpos || p.pos_dt == DType::I32) && (p.kv_dt == DType::F32 || p.kv_dt == DType::F16)) {
+  // (several sequences with their own positions, each over its own cache: one call per
+  // sequence; the kernel spreads the heads and rows of each over the pool)
+  if (!kv_len && p.mask != ir::MaskKind::Local && (p.batch == 1 || p.qpos_per_item) && p.dt == DType::F32 &&
+      p.out_dt == DType::F32 && (!p.has_qpos || p.pos_dt == DType::I32) &&
+      (p.kv_dt == DType::F32 || p.kv_dt == DType::F16)) {
     cpu::AttentionParams ap;
     ap.seq_q = S;
     ap.seq_kv = T;
@@ -142,13 +146,17 @@ Status attention_fn(const Step& s, const StepCtx& ctx) {
               : p.mask == ir::MaskKind::Causal ? cpu::AttnMask::kCausal
                                                 : cpu::AttnMask::kSlidingWindow;
     ap.window = p.window;
-    ap.q_pos = p.has_qpos ? reinterpret_cast<const int32_t*>(s.in_ptr[3]) : nullptr;
+    const auto* q_pos = p.has_qpos ? reinterpret_cast<const int32_t*>(s.in_ptr[3]) : nullptr;
     const cpu::KernelContext kc{ctx.pool, isa_cap()};
-    if (p.kv_dt == DType::F32) {
-      cpu::attention_f32(kc, ap, s.inf(0), s.inf(1), s.inf(2), s.outf());
-    } else {
-      cpu::attention_f16kv(kc, ap, s.inf(0), reinterpret_cast<const uint16_t*>(s.in_ptr[1]),
-                           reinterpret_cast<const uint16_t*>(s.in_ptr[2]), s.outf());
+    for (int64_t b = 0; b < p.batch; ++b) {
+      ap.q_pos = q_pos != nullptr ? q_pos + b * p.S : nullptr;
+      const int64_t q_off = b * p.S * qw, kv_off = b * p.T * kw;
+      if (p.kv_dt == DType::F32) {
+        cpu::attention_f32(kc, ap, s.inf(0) + q_off, s.inf(1) + kv_off, s.inf(2) + kv_off, s.outf() + q_off);
+      } else {
+        cpu::attention_f16kv(kc, ap, s.inf(0) + q_off, reinterpret_cast<const uint16_t*>(s.in_ptr[1]) + kv_off,
+                             reinterpret_cast<const uint16_t*>(s.in_ptr[2]) + kv_off, s.outf() + q_off);
+      }
     }
     return {};
   }
@@ -164,7 +172,7 @@ Status attention_fn(const Step& s, const StepCtx& ctx) {
       const int64_t b = t / (S * p.n_heads);
       const int64_t kvh = h / group;
       const int64_t q_off = (b * p.S + i) * qw + h * p.hd;
-      const int64_t pos = p.has_qpos ? load_i(p.pos_dt, s.in_ptr[3], i) : T - S + i;
+      const int64_t pos = p.has_qpos ? load_i(p.pos_dt, s.in_ptr[3], p.qpos_per_item ? b * p.S + i : i) : T - S + i;
       int64_t j_end = T, j_begin = 0;
       if (p.mask == ir::MaskKind::Causal || p.mask == ir::MaskKind::SlidingWindow) j_end = std::min<int64_t>(T, pos + 1);
       if (p.mask == ir::MaskKind::SlidingWindow) j_begin = std::max<int64_t>(0, pos - p.window + 1);
@@ -274,7 +282,10 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   p->softcap = static_cast<float>(a.softcap);
   p->has_qpos = n.inputs.size() >= 4;
   p->has_kv_len = n.inputs.size() == 5;
-  if (p->has_qpos) p->pos_dt = ctx.input(3).dtype;
+  if (p->has_qpos) {
+    p->pos_dt = ctx.input(3).dtype;
+    p->qpos_per_item = ctx.input(3).shape.rank() > 1;
+  }
   p->dt = ctx.input(0).dtype;
   p->kv_dt = ctx.input(1).dtype;
   p->out_dt = n.dtype;

@@ -145,6 +145,7 @@ Status gather_fn(const Step& s, const StepCtx& ctx) {
 struct UpdateParams {
   int64_t outer = 1, dst_len = 0, src_len = 0, inner_bytes = 0, total_bytes = 0;
   bool src_bucket = false;
+  bool start_per_outer = false;  // one start per outer slice (a stacked cache of several sequences)
   DType start_dt = DType::I32;
   std::string what;
 };
@@ -152,15 +153,19 @@ struct UpdateParams {
 Status update_fn(const Step& s, const StepCtx& ctx) {
   const UpdateParams& p = s.p<UpdateParams>();
   const int64_t len = p.src_bucket && ctx.extent_on ? p.src_len / ctx.upper * ctx.actual : p.src_len;
-  const int64_t start = load_i(p.start_dt, s.in_ptr[2], 0);
-  if (start < 0 || start + len > p.dst_len)
-    return Error::invalid_argument("{}: writing {} rows at {} exceeds the handle's {} rows", p.what, len, start,
-                                   p.dst_len);
+  for (int64_t o = 0; o < (p.start_per_outer ? p.outer : 1); ++o) {
+    const int64_t start = load_i(p.start_dt, s.in_ptr[2], o);
+    if (start < 0 || start + len > p.dst_len)
+      return Error::invalid_argument("{}: writing {} rows at {} exceeds the handle's {} rows", p.what, len, start,
+                                     p.dst_len);
+  }
   // The handle's storage is mutable by design: UpdateSlice writes it in place.
   auto* dst = const_cast<uint8_t*>(s.in_ptr[0]);
-  for (int64_t o = 0; o < p.outer; ++o)
+  for (int64_t o = 0; o < p.outer; ++o) {
+    const int64_t start = load_i(p.start_dt, s.in_ptr[2], p.start_per_outer ? o : 0);
     std::memcpy(dst + (o * p.dst_len + start) * p.inner_bytes, s.in_ptr[1] + o * p.src_len * p.inner_bytes,
                 static_cast<size_t>(len * p.inner_bytes));
+  }
   if (s.out_ptr != dst) std::memcpy(s.out_ptr, dst, static_cast<size_t>(p.total_bytes));
   return {};
 }
@@ -306,6 +311,7 @@ Status build_update_slice(BuildCtx& ctx, Step& step) {
   p->inner_bytes = prod(dd, static_cast<size_t>(axis) + 1, dd.size()) * elem_size(dst.dtype);
   p->total_bytes = prod(dd) * elem_size(dst.dtype);
   p->start_dt = ctx.input(2).dtype;
+  p->start_per_outer = ctx.input(2).shape.num_elements() != std::optional<int64_t>(1);
   p->src_bucket = ctx.bucket(n.inputs[1]) == static_cast<int>(axis) && p->outer == 1;
   if (ctx.bucket(n.inputs[1]) == -2) step.extent_ok = false;
   p->what = ctx.graph->describe(ctx.id);

@@ -76,6 +76,7 @@ struct UpdateSliceParams {
   const uint8_t* src = nullptr;
   const void* start = nullptr;
   DT start_dt = DT::I32;
+  bool start_per_outer = false;  ///< one start per outer slice (a stacked cache of several sequences)
   int64_t outer = 1, dst_len = 0, src_len = 0, rows = 0, inner_bytes = 0;
   int* err = nullptr;
   int err_code = 0;
@@ -240,6 +241,8 @@ struct AttentionParams {
   const void* k = nullptr;
   const void* v = nullptr;
   const void* q_pos = nullptr;  ///< null: queries aligned to the end of the keys
+  /// q_pos elements between batch items: 0 (one [S] for all) or S_full (q_pos [B, S]).
+  int64_t pos_bstride = 0;
   const int32_t* kv_len = nullptr;  ///< null, or valid keys per batch item (padding mask)
   void* out = nullptr;
   float* partial = nullptr;

@@ -448,6 +448,7 @@ Status build_update_slice(BuildCtx& ctx, Step& step) {
   for (size_t i = axis + 1; i < dd.size(); ++i) inner *= dd[i];
   p->k.inner_bytes = inner * dt_size(to_dt(dst.dtype));
   p->k.start_dt = to_dt(ctx.input(2).dtype);
+  p->k.start_per_outer = ctx.input(2).shape.num_elements() != std::optional<int64_t>(1);
   p->total_bytes = p->k.outer * p->k.dst_len * p->k.inner_bytes;
   p->src_bucket = ctx.bucket(n.inputs[1]) == static_cast<int>(axis) && p->k.outer == 1;
   if (ctx.bucket(n.inputs[1]) == -2) step.extent_ok = false;
@@ -806,7 +807,10 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   k.window = a.window;
   k.scale = static_cast<float>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim)));
   k.softcap = static_cast<float>(a.softcap);
-  if (n.inputs.size() >= 4) k.pos_dt = to_dt(ctx.input(3).dtype);
+  if (n.inputs.size() >= 4) {
+    k.pos_dt = to_dt(ctx.input(3).dtype);
+    if (ctx.input(3).shape.rank() > 1) k.pos_bstride = k.S_full;  // q_pos [B.., S]: each sequence its own rows
+  }
   k.dt = to_dt(dt);
   k.out_dt = to_dt(n.dtype);
   // An f16 cache computes as llama.cpp's (and the CPU backend's) f16 cache does, which

@@ -53,7 +53,7 @@ __global__ void attention_kernel(const AttentionParams p) {
   const int64_t s_end = s_begin + chunk < p.T ? s_begin + chunk : p.T;
   int64_t jb = 0, je = 0;
   if (active) {
-    const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, i) : p.T - p.S + i;
+    const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, b * p.pos_bstride + i) : p.T - p.S + i;
     visible_keys(p, b, pos, jb, je);
     if (jb < s_begin) jb = s_begin;
     if (je > s_end) je = s_end;
@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   // Keys this row sees, the splits that share them, and this split's part. (The grid
   // has the splits of the longest context; blocks past this row's splits leave before
   // they read anything else.)
-  const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, 0) : p.T - 1;
+  const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, b * p.pos_bstride) : p.T - 1;
   int64_t jb = 0, je = p.T;
   visible_keys(p, b, pos, jb, je);
   const int64_t n = je - jb;
@@ -666,7 +666,7 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
     jb[r] = 0;
     je[r] = 0;
     if (rows[r] < p.S) {
-      const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, rows[r]) : p.T - p.S + rows[r];
+      const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, b * p.pos_bstride + rows[r]) : p.T - p.S + rows[r];
       int64_t e = p.T, s0 = 0;
       visible_keys(p, b, pos, s0, e);
       jb[r] = static_cast<int>(s0);

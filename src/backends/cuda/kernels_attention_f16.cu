@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads) attention_f16_exact_kernel(const Att
   const int64_t qw = static_cast<int64_t>(p.n_heads) * hd, kw = static_cast<int64_t>(p.n_kv) * hd;
   const int64_t o_off = (b * p.S_full + i) * qw + static_cast<int64_t>(h) * hd;
   if (i >= p.S) return;  // (the whole block)
-  const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, i) : p.T - p.S + i;
+  const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, b * p.pos_bstride + i) : p.T - p.S + i;
   int64_t jb = 0, je = 0;
   visible_keys(p, b, pos, jb, je);
   if (je <= jb) {  // a row that sees no key gets zeros, as in the other kernels

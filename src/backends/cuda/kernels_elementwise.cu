@@ -78,10 +78,12 @@ template <typename E>
 __global__ void update_slice_kernel(const UpdateSliceParams p) {
   pdl_wait();
   pdl_trigger();
-  const int64_t start = ld_i(p.start_dt, p.start, 0);
-  if (start < 0 || start + p.rows > p.dst_len) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) atomicExch(p.err, p.err_code);
-    return;
+  if (!p.start_per_outer) {
+    const int64_t start = ld_i(p.start_dt, p.start, 0);
+    if (start < 0 || start + p.rows > p.dst_len) {
+      if (blockIdx.x == 0 && threadIdx.x == 0) atomicExch(p.err, p.err_code);
+      return;
+    }
   }
   const int64_t inner = p.inner_bytes / static_cast<int64_t>(sizeof(E));
   const int64_t total = p.outer * p.rows * inner;
@@ -90,6 +92,11 @@ __global__ void update_slice_kernel(const UpdateSliceParams p) {
   E* dst = reinterpret_cast<E*>(p.dst);
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t i = e % inner, r = (e / inner) % p.rows, o = e / (inner * p.rows);
+    const int64_t start = ld_i(p.start_dt, p.start, p.start_per_outer ? o : 0);
+    if (start < 0 || start + p.rows > p.dst_len) {  // (a slice whose rows would not fit: none of it)
+      atomicExch(p.err, p.err_code);
+      continue;
+    }
     dst[(o * p.dst_len + start + r) * inner + i] = src[(o * p.src_len + r) * inner + i];
   }
 }

@@ -46,8 +46,8 @@ Status run_rope(const RefCall& call) {
   return {};
 }
 
-// q[.., S, n_heads*D], k/v[.., T, n_kv_heads*D], optional q_pos[S]. Query i sits at
-// q_pos[i], else at T - S + i (bottom-right alignment); query head h reads kv head
+// q[.., S, n_heads*D], k/v[.., T, n_kv_heads*D], optional q_pos[S] (or [.., S]: batch
+// item b's row i at q_pos[b, i]). Query i sits at q_pos[i], else at T - S + i (bottom-right alignment); query head h reads kv head
 // h / (n_heads / n_kv_heads). Causal keeps keys j <= pos, sliding window also
 // pos - j < window, local |pos - j| <= window; optional kv_len[batch] keeps only keys
 // j < kv_len[b] of batch item b. A query with no allowed key gets zeros.
@@ -68,6 +68,7 @@ Status run_attention(const RefCall& call) {
   const size_t rank = qd.size();
   const int64_t seq_q = qd[rank - 2], seq_kv = call.in[1].dims[rank - 2];
   const int64_t batch = element_count(std::vector<int64_t>(qd.begin(), qd.end() - 2));
+  const bool pos_per_item = static_cast<int64_t>(q_pos.size()) != seq_q;  // [B.., S]: each item its own rows
   const int64_t n_heads = a.n_heads, n_kv = a.n_kv_heads, hd = a.head_dim, group = n_heads / n_kv;
   const double scale = a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(hd));
   const double minus_inf = -std::numeric_limits<double>::infinity();
@@ -76,7 +77,8 @@ Status run_attention(const RefCall& call) {
     for (int64_t h = 0; h < n_heads; ++h) {
       const int64_t kv_head = h / group;
       for (int64_t i = 0; i < seq_q; ++i) {
-        const double pos = q_pos.empty() ? static_cast<double>(seq_kv - seq_q + i) : q_pos[static_cast<size_t>(i)];
+        const double pos = q_pos.empty() ? static_cast<double>(seq_kv - seq_q + i)
+                                          : q_pos[static_cast<size_t>(pos_per_item ? b * seq_q + i : i)];
         const double* qi = q.data() + ((b * seq_q + i) * n_heads + h) * hd;
         double mx = minus_inf;
         for (int64_t j = 0; j < seq_kv; ++j) {

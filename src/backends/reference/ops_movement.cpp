@@ -117,15 +117,18 @@ Status run_update_slice(const RefCall& call) {
   const RefInput& src = call.in[1];
   const std::vector<int64_t>& dd = call.out.dims;
   const auto axis = static_cast<size_t>(normalize_axis(call.attr<ir::AxisAttrs>().axis, dd.size()));
-  const int64_t start = load_index(call.in[2].dtype, call.in[2].data, 0);
   const int64_t len = src.dims[axis], dst_len = dd[axis];
-  if (start < 0 || start > dst_len - len)
-    return kernel_error(call, "writing {} rows at {} exceeds the handle's {} rows", len, start, dst_len);
   const int64_t outer = product(dd, 0, axis), inner = product(dd, axis + 1, dd.size());
-  for (int64_t o = 0; o < outer; ++o)
+  // One start for every outer slice, or one each (a stacked cache of several sequences).
+  const bool per_outer = element_count(call.in[2].dims) != 1;
+  for (int64_t o = 0; o < outer; ++o) {
+    const int64_t start = load_index(call.in[2].dtype, call.in[2].data, per_outer ? o : 0);
+    if (start < 0 || start > dst_len - len)
+      return kernel_error(call, "writing {} rows at {} exceeds the handle's {} rows", len, start, dst_len);
     for (int64_t j = 0; j < len; ++j)
       for (int64_t e = 0; e < inner; ++e)
         copy_element(src, (o * len + j) * inner + e, call.out, (o * dst_len + start + j) * inner + e);
+  }
   return {};
 }
 
