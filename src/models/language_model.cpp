@@ -26,7 +26,8 @@ LanguageModel::~LanguageModel() = default;
 
 Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& path, const LoadOptions& options) {
   if (options.ctx <= 0) return Error::invalid_argument("context length must be positive, got {}", options.ctx);
-  if (options.max_chunk < 1) return Error::invalid_argument("max_chunk must be positive, got {}", options.max_chunk);
+  if (options.max_chunk < 0)
+    return Error::invalid_argument("max_chunk must be positive (or 0: the device's default), got {}", options.max_chunk);
   if (options.batch < 1 || options.batch > 256)
     return Error::invalid_argument("batch must be 1..256 sequences, got {}", options.batch);
   if (options.kv_dtype != ir::DType::F32 && options.kv_dtype != ir::DType::F16)
@@ -34,6 +35,10 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   TRY(check_thread_count(options.threads, "threads"));
   std::unique_ptr<LanguageModel> m(new LanguageModel());
   m->options_ = options;
+  if (m->options_.max_chunk == 0) {
+    const bool host = options.device.kind == DeviceKind::kCpu || options.device.kind == DeviceKind::kReference;
+    m->options_.max_chunk = host ? kCpuMaxChunk : kGpuMaxChunk;
+  }
   m->source_ = path;
   m->n_past_.assign(static_cast<size_t>(options.batch), 0);
   if (fs::is_directory(path)) {

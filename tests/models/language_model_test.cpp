@@ -263,6 +263,11 @@ TEST(LanguageModel, MissingFileAndBadOptionsAreErrors) {
   LoadOptions lo;
   lo.ctx = 0;
   EXPECT_FALSE(LanguageModel::load(synth_model("llama", "f32"), lo));
+  LoadOptions chunk;
+  chunk.max_chunk = -1;  // (0 is the device's default)
+  auto bad_chunk = LanguageModel::load(synth_model("llama", "f32"), chunk);
+  ASSERT_FALSE(bad_chunk);
+  EXPECT_NE(bad_chunk.error().message().find("max_chunk"), std::string::npos);
 }
 
 TEST(LanguageModel, BatchedCallsCheckTheirInputs) {
