@@ -40,7 +40,7 @@ struct BenchArgs {
   int threads = 0;
   int decode_steps = 16;
   int repeat = 3;  // timed runs per figure; the median is reported (a shared machine's load moves single runs)
-  int64_t chunk = models::LoadOptions{}.max_chunk;
+  int64_t chunk = 0;  // the device's default (LoadOptions::max_chunk)
   std::vector<int64_t> prefill = {64, 512};
   std::vector<int64_t> contexts = {128, 1024};
   std::vector<int64_t> batches;  // batched decode: streams decoding together (none: not run)
@@ -97,31 +97,44 @@ std::vector<int32_t> token_run(int64_t n, int64_t vocab) {
 std::map<std::pair<int64_t, int64_t>, int> linear_shapes(const std::vector<StoredTensor>& tensors) {
   std::map<std::pair<int64_t, int64_t>, int> shapes;
   for (const StoredTensor& t : tensors) {
-    const bool in_block = t.name.find("blk.") != std::string::npos || t.name.find(".layers.") != std::string::npos;
+    // GGUF blocks (blk.N.*) and a Hugging Face language model's (model.layers.N.*; not a
+    // vision tower's encoder.layers)
+    const bool in_block = t.name.rfind("blk.", 0) == 0 || t.name.rfind("model.layers.", 0) == 0 ||
+                          t.name.find("language_model.model.layers.") != std::string::npos;
     if (!in_block || t.shape.size() != 2 || is_expert_tensor(t.name) || t.shape[0] < 64 || t.shape[1] < 64) continue;
     ++shapes[{t.shape[0], t.shape[1]}];
   }
   return shapes;
 }
 
-/// What a GPU's figures are held against, measured on its backend in this process.
+/// What a GPU's figures are held against, measured on its backend in this process. A
+/// part that could not be measured is left out (`missing` says why); the figures are
+/// still reported.
 struct DeviceBounds {
   DeviceLimits limits;
+  std::string missing;
   /// Per prefill length: the ms the vendor GEMM takes for all block linear layers of
   /// the model (every block) at that many rows (f16 operands, f32 out), and their FLOP.
   std::map<int64_t, std::pair<double, double>> gemm_ms_flops;
 };
 
-Expected<DeviceBounds> measure_device_bounds(Backend& backend, const std::vector<StoredTensor>& tensors,
-                                             const std::vector<int64_t>& lengths) {
+DeviceBounds measure_device_bounds(Backend& backend, const std::vector<StoredTensor>& tensors,
+                                   const std::vector<int64_t>& lengths) {
   DeviceBounds d;
-  ASSIGN_OR_RETURN(d.limits, backend.measure_device_limits());
+  if (auto limits = backend.measure_device_limits()) d.limits = *limits;
+  else d.missing = limits.error().message();
   const auto shapes = linear_shapes(tensors);
+  if (shapes.empty() && d.missing.empty()) d.missing = "no block linear layers found for the GEMM bound";
   for (int64_t n : lengths) {
+    if (shapes.empty()) break;
     double ms = 0, flops = 0;
     for (const auto& [nk, count] : shapes) {
-      ASSIGN_OR_RETURN(double t, backend.measure_gemm_ms(n, nk.first, nk.second, ir::DType::F32));
-      ms += t * count;
+      auto t = backend.measure_gemm_ms(n, nk.first, nk.second, ir::DType::F32);
+      if (!t) {
+        d.missing = t.error().message();
+        return d;
+      }
+      ms += *t * count;
       flops += 2.0 * static_cast<double>(n * nk.first * nk.second) * count;
     }
     d.gemm_ms_flops[n] = {ms, flops};
@@ -134,7 +147,7 @@ Expected<DeviceBounds> measure_device_bounds(Backend& backend, const std::vector
 /// prefilled in one run, then `repeat` x `steps` steps feed each stream the token it got.
 /// Returns the median ms per step, with the mean cached tokens per stream.
 struct BatchFigure {
-  double ms_per_step = 0, mean_past = 0;
+  double ms_per_step = 0, mean_keys = 0;  // keys a stream's timed step attends to, on average
   std::vector<double> runs_ms;
 };
 Expected<BatchFigure> time_batch(const std::string& path, models::LoadOptions lo, int64_t batch, int64_t base,
@@ -169,7 +182,9 @@ Expected<BatchFigure> time_batch(const std::string& path, models::LoadOptions lo
   f.ms_per_step = median(f.runs_ms);
   double past = 0;
   for (int64_t b = 0; b < batch; ++b) past += static_cast<double>(m->n_past(b));
-  f.mean_past = past / static_cast<double>(batch) - 0.5 * repeat * steps;  // the timed steps' mean position
+  // After the timed steps a stream holds len + 3 + repeat * steps tokens (three warm
+  // steps); timed step t attends to len + 4 + t keys.
+  f.mean_keys = past / static_cast<double>(batch) - 0.5 * (repeat * steps - 1);
   return f;
 }
 
@@ -356,7 +371,8 @@ int run_bench(const BenchArgs& a) {
     const double ms = median(runs_ms);
     const double tps = 1000.0 / ms;
     const auto [fastest, slowest] = std::minmax_element(runs_ms.begin(), runs_ms.end());
-    const double mean_pos = static_cast<double>(ctx) + 2.0 + 0.5 * a.repeat * a.decode_steps;
+    // (timed step t attends to ctx + 3 + t keys: the prefill, two warm steps, itself)
+    const double mean_pos = static_cast<double>(ctx) + 2.5 + 0.5 * a.repeat * a.decode_steps;
     const double bytes_per_token = active_bytes + kv_bytes_per_pos * mean_pos;
     rows.push_back({"decode @ctx " + std::to_string(ctx), tps, ms, true, bytes_per_token, 0.0, 1000.0 / *slowest,
                     1000.0 / *fastest});
@@ -379,7 +395,7 @@ int run_bench(const BenchArgs& a) {
     double bytes_per_step;
   };
   std::vector<BatchRow> batch_rows;
-  const int64_t batch_base = a.contexts.front();
+  const int64_t batch_base = *std::min_element(a.contexts.begin(), a.contexts.end());
   for (int64_t b : a.batches) {
     next_stage(fmt::format("decode of {} streams", b));
     auto f = time_batch(path, lo, b, batch_base, a.decode_steps, a.repeat);
@@ -393,7 +409,7 @@ int run_bench(const BenchArgs& a) {
       const double union_share = 1.0 - std::pow(1.0 - kE, static_cast<double>(b));
       weights += static_cast<double>(expert_bytes) * (union_share - kE);
     }
-    batch_rows.push_back({b, *f, weights + kv_bytes_per_pos * static_cast<double>(b) * (f->mean_past + 1.0)});
+    batch_rows.push_back({b, *f, weights + kv_bytes_per_pos * static_cast<double>(b) * f->mean_keys});
   }
 
   next_stage(on_cpu ? fmt::format("machine limits ({} threads)", threads) : "device limits");
@@ -417,10 +433,12 @@ int run_bench(const BenchArgs& a) {
     appendf(text, " (measured in this run)\n\n");
   } else {
     if (backend == nullptr) return report(Error::internal("bench: the model's session has no backend"));
-    auto measured = measure_device_bounds(*backend, *tensors, a.prefill);
-    if (!measured) return report(measured.error().with_context("device limits"));
-    bounds = *measured;
+    bounds = measure_device_bounds(*backend, *tensors, a.prefill);
     bandwidth = bounds.limits.copy_bytes_per_s;
+    if (!bounds.missing.empty()) {
+      appendf(text, "limits  not all measured: %s\n", bounds.missing.c_str());
+      out["limits_missing"] = bounds.missing;
+    }
     out["limits"] = {{"device_name", bounds.limits.device_name},
                      {"device_memory_bytes", bounds.limits.memory_bytes},
                      {"copy_bandwidth_bytes_per_s", bandwidth}};
@@ -438,7 +456,10 @@ int run_bench(const BenchArgs& a) {
   }
   appendf(text, "%-22s %12s %12s   %s\n", "phase", "tokens/s", "ms", "vs limit");
   for (const Row& r : rows) {
-    if (r.decode) {
+    if (r.decode && bandwidth <= 0) {
+      appendf(text, "%-22s %12.1f %12.2f   (%.2f GB/s; no bandwidth measured)\n", r.phase.c_str(), r.tps, r.ms,
+                  r.tps * r.work / 1e9);
+    } else if (r.decode) {
       const double ceiling = bandwidth / r.work;
       appendf(text, "%-22s %12.1f %12.2f   %5.1f%% of the %.1f tok/s %s ceiling (%.2f GB/s)\n", r.phase.c_str(),
                   r.tps, r.ms, 100.0 * r.tps / ceiling, ceiling, on_cpu ? "bandwidth" : "copy-bandwidth",
@@ -446,6 +467,9 @@ int run_bench(const BenchArgs& a) {
       auto& d = out["decode"][r.phase.substr(r.phase.find("ctx ") + 4)];
       d["ceiling_tokens_per_s"] = ceiling;
       d["pct_of_ceiling"] = 100.0 * r.tps / ceiling;
+    } else if (!on_cpu && bounds.gemm_ms_flops.count(std::stoll(r.phase.substr(8))) == 0) {
+      appendf(text, "%-22s %12.1f %12.2f   %.1f TFLOP/s (no GEMM bound measured)\n", r.phase.c_str(), r.tps, r.ms,
+                  r.tps * r.work / 1e12);
     } else if (!on_cpu) {
       // The bound: the vendor GEMM's time for the model's linear layers at this many
       // rows (attention, norms and the LM head not counted): tokens/s they alone allow.
@@ -502,14 +526,18 @@ int run_bench(const BenchArgs& a) {
       const double ceiling = static_cast<double>(r.batch) * bandwidth / r.bytes_per_step;
       std::string vs_one;
       if (one != batch_rows.end()) vs_one = fmt::format("{:.2f}x batch 1, ", tps * one->f.ms_per_step / 1000.0);
-      appendf(text, "%-22s %12.1f %12.2f   %s%.1f%% of the %.1f tok/s %s ceiling (streams at about %.0f tokens)\n",
-                  fmt::format("batch {}", r.batch).c_str(), tps, r.f.ms_per_step, vs_one.c_str(), 100.0 * tps / ceiling,
-                  ceiling, on_cpu ? "bandwidth" : "copy-bandwidth", r.f.mean_past);
+      const std::string vs_limit =
+          bandwidth > 0 ? fmt::format("{:.1f}% of the {:.1f} tok/s {} ceiling", 100.0 * tps / ceiling, ceiling,
+                                      on_cpu ? "bandwidth" : "copy-bandwidth")
+                        : std::string("no bandwidth measured");
+      appendf(text, "%-22s %12.1f %12.2f   %s%s (streams at about %.0f tokens)\n",
+                  fmt::format("batch {}", r.batch).c_str(), tps, r.f.ms_per_step, vs_one.c_str(), vs_limit.c_str(),
+                  r.f.mean_keys);
       out["batch"][std::to_string(r.batch)] = {{"tokens_per_s", tps},
                                                {"tokens_per_s_per_stream", tps / static_cast<double>(r.batch)},
                                                {"ms_per_step", r.f.ms_per_step},
                                                {"ms_per_step_runs", r.f.runs_ms},
-                                               {"mean_cached_tokens", r.f.mean_past},
+                                               {"mean_cached_tokens", r.f.mean_keys},
                                                {"bytes_per_step", r.bytes_per_step},
                                                {"ceiling_tokens_per_s", ceiling},
                                                {"pct_of_ceiling", 100.0 * tps / ceiling}};
@@ -562,9 +590,9 @@ void add_bench_command(CLI::App& app, Runner* run) {
   cmd->add_option("--repeat", a->repeat, "timed runs per figure (the median is shown)")
       ->check(CLI::Range(1, 100));
   auto* chunk_opt = cmd->add_option("--chunk", a->chunk,
-                              "most prompt tokens per prefill run (longer prompts run in chunks; on a GPU the "
-                              "default is the longest prompt length: one run)")
-                  ->check(kTokenCount);
+                              "most prompt tokens per prefill run (longer prompts run in chunks; 0: the device's "
+                              "default, on a GPU the longest prompt length: one run)")
+                  ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache; no warm-start figure)");
   cmd->callback([run, a, prefill, contexts, chunk_opt] {
     if (a->device.rfind("cuda", 0) == 0) {  // a GPU: its defaults, unless given
@@ -572,7 +600,8 @@ void add_bench_command(CLI::App& app, Runner* run) {
       if (contexts->count() == 0) a->contexts = kDeviceContexts;
       // (a GPU's prefill speed grows with the rows of a run well past the CPU's chunk,
       // and the activations are on the device)
-      if (chunk_opt->count() == 0) a->chunk = *std::max_element(a->prefill.begin(), a->prefill.end());
+      if (chunk_opt->count() == 0)
+        a->chunk = std::max(models::kGpuMaxChunk, *std::max_element(a->prefill.begin(), a->prefill.end()));
     }
     *run = [a] { return run_bench(*a); };
   });

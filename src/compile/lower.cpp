@@ -1,6 +1,8 @@
 // Lowering HIR -> MIR (first stage of the pipeline). Direct policy emits fused MIR ops;
 // Fusable policy emits the primitive forms of src/compile/emit.cpp, which the fusion
-// passes turn back into exactly the fused ops Direct emits.
+// passes turn back into exactly the fused ops Direct emits. Attention over several
+// sequences (padded encoder batches, a batched decoder's stacked KV cache) is always the
+// attention op: its per-sequence masks have no primitive form the fusion pass matches.
 #include <cmath>
 #include "rlx/compile/lower.h"
 
@@ -184,8 +186,9 @@ struct Lowerer {
     const ValueId k_rows = seqs(to_cache(k)), v_rows = seqs(to_cache(v));
     const ValueId ks = b().update_slice(kc, k_rows, starts, 1);
     const ValueId vs = b().update_slice(vc, v_rows, starts, 1);
+    const ValueId qs = seqs(q);  // (before the label: it names the next node made)
     b().label(l + ".attn");
-    const ValueId o = b().op(OpKind::Attention, {seqs(q), ks, vs, pos_b}, attn);
+    const ValueId o = b().op(OpKind::Attention, {qs, ks, vs, pos_b}, attn);
     return out_proj(b().reshape(o, Shape{rows, b().type(o).shape.back()}));
   }
 

@@ -331,6 +331,12 @@ class GroupBackend final : public Backend {
   std::string name() const override { return ranks_[0]->name(); }
   compile::Target target() const override { return ranks_[0]->target().for_tensor_parallel(group_->world()); }
   const compile::OpSet& supported_ops() const override { return ranks_[0]->supported_ops(); }
+  /// The first rank's device (a group is of one kind of device).
+  Expected<DeviceLimits> measure_device_limits() override { return ranks_[0]->measure_device_limits(); }
+  Expected<double> measure_gemm_ms(int64_t m, int64_t n, int64_t k, ir::DType out) override {
+    return ranks_[0]->measure_gemm_ms(m, n, k, out);
+  }
+  int64_t peak_device_bytes() const override { return ranks_[0]->peak_device_bytes(); }
   Expected<std::unique_ptr<Executable>> compile(const ir::LirModule& lir, const compile::CompileOptions& o) override {
     return compile_with_extent(lir, o, ExtentInfo{});
   }

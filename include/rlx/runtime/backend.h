@@ -106,7 +106,8 @@ class Backend {
   }
   /// The most device memory this process's backends of this kind held at once since
   /// the process started, in bytes (their own allocations: weights, caches, arenas,
-  /// workspaces); -1 for a backend whose memory is the host's.
+  /// workspaces, and the probes above: read it before measuring limits); -1 for a
+  /// backend whose memory is the host's.
   virtual int64_t peak_device_bytes() const { return -1; }
 };
 

@@ -156,8 +156,8 @@ Status update_fn(const Step& s, const StepCtx& ctx) {
   for (int64_t o = 0; o < (p.start_per_outer ? p.outer : 1); ++o) {
     const int64_t start = load_i(p.start_dt, s.in_ptr[2], o);
     if (start < 0 || start + len > p.dst_len)
-      return Error::invalid_argument("{}: writing {} rows at {} exceeds the handle's {} rows", p.what, len, start,
-                                     p.dst_len);
+      return Error::invalid_argument("{}: writing {} rows at {} exceeds the handle's {} rows{}", p.what, len, start,
+                                     p.dst_len, p.start_per_outer ? fmt::format(" (slice {})", o) : std::string());
   }
   // The handle's storage is mutable by design: UpdateSlice writes it in place.
   auto* dst = const_cast<uint8_t*>(s.in_ptr[0]);
@@ -313,7 +313,9 @@ Status build_update_slice(BuildCtx& ctx, Step& step) {
   p->start_dt = ctx.input(2).dtype;
   p->start_per_outer = ctx.input(2).shape.num_elements() != std::optional<int64_t>(1);
   p->src_bucket = ctx.bucket(n.inputs[1]) == static_cast<int>(axis) && p->outer == 1;
-  if (ctx.bucket(n.inputs[1]) == -2) step.extent_ok = false;
+  // (a bucketed source of several slices would need a per-slice extent: run it whole)
+  if (ctx.bucket(n.inputs[1]) == -2 || (ctx.bucket(n.inputs[1]) == static_cast<int>(axis) && p->outer != 1))
+    step.extent_ok = false;
   p->what = ctx.graph->describe(ctx.id);
   step.fn = &update_fn;
   step.params = p;

@@ -451,7 +451,9 @@ Status build_update_slice(BuildCtx& ctx, Step& step) {
   p->k.start_per_outer = ctx.input(2).shape.num_elements() != std::optional<int64_t>(1);
   p->total_bytes = p->k.outer * p->k.dst_len * p->k.inner_bytes;
   p->src_bucket = ctx.bucket(n.inputs[1]) == static_cast<int>(axis) && p->k.outer == 1;
-  if (ctx.bucket(n.inputs[1]) == -2) step.extent_ok = false;
+  // (a bucketed source of several slices would need a per-slice extent: run it whole)
+  if (ctx.bucket(n.inputs[1]) == -2 || (ctx.bucket(n.inputs[1]) == static_cast<int>(axis) && p->k.outer != 1))
+    step.extent_ok = false;
   step.fn = &update_fn;
   step.params = p;
   return {};

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <random>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -57,10 +56,11 @@ Expected<DeviceLimits> CudaBackend::measure_device_limits() {
   RLX_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), what);
   l.memory_bytes = static_cast<int64_t>(total_bytes);
   l.memory_used_bytes = static_cast<int64_t>(total_bytes - free_bytes);
-  // 1 GiB each way, or less when the model leaves less free (a smaller copy still
-  // streams: anything past the 50-60 MB L2 is a DRAM copy).
+  // 1 GiB each way, or less when the model leaves less free: a copy of twice the L2
+  // still streams from DRAM.
+  const int64_t floor = std::max<int64_t>(int64_t{64} << 20, 2 * static_cast<int64_t>(prop.l2CacheSize));
   const int64_t bytes = std::min<int64_t>(int64_t{1} << 30, static_cast<int64_t>(free_bytes / 4) & ~int64_t{4095});
-  if (bytes < (int64_t{256} << 20))
+  if (bytes < floor)
     return Error::unsupported("{}: {} MB free on the device, too little for the copy-bandwidth probe", what,
                               free_bytes >> 20);
   ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::create(bytes, what));
@@ -83,12 +83,19 @@ Expected<double> CudaBackend::measure_gemm_ms(int64_t m, int64_t n, int64_t k, i
   if (out != ir::DType::F32 && out != ir::DType::F16)
     return Error::invalid_argument("{}: the output is f32 or f16, not {}", what, ir::dtype_name(out));
   RLX_CUDA_TRY(cudaSetDevice(ordinal_), what);
+  int l2 = 0;
+  RLX_CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ordinal_), what);
+  // Enough weight copies that a call never finds its weights in the L2 the call before
+  // left (twice the L2 between two uses of one copy).
   const int64_t w_bytes = n * k * 2;
-  const int copies = static_cast<int>(std::clamp<int64_t>((int64_t{128} << 20) / w_bytes + 1, 2, 16));
+  const int copies = static_cast<int>(std::clamp<int64_t>(2 * static_cast<int64_t>(l2) / w_bytes + 1, 2, 64));
+  // Values in [-1, 1) from a cheap integer hash (the time of a GEMM does not depend on them).
   std::vector<uint16_t> host(static_cast<size_t>(std::max(m * k, n * k)));
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (uint16_t& h : host) h = f32_to_f16_bits(d(rng));
+  uint32_t state = 7;
+  for (uint16_t& h : host) {
+    state = state * 1664525u + 1013904223u;
+    h = f32_to_f16_bits(static_cast<float>(state >> 8) * 0x1p-23f - 1.0f);
+  }
   ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::create(m * k * 2, what));
   RLX_CUDA_TRY(cudaMemcpy(x.data(), host.data(), static_cast<size_t>(m * k * 2), cudaMemcpyHostToDevice), what);
   std::vector<DeviceBuffer> w;

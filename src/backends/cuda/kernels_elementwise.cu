@@ -93,7 +93,9 @@ __global__ void update_slice_kernel(const UpdateSliceParams p) {
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t i = e % inner, r = (e / inner) % p.rows, o = e / (inner * p.rows);
     const int64_t start = ld_i(p.start_dt, p.start, p.start_per_outer ? o : 0);
-    if (start < 0 || start + p.rows > p.dst_len) {  // (a slice whose rows would not fit: none of it)
+    // A slice whose rows would not fit is not written (the others are) and the run
+    // fails with the step named.
+    if (start < 0 || start + p.rows > p.dst_len) {
       atomicExch(p.err, p.err_code);
       continue;
     }

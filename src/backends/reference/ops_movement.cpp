@@ -121,10 +121,14 @@ Status run_update_slice(const RefCall& call) {
   const int64_t outer = product(dd, 0, axis), inner = product(dd, axis + 1, dd.size());
   // One start for every outer slice, or one each (a stacked cache of several sequences).
   const bool per_outer = element_count(call.in[2].dims) != 1;
+  for (int64_t o = 0; o < (per_outer ? outer : 1); ++o) {  // (nothing is written unless every slice fits)
+    const int64_t start = load_index(call.in[2].dtype, call.in[2].data, o);
+    if (start < 0 || start > dst_len - len)
+      return kernel_error(call, "writing {} rows at {} exceeds the handle's {} rows{}", len, start, dst_len,
+                          per_outer ? fmt::format(" (slice {})", o) : std::string());
+  }
   for (int64_t o = 0; o < outer; ++o) {
     const int64_t start = load_index(call.in[2].dtype, call.in[2].data, per_outer ? o : 0);
-    if (start < 0 || start > dst_len - len)
-      return kernel_error(call, "writing {} rows at {} exceeds the handle's {} rows", len, start, dst_len);
     for (int64_t j = 0; j < len; ++j)
       for (int64_t e = 0; e < inner; ++e)
         copy_element(src, (o * len + j) * inner + e, call.out, (o * dst_len + start + j) * inner + e);
