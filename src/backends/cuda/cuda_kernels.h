@@ -319,6 +319,10 @@ void launch_dequant_f16(DT w_dt, const uint8_t* w, void* out_f16, int64_t N, int
 inline constexpr int kMaxGemvM = 8;
 inline constexpr int kMaxGemvParts = 4;
 inline constexpr int64_t kGemvSmemLimit = 48 * 1024;
+/// Shared memory the GEMV may take for several rows of 8-bit x (raised above the default
+/// 48 KiB; within what every GPU since sm_80 except sm_86 / sm_89 (99 KiB) allows a
+/// block, static part included).
+inline constexpr int64_t kGemvX8SmemLimit = 96 * 1024;
 
 /// Decode GEMV (M <= kMaxGemvM rows of x): y[m, n] = epilogue(sum_k x[m, k] * W[n, k]),
 /// W [N, K] of f32/f16/bf16 (x rounded to W's precision first) or packed Q8_0 / Q4_0 /
@@ -370,8 +374,11 @@ struct GemvParams {
 int64_t gemv_smem_bytes(DT w_dt, int64_t M, int64_t K, bool norm = false);
 /// True for the packed types whose GEMV can take x in 8 bits (GemvParams::x_int8).
 bool gemv_x8_type(DT w_dt);
-/// True when launch_gemv covers weights of `w_dt` at this M and K.
-bool gemv_supported(DT w_dt, int64_t M, int64_t K);
+/// Shared memory the GEMV stages M rows of 8-bit x in (GemvParams::x_int8).
+int64_t gemv_x8_smem_bytes(int64_t M, int64_t K);
+/// True when launch_gemv covers weights of `w_dt` at this M and K; `x8`: the launch will
+/// take the 8-bit x path (x_int8, f32 x 16-byte aligned), whose rows take less room.
+bool gemv_supported(DT w_dt, int64_t M, int64_t K, bool x8 = false);
 /// True when the launch of `p` (one the GEMV covers) leaves shared memory for the norm
 /// prologue's rows (GemvParams::norm), on the path it takes (8-bit or f32 x).
 bool gemv_norm_fits(const GemvParams& p);

@@ -234,7 +234,8 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
   // Decode sizes: one GEMV kernel (epilogue included) when it covers the weights.
   const DT wdt = to_dt(w.dtype);
   const bool w_aligned = step.in[1].offset % 16 == 0 && (!swiglu || step.in[2].offset % 16 == 0);
-  if (tb && g.M <= kMaxGemvM && w_aligned && gemv_supported(wdt, g.M, g.K)) {
+  const bool x_vec4 = x.dtype == DType::F32 && step.in[0].offset % 16 == 0 && step.in[0].kind == StorageKind::kArena;
+  if (tb && g.M <= kMaxGemvM && w_aligned && gemv_supported(wdt, g.M, g.K, ctx.gemv_int8_x && x_vec4)) {
     GemvParams& v = p->gv;
     v.x_dt = to_dt(x.dtype);
     v.w_dt = wdt;
@@ -244,7 +245,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     v.K = g.K;
     v.row_bytes = *ir::dtype_bytes(w.dtype, g.K);
     v.swiglu = swiglu;
-    v.x_vec4 = x.dtype == DType::F32 && step.in[0].offset % 16 == 0 && step.in[0].kind == StorageKind::kArena;
+    v.x_vec4 = x_vec4;
     v.x_int8 = ctx.gemv_int8_x;
     auto immutable = [](const ValueRef& r) { return r.kind == StorageKind::kParam || r.kind == StorageKind::kConstant; };
     v.w_const = immutable(step.in[1]) && (!swiglu || immutable(step.in[2]));

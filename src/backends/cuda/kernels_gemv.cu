@@ -17,6 +17,7 @@
 // Also the repack kernel that moves the 2-byte block scale of Q8_0 / Q4_0 / Q6_K out of
 // every block (launch_repack_split), run once at set_param.
 #include "backends/cuda/cuda_common.cuh"
+#include "backends/cuda/smem_limit.cuh"
 
 namespace rlx::cuda_backend {
 namespace {
@@ -604,12 +605,12 @@ __device__ __forceinline__ void store_rope_kv(const RopeKvParams& k, int role, i
 }
 
 // One warp per group of R rows; MT: 1 or kMaxGemvM (rows of x, run-time M <= MT).
-// X: the type x is rounded to (float weights) or float. kX8 (packed weights, MT = 1):
-// x is staged in 8 bits (stage_x8) and the chunks' dot8 take it.
+// X: the type x is rounded to (float weights) or float. kX8 (packed weights): each row
+// of x is staged in 8 bits (stage_x8) and the chunks' dot8 take it; a weight chunk
+// loaded once serves every row (batched decode of several streams).
 template <typename C, typename X, int R, int MT, bool kSwiglu, bool kX8 = false>
 __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
-  static_assert(!kX8 || MT == 1, "8-bit x is staged for one row");
-  extern __shared__ float xs[];  // [M][xpad(K)], or the 8-bit slots and their (d, sum)
+  extern __shared__ float xs[];  // [M][xpad(K)], or per row the 8-bit slots, then per row their (d, sum)
   const int M = MT == 1 ? 1 : static_cast<int>(p.M);
   const int64_t K = p.K, ks = xpad(K, C::kPad);
   const int lane = threadIdx.x & 31;
@@ -665,7 +666,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
   };
   // With the norm prologue, x is computed from the norm's inputs (M = 1, f32, vec4):
   // vs holds the residual sum, gs gamma in f32.
-  float* vs = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xs) + (kX8 ? K / 16 * (16 + sizeof(float2)) : M * ks * sizeof(float)));
+  float* vs = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(xs) +
+                                       (kX8 ? M * (K / 16) * (16 + sizeof(float2)) : M * ks * sizeof(float)));
   float* gs = vs + K;
   // The first weight loads go out before x is staged (and, for weights no kernel writes,
   // before the kernel before this one has finished), so that their latency overlaps it;
@@ -680,12 +682,15 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
   auto x4_at = [&](int64_t i) {
     return p.norm ? normed_x4(vs, gs, scale, i) : __ldg(static_cast<const float4*>(p.x) + i);
   };
-  X8 x8{};
+  X8 x8[MT] = {};
   if constexpr (kX8) {
     uint4* q = reinterpret_cast<uint4*>(xs);
-    float2* meta = reinterpret_cast<float2*>(q + K / 16);
-    stage_x8<C>(x4_at, K, q, meta);
-    x8 = X8{q, meta, chunks};
+    float2* meta = reinterpret_cast<float2*>(q + M * (K / 16));
+    for (int m = 0; m < M; ++m) {  // (row m's float4 i is float4 m * K / 4 + i of x)
+      const int64_t row4 = m * (K / 4);
+      stage_x8<C>([&](int64_t i) { return x4_at(row4 + i); }, K, q + m * (K / 16), meta + m * (K / 16));
+      x8[m] = X8{q + m * (K / 16), meta + m * (K / 16), chunks};
+    }
   } else if (C::kQ8Act && p.x_vec4) {  // uniform trip counts: blocks of 32 are whole warps' lanes
     for (int m = 0; m < M; ++m)
       for (int64_t b4 = 0; b4 < K / 4; b4 += blockDim.x) {
@@ -737,7 +742,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
           for (int s = 0; s < S; ++s)
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-              if constexpr (kX8) acc[s][r][m] += C::dot8(regs[u][s][r], c, x8);
+              if constexpr (kX8) acc[s][r][m] += C::dot8(regs[u][s][r], c, x8[m]);
               else acc[s][r][m] += C::dot(regs[u][s][r], c, xs + m * ks);
             }
         }
@@ -780,10 +785,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
   }
 }
 
-// The 8-bit x path: asked for, one row of f32 x with 16-byte alignment, packed weights.
-bool gemv_x8(const GemvParams& p) {
-  return p.x_int8 && p.M == 1 && p.x_vec4 && p.x_dt == DT::F32 && gemv_x8_type(p.w_dt);
-}
+// The 8-bit x path: asked for, rows of f32 x with 16-byte alignment, packed weights.
+bool gemv_x8(const GemvParams& p) { return p.x_int8 && p.x_vec4 && p.x_dt == DT::F32 && gemv_x8_type(p.w_dt); }
 
 // Rows a warp computes: one for float weights, two for packed ones, except a SwiGLU over
 // K-quants on f32 x, which reads two weights a row: one row a warp keeps the same loads
@@ -807,6 +810,10 @@ int64_t gemv_blocks(const GemvParams& p) {
   return blocks;
 }
 
+// Static shared memory of gemv_kernel: the rope / KV-cache epilogue's rows and
+// norm_prologue's 32 doubles share the 48 KiB with the dynamic part.
+constexpr int64_t kStaticSmem = kRoleSmem + 32 * sizeof(double);
+
 template <typename C, typename X, int R>
 void launch_typed(const GemvParams& p, cudaStream_t s) {
   if constexpr (R > 1)
@@ -814,9 +821,35 @@ void launch_typed(const GemvParams& p, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>(gemv_blocks(p));
   if constexpr (!std::is_same_v<C, FloatChunk<X>>) {
     if (gemv_x8(p)) {
-      const size_t smem8 = static_cast<size_t>(p.K / 16 * (16 + sizeof(float2)) + (p.norm ? p.K * 8 : 0));  // (gemv_norm_fits)
-      if (p.swiglu) launch_k(gemv_kernel<C, X, R, 1, true, true>, grid, kWarps * 32, smem8, s, p);
-      else launch_k(gemv_kernel<C, X, R, 1, false, true>, grid, kWarps * 32, smem8, s, p);
+      const size_t smem8 = static_cast<size_t>(gemv_x8_smem_bytes(p.M, p.K) + (p.norm ? p.K * 8 : 0));  // (gemv_norm_fits)
+      if (p.M == 1) {
+        if (p.swiglu) launch_k(gemv_kernel<C, X, R, 1, true, true>, grid, kWarps * 32, smem8, s, p);
+        else launch_k(gemv_kernel<C, X, R, 1, false, true>, grid, kWarps * 32, smem8, s, p);
+        return;
+      }
+      // Several rows may take more than the default 48 KiB, up to kGemvX8SmemLimit: as
+      // many rows per launch as fit there (a long K: fewer rows a launch, each launch
+      // still reading the weights once for its rows).
+      constexpr int kLimit = static_cast<int>(kGemvX8SmemLimit);
+      const int64_t fit = std::max<int64_t>(1, (kGemvX8SmemLimit - kStaticSmem) / gemv_x8_smem_bytes(1, p.K));
+      const int64_t y_bytes = p.y_dt == DT::F32 ? 4 : 2;
+      for (int64_t m0 = 0; m0 < p.M; m0 += fit) {
+        GemvParams q = p;
+        q.M = std::min<int64_t>(fit, p.M - m0);
+        q.x = static_cast<const float*>(p.x) + m0 * p.K;
+        q.y = static_cast<uint8_t*>(p.y) + m0 * p.N * y_bytes;
+        const size_t smem_q = static_cast<size_t>(gemv_x8_smem_bytes(q.M, q.K));
+        if (q.M == 1) {
+          if (q.swiglu) launch_k(gemv_kernel<C, X, R, 1, true, true>, grid, kWarps * 32, smem_q, s, q);
+          else launch_k(gemv_kernel<C, X, R, 1, false, true>, grid, kWarps * 32, smem_q, s, q);
+        } else if (q.swiglu) {
+          raise_smem_limit<gemv_kernel<C, X, R, kMaxGemvM, true, true>>(kLimit);
+          launch_k(gemv_kernel<C, X, R, kMaxGemvM, true, true>, grid, kWarps * 32, smem_q, s, q);
+        } else {
+          raise_smem_limit<gemv_kernel<C, X, R, kMaxGemvM, false, true>>(kLimit);
+          launch_k(gemv_kernel<C, X, R, kMaxGemvM, false, true>, grid, kWarps * 32, smem_q, s, q);
+        }
+      }
       return;
     }
   }
@@ -864,18 +897,21 @@ bool gemv_x8_type(DT w_dt) {
          w_dt == DT::IQ4_NL;
 }
 
-// Static shared memory of gemv_kernel: the rope / KV-cache epilogue's rows and
-// norm_prologue's 32 doubles share the 48 KiB with the dynamic part.
-constexpr int64_t kStaticSmem = kRoleSmem + 32 * sizeof(double);
+
+int64_t gemv_x8_smem_bytes(int64_t M, int64_t K) { return M * (K / 16) * static_cast<int64_t>(16 + sizeof(float2)); }
 
 bool gemv_norm_fits(const GemvParams& p) {
-  const int64_t dyn = gemv_x8(p) ? p.K / 16 * static_cast<int64_t>(16 + sizeof(float2)) + 8 * p.K
-                                 : gemv_smem_bytes(p.w_dt, p.M, p.K, true);
+  const int64_t dyn = gemv_x8(p) ? gemv_x8_smem_bytes(p.M, p.K) + 8 * p.K : gemv_smem_bytes(p.w_dt, p.M, p.K, true);
   return dyn <= kGemvSmemLimit - kStaticSmem;
 }
 
-bool gemv_supported(DT w_dt, int64_t M, int64_t K) {
-  if (M < 1 || M > kMaxGemvM || gemv_smem_bytes(w_dt, M, K) > kGemvSmemLimit - kStaticSmem) return false;
+bool gemv_supported(DT w_dt, int64_t M, int64_t K, bool x8) {
+  if (M < 1 || M > kMaxGemvM) return false;
+  if (x8 && gemv_x8_type(w_dt) && M > 1) {  // several rows in 8 bits: launches of the rows that fit kGemvX8SmemLimit
+    if (gemv_x8_smem_bytes(1, K) > kGemvX8SmemLimit - kStaticSmem) return false;
+  } else if (gemv_smem_bytes(w_dt, M, K) > kGemvSmemLimit - kStaticSmem) {
+    return false;
+  }
   switch (w_dt) {
     case DT::F32: return K % 4 == 0;
     case DT::F16: case DT::BF16: return K % 8 == 0;
