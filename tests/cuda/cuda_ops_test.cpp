@@ -650,7 +650,7 @@ TEST(CudaOps, DequantMatMulPacked) {
       auto xv = *c.inputs["x"].to_f32();
       xv = x_as_cuda_sees_it(t, xv, M, true);  // (the GEMV's 8-bit x is the default)
       const double e = rel_l2(*(*out)[0].to_f32(), reference_product(xv, deq, M, N, K));
-      // GEMV: f32 math on exact weights (and on 8-bit x, M <= 8); M > 8: Q8_0 / Q4_0 on
+      // GEMV: f32 math on exact weights (and on 8-bit x, M <= 5); M > 8: Q8_0 / Q4_0 on
       // the int8 tensor cores (exact block products), the K-quants and i-quants in f16
       // through cuBLAS.
       const bool f16_path = M > 8 && t != DType::Q8_0 && t != DType::Q4_0;

@@ -105,11 +105,11 @@ inline std::vector<float> q8_0_like_llama_cpp(const std::vector<float>& x) {
 
 /// The x a CUDA product over weights of type t sees: llama.cpp's Q8_0 activations for
 /// Q8_0 / Q4_0 weights (every path), the GEMV's 16-element 8-bit segments for the other
-/// packed types it runs at 1..kMaxGemvM rows with int8_x, else x itself (float weights: the caller
+/// packed types it runs at 1..kGemvX8MaxRows rows with int8_x, else x itself (float weights: the caller
 /// rounds to the weights' type).
 inline std::vector<float> x_as_cuda_sees_it(ir::DType t, const std::vector<float>& x, int64_t M, bool int8_x) {
   if (t == ir::DType::Q8_0 || t == ir::DType::Q4_0) return q8_0_like_llama_cpp(x);
-  if (int8_x && M <= 8 &&  // (the GEMV's rows, kMaxGemvM; more take cuBLAS or the int8 tensor cores)
+  if (int8_x && M <= 5 &&  // (the GEMV's rows, kGemvX8MaxRows; more take cuBLAS or the int8 tensor cores)
       (t == ir::DType::Q4_K || t == ir::DType::Q6_K || t == ir::DType::IQ4_XS || t == ir::DType::IQ4_NL))
     return x8_like_gemv(x);
   return x;

@@ -171,6 +171,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
   const auto xd = x.shape.static_dims(), wd = w.shape.static_dims();
   auto p = std::make_shared<LinearParams>();
   p->swiglu = swiglu;
+  int64_t prefill_from = kMaxGemvM + 1;  // (packed weights: see below)
   GemmDesc& g = p->g;
   g.K = xd.back();
   g.M = *x.shape.num_elements() / std::max<int64_t>(g.K, 1);
@@ -198,12 +199,16 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     // x as llama.cpp's CPU backend sees it for these weights: Q8_0 blocks (the decode
     // GEMV, launch_gemv, rounds it itself while staging it; the others read it rounded).
     p->round_x = q8_0_activations(p->q.w_dt);
-    if (g.M > 8 && ctx.int8_prefill && mmq_supported(p->q.w_dt)) {  // prefill over Q8_0 / Q4_0: the int8 tensor cores
+    // Rows from which a product leaves the GEMV for the prefill paths: 9, or for the types
+    // of the GEMV's 8-bit x past kGemvX8MaxRows, where its integer work (one dot product
+    // per row and weight chunk) costs more than dequantizing for cuBLAS.
+    prefill_from = ctx.gemv_int8_x && gemv_x8_type(p->q.w_dt) && !swiglu ? kGemvX8MaxRows + 1 : kMaxGemvM + 1;
+    if (g.M >= prefill_from && ctx.int8_prefill && mmq_supported(p->q.w_dt)) {  // prefill over Q8_0 / Q4_0: the int8 tensor cores
       p->mmq = true;
       p->round_x = false;
       p->xq_off = ctx.scratch(g.M * g.K);
       p->xd_off = ctx.scratch(g.M * (g.K / 32) * 4);
-    } else if (g.M > 8) {  // other prefill: dequantize to f16 and use cuBLAS (f16 x f16 -> f32)
+    } else if (g.M >= prefill_from) {  // other prefill: dequantize to f16 and use cuBLAS (f16 x f16 -> f32)
       p->wdq_off = ctx.scratch(g.N * g.K * 2);
       g.ab_dt = DT::F16;
       g.c_dt = DT::F32;
@@ -235,7 +240,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
   const DT wdt = to_dt(w.dtype);
   const bool w_aligned = step.in[1].offset % 16 == 0 && (!swiglu || step.in[2].offset % 16 == 0);
   const bool x_vec4 = x.dtype == DType::F32 && step.in[0].offset % 16 == 0 && step.in[0].kind == StorageKind::kArena;
-  if (tb && g.M <= kMaxGemvM && w_aligned && gemv_supported(wdt, g.M, g.K, ctx.gemv_int8_x && x_vec4)) {
+  if (tb && g.M < prefill_from && w_aligned && gemv_supported(wdt, g.M, g.K, ctx.gemv_int8_x && x_vec4)) {
     GemvParams& v = p->gv;
     v.x_dt = to_dt(x.dtype);
     v.w_dt = wdt;
@@ -262,7 +267,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     step.params = p;
     return {};
   }
-  if (p->packed && g.M <= 8) {
+  if (p->packed && g.M < prefill_from) {
     step.fn = &linear_fn;
     step.params = p;
     return {};
