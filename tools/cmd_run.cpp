@@ -51,6 +51,14 @@ int run_token_ids(models::LanguageModel& model, const Tokenizer* tok, const std:
                   const models::GenerateOptions& go, Progress& preparing, double load_ms) {
   models::Sampler sampler(go.sampling);
   std::vector<int32_t> history = prompt, generated;
+  // The executables first (as generate() does), so that the timings are the model's.
+  const double compiled_before = model.compile_stats().compile_ms;
+  if (Status s = model.prepare_generation(static_cast<int64_t>(prompt.size()), models::LanguageModel::Output::kLogits);
+      !s.ok()) {
+    preparing.finish();
+    return report(s.error());
+  }
+  const double compile_ms = model.compile_stats().compile_ms - compiled_before;
   const auto t0 = std::chrono::steady_clock::now();
   auto logits = model.forward(prompt, /*all_rows=*/false);
   preparing.finish();
@@ -83,10 +91,13 @@ int run_token_ids(models::LanguageModel& model, const Tokenizer* tok, const std:
   }
   std::fflush(stdout);
   const double decode_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
+  // (decode: the steps after the first token, which the prefill gave)
+  const size_t steps = generated.empty() ? 0 : generated.size() - 1;
   std::fprintf(stderr,
-               "rlx: load %.1f ms | prefill %zu tokens %.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms | stop: %s\n",
-               load_ms, prompt.size(), prefill_ms, prefill_ms > 0 ? prompt.size() * 1000.0 / prefill_ms : 0.0,
-               generated.size(), decode_ms, stop);
+               "rlx: load %.1f ms | compile %.1f ms | prefill %zu tokens %.1f ms (%.1f tok/s) | decode %zu tokens %.1f ms "
+               "(%.1f tok/s) | stop: %s\n",
+               load_ms, compile_ms, prompt.size(), prefill_ms, prefill_ms > 0 ? prompt.size() * 1000.0 / prefill_ms : 0.0,
+               generated.size(), decode_ms, decode_ms > 0 ? steps * 1000.0 / decode_ms : 0.0, stop);
   return 0;
 }
 
