@@ -161,9 +161,9 @@ Expected<BatchFigure> time_batch(const std::string& path, models::LoadOptions lo
     longest = std::max(longest, len);
   }
   lo.batch = batch;
-  int64_t bucket = std::max<int64_t>(lo.min_bucket, 1);
-  while (bucket < longest) bucket *= 2;
-  lo.ctx = bucket + static_cast<int64_t>(repeat + 1) * steps + 8;
+  // Room for the prefill's padded rows (a power-of-two bucket: under twice the longest
+  // prompt, or min_bucket), three warm steps and the timed ones.
+  lo.ctx = std::max(2 * longest, lo.min_bucket) + static_cast<int64_t>(repeat) * steps + 3 + 8;
   ASSIGN_OR_RETURN(auto m, models::LanguageModel::load(path, lo));
   ASSIGN_OR_RETURN(std::vector<int32_t> next, m->forward_batch_greedy(prompts));
   std::vector<std::vector<int32_t>> step(static_cast<size_t>(batch), std::vector<int32_t>(1));

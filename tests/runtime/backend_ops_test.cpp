@@ -28,6 +28,18 @@ constexpr double kHalfTolerance = 1e-2;
 
 // ---- the cases, one function per op family ------------------------------------------------
 
+/// Attention of `heads` query heads over `kv_heads` KV heads of `head_dim`.
+ir::AttentionAttrs attention_attrs(int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                   ir::MaskKind mask = ir::MaskKind::Causal, int64_t window = 0) {
+  ir::AttentionAttrs a;
+  a.n_heads = heads;
+  a.n_kv_heads = kv_heads;
+  a.head_dim = head_dim;
+  a.mask = mask;
+  a.window = window;
+  return a;
+}
+
 void elementwise_cases(std::vector<OpCase>& cases) {
   for (int k = 0; k <= static_cast<int>(ActKind::Softplus); ++k) {
     const auto kind = static_cast<ActKind>(k);
@@ -442,12 +454,7 @@ void rope_and_attention_cases(std::vector<OpCase>& cases) {
         {"attention_f16", MaskKind::Causal, 1, 4, 6, 4, 2, 0, 0, 0, false, DType::F16, DType::F16},
         {"attention_f32_q_f16_kv", MaskKind::Causal, 1, 2, 8, 4, 2, 0, 0, 0, false, DType::F32, DType::F16}}) {
     CaseMaker c(cases, t.name);
-    ir::AttentionAttrs a;
-    a.n_heads = t.H;
-    a.n_kv_heads = t.KV;
-    a.head_dim = 5;
-    a.mask = t.mask;
-    a.window = t.window;
+    ir::AttentionAttrs a = attention_attrs(t.H, t.KV, 5, t.mask, t.window);
     a.scale = t.scale;
     a.softcap = t.softcap;
     auto dims = [&](int64_t rows, int64_t heads) {  // batch 0: rank 2, no batch dim
@@ -467,12 +474,7 @@ void rope_and_attention_cases(std::vector<OpCase>& cases) {
         {"attention_kv_len_local", MaskKind::Local, int64_t{1}, std::vector<int32_t>{6, 3, 5}},
         {"attention_kv_len_empty_sequence", MaskKind::None, int64_t{0}, std::vector<int32_t>{6, 0, 1}}}) {
     CaseMaker c(cases, name);
-    ir::AttentionAttrs a;
-    a.n_heads = 4;
-    a.n_kv_heads = 2;
-    a.head_dim = 8;
-    a.mask = mask;
-    a.window = window;
+    const ir::AttentionAttrs a = attention_attrs(4, 2, 8, mask, window);
     const auto B = static_cast<int64_t>(lens.size());
     ValueId q = c.input("q", DType::F32, {B, 6, 32}, -2, 2);
     ValueId k = c.input("k", DType::F32, {B, 6, 16}, -2, 2), v = c.input("v", DType::F32, {B, 6, 16});
@@ -611,12 +613,7 @@ void larger_cases(std::vector<OpCase>& cases) {
         {"attention_positions_per_sequence_window", int64_t{2}, DType::F32, ir::MaskKind::SlidingWindow,
          std::vector<int32_t>{20, 21, 2, 3, 44, 45, 7, 8}}}) {
     CaseMaker c(cases, name);
-    ir::AttentionAttrs a;
-    a.n_heads = 4;
-    a.n_kv_heads = 2;
-    a.head_dim = 64;
-    a.mask = mask;
-    a.window = 6;
+    const ir::AttentionAttrs a = attention_attrs(4, 2, 64, mask, 6);
     ValueId q = c.input("q", DType::F32, {4, S, 4 * 64}), k = c.input("k", kv_dt, {4, 48, 2 * 64});
     ValueId q_pos = c.input("q_pos", tensor_of<int32_t>(DType::I32, {4, S}, pos));
     c.output(c.b.attention(q, k, c.input("v", kv_dt, {4, 48, 2 * 64}), a, q_pos));
@@ -626,10 +623,7 @@ void larger_cases(std::vector<OpCase>& cases) {
        {std::tuple{"attention_head_dim_64_long_context", int64_t{5}, int64_t{70}, DType::F32},
         {"attention_head_dim_64_decode_f16_kv", int64_t{1}, int64_t{50}, DType::F16}}) {
     CaseMaker c(cases, name);
-    ir::AttentionAttrs a;
-    a.n_heads = 4;
-    a.n_kv_heads = 2;
-    a.head_dim = 64;
+    const ir::AttentionAttrs a = attention_attrs(4, 2, 64);
     ValueId q = c.input("q", DType::F32, {S, 4 * 64}), k = c.input("k", kv_dt, {T, 2 * 64});
     c.output(c.b.attention(q, k, c.input("v", kv_dt, {T, 2 * 64}), a));
     c.finish();

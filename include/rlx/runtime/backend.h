@@ -51,7 +51,6 @@ struct BackendOptions {
 struct DeviceLimits {
   std::string device_name;          ///< e.g. "NVIDIA H200"
   int64_t memory_bytes = 0;         ///< the device's memory in all
-  int64_t memory_used_bytes = 0;    ///< in use on it now, by every user (libraries and contexts included)
   /// A device-to-device copy of 1 GiB: bytes read + written per second (median of 20
   /// copies after 3 warm-up ones) -- the roofline of a decode step that reads weights.
   double copy_bytes_per_s = 0;

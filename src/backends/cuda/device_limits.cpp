@@ -55,7 +55,6 @@ Expected<DeviceLimits> CudaBackend::measure_device_limits() {
   size_t free_bytes = 0, total_bytes = 0;
   RLX_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes), what);
   l.memory_bytes = static_cast<int64_t>(total_bytes);
-  l.memory_used_bytes = static_cast<int64_t>(total_bytes - free_bytes);
   // 1 GiB each way, or less when the model leaves less free: a copy of twice the L2
   // still streams from DRAM.
   const int64_t floor = std::max<int64_t>(int64_t{64} << 20, 2 * static_cast<int64_t>(prop.l2CacheSize));

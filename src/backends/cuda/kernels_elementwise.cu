@@ -78,12 +78,10 @@ template <typename E>
 __global__ void update_slice_kernel(const UpdateSliceParams p) {
   pdl_wait();
   pdl_trigger();
-  if (!p.start_per_outer) {
-    const int64_t start = ld_i(p.start_dt, p.start, 0);
-    if (start < 0 || start + p.rows > p.dst_len) {
-      if (blockIdx.x == 0 && threadIdx.x == 0) atomicExch(p.err, p.err_code);
-      return;
-    }
+  const int64_t shared_start = ld_i(p.start_dt, p.start, 0);
+  if (!p.start_per_outer && (shared_start < 0 || shared_start + p.rows > p.dst_len)) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) atomicExch(p.err, p.err_code);
+    return;
   }
   const int64_t inner = p.inner_bytes / static_cast<int64_t>(sizeof(E));
   const int64_t total = p.outer * p.rows * inner;
@@ -92,10 +90,10 @@ __global__ void update_slice_kernel(const UpdateSliceParams p) {
   E* dst = reinterpret_cast<E*>(p.dst);
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride) {
     const int64_t i = e % inner, r = (e / inner) % p.rows, o = e / (inner * p.rows);
-    const int64_t start = ld_i(p.start_dt, p.start, p.start_per_outer ? o : 0);
+    const int64_t start = p.start_per_outer ? ld_i(p.start_dt, p.start, o) : shared_start;
     // A slice whose rows would not fit is not written (the others are) and the run
     // fails with the step named.
-    if (start < 0 || start + p.rows > p.dst_len) {
+    if (p.start_per_outer && (start < 0 || start + p.rows > p.dst_len)) {
       atomicExch(p.err, p.err_code);
       continue;
     }

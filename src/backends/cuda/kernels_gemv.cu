@@ -838,6 +838,8 @@ void launch_typed(const GemvParams& p, cudaStream_t s) {
         q.M = std::min<int64_t>(fit, p.M - m0);
         q.x = static_cast<const float*>(p.x) + m0 * p.K;
         q.y = static_cast<uint8_t*>(p.y) + m0 * p.N * y_bytes;
+        for (int i = 0; i < p.n_parts && p.n_parts > 1; ++i)  // (a grouped launch: each part's rows)
+          q.part_y[i] = static_cast<uint8_t*>(p.part_y[i]) + m0 * p.part_N[i] * y_bytes;
         const size_t smem_q = static_cast<size_t>(gemv_x8_smem_bytes(q.M, q.K));
         if (q.M == 1) {
           if (q.swiglu) launch_k(gemv_kernel<C, X, R, 1, true, true>, grid, kWarps * 32, smem_q, s, q);

@@ -47,7 +47,8 @@ Status run_rope(const RefCall& call) {
 }
 
 // q[.., S, n_heads*D], k/v[.., T, n_kv_heads*D], optional q_pos[S] (or [.., S]: batch
-// item b's row i at q_pos[b, i]). Query i sits at q_pos[i], else at T - S + i (bottom-right alignment); query head h reads kv head
+// item b's row i at q_pos[b, i]). Query i sits at q_pos[i], else at T - S + i
+// (bottom-right alignment); query head h reads kv head
 // h / (n_heads / n_kv_heads). Causal keeps keys j <= pos, sliding window also
 // pos - j < window, local |pos - j| <= window; optional kv_len[batch] keeps only keys
 // j < kv_len[b] of batch item b. A query with no allowed key gets zeros.
