@@ -14,8 +14,8 @@ namespace rlx::cli {
 void add_convert_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand(
       "convert",
-      "Write a Hugging Face folder (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, qwen3_5_text, qwen3_5_moe_text) "
-      "as GGUF");
+      "Write a Hugging Face folder (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma, gemma2, gemma3_text, phi3, "
+      "qwen3_5_text, qwen3_5_moe_text, qwen3_next) as GGUF");
   auto in = std::make_shared<std::string>(), out = std::make_shared<std::string>();
   auto mix = std::make_shared<std::string>("f16");
   cmd->add_option("input", *in, "Hugging Face folder (config.json + safetensors)")->required()->check(CLI::ExistingDirectory);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 
+#include "models/rope_config.h"
 #include "rlx/formats/gguf_writer.h"
 #include "rlx/models/chat.h"
 #include "rlx/models/model_config.h"
@@ -29,18 +30,19 @@ Expected<std::string> gguf_arch(const ModelConfig& c, const std::string& dir) {
     case Arch::Qwen2: return std::string("qwen2");
     case Arch::Qwen3: return std::string("qwen3");
     case Arch::Qwen3Moe: return std::string("qwen3moe");
+    case Arch::Gemma: return std::string("gemma");
+    case Arch::Gemma2: return std::string("gemma2");
+    case Arch::Gemma3: return std::string("gemma3");
+    case Arch::Phi3: return std::string("phi3");
     case Arch::Qwen35:
-      // llama.cpp's qwen3next layout is not qwen35's: b | a stays one tensor grouped by key
-      // head (ssm_ba) and the post-attention norm is attn_post_norm. Not written yet.
-      if (c.ssm_grouped_projections)
-        return Error::unsupported("{}: rlx convert does not write qwen3_next models yet (llama.cpp's qwen3next layout "
-                                  "keeps b|a as one grouped ssm_ba tensor and names the post-attention norm "
-                                  "attn_post_norm); RLX runs the folder as it is", dir);
-      return std::string(c.n_expert > 0 ? "qwen35moe" : "qwen35");  // llama.cpp's names, dense and MoE
+      // llama.cpp's names: Qwen3-Next keeps its grouped projections (qwen3next), Qwen3.5
+      // dense and MoE do not.
+      if (c.ssm_grouped_projections) return std::string("qwen3next");
+      return std::string(c.n_expert > 0 ? "qwen35moe" : "qwen35");
     default: break;
   }
   return Error::unsupported("{}: rlx convert does not write {} models yet (llama, mistral, mixtral, qwen2, qwen3, "
-                            "qwen3_moe, qwen3_5_text)", dir, arch_name(c.arch));
+                            "qwen3_moe, gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next)", dir, arch_name(c.arch));
 }
 
 // llama.cpp's q/k permutation for its llama graph: within each head, HF's rows
@@ -56,6 +58,51 @@ std::vector<float> interleave_heads(const std::vector<float>& v, int64_t n_heads
         std::copy_n(src, cols, out.data() + (h * head_dim + 2 * j + s) * cols);
       }
   return out;
+}
+
+// The GGUF sliding layout each family's reader assumes (llama.cpp's), which the
+// config's per-layer choice must equal: all layers for llama / phi3 (Mistral), every
+// even layer for gemma2, five of every six for gemma3.
+bool layer_slides_in_gguf(const std::string& a, int64_t il) {
+  if (a == "gemma2") return il % 2 == 0;
+  if (a == "gemma3") return (il + 1) % 6 != 0;
+  return true;
+}
+
+// Sliding window, softcaps and the attention scale, as far as GGUF can say them.
+Status add_attention_shape(formats::GgufWriter& w, const ModelConfig& c, const std::string& a, const std::string& dir) {
+  bool any_sliding = false;
+  for (int64_t il = 0; il < c.n_layer; ++il) any_sliding |= c.layer_is_sliding(il);
+  const bool gemma = a == "gemma" || a == "gemma2" || a == "gemma3";
+  if (any_sliding || a == "gemma2" || a == "gemma3") {
+    if (a == "gemma" || a == "qwen2" || a == "qwen3" || a == "qwen3moe" || a == "qwen35" || a == "qwen35moe")
+      return Error::unsupported("{}: a sliding attention window, which GGUF's {} layout cannot say", dir, a);
+    for (int64_t il = 0; il < c.n_layer; ++il)
+      if (c.layer_is_sliding(il) != (c.sliding_window > 0 && layer_slides_in_gguf(a, il)))
+        return Error::unsupported("{}: layer {} is {} attention, but GGUF's {} layout makes it {}", dir, il,
+                                  c.layer_is_sliding(il) ? "sliding" : "full", a,
+                                  layer_slides_in_gguf(a, il) ? "sliding" : "full");
+    if (c.sliding_window > 0)
+      TRY(w.add_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window)));
+  }
+  if (c.attn_softcap > 0) {
+    if (a != "gemma2") return Error::unsupported("{}: attention logit softcapping, which GGUF's {} layout cannot say", dir, a);
+    TRY(w.add_f32(a + ".attn_logit_softcapping", static_cast<float>(c.attn_softcap)));
+  }
+  if (c.final_softcap > 0) {
+    if (a != "gemma2" && a != "gemma3")
+      return Error::unsupported("{}: final logit softcapping, which GGUF's {} layout cannot say", dir, a);
+    TRY(w.add_f32(a + ".final_logit_softcapping", static_cast<float>(c.final_softcap)));
+  }
+  // The checkpoint's GELU is exact; llama.cpp's f16 table is its own rounding.
+  if (c.ffn == FfnKind::GeGLU) TRY(w.add_bool(kGgufExactGeluKey, true));
+  if (a == "gemma3" && c.rope_theta_local > 0) TRY(w.add_f32(a + ".rope.freq_base_swa", static_cast<float>(c.rope_theta_local)));
+  // Gemma's query_pre_attn_scalar: the default 1/sqrt(head_dim) needs no key.
+  if (c.attn_scale > 0 && std::abs(c.attn_scale * std::sqrt(static_cast<double>(c.head_dim)) - 1.0) > 1e-9) {
+    if (!gemma) return Error::unsupported("{}: an attention scale other than 1/sqrt(head_dim), which GGUF's {} layout cannot say", dir, a);
+    TRY(w.add_f32(a + ".attention.scale", static_cast<float>(c.attn_scale)));
+  }
+  return {};
 }
 
 Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::string& a, const std::string& mix,
@@ -78,7 +125,7 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
   TRY(w.add_f32(a + ".rope.freq_base", static_cast<float>(c.rope.theta)));
   TRY(u32("rope.dimension_count", c.rope.n_rot));
   TRY(u32("vocab_size", c.n_vocab));
-  if (c.sliding_window > 0 && c.sliding != SlidingPattern::None) TRY(u32("attention.sliding_window", c.sliding_window));
+  TRY(add_attention_shape(w, c, a, dir));
   if (c.n_expert > 0) {
     for (int64_t il = 0; il < c.n_layer; ++il)
       if (!c.layer_is_moe(il))
@@ -90,7 +137,7 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
                                 "GGUF's {} layout cannot say", dir, a);
     TRY(u32("expert_count", c.n_expert));
     TRY(u32("expert_used_count", c.n_expert_used));
-    if (a == "qwen3moe" || a == "qwen35moe") TRY(u32("expert_feed_forward_length", c.n_ff_expert));
+    if (a == "qwen3moe" || a == "qwen35moe" || a == "qwen3next") TRY(u32("expert_feed_forward_length", c.n_ff_expert));
     if (c.n_ff_shared > 0) TRY(u32("expert_shared_feed_forward_length", c.n_ff_shared));
   }
   switch (c.rope.scaling) {
@@ -106,8 +153,12 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
       TRY(u32("rope.scaling.original_context_length", c.rope.original_context));
       break;
   }
-  if (!c.rope_long_factors.empty())
-    return Error::unsupported("{}: LongRoPE factors are not converted yet", dir);
+  if (!c.rope_long_factors.empty()) {
+    // Phi-3's LongRoPE: the short / long factor tensors (written with the weights), the
+    // magnitude scale, and the context the short factors hold for.
+    TRY(w.add_f32(a + ".rope.scaling.attn_factor", static_cast<float>(c.rope.attn_factor)));
+    TRY(u32("rope.scaling.original_context_length", c.rope.original_context));
+  }
   if (c.has_recurrent_layers()) {
     // GGUF says which layers are full attention by one interval: the layer types must
     // follow it.
@@ -119,6 +170,10 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
         return Error::unsupported("{}: layer_types is not every-n-th-layer full attention, which GGUF's {} layout "
                                   "cannot say", dir, a);
     TRY(u32("full_attention_interval", every));
+    if (a == "qwen35" || a == "qwen35moe") {  // llama.cpp requires the multi-axis rope sections
+      const std::vector<int32_t> sections = detail::text_rope_sections(c.rope.n_rot);
+      TRY(w.add_i32_array(a + ".rope.dimension_sections", sections));
+    }
     TRY(u32("ssm.conv_kernel", c.ssm_conv_kernel));
     TRY(u32("ssm.state_size", c.ssm_head_k_dim));
     TRY(u32("ssm.group_count", c.ssm_n_k_heads));
@@ -183,6 +238,11 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, con
   TRY(add_tokenizer(w, c, hf_dir));
   if (c.rope.scaling == ir::RopeScaling::Llama3)
     TRY(w.add_tensor_f32("rope_freqs.weight", GgmlType::F32, {c.rope.n_rot / 2}, llama3_rope_freqs(c.rope)));
+  if (!c.rope_long_factors.empty()) {
+    auto as_f32 = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+    TRY(w.add_tensor_f32("rope_factors_long.weight", GgmlType::F32, {c.rope.n_rot / 2}, as_f32(c.rope_long_factors)));
+    TRY(w.add_tensor_f32("rope_factors_short.weight", GgmlType::F32, {c.rope.n_rot / 2}, as_f32(c.rope.freq_factors)));
+  }
 
   // Every tensor the model reads, in llama.cpp's order: embeddings, layers, head.
   std::set<std::pair<int64_t, std::string>> names;  // (position, name); stacked experts appear once
@@ -191,6 +251,21 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, con
     if (!gguf.empty()) names.insert({il < 0 && gguf != "token_embd.weight" ? INT64_MAX : il, gguf});
   }
   const bool permute_qk = a == "llama";
+  if (a == "qwen3next") {
+    // llama.cpp's qwen3next layout stores each delta-net layer's projections as HF groups
+    // them: in_proj_qkvz as ssm_in, in_proj_ba as ssm_beta_alpha (both served raw).
+    std::set<std::pair<int64_t, std::string>> grouped;
+    auto ends_with = [](const std::string& n, std::string_view s) {
+      return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
+    };
+    for (const auto& [position, name] : names) {
+      const std::string blk = fmt::format("blk.{}.", position);
+      if (ends_with(name, ".attn_qkv.weight")) grouped.insert({position, blk + "ssm_in.weight"});
+      else if (ends_with(name, ".ssm_beta.weight")) grouped.insert({position, blk + "ssm_beta_alpha.weight"});
+      else if (!ends_with(name, ".attn_gate.weight") && !ends_with(name, ".ssm_alpha.weight")) grouped.insert({position, name});
+    }
+    names = std::move(grouped);
+  }
   size_t done = 0;
   for (const auto& [position, name] : names) {
     ASSIGN_OR_RETURN(WeightView view, src->take(name));

@@ -79,7 +79,9 @@ Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, 
   }
   x = f.residual(x, attn);
 
-  ASSIGN_OR_RETURN(h, f.rms_norm(x, blk + ".ffn_norm.weight", c.norm_eps));
+  // The Qwen3.5 family names its pre-FFN norm as llama.cpp does: post_attention_norm.
+  const char* ffn_norm = c.arch == Arch::Qwen35 ? ".post_attention_norm.weight" : ".ffn_norm.weight";
+  ASSIGN_OR_RETURN(h, f.rms_norm(x, blk + ffn_norm, c.norm_eps));
   ValueId ff = ir::kNoValue;
   if (c.layer_is_moe(il)) {
     MoeSpec ms;

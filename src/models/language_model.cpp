@@ -49,6 +49,9 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
     auto shared = std::make_shared<const formats::GgufFile>(std::move(file));
     ASSIGN_OR_RETURN(m->config_, config_from_gguf(*shared));
     m->weights_ = std::make_unique<GgufWeightSource>(shared);
+    // llama.cpp's qwen3next files keep the delta-net projections grouped by key head.
+    if (m->config_.ssm_grouped_projections)
+      m->weights_ = regroup_delta_net_projections(std::move(m->weights_), m->config_);
   }
   if (is_encoder(m->config_.arch))
     return Error::unsupported("{}: a {} model is an encoder (no language-model head): run it with rlx embed or "

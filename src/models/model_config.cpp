@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/ranges.h>
+
 #include "models/rope_config.h"
 #include "rlx/formats/gguf.h"
 
@@ -175,6 +177,39 @@ std::string ModelConfig::summary() const {
               : "");
 }
 
+namespace {
+
+// qwen35's rope.dimension_sections (llama.cpp's interleaved multi-axis rope, made for
+// images): pair i turns with position component i % 3 while i < 3 sections[i % 3], with
+// the fourth component otherwise. A text token has the same position in the first three
+// and 0 in the fourth, so RLX's plain rope is the same rotation when the three sections
+// cover every one of the n_rot / 2 pairs; other layouts are refused.
+Status check_text_rope_sections(const formats::GgufFile& f, const std::string& arch, int64_t n_rot) {
+  const std::string key = arch + ".rope.dimension_sections";
+  if (!f.contains(key)) return {};
+  auto array = f.get_array(key);
+  if (!array) return array.error().with_context(f.name());
+  const formats::GgufArray& a = **array;
+  using T = formats::GgufValueType;
+  if (a.elem_type != T::kI32 && a.elem_type != T::kU32 && a.elem_type != T::kI64 && a.elem_type != T::kU64)
+    return Error::invalid_file("{}: '{}' must be an array of integers", f.name(), key);
+  std::vector<int64_t> sections;
+  for (uint64_t i = 0; i < a.count && i < 4; ++i) {
+    const int64_t v = a.scalar_at<int64_t>(i);
+    if (v < 0 || v > (int64_t{1} << 20)) return Error::invalid_file("{}: '{}' entry {} is {}", f.name(), key, i, v);
+    sections.push_back(v);
+  }
+  if (sections.size() < 3) return Error::invalid_file("{}: '{}' has {} entries, not 4", f.name(), key, a.count);
+  for (int64_t i = 0; i < n_rot / 2; ++i)
+    if (i >= 3 * sections[static_cast<size_t>(i % 3)])
+      return Error::unsupported("{}: '{}' [{}] leaves rotary pair {} of {} to the fourth position component, which "
+                                "RLX does not run (text tokens turn every pair with their position)",
+                                f.name(), key, fmt::join(sections, ", "), i, n_rot / 2);
+  return {};
+}
+
+}  // namespace
+
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   ASSIGN_OR_RETURN(std::string_view arch_text, f.get_string("general.architecture"));
   const std::string arch(arch_text);
@@ -187,13 +222,13 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   else if (arch == "gemma3") c.arch = Arch::Gemma3;
   else if (arch == "phi3") c.arch = Arch::Phi3;
   else if (arch == "qwen3moe") c.arch = Arch::Qwen3Moe;
-  else if (arch == "qwen35" || arch == "qwen35moe") c.arch = Arch::Qwen35;  // dense / MoE, keys under either name
+  else if (arch == "qwen35" || arch == "qwen35moe" || arch == "qwen3next") c.arch = Arch::Qwen35;  // keys under each name
   else if (arch == "bert") c.arch = Arch::Bert;
   else if (arch == "nomic-bert") c.arch = Arch::NomicBert;
   else if (arch == "modern-bert") c.arch = Arch::ModernBert;
   else
     return Error::unsupported("{}: architecture '{}' is not supported (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, "
-                              "gemma3, phi3, qwen35, qwen35moe; encoders bert, nomic-bert, modern-bert)", f.name(), arch);
+                              "gemma3, phi3, qwen35, qwen35moe, qwen3next; encoders bert, nomic-bert, modern-bert)", f.name(), arch);
   if (auto n = f.get_string("general.name")) c.name = std::string(*n);
 
   auto req_int = [&](const std::string& key) -> Expected<int64_t> {
@@ -230,6 +265,7 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   c.rope.head_dim = c.head_dim;
   c.rope.n_rot = opt_int("rope.dimension_count", c.head_dim);
   c.rope.theta = opt_float("rope.freq_base", 10000.0);
+  c.attn_scale = opt_float("attention.scale", 0.0);  // 0: 1/sqrt(head_dim)
 
   // Vocabulary size: metadata, else the token list, else the embedding rows.
   c.n_vocab = opt_int("vocab_size", 0);
@@ -294,7 +330,7 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.final_softcap = opt_float("final_logit_softcapping", 0.0);
       c.sliding_window = opt_int("attention.sliding_window", 0);
       c.sliding = SlidingPattern::Gemma3;
-      c.rope_theta_local = 10000.0;
+      c.rope_theta_local = opt_float("rope.freq_base_swa", 10000.0);
       break;
     case Arch::Qwen35: {
       // llama.cpp's qwen35 keys: the delta-net sizes under ssm.*, every
@@ -304,6 +340,8 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.rope.layout = ir::RopeLayout::Neox;
       c.qk_norm = true;
       c.attn_output_gate = true;
+      c.ssm_grouped_projections = arch == "qwen3next";  // ssm_in / ssm_beta_alpha, grouped by key head
+      TRY(check_text_rope_sections(f, arch, c.rope.n_rot));
       ASSIGN_OR_RETURN(c.ssm_conv_kernel, req_int("ssm.conv_kernel"));
       ASSIGN_OR_RETURN(c.ssm_head_k_dim, req_int("ssm.state_size"));
       ASSIGN_OR_RETURN(c.ssm_n_k_heads, req_int("ssm.group_count"));
@@ -361,7 +399,11 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       break;
     }
   }
-  c.gelu_f16_rounding = c.ffn == FfnKind::GeGLU && !is_encoder(c.arch);
+  // llama.cpp computes a decoder's GELU through an f16 table; RLX does the same for the
+  // files llama.cpp runs, except those `rlx convert` wrote from a checkpoint whose
+  // GELU is exact (key kGgufExactGeluKey).
+  auto exact_gelu = f.get_bool(kGgufExactGeluKey);
+  c.gelu_f16_rounding = c.ffn == FfnKind::GeGLU && !is_encoder(c.arch) && !(exact_gelu && *exact_gelu);
   if (auto bos = f.get_int("tokenizer.ggml.bos_token_id")) c.bos_id = *bos;
   if (auto eos = f.get_int("tokenizer.ggml.eos_token_id")) c.eos_id = *eos;
   if (Status s = c.validate(); !s.ok()) return s.error().with_context(f.name());

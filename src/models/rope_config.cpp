@@ -95,6 +95,11 @@ Expected<std::vector<double>> json_factors(const json& j, const char* key, int64
 
 double yarn_mscale(double factor) { return factor <= 1 ? 1.0 : 0.1 * std::log(factor) + 1.0; }
 
+std::vector<int32_t> text_rope_sections(int64_t n_rot) {
+  const auto pairs = static_cast<int32_t>(n_rot / 2);
+  return {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
+}
+
 double longrope_mscale(double factor, int64_t original_context) {
   if (factor <= 1 || original_context <= 1) return 1.0;
   return std::sqrt(1 + std::log(factor) / std::log(static_cast<double>(original_context)));
@@ -104,7 +109,12 @@ Status read_gguf_rope(const formats::GgufFile& f, const std::string& arch, Model
   const std::string pre = arch + ".rope.";
   for (const formats::GgufKeyValue& kv : f.metadata()) {
     if (kv.key.compare(0, pre.size(), pre) != 0) continue;
-    if (!known_gguf_rope_keys().count(std::string_view(kv.key).substr(pre.size())))
+    const std::string_view rest = std::string_view(kv.key).substr(pre.size());
+    // Keys of one family, read with its arch: the sliding layers' base, qwen35's
+    // multi-axis sections.
+    if (rest == "freq_base_swa" && (arch == "gemma3" || arch == "modern-bert")) continue;
+    if (rest == "dimension_sections" && (arch == "qwen35" || arch == "qwen35moe")) continue;
+    if (!known_gguf_rope_keys().count(rest))
       return Error::unsupported("{}: rope key '{}' is not supported (RLX would run the model with other rotary "
                                 "frequencies than it was trained with)",
                                 f.name(), kv.key);

@@ -36,4 +36,9 @@ double yarn_mscale(double factor);
 /// factor > 1, else 1.
 double longrope_mscale(double factor, int64_t original_context);
 
+/// qwen35's `rope.dimension_sections` for a text model: the tightest [t, h, w, 0] that
+/// turns all n_rot / 2 rotary pairs with a text token's position (pair i takes section
+/// i % 3 while i < 3 sections[i % 3]); [11, 11, 10, 0] for 64 rotary dims, as Qwen3.5 has.
+std::vector<int32_t> text_rope_sections(int64_t n_rot);
+
 }  // namespace rlx::models::detail

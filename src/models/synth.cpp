@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "models/rope_config.h"
 #include "models/synth_vocab.h"
 #include "rlx/base/hash.h"
 #include "rlx/formats/gguf_writer.h"
@@ -284,6 +285,9 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   const bool hybrid = a == "qwen35";
   meta(a + ".rope.dimension_count", u32(hybrid ? p.head_dim / 4 : p.head_dim));
   if (hybrid) {
+    std::vector<GgufMetaValue> sections;
+    for (int32_t s : detail::text_rope_sections(p.head_dim / 4)) sections.push_back(GgufMetaValue::i32(s));
+    meta(a + ".rope.dimension_sections", GgufMetaValue::array(formats::GgufValueType::kI32, std::move(sections)));
     meta(a + ".full_attention_interval", u32(p.full_every));
     meta(a + ".ssm.conv_kernel", u32(4));
     meta(a + ".ssm.state_size", u32(p.ssm_head_dim));
@@ -351,7 +355,7 @@ Expected<Plan> make_plan(const SynthOptions& o) {
       plan.tensors.push_back({n("ssm_a"), 0, p.ssm_v_heads, il, 0, GgmlType::F32, decay_rate});
       TRY(add(n("ssm_norm.weight"), 0, p.ssm_head_dim, il));
       TRY(add(n("ssm_out.weight"), p.n_embd, vw, il));
-      TRY(add(n("ffn_norm.weight"), 0, p.n_embd, il));
+      TRY(add(n("post_attention_norm.weight"), 0, p.n_embd, il));  // llama.cpp's name in qwen35
       TRY(add(n("ffn_gate.weight"), p.n_ff, p.n_embd, il));
       TRY(add(n("ffn_up.weight"), p.n_ff, p.n_embd, il));
       TRY(add(n("ffn_down.weight"), p.n_embd, p.n_ff, il));
@@ -365,8 +369,8 @@ Expected<Plan> make_plan(const SynthOptions& o) {
       TRY(add(n("attn_q_norm.weight"), 0, p.head_dim, il));
       TRY(add(n("attn_k_norm.weight"), 0, p.head_dim, il));
     }
-    if (gemma) TRY(add(n("post_attention_norm.weight"), 0, p.n_embd, il));
-    TRY(add(n("ffn_norm.weight"), 0, p.n_embd, il));
+    if (gemma || hybrid) TRY(add(n("post_attention_norm.weight"), 0, p.n_embd, il));
+    if (!hybrid) TRY(add(n("ffn_norm.weight"), 0, p.n_embd, il));
     if (p.n_expert > 0) {  // the router stays f32, as llama.cpp's quantizer leaves it
       plan.tensors.push_back({n("ffn_gate_inp.weight"), p.n_expert, p.n_embd, il, 0, GgmlType::F32, {}});
       for (auto [name, rows, cols] : {std::tuple{"ffn_gate_exps.weight", p.n_ff, p.n_embd},

@@ -367,7 +367,9 @@ Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open
   s->delta_net_ = config.has_recurrent_layers();
   const bool encoder = is_encoder(config.arch);
   for (std::string_view hf : s->model_->tensor_names()) {
-    const std::string g = encoder ? hf_to_gguf_encoder_name(hf, config.arch) : hf_to_gguf_name(hf, config.post_norms);
+    // Gemma 2/3 and the Qwen3.5 family name the norm after attention post_attention_norm.
+    const bool post_attention_norm = config.post_norms || config.arch == Arch::Qwen35;
+    const std::string g = encoder ? hf_to_gguf_encoder_name(hf, config.arch) : hf_to_gguf_name(hf, post_attention_norm);
     if (!g.empty()) s->gguf_to_hf_[g] = std::string(hf);
     if (auto e = hf_expert_name(hf)) {
       if (e->expert >= std::max<int64_t>(config.n_expert, 1))
@@ -382,39 +384,137 @@ Expected<std::unique_ptr<SafetensorsWeightSource>> SafetensorsWeightSource::open
   return s;
 }
 
-// Qwen3-Next: per key-head group g (of Hk), in_proj_qkvz rows [q_g (Dk) | k_g (Dk) | v_g (r Dv) |
-// z_g (r Dv)] with r = Hv / Hk value heads per group, and in_proj_ba rows [b_g (r) | a_g (r)].
-// The value heads of group g are heads g r .. g r + r - 1 (transformers' repeat_interleave of
-// q and k), so gathering each part over the groups in order gives Qwen3.5's tensors.
-Status SafetensorsWeightSource::add_grouped_projections(const ModelConfig& c) {
+Expected<std::map<std::string, RowGather, std::less<>>> grouped_delta_net_gathers(const ModelConfig& c, int64_t il,
+                                                                                  const std::string& qkvz,
+                                                                                  const std::string& ba) {
   const int64_t hk = c.ssm_n_k_heads, hv = c.ssm_n_v_heads, dk = c.ssm_head_k_dim, dv = c.ssm_head_v_dim;
   if (hk <= 0 || hv <= 0 || dk <= 0 || dv <= 0 || hv % hk != 0)
-    return Error::invalid_argument("{}: linear_num_value_heads {} must be a positive multiple of linear_num_key_heads "
-                                   "{} (and the head dims {}/{} positive)", path_, hv, hk, dk, dv);
+    return Error::invalid_argument("linear_num_value_heads {} must be a positive multiple of linear_num_key_heads {} "
+                                   "(and the head dims {}/{} positive)", hv, hk, dk, dv);
   const int64_t r = hv / hk, group = 2 * dk + 2 * r * dv;
   const std::string qkvz_layout = fmt::format(
       "linear_num_key_heads {} x (2 x linear_key_head_dim {} + 2 x {} value heads per key head x "
       "linear_value_head_dim {})", hk, dk, r, dv);
   const std::string ba_layout = fmt::format("2 x linear_num_value_heads {}", hv);
   // The runs of one part: `rows` rows at offset `at` within each group of `stride` rows.
+  // The value heads of group g are heads g r .. g r + r - 1 (transformers' repeat_interleave
+  // of q and k), so each part gathered over the groups in order is Qwen3.5's tensor.
   auto part = [&](int64_t at, int64_t rows, int64_t stride) {
     std::vector<std::pair<int64_t, int64_t>> runs;
     for (int64_t g = 0; g < hk; ++g) runs.emplace_back(g * stride + at, rows);
     return runs;
   };
+  const std::string blk = fmt::format("blk.{}.", il);
+  std::map<std::string, RowGather, std::less<>> out;
+  RowGather qkv{qkvz, hk * group, qkvz_layout, part(0, dk, group)};
+  for (const auto& run : part(dk, dk, group)) qkv.runs.push_back(run);
+  for (const auto& run : part(2 * dk, r * dv, group)) qkv.runs.push_back(run);
+  out[blk + "attn_qkv.weight"] = std::move(qkv);
+  out[blk + "attn_gate.weight"] = {qkvz, hk * group, qkvz_layout, part(2 * dk + r * dv, r * dv, group)};
+  out[blk + "ssm_beta.weight"] = {ba, 2 * hv, ba_layout, part(0, r, 2 * r)};
+  out[blk + "ssm_alpha.weight"] = {ba, 2 * hv, ba_layout, part(r, r, 2 * r)};
+  return out;
+}
+
+// Qwen3-Next's grouped projections, served regrouped (grouped_delta_net_gathers). The raw
+// stored matrices stay reachable under llama.cpp's qwen3next names (blk.N.ssm_in,
+// blk.N.ssm_beta_alpha), which `rlx convert` writes.
+Status SafetensorsWeightSource::add_grouped_projections(const ModelConfig& c) {
   for (int64_t il = 0; il < c.n_layer; ++il) {
     if (!c.layer_is_recurrent(il)) continue;
     const std::string hf = fmt::format("model.layers.{}.linear_attn.", il), blk = fmt::format("blk.{}.", il);
     const std::string qkvz = hf + "in_proj_qkvz.weight", ba = hf + "in_proj_ba.weight";
-    RowGather qkv{qkvz, hk * group, qkvz_layout, part(0, dk, group)};
-    for (const auto& run : part(dk, dk, group)) qkv.runs.push_back(run);
-    for (const auto& run : part(2 * dk, r * dv, group)) qkv.runs.push_back(run);
-    gathered_[blk + "attn_qkv.weight"] = std::move(qkv);
-    gathered_[blk + "attn_gate.weight"] = {qkvz, hk * group, qkvz_layout, part(2 * dk + r * dv, r * dv, group)};
-    gathered_[blk + "ssm_beta.weight"] = {ba, 2 * hv, ba_layout, part(0, r, 2 * r)};
-    gathered_[blk + "ssm_alpha.weight"] = {ba, 2 * hv, ba_layout, part(r, r, 2 * r)};
+    auto gathers = grouped_delta_net_gathers(c, il, qkvz, ba);
+    if (!gathers) return gathers.error().with_context(path_);
+    for (auto& [name, g] : *gathers) gathered_[name] = std::move(g);
+    gguf_to_hf_[blk + "ssm_in.weight"] = qkvz;
+    gguf_to_hf_[blk + "ssm_beta_alpha.weight"] = ba;
   }
   return {};
+}
+
+namespace {
+
+// Serves row gathers of the inner source's matrices (regroup_delta_net_projections).
+class RowGatherSource : public WeightSource {
+ public:
+  RowGatherSource(std::unique_ptr<WeightSource> inner, std::map<std::string, RowGather, std::less<>> gathers)
+      : inner_(std::move(inner)), gathers_(std::move(gathers)) {}
+  bool has(std::string_view name) const override {
+    auto it = gathers_.find(name);
+    return it != gathers_.end() ? inner_->has(it->second.source) : inner_->has(name);
+  }
+  Expected<WeightView> take(std::string_view name) const override {
+    auto it = gathers_.find(name);
+    if (it == gathers_.end()) return inner_->take(name);
+    const RowGather& g = it->second;
+    ASSIGN_OR_RETURN(WeightView w, inner_->take(g.source));
+    if (w.shape.size() != 2 || w.shape[0] != g.source_rows)
+      return Error::invalid_file("{}: tensor '{}' has shape [{}], but the config needs a matrix of {} rows ({})",
+                                 describe(), g.source, fmt::join(w.shape, ", "), g.source_rows, g.layout);
+    // Rows are whole blocks for every stored type, so a row is a byte range.
+    const size_t row_bytes = w.bytes.size() / static_cast<size_t>(g.source_rows);
+    int64_t rows = 0;
+    for (const auto& run : g.runs) rows += run.second;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& copy = copies_[std::string(name)];
+    if (!copy) {
+      auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows) * row_bytes);
+      uint8_t* out = bytes->data();
+      for (const auto& [first, n] : g.runs) {
+        std::memcpy(out, w.bytes.data() + static_cast<size_t>(first) * row_bytes, static_cast<size_t>(n) * row_bytes);
+        out += static_cast<size_t>(n) * row_bytes;
+      }
+      copy = std::move(bytes);
+    }
+    w.name = std::string(name);
+    w.shape[0] = rows;
+    w.bytes = std::span<const uint8_t>(copy->data(), copy->size());
+    w.owner = copy;
+    w.file_mapped = false;
+    w.file_identity.clear();
+    w.file_start = nullptr;
+    w.file_size = 0;
+    return w;
+  }
+  std::string describe() const override { return inner_->describe(); }
+  // A stored matrix appears once for each tensor served from it.
+  std::vector<std::pair<std::string, std::string>> stored_tensors() const override {
+    std::multimap<std::string, std::string, std::less<>> served_from;
+    for (const auto& [name, g] : gathers_) served_from.emplace(g.source, name);
+    std::vector<std::pair<std::string, std::string>> out;
+    for (auto& [stored, gguf] : inner_->stored_tensors()) {
+      auto [first, last] = served_from.equal_range(gguf);
+      if (first == last) out.emplace_back(stored, gguf);
+      for (auto i = first; i != last; ++i) out.emplace_back(stored, i->second);
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<WeightSource> inner_;
+  std::map<std::string, RowGather, std::less<>> gathers_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::string, std::shared_ptr<const std::vector<uint8_t>>, std::less<>> copies_;
+};
+
+}  // namespace
+
+std::unique_ptr<WeightSource> regroup_delta_net_projections(std::unique_ptr<WeightSource> inner,
+                                                            const ModelConfig& c) {
+  std::map<std::string, RowGather, std::less<>> gathers;
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    if (!c.layer_is_recurrent(il)) continue;
+    const std::string blk = fmt::format("blk.{}.", il);
+    const std::string ba = inner->has(blk + "ssm_beta_alpha.weight") ? blk + "ssm_beta_alpha.weight" : blk + "ssm_ba.weight";
+    auto layer = grouped_delta_net_gathers(c, il, blk + "ssm_in.weight", ba);
+    if (!layer) continue;  // the config's validation names the head counts
+    for (auto& [name, g] : *layer) {
+      if (inner->has(name)) continue;  // the file stores this tensor itself
+      gathers[name] = std::move(g);
+    }
+  }
+  return std::make_unique<RowGatherSource>(std::move(inner), std::move(gathers));
 }
 
 Expected<WeightView> SafetensorsWeightSource::take_gathered(std::string_view name, const RowGather& g) const {

@@ -85,8 +85,8 @@ TEST_P(HfConformance, MatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfConformance,
-                         ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma2",
-                                           "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5", "qwen3.5-moe",
+                         ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma",
+                                           "gemma2", "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5", "qwen3.5-moe",
                                            "qwen3-next"),
                          [](const auto& info) {
                            std::string n = info.param;
@@ -210,12 +210,21 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
     o.mix = mix;
     const Status st = models::convert_hf_to_gguf(dir.string(), out, o);
     ASSERT_TRUE(st.ok()) << st.error().to_string();
-    if (GetParam().rfind("qwen3.5", 0) == 0) {  // llama.cpp's arch names: qwen35 dense, qwen35moe with experts
+    if (GetParam().rfind("qwen3", 0) == 0 && GetParam().find('-') != std::string::npos &&
+        GetParam() != "qwen3-moe") {  // llama.cpp's names: qwen35, qwen35moe, qwen3next
       auto file = formats::GgufFile::open(out);
       ASSERT_TRUE(file) << file.error().to_string();
       const auto arch = file->get_string("general.architecture");
       ASSERT_TRUE(arch.has_value());
-      EXPECT_EQ(std::string(*arch), GetParam() == "qwen3.5-moe" ? "qwen35moe" : "qwen35");
+      const std::string want = GetParam() == "qwen3.5-moe" ? "qwen35moe" : GetParam() == "qwen3-next" ? "qwen3next" : "qwen35";
+      EXPECT_EQ(std::string(*arch), want);
+      // llama.cpp's layouts: post_attention_norm before the FFN; qwen3next keeps the
+      // grouped projections (ssm_in, ssm_beta_alpha); qwen35 needs the rope sections.
+      EXPECT_NE(file->find_tensor("blk.0.post_attention_norm.weight"), nullptr);
+      EXPECT_EQ(file->find_tensor("blk.0.ffn_norm.weight"), nullptr);
+      EXPECT_EQ(file->find_tensor("blk.0.ssm_in.weight") != nullptr, want == "qwen3next");
+      EXPECT_EQ(file->find_tensor("blk.0.attn_qkv.weight") != nullptr, want != "qwen3next");
+      EXPECT_EQ(file->contains(want + ".rope.dimension_sections"), want != "qwen3next");
     }
     models::LoadOptions lo;
     lo.ctx = static_cast<int64_t>(tokens.size()) + 8;
@@ -262,7 +271,8 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
     // in_proj_a): the reference backend, exact but for the q8_0 weights themselves, is
     // 7.5% off at 7 tokens and about 24% at 40 for these random weights.
     const bool hybrid = GetParam().rfind("qwen3.5", 0) == 0;
-    if (std::string(mix) == "q8_0" && GetParam().find("moe") == std::string::npos && GetParam() != "mixtral") {
+    const bool moe = GetParam().find("moe") != std::string::npos || GetParam() == "mixtral" || GetParam() == "qwen3-next";
+    if (std::string(mix) == "q8_0" && !moe) {
       EXPECT_LE(worst_relative_l2(*logits, ref, vocab), hybrid ? 0.35 : 0.1) << GetParam() << " as " << mix << " GGUF";
     }
   }
@@ -270,14 +280,94 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfConvertedToGguf,
-                         ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "qwen3-moe",
-                                           "mixtral", "qwen3.5", "qwen3.5-moe"),
+                         ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma",
+                                           "gemma2", "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5", "qwen3.5-moe",
+                                           "qwen3-next"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
                              if (c == '-' || c == '.') c = '_';
                            return n;
                          });
+
+// What the conformance folders leave at their defaults but `rlx convert` must still carry
+// into GGUF keys and tensors: LongRoPE's short and long factors (Phi-3), a query scale
+// other than 1/sqrt(head_dim) (Gemma 2's query_pre_attn_scalar), Gemma 3's local rope
+// base. Each folder is copied with its config edited; the converted f32 file must give
+// the logits RLX gives for the folder itself.
+struct EditedFolder {
+  std::string base;
+  std::string name;
+  nlohmann::json edits;  // merged into config.json
+  std::vector<int64_t> contexts;
+};
+
+class HfConvertCarriesConfig : public ::testing::TestWithParam<EditedFolder> {};
+
+TEST_P(HfConvertCarriesConfig, SameLogitsAsTheFolder) {
+  const EditedFolder& e = GetParam();
+  const fs::path src = hf_dir() / e.base;
+  if (!fs::exists(src / "config.json")) GTEST_SKIP() << src << " not found (skipped)";
+  const fs::path dir = fs::temp_directory_path() / fmt::format("rlx-convert-edit-{}-{}", ::getpid(), e.name);
+  fs::create_directories(dir);
+  fs::copy_file(src / "model.safetensors", dir / "model.safetensors", fs::copy_options::overwrite_existing);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(src / "config.json"));
+  config.merge_patch(e.edits);
+  std::ofstream(dir / "config.json") << config.dump(2);
+  const std::string gguf = (dir / "model.gguf").string();
+  models::ConvertOptions o;
+  o.mix = "f32";
+  const Status st = models::convert_hf_to_gguf(dir.string(), gguf, o);
+  ASSERT_TRUE(st.ok()) << st.error().to_string();
+  std::vector<int32_t> tokens;
+  for (int32_t i = 0; i < 12; ++i) tokens.push_back((i * 37 + 5) % 1000);
+  for (int64_t ctx : e.contexts) {
+    models::LoadOptions lo;
+    lo.ctx = ctx;
+    lo.threads = 2;
+    lo.device = test_device();
+    auto from_folder = models::LanguageModel::load(dir.string(), lo);
+    ASSERT_TRUE(from_folder) << from_folder.error().to_string();
+    auto from_gguf = models::LanguageModel::load(gguf, lo);
+    ASSERT_TRUE(from_gguf) << from_gguf.error().to_string();
+    auto want = (*from_folder)->forward(tokens, /*all_rows=*/true);
+    auto got = (*from_gguf)->forward(tokens, /*all_rows=*/true);
+    ASSERT_TRUE(want && got);
+    const int64_t vocab = static_cast<int64_t>(want->size() / tokens.size());
+    EXPECT_LE(worst_relative_l2(*got, *want, vocab), 1e-5) << e.name << " at ctx " << ctx;
+    // The edit must matter: the unedited folder gives other logits.
+    auto plain = models::LanguageModel::load(src.string(), lo);
+    ASSERT_TRUE(plain) << plain.error().to_string();
+    auto base = (*plain)->forward(tokens, /*all_rows=*/true);
+    ASSERT_TRUE(base);
+    EXPECT_GT(worst_relative_l2(*base, *want, vocab), 1e-3) << e.name << ": the edit changes nothing at ctx " << ctx;
+  }
+  fs::remove_all(dir);
+}
+
+std::vector<double> ramp(double from, double step, int n) {
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) v.push_back(from + step * i);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Models, HfConvertCarriesConfig,
+    ::testing::Values(
+        // Phi-3 (head_dim 32: 16 factors). Contexts at or under original_max_position_embeddings
+        // take the short factors, longer ones the long factors; both differ from no scaling.
+        EditedFolder{"phi3", "phi3_longrope",
+                     {{"original_max_position_embeddings", 16},
+                      {"max_position_embeddings", 64},
+                      {"rope_parameters", nullptr},
+                      {"rope_scaling",
+                       {{"type", "longrope"}, {"short_factor", ramp(1.0, 0.25, 16)}, {"long_factor", ramp(2.0, 0.5, 16)}}}},
+                     {16, 48}},
+        EditedFolder{"gemma2", "gemma2_query_scalar", {{"query_pre_attn_scalar", 64}}, {24}},
+        EditedFolder{"gemma3", "gemma3_local_base",
+                     {{"rope_parameters", {{"sliding_attention", {{"rope_theta", 500.0}, {"rope_type", "default"}}}}}},
+                     {24}}),
+    [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace rlx

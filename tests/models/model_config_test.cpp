@@ -180,5 +180,84 @@ TEST(ModelConfigHostile, ValidateRejectsNaN) {
   fails([&](ModelConfig& c) { c.sliding_window = -1; }, "sliding_window");
 }
 
+// The keys one family reads that llama.cpp's converters write: the rope sections of
+// qwen35 (text tokens turn every pair with their position only when the three sections
+// cover all of them), the sliding layers' base of gemma3, an explicit attention scale,
+// and the exact-GELU mark of `rlx convert`.
+Expected<ModelConfig> family_config(const std::string& name, const std::string& arch,
+                                    const std::function<void(GgufWriter&)>& extra) {
+  GgufWriter w;
+  auto u32 = [&](const std::string& key, uint32_t v) { EXPECT_TRUE(w.add_u32(arch + "." + key, v).ok()); };
+  EXPECT_TRUE(w.add_string("general.architecture", arch).ok());
+  u32("embedding_length", 64);
+  u32("block_count", 2);
+  u32("attention.head_count", 4);
+  u32("attention.head_count_kv", 2);
+  u32("attention.key_length", 16);
+  u32("feed_forward_length", 32);
+  u32("vocab_size", 32);
+  if (arch == "qwen35") {
+    u32("rope.dimension_count", 16);  // 8 rotary pairs
+    u32("full_attention_interval", 2);
+    u32("ssm.conv_kernel", 4);
+    u32("ssm.state_size", 16);
+    u32("ssm.group_count", 2);
+    u32("ssm.time_step_rank", 4);
+    u32("ssm.inner_size", 64);
+  }
+  extra(w);
+  const std::string path = (temp_dir() / (name + ".gguf")).string();
+  EXPECT_TRUE(w.write_file(path).ok());
+  ASSIGN_OR_RETURN(formats::GgufFile f, formats::GgufFile::open(path));
+  return config_from_gguf(f);
+}
+
+TEST(GgufFamilyKeys, Qwen35RopeSectionsMustCoverEveryPair) {
+  auto sections = [](std::vector<int32_t> v) {
+    return [v](GgufWriter& w) { EXPECT_TRUE(w.add_i32_array("qwen35.rope.dimension_sections", v).ok()); };
+  };
+  EXPECT_TRUE(family_config("q35_none", "qwen35", [](GgufWriter&) {}));
+  EXPECT_TRUE(family_config("q35_tight", "qwen35", sections({3, 3, 2, 0}))) << "pairs 0..7: t 0,3,6; h 1,4,7; w 2,5";
+  EXPECT_TRUE(family_config("q35_wide", "qwen35", sections({11, 11, 10, 0})));
+  expect_error(family_config("q35_short", "qwen35", sections({2, 3, 2, 0})),
+               "leaves rotary pair 6 of 8 to the fourth position component");
+  expect_error(family_config("q35_few", "qwen35", sections({3, 3})), "has 2 entries");
+  expect_error(family_config("q35_negative", "qwen35", sections({-1, 3, 3, 0})), "entry 0 is -1");
+  expect_error(family_config("q35_type", "qwen35", [](GgufWriter& w) {
+    EXPECT_TRUE(w.add_f32_array("qwen35.rope.dimension_sections", {3, 3, 2, 0}).ok());
+  }), "must be an array of integers");
+  // Another family does not read the key, so it is refused rather than ignored.
+  expect_error(family_config("llama_sections", "llama", [](GgufWriter& w) {
+    EXPECT_TRUE(w.add_i32_array("llama.rope.dimension_sections", {3, 3, 2, 0}).ok());
+  }), "rope key 'llama.rope.dimension_sections' is not supported");
+}
+
+TEST(GgufFamilyKeys, Gemma3LocalBaseAttentionScaleAndExactGelu) {
+  auto g3 = family_config("gemma3_keys", "gemma3", [](GgufWriter& w) {
+    EXPECT_TRUE(w.add_f32("gemma3.rope.freq_base_swa", 500.0f).ok());
+    EXPECT_TRUE(w.add_f32("gemma3.attention.scale", 0.125f).ok());
+  });
+  ASSERT_TRUE(g3) << error_of(g3);
+  EXPECT_EQ(g3->rope_theta_local, 500.0);
+  EXPECT_EQ(g3->attn_scale, 0.125);
+  EXPECT_TRUE(g3->gelu_f16_rounding);  // llama.cpp's f16 GELU table, unless the file says otherwise
+  auto plain = family_config("gemma3_plain", "gemma3", [](GgufWriter&) {});
+  ASSERT_TRUE(plain) << error_of(plain);
+  EXPECT_EQ(plain->rope_theta_local, 10000.0);
+  EXPECT_EQ(plain->attn_scale, 0.0);
+  auto exact = family_config("gemma3_exact", "gemma3", [](GgufWriter& w) {
+    EXPECT_TRUE(w.add_bool(kGgufExactGeluKey, true).ok());
+  });
+  ASSERT_TRUE(exact) << error_of(exact);
+  EXPECT_FALSE(exact->gelu_f16_rounding);
+  expect_error(family_config("gemma3_nan_scale", "gemma3", [](GgufWriter& w) {
+    EXPECT_TRUE(w.add_f32("gemma3.attention.scale", kNaN).ok());
+  }), "attn_scale");
+  // The sliding layers' base is a gemma3 / modern-bert key; for llama it is refused.
+  expect_error(family_config("llama_swa_base", "llama", [](GgufWriter& w) {
+    EXPECT_TRUE(w.add_f32("llama.rope.freq_base_swa", 500.0f).ok());
+  }), "rope key 'llama.rope.freq_base_swa' is not supported");
+}
+
 }  // namespace
 }  // namespace rlx::models

@@ -11,6 +11,9 @@
 #include <nlohmann/json.hpp>
 
 #include "rlx/base/half.h"
+#include "rlx/formats/gguf.h"
+#include "rlx/formats/gguf_writer.h"
+#include "rlx/formats/quant.h"
 #include "rlx/models/convert.h"
 #include "rlx/models/model_config.h"
 #include "rlx/models/weight_source.h"
@@ -135,6 +138,17 @@ TEST(Qwen3NextConfig, ReadsAsTheQwen35TemplateWithItsDefaults) {
   EXPECT_FALSE(dense->layer_is_moe(0));
 }
 
+// The stored rows each regrouped tensor serves, in order, for write_config's head counts:
+// per key-head group (16 rows) q (2) | k (2) | v (2 heads x 3) | z (2 heads x 3), and b | a
+// per group (2 + 2).
+const std::pair<const char*, std::vector<float>> kRegroupedRows[] = {
+    // [q of groups 0, 1 | k of groups 0, 1 | v of groups 0, 1]
+    {"blk.0.attn_qkv.weight", {0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 6, 7, 8, 9, 20, 21, 22, 23, 24, 25}},
+    {"blk.0.attn_gate.weight", {10, 11, 12, 13, 14, 15, 26, 27, 28, 29, 30, 31}},
+    {"blk.0.ssm_beta.weight", {0, 1, 4, 5}},
+    {"blk.0.ssm_alpha.weight", {2, 3, 6, 7}},
+};
+
 TEST(Qwen3NextWeights, GroupedProjectionsAreServedRegrouped) {
   for (const std::string dtype : {"F32", "BF16"}) {
     SCOPED_TRACE(dtype);
@@ -146,14 +160,7 @@ TEST(Qwen3NextWeights, GroupedProjectionsAreServedRegrouped) {
     ASSERT_TRUE(c) << c.error().to_string();
     auto src = SafetensorsWeightSource::open(dir.string(), *c);
     ASSERT_TRUE(src) << src.error().to_string();
-    const std::pair<const char*, std::vector<float>> expected[] = {
-        // [q of groups 0, 1 | k of groups 0, 1 | v of groups 0, 1]
-        {"blk.0.attn_qkv.weight", {0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 6, 7, 8, 9, 20, 21, 22, 23, 24, 25}},
-        {"blk.0.attn_gate.weight", {10, 11, 12, 13, 14, 15, 26, 27, 28, 29, 30, 31}},
-        {"blk.0.ssm_beta.weight", {0, 1, 4, 5}},
-        {"blk.0.ssm_alpha.weight", {2, 3, 6, 7}},
-    };
-    for (const auto& [name, rows] : expected) {
+    for (const auto& [name, rows] : kRegroupedRows) {
       SCOPED_TRACE(name);
       EXPECT_TRUE((*src)->has(name));
       auto w = (*src)->take(name);
@@ -220,16 +227,57 @@ TEST(Qwen3NextWeights, BadCheckpointsNameTheTensorOrKey) {
   EXPECT_NE(src.error().message().find("linear_num_key_heads"), std::string::npos) << src.error().to_string();
 }
 
-TEST(Qwen3NextConvert, RefusedWithTheReason) {
-  // llama.cpp's qwen3next layout is not qwen35's: rlx convert says so instead of writing a file.
-  const fs::path dir = write_config("convert");
-  write_safetensors(dir / "model.safetensors", {numbered("model.layers.0.linear_attn.in_proj_ba.weight", "F32", 8, 4)});
+TEST(Qwen3NextGguf, GroupedProjectionsAreServedRegrouped) {
+  // llama.cpp's qwen3next files store in_proj_qkvz as ssm_in and in_proj_ba as
+  // ssm_beta_alpha (ssm_ba in early files), grouped by key head as HF does; quantized
+  // rows are whole blocks, so they regroup as they are.
+  auto c = config_from_hf((write_config("gguf") / "config.json").string());
+  ASSERT_TRUE(c) << c.error().to_string();
+  for (const formats::GgmlType type : {formats::GgmlType::F32, formats::GgmlType::Q8_0}) {
+    SCOPED_TRACE(formats::ggml_type_name(type));
+    const bool early_name = type == formats::GgmlType::Q8_0;
+    formats::GgufWriter w;
+    for (const auto& [name, rows] : {std::pair{std::string("blk.0.ssm_in.weight"), 32},
+                                     {early_name ? "blk.0.ssm_ba.weight" : "blk.0.ssm_beta_alpha.weight", 8}}) {
+      const StTensor t = numbered(name, "F32", rows, 32);
+      ASSERT_TRUE(w.add_tensor_f32(name, type, {32, rows}, t.values).ok());
+    }
+    auto bytes = w.to_bytes();
+    ASSERT_TRUE(bytes);
+    auto file = formats::GgufFile::parse(std::move(*bytes), "qwen3next.gguf");
+    ASSERT_TRUE(file) << file.error().to_string();
+    auto src = regroup_delta_net_projections(
+        std::make_unique<GgufWeightSource>(std::make_shared<const formats::GgufFile>(std::move(*file))), *c);
+    for (const auto& [name, rows] : kRegroupedRows) {
+      SCOPED_TRACE(name);
+      EXPECT_TRUE(src->has(name));
+      auto view = src->take(name);
+      ASSERT_TRUE(view) << view.error().to_string();
+      EXPECT_EQ(view->shape, (std::vector<int64_t>{static_cast<int64_t>(rows.size()), 32}));
+      std::vector<float> values(static_cast<size_t>(rows.size() * 32));
+      ASSERT_TRUE(formats::dequantize_row(type, view->bytes.data(), values.data(), static_cast<int64_t>(values.size())).ok());
+      for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(std::round(values[i * 32]), rows[i]) << "row " << i;
+    }
+    // Both stored matrices are read, each through the two tensors served from it.
+    EXPECT_TRUE(unused_tensors(*src, {"blk.0.attn_qkv.weight", "blk.0.attn_gate.weight", "blk.0.ssm_beta.weight",
+                                      "blk.0.ssm_alpha.weight"}, {}).empty());
+    // A matrix of the wrong row count names itself and the layout.
+    formats::GgufWriter bad;
+    ASSERT_TRUE(bad.add_tensor_f32("blk.0.ssm_in.weight", type, {32, 30}, numbered("x", "F32", 30, 32).values).ok());
+    auto bad_file = formats::GgufFile::parse(std::move(*bad.to_bytes()), "bad.gguf");
+    ASSERT_TRUE(bad_file);
+    auto bad_src = regroup_delta_net_projections(
+        std::make_unique<GgufWeightSource>(std::make_shared<const formats::GgufFile>(std::move(*bad_file))), *c);
+    auto gate = bad_src->take("blk.0.attn_gate.weight");
+    ASSERT_FALSE(gate);
+    EXPECT_NE(gate.error().message().find("blk.0.ssm_in.weight"), std::string::npos) << gate.error().to_string();
+    EXPECT_NE(gate.error().message().find("32 rows"), std::string::npos) << gate.error().to_string();
+  }
+}
+
+TEST(Qwen3NextConvert, RefusesWhatGgufCannotSay) {
   ConvertOptions o;
   o.mix = "f32";
-  const Status st = convert_hf_to_gguf(dir.string(), (temp_dir("convert") / "out.gguf").string(), o);
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.error().message().find("qwen3_next"), std::string::npos) << st.error().to_string();
-  EXPECT_FALSE(fs::exists(temp_dir("convert") / "out.gguf"));
   // Experts chosen without renormalization cannot be said in GGUF (llama.cpp renormalizes).
   const fs::path moe = temp_dir("convert_moe");
   std::ofstream(moe / "config.json") << R"({"model_type": "qwen3_moe", "vocab_size": 16, "hidden_size": 4,

@@ -18,13 +18,17 @@ struct ConvertOptions {
 };
 
 /// Converts the Hugging Face folder `hf_dir` (llama, mistral, mixtral, qwen2, qwen3,
-/// qwen3_moe, qwen3_5_text, qwen3_5_moe_text; not yet qwen3_next, whose llama.cpp layout
-/// differs from qwen35's) to the GGUF file `out` (written atomically). Llama-architecture q/k rows
-/// are permuted to the interleaved rotary layout llama.cpp's llama graph expects; Llama 3
-/// rope scaling becomes rope_freqs.weight, linear and YaRN scaling the rope.scaling.* keys.
-/// The tokenizer is not converted (the file has no tokenizer.ggml.* vocabulary).
-/// Errors name the folder and what cannot be expressed in GGUF (another family,
-/// LongRoPE, dense layers inside a mixture of experts, experts not renormalized).
+/// qwen3_moe, gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next)
+/// to the GGUF file `out` (written atomically) in llama.cpp's layout for that family.
+/// Llama-architecture q/k rows are permuted to the interleaved rotary layout llama.cpp's
+/// llama graph expects; Llama 3 rope scaling becomes rope_freqs.weight, linear and YaRN
+/// scaling the rope.scaling.* keys, LongRoPE the rope_factors_long / short tensors with
+/// the attention factor; Gemma's norms are stored as 1 + w, its softcaps, local rope base
+/// and query scale as keys; Qwen3-Next keeps its grouped ssm_in / ssm_beta_alpha. The
+/// folder's tokenizer.json becomes the tokenizer.ggml.* vocabulary, with its chat template.
+/// Errors name the folder and what cannot be expressed in GGUF (another family, a sliding
+/// pattern the family's GGUF layout does not have, dense layers inside a mixture of
+/// experts, experts not renormalized).
 Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, const ConvertOptions& options);
 
 }  // namespace rlx::models

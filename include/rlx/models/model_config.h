@@ -151,6 +151,10 @@ struct ModelConfig {
   std::string summary() const;
 };
 
+/// A GGUF key `rlx convert` writes (true) for decoders whose checkpoint computes GELU
+/// exactly; without it RLX rounds a decoder's GELU through f16 as llama.cpp does.
+inline constexpr const char* kGgufExactGeluKey = "rlx.gelu_exact";
+
 /// Reads `general.architecture` and the `<arch>.*` keys of a GGUF file.
 /// Unsupported architectures and missing keys are errors naming the file and key.
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& file);

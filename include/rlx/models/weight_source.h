@@ -91,6 +91,31 @@ struct ModelConfig;
 /// blk.N.attn_gate (z), in_proj_ba as blk.N.ssm_beta and blk.N.ssm_alpha — one copy each
 /// (in the stored dtype), made on the first take and kept; a stored matrix whose row count
 /// does not fit the config's head counts is an error naming it.
+/// A served tensor made of row runs of one stored matrix (Qwen3-Next's grouped projections).
+struct RowGather {
+  std::string source;       ///< the stored matrix
+  int64_t source_rows = 0;  ///< the rows it must have
+  std::string layout;       ///< how that count follows from the config (for messages)
+  std::vector<std::pair<int64_t, int64_t>> runs;  ///< (first stored row, rows), in served order
+};
+
+/// Qwen3-Next's grouped delta-net projections of layer `il` as Qwen3.5's tensors, keyed by
+/// served name: blk.N.attn_qkv ([all q | all k | all v]) and blk.N.attn_gate (z) from the
+/// stored matrix `qkvz`, whose rows are per key-head group g [q_g (Dk) | k_g (Dk) |
+/// v_g (r Dv) | z_g (r Dv)] with r = Hv / Hk; blk.N.ssm_beta and blk.N.ssm_alpha from
+/// `ba`, whose rows are per group [b_g (r) | a_g (r)]. An error when the head counts do
+/// not divide.
+Expected<std::map<std::string, RowGather, std::less<>>> grouped_delta_net_gathers(const ModelConfig& config,
+                                                                                  int64_t il, const std::string& qkvz,
+                                                                                  const std::string& ba);
+
+/// For a GGUF file in llama.cpp's qwen3next layout: serves each delta-net layer's Qwen3.5
+/// tensors as row gathers of blk.N.ssm_in (when the file has no blk.N.attn_qkv of its own)
+/// and of blk.N.ssm_beta_alpha (or its earlier name blk.N.ssm_ba) — one copy each, in the
+/// stored type (rows are whole blocks), made on the first take and kept.
+std::unique_ptr<WeightSource> regroup_delta_net_projections(std::unique_ptr<WeightSource> inner,
+                                                            const ModelConfig& config);
+
 class SafetensorsWeightSource : public WeightSource {
  public:
   static Expected<std::unique_ptr<SafetensorsWeightSource>> open(const std::string& path, const ModelConfig& config);
@@ -101,13 +126,6 @@ class SafetensorsWeightSource : public WeightSource {
 
  private:
   SafetensorsWeightSource() = default;
-  /// A served tensor made of row runs of one stored matrix (Qwen3-Next's projections).
-  struct RowGather {
-    std::string source;       ///< the stored HF matrix
-    int64_t source_rows = 0;  ///< the rows it must have
-    std::string layout;       ///< how that count follows from the config (for messages)
-    std::vector<std::pair<int64_t, int64_t>> runs;  ///< (first stored row, rows), in served order
-  };
   Expected<WeightView> take_stacked(std::string_view name, const std::vector<std::string>& experts) const;
   Expected<WeightView> take_gathered(std::string_view name, const RowGather& gather) const;
   /// Registers the gathers of every delta-net layer (ModelConfig::ssm_grouped_projections).
@@ -135,8 +153,9 @@ std::unique_ptr<WeightSource> split_fused_projections(std::unique_ptr<WeightSour
 
 /// Hugging Face tensor name -> GGUF name ("model.layers.3.self_attn.q_proj.weight"
 /// -> "blk.3.attn_q.weight"); empty when the name has no GGUF counterpart.
-/// `post_norms` (Gemma 2/3): HF's post_attention_layernorm is the norm after
-/// attention (GGUF post_attention_norm) and pre_feedforward_layernorm is ffn_norm.
+/// `post_norms` (Gemma 2/3, the Qwen3.5 family): HF's post_attention_layernorm is GGUF's
+/// post_attention_norm (Gemma's norm after attention, Qwen3.5's norm before the FFN) and
+/// pre_feedforward_layernorm is ffn_norm.
 std::string hf_to_gguf_name(std::string_view hf_name, bool post_norms = false);
 
 enum class Arch : uint8_t;
