@@ -6,7 +6,7 @@
 # as the README does and runs its pytest suite, then runs each libFuzzer target for a
 # bounded time. This is what CI runs.
 #
-#   scripts/test.sh                 # full run (fuzz 45 s per target)
+#   scripts/test.sh                 # full run (fuzz 40 s per target)
 #   RLX_FUZZ_SECONDS=10 scripts/test.sh
 #   RLX_TEST_BUILD_DIR=build-test scripts/test.sh
 #   RLX_JOBS=4 scripts/test.sh     # parallel compile jobs (default 2)
@@ -21,7 +21,7 @@ bash scripts/install-deps.sh
 
 build_dir="${RLX_TEST_BUILD_DIR:-build-test}"
 fuzz_dir="${build_dir}-fuzz"
-fuzz_seconds="${RLX_FUZZ_SECONDS:-45}"
+fuzz_seconds="${RLX_FUZZ_SECONDS:-40}"
 jobs="${RLX_JOBS:-2}"
 
 stage "configure (Debug, ASan+UBSan, -Werror) in ${build_dir}"
@@ -63,7 +63,7 @@ if [ -f fuzz/CMakeLists.txt ] && [ "${fuzz_seconds}" != "0" ]; then
   cmake -S . -B "${fuzz_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
     -DRLX_BUILD_FUZZ=ON -DRLX_BUILD_TESTS=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
   cmake --build "${fuzz_dir}" -j"${jobs}" --target rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary \
-    rlx_fuzz_jinja rlx_fuzz_ir_text rlx_fuzz_safetensors_index rlx_fuzz_hf_config
+    rlx_fuzz_jinja rlx_fuzz_ir_text rlx_fuzz_safetensors_index rlx_fuzz_hf_config rlx_fuzz_imatrix
   bash fuzz/run.sh "${fuzz_seconds}" "${fuzz_dir}"
 fi
 stage "all tests passed"

@@ -22,13 +22,24 @@ void add_convert_command(CLI::App& app, Runner* run) {
   cmd->add_option("output", *out, "GGUF file to write (- : standard output)")->required()->check(output_path_check());
   cmd->add_option("--type", *mix, "weight type mix (as rlx quantize)")
       ->check(CLI::IsMember(models::quant_mixes()));
-  cmd->callback([run, in, out, mix] {
-    *run = [in, out, mix] {
+  auto imatrix = std::make_shared<std::string>();
+  cmd->add_option("--imatrix", *imatrix, "importance matrix for the quantized types (as rlx quantize --imatrix)")
+      ->check(CLI::ExistingFile);
+  cmd->callback([run, in, out, mix, imatrix] {
+    *run = [in, out, mix, imatrix] {
       models::ConvertOptions o;
       o.mix = *mix;
+      if (!imatrix->empty()) {
+        auto m = models::read_imatrix(*imatrix);
+        if (!m) return report(m.error());
+        o.imatrix = std::make_shared<const models::Imatrix>(std::move(*m));
+      }
       Progress progress("rlx convert");
       o.progress = progress.callback();
       o.on_fallback = [&progress](const std::string& line) { progress.message("rlx convert: " + line); };
+      o.on_no_importance = [&progress, imatrix](const std::string& name) {
+        progress.message(fmt::format("rlx convert: tensor '{}': no importance in {}; quantized without", name, *imatrix));
+      };
       const std::string staged = staged_output_path(*out);
       Status s = models::convert_hf_to_gguf(*in, staged, o);
       progress.finish();

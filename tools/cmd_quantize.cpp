@@ -12,6 +12,7 @@
 #include "model_path.h"
 #include "progress.h"
 #include "rlx/models/convert.h"
+#include "rlx/models/imatrix.h"
 #include "rlx/models/quantize.h"
 
 namespace rlx::cli {
@@ -20,13 +21,25 @@ namespace {
 struct QuantizeArgs {
   std::string model;              // -m/--model, or the first positional
   std::vector<std::string> args;  // [MODEL] OUT MIX
+  std::string imatrix;            // --imatrix FILE
 };
 
-int run_quantize(const std::string& in, const std::string& out, const std::string& mix) {
+int run_quantize(const std::string& in, const std::string& out, const std::string& mix, const std::string& imatrix_path) {
   auto where = resolve_model_path(in);
   if (!where) return report(where.error());
+  std::shared_ptr<const models::Imatrix> imatrix;
+  if (!imatrix_path.empty()) {
+    auto m = models::read_imatrix(imatrix_path);
+    if (!m) return report(m.error());
+    imatrix = std::make_shared<const models::Imatrix>(std::move(*m));
+  }
   Progress progress("rlx quantize");
   auto on_fallback = [&progress](const std::string& line) { progress.message("rlx quantize: " + line); };
+  int64_t without = 0;
+  auto on_no_importance = [&](const std::string& name) {
+    ++without;
+    progress.message(fmt::format("rlx quantize: tensor '{}': no importance in {}; quantized without", name, imatrix_path));
+  };
   const std::string staged = staged_output_path(out);
   Status s;
   if (where->hf) {
@@ -34,12 +47,16 @@ int run_quantize(const std::string& in, const std::string& out, const std::strin
     o.mix = mix;
     o.progress = progress.callback();
     o.on_fallback = on_fallback;
+    o.imatrix = imatrix;
+    o.on_no_importance = on_no_importance;
     s = models::convert_hf_to_gguf(where->path, staged, o);
   } else {
     models::QuantizeOptions o;
     o.mix = mix;
     o.progress = progress.callback();
     o.on_fallback = on_fallback;
+    o.imatrix = imatrix;
+    o.on_no_importance = on_no_importance;
     s = models::quantize_gguf(where->path, staged, o);
   }
   progress.finish();
@@ -58,6 +75,10 @@ int run_quantize(const std::string& in, const std::string& out, const std::strin
   if (Status d = deliver_output(out, staged); !d.ok()) return report(d.error());
   std::fprintf(stderr, "rlx: wrote %s (%s): %.2f MB -> %.2f MB\n", out == "-" ? "standard output" : out.c_str(), mix.c_str(), in_size / 1e6,
                out_size / 1e6);
+  if (imatrix)
+    std::fprintf(stderr, "rlx: importance from %s (%zu matrices); %lld quantized matri%s had none\n",
+                 imatrix_path.c_str(), imatrix->entries.size(), static_cast<long long>(without),
+                 without == 1 ? "x" : "ces");
   return 0;
 }
 
@@ -71,6 +92,10 @@ void add_quantize_command(CLI::App& app, Runner* run) {
   cmd->add_option("args", a->args, fmt::format("[MODEL] OUT.gguf MIX (OUT - : standard output); MIX: {} (any case)", models::quant_mix_names()))
       ->default_str("")
       ->required();
+  cmd->add_option("--imatrix", a->imatrix,
+                  "importance matrix (rlx imatrix, or llama.cpp's GGUF / .dat): its matrices are quantized with their "
+                  "columns weighted by it")
+      ->check(CLI::ExistingFile);
   cmd->callback([run, a] {
     std::vector<std::string> p = a->args;
     if (!a->model.empty()) p.insert(p.begin(), a->model);
@@ -85,7 +110,7 @@ void add_quantize_command(CLI::App& app, Runner* run) {
           "MIX", fmt::format("'{}' is not a quantization mix ({})", p[2], models::quant_mix_names()));
     if (auto where = resolve_model_path(p[0]); !where) throw CLI::ValidationError("MODEL", where.error().message());
     if (std::string problem = output_path_problem(p[1]); !problem.empty()) throw CLI::ValidationError("OUT", problem);
-    *run = [in = p[0], out = p[1], mix] { return run_quantize(in, out, mix); };
+    *run = [in = p[0], out = p[1], mix, imatrix = a->imatrix] { return run_quantize(in, out, mix, imatrix); };
   });
 }
 

@@ -44,6 +44,7 @@ void add_render_chat_command(CLI::App& app, Runner* run);
 void add_forward_command(CLI::App& app, Runner* run);
 void add_segment_command(CLI::App& app, Runner* run);
 void add_perplexity_command(CLI::App& app, Runner* run);
+void add_imatrix_command(CLI::App& app, Runner* run);
 void add_embed_command(CLI::App& app, Runner* run);
 void add_serve_command(CLI::App& app, Runner* run);
 

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   rlx::cli::add_forward_command(app, &runner);
   rlx::cli::add_segment_command(app, &runner);
   rlx::cli::add_perplexity_command(app, &runner);
+  rlx::cli::add_imatrix_command(app, &runner);
   rlx::cli::add_embed_command(app, &runner);
   rlx::cli::add_serve_command(app, &runner);
   try {

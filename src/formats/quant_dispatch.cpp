@@ -1,8 +1,10 @@
 // Type-dispatched entry points dequantize_row / quantize_row: argument checks, the
 // plain F32/F16/BF16 conversions, and a switch onto the per-type block codecs.
+#include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "formats/quant_search.h"
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
 
@@ -146,6 +148,39 @@ Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
     case GgmlType::IQ4_XS: quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n); break;
     case GgmlType::TQ1_0: quantize_row_tq1_0(src, static_cast<BlockTQ1_0*>(dst), n); break;
     case GgmlType::TQ2_0: quantize_row_tq2_0(src, static_cast<BlockTQ2_0*>(dst), n); break;
+    default: break;
+  }
+  return {};
+}
+
+bool takes_importance(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
+    case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return true;
+    default: return false;
+  }
+}
+
+Status quantize_row_weighted(GgmlType type, const float* src, void* dst, int64_t n, const float* qw) {
+  if (qw == nullptr || !takes_importance(type)) return quantize_row(type, src, dst, n);
+  TRY(check_row(type, n, "quantize_row_weighted"));
+  for (int64_t i = 0; i < n; ++i)
+    if (!(qw[i] >= 0.0f) || !std::isfinite(qw[i]))
+      return Error::invalid_argument("quantize_row_weighted: importance {} of element {} is not a finite value >= 0",
+                                     qw[i], i);
+  switch (type) {
+    case GgmlType::Q4_0: detail::quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n, qw); break;
+    case GgmlType::Q4_1: detail::quantize_row_q4_1(src, static_cast<BlockQ4_1*>(dst), n, qw); break;
+    case GgmlType::Q5_0: detail::quantize_row_q5_0(src, static_cast<BlockQ5_0*>(dst), n, qw); break;
+    case GgmlType::Q5_1: detail::quantize_row_q5_1(src, static_cast<BlockQ5_1*>(dst), n, qw); break;
+    case GgmlType::Q2_K: detail::quantize_row_q2_k(src, static_cast<BlockQ2_K*>(dst), n, qw); break;
+    case GgmlType::Q3_K: detail::quantize_row_q3_k(src, static_cast<BlockQ3_K*>(dst), n, qw); break;
+    case GgmlType::Q4_K: detail::quantize_row_q4_k(src, static_cast<BlockQ4_K*>(dst), n, qw); break;
+    case GgmlType::Q5_K: detail::quantize_row_q5_k(src, static_cast<BlockQ5_K*>(dst), n, qw); break;
+    case GgmlType::Q6_K: detail::quantize_row_q6_k(src, static_cast<BlockQ6_K*>(dst), n, qw); break;
+    case GgmlType::IQ4_NL: detail::quantize_row_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n, qw); break;
+    case GgmlType::IQ4_XS: detail::quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n, qw); break;
     default: break;
   }
   return {};

@@ -9,6 +9,7 @@
 
 #include "rlx/base/half.h"
 #include "rlx/formats/iq_grids.h"
+#include "formats/quant_search.h"
 #include "rlx/formats/quant.h"
 
 namespace rlx::formats {
@@ -51,7 +52,7 @@ int best_index(const int8_t* values, int n, float x) {
 // scales), then for n_sub > 1 the 6-bit sub-block scales relative to one f16 scale.
 // Writes d, the nibbles and, for n_sub > 1, the packed sub-block scales.
 void quantize_iq4_superblock(const float* x, int n_sub, uint16_t* d_out, uint8_t* qs, uint16_t* scales_h,
-                             uint8_t* scales_l) {
+                             uint8_t* scales_l, const float* qw) {
   constexpr int kTries = 7;
   const int8_t* values = kIq4nlValues;
   const int n = 32 * n_sub;
@@ -64,7 +65,14 @@ void quantize_iq4_superblock(const float* x, int n_sub, uint16_t* d_out, uint8_t
   for (int ib = 0; ib < n_sub; ++ib) {
     const float* xb = x + 32 * ib;
     uint8_t* lb = levels + 32 * ib;
-    for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+    if (qw != nullptr) {  // an importance vector: qw * sqrt(sigma2 + x^2), sigma2 over the super-block
+      float sigma2 = 0.0f;
+      for (int j = 0; j < n; ++j) sigma2 += x[j] * x[j];
+      sigma2 *= 2.0f / static_cast<float>(n);
+      for (int j = 0; j < 32; ++j) weight[j] = qw[32 * ib + j] * std::sqrt(sigma2 + xb[j] * xb[j]);
+    } else {
+      for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+    }
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < 32; ++j) {
       const float ax = std::fabs(xb[j]);
@@ -300,13 +308,19 @@ void dequantize_row_iq1_m(const BlockIQ1_M* x, float* y, int64_t n) {
   }
 }
 
-void quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n) {
-  for (int64_t b = 0; b < n / kQK; ++b) quantize_iq4_superblock(x + kQK * b, 1, &y[b].d, y[b].qs, nullptr, nullptr);
+void quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n) { detail::quantize_row_iq4_nl(x, y, n, nullptr); }
+
+void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n) { detail::quantize_row_iq4_xs(x, y, n, nullptr); }
+
+void detail::quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n, const float* qw) {
+  for (int64_t b = 0; b < n / kQK; ++b)
+    quantize_iq4_superblock(x + kQK * b, 1, &y[b].d, y[b].qs, nullptr, nullptr, qw ? qw + kQK * b : nullptr);
 }
 
-void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n) {
+void detail::quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n, const float* qw) {
   for (int64_t b = 0; b < n / kQK_K; ++b)
-    quantize_iq4_superblock(x + kQK_K * b, 8, &y[b].d, y[b].qs, &y[b].scales_h, y[b].scales_l);
+    quantize_iq4_superblock(x + kQK_K * b, 8, &y[b].d, y[b].qs, &y[b].scales_h, y[b].scales_l,
+                            qw ? qw + kQK_K * b : nullptr);
 }
 
 void quantize_row_tq1_0(const float* x, BlockTQ1_0* y, int64_t n) {

@@ -8,6 +8,7 @@
 #include "rlx/base/half.h"
 #include "rlx/formats/quant.h"
 #include "rlx/formats/quant_blocks.h"
+#include "formats/quant_search.h"
 
 namespace rlx::formats {
 namespace {
@@ -16,6 +17,10 @@ constexpr float kGroupMaxEps = 1e-15f;
 
 float fp16(uint16_t bits) { return f16_bits_to_f32(bits); }
 uint16_t to_fp16(float f) { return f32_to_f16_bits(f); }
+
+}  // namespace
+
+namespace detail {
 
 // Round to nearest, ties to even, through the float mantissa (valid for |v| < 2^22),
 // exactly as ggml's nearest_int does it.
@@ -28,8 +33,8 @@ int nearest_int(float v) {
 
 // Symmetric quantization of n values to [-nmax, nmax-1] (stored +nmax in L) with a
 // weighted least-squares refinement of the scale over 18 candidate scales.
-// rmse_type 1 weights by x^2; returns the scale.
-float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type) {
+// rmse_type 1 weights by x^2, or by qw when given; returns the scale.
+float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type, const float* qw) {
   float max = 0;
   float amax = 0;
   for (int i = 0; i < n; ++i) {
@@ -44,6 +49,7 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L, int rmse_type) 
     return 0.0f;
   }
   auto weight = [&](int i) {
+    if (qw != nullptr) return qw[i];
     switch (rmse_type) {
       case 1: return x[i] * x[i];
       case 2: return 1.0f;
@@ -224,6 +230,27 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   return scale;
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::make_q3_quants;
+using detail::make_qkx2_quants;
+using detail::make_qx_quants;
+using detail::nearest_int;
+
+// The weights of a sub-block's fit under an importance vector `qw` (its values' share of
+// the product's error): qw * sqrt(sigma2 + x^2), as ggml's quantizers weigh an imatrix.
+void importance_weights(const float* x, const float* qw, int n, float sigma2, float* w) {
+  for (int l = 0; l < n; ++l) w[l] = qw[l] * std::sqrt(sigma2 + x[l] * x[l]);
+}
+
+float sum_squares(const float* x, int n) {
+  float s = 0;
+  for (int l = 0; l < n; ++l) s += x[l] * x[l];
+  return s;
+}
+
 // Packs 8 six-bit scales and mins into Q4_K/Q5_K's 12 bytes (inverse of get_scale_min_k4).
 void pack_scale_min_k4(const uint8_t* ls, const uint8_t* lm, uint8_t* q) {
   for (int j = 0; j < 8; ++j) {
@@ -248,14 +275,22 @@ int q3_k_scale(const uint8_t* scales, int j) {
 // Shared by Q4_K and Q5_K: per-sub-block (32 values) scale/min search, 6-bit scale
 // quantization, then the final integer levels L (0..nmax) for the whole super-block.
 void quantize_k4_scales(const float* x, int nmax, float rmin, int nstep, uint8_t* L, uint8_t* packed_scales,
-                        uint16_t* d_out, uint16_t* dmin_out) {
+                        uint16_t* d_out, uint16_t* dmin_out, const float* qw) {
   uint8_t Laux[32];
   float weights[32];
   float mins[8];
   float scales[8];
   float max_scale = 0;
   float max_min = 0;
+  const float sigma2 = 2 * sum_squares(x, kQK_K) / kQK_K;
   for (int j = 0; j < 8; ++j) {
+    if (qw != nullptr) {  // the importance-weighted fit, with a finer scale search
+      importance_weights(x + 32 * j, qw + 32 * j, 32, sigma2, weights);
+      scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+      continue;
+    }
     float sum_x2 = 0;
     for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
     const float av_x = std::sqrt(sum_x2 / 32);
@@ -396,19 +431,27 @@ void dequantize_row_q8_k(const BlockQ8_K* x, float* y, int64_t n) {
   }
 }
 
-void quantize_row_q2_k(const float* x, BlockQ2_K* y, int64_t n) {
+void quantize_row_q2_k(const float* x, BlockQ2_K* y, int64_t n) { detail::quantize_row_q2_k(x, y, n, nullptr); }
+
+void detail::quantize_row_q2_k(const float* x, BlockQ2_K* y, int64_t n, const float* qw) {
   uint8_t L[kQK_K];
   uint8_t Laux[16];
   float weights[16];
   float mins[kQK_K / 16];
   float scales[kQK_K / 16];
   const float q4scale = 15.0f;
-  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K, qw = qw ? qw + kQK_K : nullptr) {
     float max_scale = 0;
     float max_min = 0;
+    const float sigma2 = sum_squares(x, kQK_K) / kQK_K;
     for (int j = 0; j < kQK_K / 16; ++j) {
-      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
-      scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+      if (qw != nullptr) {  // squared error under the importance weights
+        importance_weights(x + 16 * j, qw + 16 * j, 16, sigma2, weights);
+        scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+      } else {
+        for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+        scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+      }
       max_scale = std::max(max_scale, scales[j]);
       max_min = std::max(max_min, mins[j]);
     }
@@ -448,14 +491,23 @@ void quantize_row_q2_k(const float* x, BlockQ2_K* y, int64_t n) {
   }
 }
 
-void quantize_row_q3_k(const float* x, BlockQ3_K* y, int64_t n) {
+void quantize_row_q3_k(const float* x, BlockQ3_K* y, int64_t n) { detail::quantize_row_q3_k(x, y, n, nullptr); }
+
+void detail::quantize_row_q3_k(const float* x, BlockQ3_K* y, int64_t n, const float* qw) {
   int8_t L[kQK_K];
   float scales[kQK_K / 16];
-  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+  float weights[16];
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K, qw = qw ? qw + kQK_K : nullptr) {
     float max_scale = 0;
     float amax = 0;
+    const float sigma2 = 2 * sum_squares(x, kQK_K) / kQK_K;
     for (int j = 0; j < kQK_K / 16; ++j) {
-      scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+      if (qw != nullptr) {
+        importance_weights(x + 16 * j, qw + 16 * j, 16, sigma2, weights);
+        scales[j] = make_qx_quants(16, 4, x + 16 * j, L + 16 * j, 1, weights);
+      } else {
+        scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+      }
       const float scale = std::fabs(scales[j]);
       if (scale > amax) {
         amax = scale;
@@ -510,10 +562,12 @@ void quantize_row_q3_k(const float* x, BlockQ3_K* y, int64_t n) {
   }
 }
 
-void quantize_row_q4_k(const float* x, BlockQ4_K* y, int64_t n) {
+void quantize_row_q4_k(const float* x, BlockQ4_K* y, int64_t n) { detail::quantize_row_q4_k(x, y, n, nullptr); }
+
+void detail::quantize_row_q4_k(const float* x, BlockQ4_K* y, int64_t n, const float* qw) {
   uint8_t L[kQK_K];
-  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
-    quantize_k4_scales(x, 15, -1.0f, 20, L, y[i].scales, &y[i].d, &y[i].dmin);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K, qw = qw ? qw + kQK_K : nullptr) {
+    quantize_k4_scales(x, 15, -1.0f, 20, L, y[i].scales, &y[i].d, &y[i].dmin, qw);
     uint8_t* q = y[i].qs;
     for (int j = 0; j < kQK_K; j += 64, q += 32) {
       for (int l = 0; l < 32; ++l) q[l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 4));
@@ -521,10 +575,12 @@ void quantize_row_q4_k(const float* x, BlockQ4_K* y, int64_t n) {
   }
 }
 
-void quantize_row_q5_k(const float* x, BlockQ5_K* y, int64_t n) {
+void quantize_row_q5_k(const float* x, BlockQ5_K* y, int64_t n) { detail::quantize_row_q5_k(x, y, n, nullptr); }
+
+void detail::quantize_row_q5_k(const float* x, BlockQ5_K* y, int64_t n, const float* qw) {
   uint8_t L[kQK_K];
-  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
-    quantize_k4_scales(x, 31, -0.5f, 15, L, y[i].scales, &y[i].d, &y[i].dmin);
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K, qw = qw ? qw + kQK_K : nullptr) {
+    quantize_k4_scales(x, 31, -0.5f, 15, L, y[i].scales, &y[i].d, &y[i].dmin, qw);
     uint8_t* qh = y[i].qh;
     uint8_t* ql = y[i].qs;
     std::memset(qh, 0, sizeof y[i].qh);
@@ -549,14 +605,19 @@ void quantize_row_q5_k(const float* x, BlockQ5_K* y, int64_t n) {
   }
 }
 
-void quantize_row_q6_k(const float* x, BlockQ6_K* y, int64_t n) {
+void quantize_row_q6_k(const float* x, BlockQ6_K* y, int64_t n) { detail::quantize_row_q6_k(x, y, n, nullptr); }
+
+void detail::quantize_row_q6_k(const float* x, BlockQ6_K* y, int64_t n, const float* qw) {
   int8_t L[kQK_K];
   float scales[kQK_K / 16];
-  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K) {
+  float weights[16];
+  for (int64_t i = 0; i < n / kQK_K; ++i, x += kQK_K, qw = qw ? qw + kQK_K : nullptr) {
     float max_scale = 0;
     float max_abs_scale = 0;
+    const float sigma2 = sum_squares(x, kQK_K) / kQK_K;
     for (int ib = 0; ib < kQK_K / 16; ++ib) {
-      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1);
+      if (qw != nullptr) importance_weights(x + 16 * ib, qw + 16 * ib, 16, sigma2, weights);
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, qw != nullptr ? weights : nullptr);
       scales[ib] = scale;
       const float abs_scale = std::fabs(scale);
       if (abs_scale > max_abs_scale) {

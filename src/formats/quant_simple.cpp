@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "rlx/base/half.h"
+#include "formats/quant_search.h"
 #include "rlx/formats/quant.h"
 
 namespace rlx::formats {
@@ -98,6 +99,90 @@ void dequantize_row_q8_0(const BlockQ8_0* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n / kQK; ++i, y += kQK) {
     const float d = fp16(x[i].d);
     for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
+  }
+}
+
+// The importance-weighted forms (quant_search.h): each block's scale (and minimum) fitted
+// to minimise the error weighted by qw * sqrt(sigma2 + x^2).
+namespace {
+
+void block_importance(const float* x, const float* qw, float* w) {
+  float sum_x2 = 0;
+  for (int j = 0; j < kQK; ++j) sum_x2 += x[j] * x[j];
+  const float sigma2 = sum_x2 / kQK;
+  for (int j = 0; j < kQK; ++j) w[j] = qw[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
+// Symmetric blocks (Q4_0 nmax 8, Q5_0 nmax 16): levels L in [0, 2 nmax), value (L - nmax) d.
+float symmetric_block(const float* x, const float* qw, int nmax, int8_t* L) {
+  float w[kQK];
+  block_importance(x, qw, w);
+  return detail::make_qx_quants(kQK, nmax, x, L, 1, w);
+}
+
+// Blocks with a minimum (Q4_1 nmax 15, Q5_1 nmax 31): value L d + m.
+void offset_block(const float* x, const float* qw, int nmax, uint8_t* L, float* d, float* m) {
+  float w[kQK];
+  uint8_t aux[kQK];
+  block_importance(x, qw, w);
+  float the_min = 0;
+  *d = detail::make_qkx2_quants(kQK, nmax, x, w, L, &the_min, aux, -0.9f, 0.05f, 36, false);
+  *m = -the_min;
+}
+
+void pack_q5_levels(const uint8_t* L, uint8_t* qs, uint8_t* qh_bytes) {
+  uint32_t qh = 0;
+  for (int j = 0; j < kHalf; ++j) {
+    qs[j] = static_cast<uint8_t>((L[j] & 0x0F) | ((L[j + kHalf] & 0x0F) << 4));
+    qh |= static_cast<uint32_t>((L[j] & 0x10) >> 4) << j;
+    qh |= static_cast<uint32_t>((L[j + kHalf] & 0x10) >> 4) << (j + kHalf);
+  }
+  std::memcpy(qh_bytes, &qh, sizeof qh);
+}
+
+}  // namespace
+
+void detail::quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n, const float* qw) {
+  if (qw == nullptr) return formats::quantize_row_q4_0(x, y, n);
+  int8_t L[kQK];
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK, qw += kQK) {
+    y[i].d = to_fp16(symmetric_block(x, qw, 8, L));
+    for (int j = 0; j < kHalf; ++j) y[i].qs[j] = static_cast<uint8_t>(L[j] | (L[j + kHalf] << 4));
+  }
+}
+
+void detail::quantize_row_q5_0(const float* x, BlockQ5_0* y, int64_t n, const float* qw) {
+  if (qw == nullptr) return formats::quantize_row_q5_0(x, y, n);
+  int8_t L[kQK];
+  uint8_t U[kQK];
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK, qw += kQK) {
+    y[i].d = to_fp16(symmetric_block(x, qw, 16, L));
+    for (int j = 0; j < kQK; ++j) U[j] = static_cast<uint8_t>(L[j]);
+    pack_q5_levels(U, y[i].qs, y[i].qh);
+  }
+}
+
+void detail::quantize_row_q4_1(const float* x, BlockQ4_1* y, int64_t n, const float* qw) {
+  if (qw == nullptr) return formats::quantize_row_q4_1(x, y, n);
+  uint8_t L[kQK];
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK, qw += kQK) {
+    float d = 0, m = 0;
+    offset_block(x, qw, 15, L, &d, &m);
+    y[i].d = to_fp16(d);
+    y[i].m = to_fp16(m);
+    for (int j = 0; j < kHalf; ++j) y[i].qs[j] = static_cast<uint8_t>(L[j] | (L[j + kHalf] << 4));
+  }
+}
+
+void detail::quantize_row_q5_1(const float* x, BlockQ5_1* y, int64_t n, const float* qw) {
+  if (qw == nullptr) return formats::quantize_row_q5_1(x, y, n);
+  uint8_t L[kQK];
+  for (int64_t i = 0; i < n / kQK; ++i, x += kQK, qw += kQK) {
+    float d = 0, m = 0;
+    offset_block(x, qw, 31, L, &d, &m);
+    y[i].d = to_fp16(d);
+    y[i].m = to_fp16(m);
+    pack_q5_levels(L, y[i].qs, y[i].qh);
   }
 }
 

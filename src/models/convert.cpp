@@ -10,6 +10,7 @@
 
 #include "models/rope_config.h"
 #include "rlx/formats/gguf_writer.h"
+#include "rlx/formats/quant.h"
 #include "rlx/models/chat.h"
 #include "rlx/models/model_config.h"
 #include "rlx/models/quantize.h"
@@ -289,8 +290,9 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, con
       if (choice.fell_back() && o.on_fallback) o.on_fallback(describe_fallback(name, rows, cols, choice));
       type = choice.type;
     }
-    if (Status s = w.add_tensor_f32(name, type, dims, values); !s.ok())
-      return s.error().with_context(fmt::format("{}: tensor '{}'", hf_dir, name));
+    auto weighted = add_quantized_tensor(w, name, type, dims, values, o.imatrix.get());
+    if (!weighted) return weighted.error().with_context(fmt::format("{}: tensor '{}'", hf_dir, name));
+    if (o.imatrix && !*weighted && formats::takes_importance(type) && o.on_no_importance) o.on_no_importance(name);
     if (o.progress) o.progress(0.95 * static_cast<double>(++done) / static_cast<double>(names.size()));
   }
   const std::string tmp = out + ".tmp";

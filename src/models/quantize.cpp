@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/ranges.h>
 
@@ -191,6 +192,48 @@ std::string describe_fallback(const std::string& name, int64_t rows, int64_t col
                      cols, formats::ggml_type_name(choice.wanted), formats::ggml_block_size(choice.wanted));
 }
 
+Expected<bool> add_quantized_tensor(formats::GgufWriter& w, const std::string& name, GgmlType type,
+                                    const std::vector<int64_t>& dims, std::span<const float> values,
+                                    const Imatrix* imatrix) {
+  const int64_t cols = dims.empty() ? 1 : dims[0];
+  const int64_t mats = dims.size() == 3 ? dims[2] : 1;
+  const int64_t rows = cols > 0 && mats > 0 ? static_cast<int64_t>(values.size()) / (cols * mats) : 0;
+  // The importance of each matrix (one per expert of a stacked weight), or none.
+  std::vector<std::vector<float>> importance;
+  if (imatrix != nullptr && formats::takes_importance(type) && dims.size() >= 2 && dims.size() <= 3) {
+    std::string key = name;
+    if (!imatrix->entries.count(key) && name.find(".attn_qkv.") != std::string::npos) {
+      key.replace(key.find(".attn_qkv."), 10, ".attn_q.");  // q, k and v read one input
+    }
+    auto it = imatrix->entries.find(key);
+    if (it != imatrix->entries.end() && it->second.columns() == cols) {
+      const auto have = static_cast<int64_t>(it->second.counts.size());
+      for (int64_t e = 0; e < mats; ++e) importance.push_back(imatrix->importance(key, have == mats ? e : 0));
+      if (have != mats && have != 1) importance.clear();
+      for (const auto& imp : importance)
+        if (static_cast<int64_t>(imp.size()) != cols) importance.clear();
+    }
+  }
+  if (importance.empty()) {
+    TRY(w.add_tensor_f32(name, type, dims, values));
+    return false;
+  }
+  const std::optional<int64_t> row_bytes = formats::ggml_bytes_for(type, cols);
+  if (!row_bytes) return Error::invalid_argument("tensor '{}': rows of {} values are not whole {} blocks", name, cols,
+                                                 formats::ggml_type_name(type));
+  std::vector<uint8_t> data(static_cast<size_t>(*row_bytes * rows * mats));
+  for (int64_t e = 0; e < mats; ++e)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t at = e * rows + r;
+      if (Status s = formats::quantize_row_weighted(type, values.data() + at * cols, data.data() + at * *row_bytes, cols,
+                                                    importance[static_cast<size_t>(e)].data());
+          !s.ok())
+        return s.error().with_context(fmt::format("tensor '{}'", name));
+    }
+  TRY(w.add_tensor(name, type, dims, std::move(data)));
+  return true;
+}
+
 Status quantize_gguf(const std::string& in, const std::string& out, const QuantizeOptions& o) {
   ASSIGN_OR_RETURN(formats::GgufFile file, formats::GgufFile::open(in));
   bool known = false;
@@ -230,7 +273,8 @@ Status quantize_gguf(const std::string& in, const std::string& out, const Quanti
       values.resize(static_cast<size_t>(t.n_elements()));
       if (Status s = formats::dequantize_row(t.type, t.data, values.data(), t.n_elements()); !s.ok())
         return s.error().with_context(fmt::format("{}: tensor '{}'", in, t.name));
-      TRY(w.add_tensor_f32(t.name, type, t.dims, values));
+      ASSIGN_OR_RETURN(const bool weighted, add_quantized_tensor(w, t.name, type, t.dims, values, o.imatrix.get()));
+      if (o.imatrix && !weighted && formats::takes_importance(type) && o.on_no_importance) o.on_no_importance(t.name);
     }
     if (o.progress) o.progress(0.95 * static_cast<double>(i + 1) / static_cast<double>(tensors.size()));
   }

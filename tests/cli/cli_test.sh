@@ -532,6 +532,29 @@ PY
   then echo "ok   perplexity_matches_reference_$mode"; else failures=$((failures + 1)); echo "FAIL perplexity_matches_reference_$mode"; fi
 done
 
+# rlx imatrix: llama.cpp's chunking (its PPL equals rlx perplexity's over the same
+# chunks), a GGUF imatrix that rlx quantize --imatrix reads, merging, refusals.
+check imatrix_writes ok "wrote .*imat\.gguf: 15 matrices, 3 chunks of 32 tokens" -- imatrix -m "$model" -f "$work/ppl.txt" \
+  -c 32 --chunks 3 -o "$work/imat.gguf"
+cases=$((cases + 1))
+imatrix_ppl=$("$rlx" imatrix -m "$model" -f "$work/ppl.txt" -c 32 --chunks 3 -o "$work/imat2.gguf" 2>&1 | sed -n 's/^\[3\/3\] PPL \([0-9.]*\)$/\1/p')
+ppl_ppl=$("$rlx" perplexity -m "$model" -f "$work/ppl.txt" -c 32 --chunks 3 2>/dev/null | sed -n 's/^Final estimate: PPL = \([0-9.]*\).*/\1/p')
+if [ -n "$imatrix_ppl" ] && python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) <= 1e-3 * b else 1)" "$imatrix_ppl" "$ppl_ppl"; then
+  echo "ok   imatrix_ppl_matches_perplexity"
+else
+  failures=$((failures + 1)); echo "FAIL imatrix_ppl_matches_perplexity: imatrix $imatrix_ppl, perplexity $ppl_ppl"
+fi
+check imatrix_merge ok "wrote .*merged\.gguf: 15 matrices, 6 chunks" -- imatrix --in "$work/imat.gguf" --in "$work/imat2.gguf" \
+  -o "$work/merged.gguf"
+check quantize_imatrix ok "importance from .*imat\.gguf \(15 matrices\)" -- quantize "$work/f32.gguf" "$work/qi.gguf" q4_0 \
+  --imatrix "$work/imat.gguf"
+check quantize_imatrix_runs ok "stop: " -- run -m "$work/qi.gguf" -p hi -n 2
+check quantize_imatrix_not_imatrix fail "entries in|truncated" -- quantize "$work/f32.gguf" "$work/qx.gguf" q4_0 --imatrix "$work/ppl.txt"
+check imatrix_nothing_to_do fail "give a text to run \(-f\) or imatrix files to merge \(--in\)" -- imatrix -o "$work/x.gguf"
+check imatrix_text_needs_model fail "-f needs the model" -- imatrix -f "$work/ppl.txt" -o "$work/x.gguf"
+check imatrix_too_short fail "fewer than one chunk of 4096" -- imatrix -m "$model" -f "$work/ppl.txt" -c 4096 -o "$work/x.gguf"
+check imatrix_encoder fail "encoder" -- imatrix -m "$bert" -f "$work/ppl.txt" -c 8 -o "$work/x.gguf"
+
 # Progress of long jobs: plain lines on a stderr that is no terminal (--progress plain
 # shows them for short jobs too; auto only past a second), nothing with none.
 check progress_quantize ok "rlx quantize: done in [0-9.]+ s" -- --progress plain quantize "$work/f32.gguf" \

@@ -18,6 +18,7 @@
 #include "rlx/formats/gguf.h"
 #include "rlx/formats/quant.h"
 #include "rlx/models/convert.h"
+#include "rlx/models/imatrix.h"
 #include "rlx/models/language_model.h"
 
 #include "conformance_env.h"
@@ -368,6 +369,87 @@ INSTANTIATE_TEST_SUITE_P(
                      {{"rope_parameters", {{"sliding_attention", {{"rope_theta", 500.0}, {"rope_type", "default"}}}}}},
                      {24}}),
     [](const auto& info) { return info.param.name; });
+
+// compute_imatrix over the other templates: a hybrid (its recurrent state reset per
+// chunk), mixtures of experts (routers measured, stacked experts not), Phi-3's fused
+// projections (served split) and Gemma's. Every measured weight has the width of its
+// input and is a weight the folder serves.
+class HfImatrix : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfImatrix, MeasuresEveryDenseProduct) {
+  const fs::path dir = hf_dir() / GetParam();
+  if (!fs::exists(dir / "manifest.json")) GTEST_SKIP() << dir << " not found (skipped)";
+  std::ifstream in(dir / "manifest.json");
+  const auto manifest = nlohmann::json::parse(in);
+  std::vector<int32_t> tokens;
+  for (const auto& [seq, info] : manifest["sequences"].items()) {
+    const auto ids = info["token_ids"].get<std::vector<int32_t>>();
+    tokens.insert(tokens.end(), ids.begin(), ids.end());
+  }
+  models::ImatrixOptions o;
+  o.chunk = 16;
+  o.threads = 2;
+  o.device = test_device();
+  double last_ppl = 0;
+  o.progress = [&](int64_t, int64_t, double ppl) { last_ppl = ppl; };
+  auto m = models::compute_imatrix(dir.string(), tokens, -1, o);
+  ASSERT_TRUE(m) << m.error().to_string();
+  const int64_t chunks = static_cast<int64_t>(tokens.size()) / 16;
+  EXPECT_EQ(m->chunk_count, chunks);
+  // The measuring graph computes the model: its perplexity over each chunk's second half
+  // equals the one from LanguageModel's logits of the same chunks, each from a fresh state.
+  models::LoadOptions lo;
+  lo.ctx = 32;
+  lo.threads = 2;
+  lo.device = test_device();
+  auto model = models::LanguageModel::load(dir.string(), lo);
+  ASSERT_TRUE(model) << model.error().to_string();
+  double nll = 0;
+  int64_t scored = 0;
+  for (int64_t c = 0; c < chunks; ++c) {
+    (*model)->reset();
+    const std::vector<int32_t> chunk(tokens.begin() + c * 16, tokens.begin() + (c + 1) * 16);
+    auto logits = (*model)->forward(chunk, /*all_rows=*/true);
+    ASSERT_TRUE(logits) << logits.error().to_string();
+    const auto vocab = static_cast<int64_t>(logits->size() / chunk.size());
+    for (int64_t r = 8; r + 1 < 16; ++r) {
+      const float* l = logits->data() + r * vocab;
+      double mx = -INFINITY, z = 0;
+      for (int64_t j = 0; j < vocab; ++j) mx = std::max(mx, static_cast<double>(l[j]));
+      for (int64_t j = 0; j < vocab; ++j) z += std::exp(static_cast<double>(l[j]) - mx);
+      nll += std::log(z) + mx - l[chunk[static_cast<size_t>(r + 1)]];
+      ++scored;
+    }
+  }
+  const double want = std::exp(nll / static_cast<double>(scored));
+  EXPECT_NEAR(last_ppl, want, 1e-4 * want);
+  auto config = models::config_from_hf((dir / "config.json").string());
+  ASSERT_TRUE(config);
+  for (int64_t il = 0; il < config->n_layer; ++il) {
+    const std::string blk = fmt::format("blk.{}.", il);
+    const bool recurrent = config->layer_is_recurrent(il);
+    for (const std::string w : {recurrent ? "attn_qkv" : "attn_q", recurrent ? "ssm_out" : "attn_output",
+                                config->layer_is_moe(il) ? "ffn_gate_inp" : "ffn_up"}) {
+      SCOPED_TRACE(blk + w);
+      auto it = m->entries.find(blk + w + ".weight");
+      ASSERT_NE(it, m->entries.end());
+      EXPECT_EQ(it->second.counts, std::vector<int64_t>{16 * chunks});
+      const int64_t width = w == "ssm_out" ? config->ssm_n_v_heads * config->ssm_head_v_dim
+                            : w == "attn_output" ? config->n_head * config->head_dim
+                                                 : config->n_embd;
+      EXPECT_EQ(it->second.columns(), width);
+    }
+  }
+  for (const auto& [name, e] : m->entries) EXPECT_EQ(name.find("_exps"), std::string::npos) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfImatrix, ::testing::Values("qwen3.5", "qwen3-moe", "phi3", "gemma2", "qwen3-next"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-' || c == '.') c = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace rlx

@@ -28,6 +28,17 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 /// Encodes `n` floats into packed `type` blocks at `dst` (ggml_bytes_for(type, n) bytes)
 /// with ggml's reference quantizer for that type. Errors as dequantize_row.
 Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
+/// Types whose quantizer takes an importance vector (quantize_row_weighted): Q4_0, Q4_1,
+/// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS. Q8_0 and the ternary
+/// types do not (as in ggml).
+bool takes_importance(GgmlType type);
+/// As quantize_row, but every block's scales (and minimum) are fitted to minimise the
+/// error weighted per element by importance[i] * sqrt(sigma^2 + x[i]^2) (sigma^2 the
+/// block's mean square), the weighting ggml's quantizers give an importance matrix:
+/// `importance` holds n values >= 0, e.g. an imatrix's mean x^2 per input column repeated
+/// for each row. Null `importance`, or a type that takes none: quantize_row exactly.
+/// Errors as quantize_row, and kInvalidArgument for a negative or non-finite importance.
+Status quantize_row_weighted(GgmlType type, const float* src, void* dst, int64_t n, const float* importance);
 
 // Per-type entry points (n must be a multiple of the block size; no checks).
 void dequantize_row_q4_0(const BlockQ4_0* x, float* y, int64_t n);

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "rlx/base/status.h"
+#include "rlx/models/imatrix.h"
 
 namespace rlx::models {
 
@@ -15,6 +17,9 @@ struct ConvertOptions {
   std::function<void(double)> progress;  ///< fraction done (may be empty)
   /// Called with describe_fallback's line (quantize.h) for each matrix whose type fell back.
   std::function<void(const std::string&)> on_fallback;
+  /// As QuantizeOptions::imatrix and on_no_importance.
+  std::shared_ptr<const Imatrix> imatrix;
+  std::function<void(const std::string&)> on_no_importance;
 };
 
 /// Converts the Hugging Face folder `hf_dir` (llama, mistral, mixtral, qwen2, qwen3,

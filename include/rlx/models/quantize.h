@@ -4,11 +4,15 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "rlx/base/status.h"
 #include "rlx/formats/ggml_type.h"
+#include "rlx/formats/gguf_writer.h"
+#include "rlx/models/imatrix.h"
 
 namespace rlx::models {
 
@@ -56,7 +60,21 @@ struct QuantizeOptions {
   std::function<void(double)> progress;  ///< fraction done (may be empty)
   /// Called with describe_fallback's line for each tensor whose type fell back (may be empty).
   std::function<void(const std::string&)> on_fallback;
+  /// An importance matrix (read_imatrix / compute_imatrix): the matrices it has an entry
+  /// for are quantized with their columns weighted by it (formats::quantize_row_weighted).
+  std::shared_ptr<const Imatrix> imatrix;
+  /// With an imatrix: called for each matrix of a type that takes an importance but that
+  /// the imatrix has no entry of the right width for (quantized without one).
+  std::function<void(const std::string&)> on_no_importance;
 };
+
+/// Adds `values` (f32, GGUF dims innermost first: [cols, rows] or [cols, rows, experts])
+/// to `w` as `type`, with the imatrix's importance for `name` when `imatrix` is not null,
+/// the type takes one and the imatrix has it (a fused q|k|v matrix takes q's entry,
+/// which has the same input). Returns whether an importance was used.
+Expected<bool> add_quantized_tensor(formats::GgufWriter& w, const std::string& name, formats::GgmlType type,
+                                    const std::vector<int64_t>& dims, std::span<const float> values,
+                                    const Imatrix* imatrix);
 
 /// Reads `in`, writes `out` (atomically) with every tensor converted per the mix.
 Status quantize_gguf(const std::string& in, const std::string& out, const QuantizeOptions& options);
