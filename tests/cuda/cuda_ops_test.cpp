@@ -659,6 +659,17 @@ TEST(CudaOps, DequantMatMulPacked) {
   }
 }
 
+// y = x . w^T over packed w; with `stored` w is an output too, so that the backend keeps
+// the file's layout instead of the split one.
+Expected<ir::Graph> packed_product_graph(DType t, int64_t M, int64_t N, int64_t K, bool stored) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::F32, {M, K});
+  auto w = b.param("w", t, {N, K});
+  b.output(b.dequant_matmul(x, w), "y");
+  if (stored) b.output(w, "w_out");
+  return b.build();
+}
+
 // Prefill sizes over Q8_0 / Q4_0 take the int8 tensor-core GEMM: x as llama.cpp's Q8_0
 // blocks, exact int32 block products, f32 sums. Tile edges in M and N, K not a multiple
 // of the kernel's 128-value step, and both weight layouts: split (the default) and as
@@ -673,12 +684,7 @@ TEST(CudaOps, DequantMatMulInt8TensorCores) {
     for (const Shape& sh : shapes) {
       for (bool stored : {false, true}) {
         const auto [packed, deq] = packed_weights(t, sh.N, sh.K, 70);
-        GraphBuilder b;
-        auto x = b.input("x", DType::F32, {sh.M, sh.K});
-        auto w = b.param("w", t, {sh.N, sh.K});
-        b.output(b.dequant_matmul(x, w), "y");
-        if (stored) b.output(w, "w_out");
-        auto g = b.build();
+        auto g = packed_product_graph(t, sh.M, sh.N, sh.K, stored);
         ASSERT_TRUE(g.has_value()) << g.error().to_string();
         Case c;
         std::vector<float> xv = random_vec(static_cast<size_t>(sh.M * sh.K), 71, -2.0f, 2.0f);
@@ -699,6 +705,46 @@ TEST(CudaOps, DequantMatMulInt8TensorCores) {
         for (int64_t n = 0; n < sh.N; ++n) ref[static_cast<size_t>(3 * sh.N + n)] = 0.0f;
         const double e = rel_l2(y, ref);
         EXPECT_LE(e, 1e-6) << what << ": relative L2 error " << e;
+      }
+    }
+  }
+}
+
+// 6..16 rows over the packed types that do not take the int8 path: W decoded into f16
+// tiles in shared memory (launch_dqmma) with f32 accumulation -- x and W rounded to f16,
+// as the dequantize + cuBLAS path rounds them, so the error is f32 summation only. M at
+// the tile edges, N not a multiple of the 32-row block, K not a multiple of the 128-value
+// step, K long enough to be split across blocks, both weight layouts.
+TEST(CudaOps, DequantMatMulF16Tiles) {
+  REQUIRE_CUDA();
+  struct Shape {
+    int64_t M, N, K;
+  };
+  // (Q4_K, Q6_K and the IQ4 types leave the GEMV from 6 rows, the others from 9.)
+  const Shape shapes[] = {{6, 40, 256}, {9, 40, 256}, {16, 264, 768}, {13, 40, 4096}, {16, 96, 512}, {11, 70, 2560}};
+  auto to_f16 = [](std::vector<float> v) {
+    for (float& f : v) f = f16_bits_to_f32(f32_to_f16_bits(f));
+    return v;
+  };
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::IQ4_NL, DType::Q5_0, DType::Q4_1}) {
+    for (const Shape& sh : shapes) {
+      const bool x8 = t == DType::Q4_K || t == DType::Q6_K || t == DType::IQ4_XS || t == DType::IQ4_NL;
+      if (sh.M < 9 && !x8) continue;
+      if ((t == DType::IQ4_XS || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) && sh.K % 256 != 0) continue;
+      for (bool stored : {false, true}) {
+        const auto [packed, deq] = packed_weights(t, sh.N, sh.K, 80);
+        auto g = packed_product_graph(t, sh.M, sh.N, sh.K, stored);
+        ASSERT_TRUE(g.has_value()) << g.error().to_string();
+        Case c;
+        const std::vector<float> xv = random_vec(static_cast<size_t>(sh.M * sh.K), 81, -2.0f, 2.0f);
+        c.inputs["x"] = Tensor::from_f32(xv, {sh.M, sh.K});
+        c.params["w"] = packed;
+        auto out = run_on(Device::cuda(), *g, c);
+        ASSERT_TRUE(out.has_value()) << out.error().to_string();
+        const std::string what = std::string(ir::dtype_name(t)) + " " + std::to_string(sh.M) + "x" +
+                                 std::to_string(sh.N) + "x" + std::to_string(sh.K) + (stored ? " stored" : " split");
+        const double e = rel_l2(*(*out)[0].to_f32(), reference_product(to_f16(xv), to_f16(deq), sh.M, sh.N, sh.K));
+        EXPECT_LE(e, 1e-5) << what << ": relative L2 error " << e;
       }
     }
   }

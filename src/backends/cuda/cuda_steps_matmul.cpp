@@ -1,8 +1,9 @@
 // CUDA matmul steps: MatMul, fused matmul + bias + activation, SwiGLU and packed
 // DequantMatMul. GEMMs go through cuBLASLt (bias / ReLU / tanh-GELU epilogues where it
 // has them); one-row products (M <= 8, decode) use the GEMV kernels; packed weights
-// above that take the int8 tensor-core GEMM (Q8_0, Q4_0: mmq_kernels.h) or are
-// dequantized to f16 for cuBLAS (the K-quants). The decode GEMVs' prologue, epilogues
+// above that take the int8 tensor-core GEMM (Q8_0, Q4_0: mmq_kernels.h), up to
+// kDqMmaMaxRows rows of the other packed types f16 tiles decoded in shared memory
+// (launch_dqmma), and more rows are dequantized to f16 for cuBLAS. The decode GEMVs' prologue, epilogues
 // and launch groups of fused_linear are in cuda_steps_linear.cpp.
 #include <algorithm>
 #include <cmath>
@@ -48,6 +49,23 @@ Status gemv_fn(const Step& s, const RunCtx& ctx) {
 
 namespace {
 
+/// Where a packed product writes its f32 result: the output, or scratch for an epilogue.
+void* product_out(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  return p.c_in_scratch ? static_cast<void*>(ctx.scratch + p.c_off) : static_cast<void*>(s.out_ptr);
+}
+
+/// out = act(result (+ bias)) when the product has an epilogue.
+Status bias_act_epilogue(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  if (!p.post) return {};
+  RegionParams k = p.post_k;
+  k.in[0] = product_out(s, ctx);
+  if (p.has_bias) k.in[1] = s.in_ptr[2];
+  k.out = s.out_ptr;
+  return launch_checked(s, k, ctx, "epilogue");
+}
+
 /// out = act(x W^T (+ bias)) for Q8_0 / Q4_0 W at prefill sizes, on the int8 tensor cores.
 Status mmq_fn(const Step& s, const RunCtx& ctx) {
   const LinearParams& p = s.p<LinearParams>();
@@ -64,17 +82,33 @@ Status mmq_fn(const Step& s, const RunCtx& ctx) {
   m.K = p.g.K;
   m.row_bytes = s.split ? p.split_row : p.q.row_bytes;
   m.d_offset = s.split ? p.q.N * p.split_row : 0;
-  void* c = p.c_in_scratch ? static_cast<void*>(ctx.scratch + p.c_off) : static_cast<void*>(s.out_ptr);
-  m.y = static_cast<float*>(c);
+  m.y = static_cast<float*>(product_out(s, ctx));
   launch_mmq(m, ctx.stream);
-  if (p.post) {
-    RegionParams k = p.post_k;
-    k.in[0] = c;
-    if (p.has_bias) k.in[1] = s.in_ptr[2];
-    k.out = s.out_ptr;
-    TRY(launch_checked(s, k, ctx, "epilogue"));
-  }
-  return {};
+  return bias_act_epilogue(s, ctx);
+}
+
+/// out = act(x W^T (+ bias)) for a few rows over packed W: x cast to f16, W decoded into
+/// f16 tiles in shared memory (launch_dqmma).
+Status dqmma_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  RegionParams k = p.cast_k;
+  k.in[0] = s.in_ptr[0];
+  k.out = ctx.scratch + p.x_off;
+  TRY(launch_checked(s, k, ctx, "input cast"));
+  DqMmaParams d;
+  d.x = ctx.scratch + p.x_off;
+  d.w = s.in_ptr[1];
+  d.w_dt = p.q.w_dt;
+  d.M = p.g.M;
+  d.N = p.g.N;
+  d.K = p.g.K;
+  d.row_bytes = s.split ? p.split_row : p.q.row_bytes;
+  d.d_offset = s.split ? p.q.N * p.split_row : 0;
+  d.y = static_cast<float*>(product_out(s, ctx));
+  d.work = p.dq_slices > 1 ? reinterpret_cast<float*>(ctx.scratch + p.dq_work_off) : nullptr;
+  d.counters = p.dq_slices > 1 ? reinterpret_cast<unsigned*>(ctx.zeroed + p.dq_counters_off) : nullptr;
+  launch_dqmma(d, p.dq_slices, ctx.stream);
+  return bias_act_epilogue(s, ctx);
 }
 
 Status linear_fn(const Step& s, const RunCtx& ctx) {
@@ -208,6 +242,19 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
       p->round_x = false;
       p->xq_off = ctx.scratch(g.M * g.K);
       p->xd_off = ctx.scratch(g.M * (g.K / 32) * 4);
+    } else if (g.M >= prefill_from && g.M <= kDqMmaMaxRows && !swiglu && dqmma_supported(p->q.w_dt)) {
+      // A few rows (several streams, short prompts): W decoded into f16 tiles in shared
+      // memory on the tensor cores, reading each weight once and writing no copy of W.
+      p->dqmma = true;
+      p->cast_x = true;
+      g.ab_dt = DT::F16;
+      g.c_dt = DT::F32;
+      p->x_off = ctx.scratch(g.M * g.K * 2);
+      p->dq_slices = dqmma_k_slices(g.N, g.K, ctx.sms);
+      if (const int64_t work = dqmma_work_bytes(g.M, g.N, p->dq_slices); work > 0) {
+        p->dq_work_off = ctx.scratch(work);
+        p->dq_counters_off = ctx.zeroed(dqmma_counter_bytes(g.N));
+      }
     } else if (g.M >= prefill_from) {  // other prefill: dequantize to f16 and use cuBLAS (f16 x f16 -> f32)
       p->wdq_off = ctx.scratch(g.N * g.K * 2);
       g.ab_dt = DT::F16;
@@ -269,6 +316,21 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
   }
   if (p->packed && g.M < prefill_from) {
     step.fn = &linear_fn;
+    step.params = p;
+    return {};
+  }
+  if (p->dqmma) {  // f32 result straight into an f32 output, else into scratch for the epilogue
+    const ir::ActKind act = bias_act ? node.attr<ir::FusedMatMulAttrs>().act : ir::ActKind::Identity;
+    p->has_bias = bias_act && node.attr<ir::FusedMatMulAttrs>().has_bias;
+    if (p->has_bias || act != ir::ActKind::Identity || to_dt(n.dtype) != DT::F32) {
+      p->post = true;
+      p->c_in_scratch = true;
+      p->c_off = ctx.scratch(g.M * g.N * 4);
+      const DT in1 = p->has_bias ? to_dt(ctx.input(2).dtype) : DT::F32;
+      p->post_k =
+          post_program(g.M, g.N, DT::F32, to_dt(n.dtype), p->has_bias, in1, true, false, static_cast<uint8_t>(act));
+    }
+    step.fn = &dqmma_fn;
     step.params = p;
     return {};
   }

@@ -83,6 +83,10 @@ struct LinearParams {
   int64_t wdq_off = 0;  // f16 dequantized weights (M > 8, types launch_mmq does not take)
   bool mmq = false;     // M > 8 over Q8_0 / Q4_0: x as Q8_0 blocks times the weights on the int8 tensor cores
   int64_t xq_off = 0, xd_off = 0;  // scratch: x's int8 quants and block scales (mmq)
+  bool dqmma = false;   // up to kDqMmaMaxRows rows over other packed types: W decoded to f16 tiles in shared memory
+  int dq_slices = 1;    // slices of K (dqmma)
+  int64_t dq_work_off = 0;  // scratch: their partial sums
+  int64_t dq_counters_off = 0;  // RunCtx::zeroed: one arrival counter per 32 weight rows
   int64_t split_row = 0;  // bytes per row in the split layout (packed_split types)
   // decode GEMV (M <= kMaxGemvM): the whole step in one kernel
   bool gemv = false;

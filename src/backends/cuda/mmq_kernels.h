@@ -39,4 +39,42 @@ struct MmqParams {
 };
 void launch_mmq(const MmqParams& p, cudaStream_t s);
 
+/// Most rows of x a packed product takes through launch_dqmma; more go through a full f16
+/// copy of W and cuBLAS. Measured on an H200 (q4_k_m 1B, batched decode): the tiles win
+/// at 8 and 16 rows (3.42 / 3.74 ms a step against 3.70 / 3.87) and lose at 32 (4.56
+/// against 4.24): each step waits on its weight loads, which only many resident blocks
+/// hide.
+inline constexpr int64_t kDqMmaMaxRows = 16;
+
+/// True for the packed types launch_dqmma decodes (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+/// IQ4_NL, IQ4_XS): those a prefill or a batch of several streams meets in the usual mixes
+/// whose products do not take the int8 path (mmq_supported).
+bool dqmma_supported(DT w);
+
+/// y [M, N] (f32) = x [M, K] (f16) . W^T for packed W [N, K] (as stored, or split when
+/// d_offset > 0), M <= kDqMmaMaxRows: W decoded into f16 tiles in shared memory, products
+/// on the f16 tensor cores with f32 accumulation -- the arithmetic of dequantizing W to
+/// f16 for cuBLAS, without the copy. With split K: `work`, f32 scratch of
+/// dqmma_work_bytes for the partial sums, and `counters`, zeroed memory of
+/// dqmma_counter_bytes that the kernel leaves zeroed.
+struct DqMmaParams {
+  const void* x = nullptr;  ///< f16 [M, K], 16-byte aligned
+  const uint8_t* w = nullptr;
+  float* y = nullptr;
+  float* work = nullptr;
+  unsigned* counters = nullptr;  ///< dqmma_counter_bytes, zero before and after (split K)
+  DT w_dt = DT::Q4_K;
+  int64_t M = 0, N = 0, K = 0;
+  int64_t row_bytes = 0;
+  int64_t d_offset = 0;
+};
+/// How many slices of K a product of N weight rows takes to give a GPU of `sms`
+/// multiprocessors two blocks each (1: no split).
+int dqmma_k_slices(int64_t N, int64_t K, int sms);
+/// Bytes of `work` a product needs with `slices` slices of K (0 for one).
+int64_t dqmma_work_bytes(int64_t M, int64_t N, int slices);
+/// Bytes of the zeroed `counters` a split product needs (one per 32 weight rows).
+int64_t dqmma_counter_bytes(int64_t N);
+void launch_dqmma(const DqMmaParams& p, int slices, cudaStream_t s);
+
 }  // namespace rlx::cuda_backend
