@@ -52,7 +52,7 @@ bool can_dequantize(GgmlType type) {
   }
 }
 
-bool can_quantize(GgmlType type) { return !ggml_is_codebook_type(type) && can_dequantize(type); }
+bool can_quantize(GgmlType type) { return can_dequantize(type); }
 
 Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
   if (!can_dequantize(type)) return Error::unsupported("dequantize_row: no decoder for type {}", ggml_type_name(type));
@@ -146,6 +146,13 @@ Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
     case GgmlType::Q8_K: quantize_row_q8_k(src, static_cast<BlockQ8_K*>(dst), n); break;
     case GgmlType::IQ4_NL: quantize_row_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n); break;
     case GgmlType::IQ4_XS: quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n); break;
+    case GgmlType::IQ3_S: detail::quantize_row_iq3_s(src, static_cast<BlockIQ3_S*>(dst), n, nullptr); break;
+    case GgmlType::IQ3_XXS: detail::quantize_row_iq3_xxs(src, static_cast<BlockIQ3_XXS*>(dst), n, nullptr); break;
+    case GgmlType::IQ2_S: detail::quantize_row_iq2_s(src, static_cast<BlockIQ2_S*>(dst), n, nullptr); break;
+    case GgmlType::IQ2_XS: detail::quantize_row_iq2_xs(src, static_cast<BlockIQ2_XS*>(dst), n, nullptr); break;
+    case GgmlType::IQ2_XXS: detail::quantize_row_iq2_xxs(src, static_cast<BlockIQ2_XXS*>(dst), n, nullptr); break;
+    case GgmlType::IQ1_S: detail::quantize_row_iq1_s(src, static_cast<BlockIQ1_S*>(dst), n, nullptr); break;
+    case GgmlType::IQ1_M: detail::quantize_row_iq1_m(src, static_cast<BlockIQ1_M*>(dst), n, nullptr); break;
     case GgmlType::TQ1_0: quantize_row_tq1_0(src, static_cast<BlockTQ1_0*>(dst), n); break;
     case GgmlType::TQ2_0: quantize_row_tq2_0(src, static_cast<BlockTQ2_0*>(dst), n); break;
     default: break;
@@ -157,7 +164,9 @@ bool takes_importance(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q5_0: case GgmlType::Q5_1:
     case GgmlType::Q2_K: case GgmlType::Q3_K: case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
-    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: return true;
+    case GgmlType::IQ4_NL: case GgmlType::IQ4_XS: case GgmlType::IQ3_S: case GgmlType::IQ3_XXS:
+    case GgmlType::IQ2_S: case GgmlType::IQ2_XS: case GgmlType::IQ2_XXS: case GgmlType::IQ1_S: case GgmlType::IQ1_M:
+      return true;
     default: return false;
   }
 }
@@ -181,6 +190,13 @@ Status quantize_row_weighted(GgmlType type, const float* src, void* dst, int64_t
     case GgmlType::Q6_K: detail::quantize_row_q6_k(src, static_cast<BlockQ6_K*>(dst), n, qw); break;
     case GgmlType::IQ4_NL: detail::quantize_row_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), n, qw); break;
     case GgmlType::IQ4_XS: detail::quantize_row_iq4_xs(src, static_cast<BlockIQ4_XS*>(dst), n, qw); break;
+    case GgmlType::IQ3_S: detail::quantize_row_iq3_s(src, static_cast<BlockIQ3_S*>(dst), n, qw); break;
+    case GgmlType::IQ3_XXS: detail::quantize_row_iq3_xxs(src, static_cast<BlockIQ3_XXS*>(dst), n, qw); break;
+    case GgmlType::IQ2_S: detail::quantize_row_iq2_s(src, static_cast<BlockIQ2_S*>(dst), n, qw); break;
+    case GgmlType::IQ2_XS: detail::quantize_row_iq2_xs(src, static_cast<BlockIQ2_XS*>(dst), n, qw); break;
+    case GgmlType::IQ2_XXS: detail::quantize_row_iq2_xxs(src, static_cast<BlockIQ2_XXS*>(dst), n, qw); break;
+    case GgmlType::IQ1_S: detail::quantize_row_iq1_s(src, static_cast<BlockIQ1_S*>(dst), n, qw); break;
+    case GgmlType::IQ1_M: detail::quantize_row_iq1_m(src, static_cast<BlockIQ1_M*>(dst), n, qw); break;
     default: break;
   }
   return {};

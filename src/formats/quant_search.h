@@ -34,5 +34,12 @@ void quantize_row_q5_k(const float* x, BlockQ5_K* y, int64_t n, const float* qw)
 void quantize_row_q6_k(const float* x, BlockQ6_K* y, int64_t n, const float* qw);
 void quantize_row_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t n, const float* qw);
 void quantize_row_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t n, const float* qw);
+void quantize_row_iq3_s(const float* x, BlockIQ3_S* y, int64_t n, const float* qw);
+void quantize_row_iq3_xxs(const float* x, BlockIQ3_XXS* y, int64_t n, const float* qw);
+void quantize_row_iq2_s(const float* x, BlockIQ2_S* y, int64_t n, const float* qw);
+void quantize_row_iq2_xs(const float* x, BlockIQ2_XS* y, int64_t n, const float* qw);
+void quantize_row_iq2_xxs(const float* x, BlockIQ2_XXS* y, int64_t n, const float* qw);
+void quantize_row_iq1_s(const float* x, BlockIQ1_S* y, int64_t n, const float* qw);
+void quantize_row_iq1_m(const float* x, BlockIQ1_M* y, int64_t n, const float* qw);
 
 }  // namespace rlx::formats::detail

@@ -2,9 +2,13 @@
 // write a new GGUF with the metadata copied.
 #include "rlx/models/quantize.h"
 
+#include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <filesystem>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include <fmt/ranges.h>
 
@@ -88,6 +92,13 @@ uint32_t mix_file_type(const std::string& mix) {
   if (mix == "q5_k_m") return 17;
   if (mix == "iq4_nl") return 25;
   if (mix == "iq4_xs") return 30;
+  if (mix == "iq2_xxs") return 19;
+  if (mix == "iq2_xs") return 20;
+  if (mix == "iq3_xxs") return 23;
+  if (mix == "iq1_s") return 24;
+  if (mix == "iq3_s") return 26;
+  if (mix == "iq2_s") return 28;
+  if (mix == "iq1_m") return 31;
   if (mix == "tq1_0") return 36;
   if (mix == "tq2_0") return 37;
   return 18;  // q6_k
@@ -95,7 +106,8 @@ uint32_t mix_file_type(const std::string& mix) {
 
 std::vector<std::string> quant_mixes() {
   return {"f32",    "f16",    "q8_0",   "q6_k",   "q5_k_m", "q5_k_s", "q5_1",   "q5_0",  "q4_k_m", "q4_k_s", "q4_1",
-          "q4_0",   "q3_k_l", "q3_k_m", "q3_k_s", "q2_k",   "iq4_xs", "iq4_nl", "tq2_0", "tq1_0"};
+          "q4_0",   "q3_k_l", "q3_k_m", "q3_k_s", "q2_k",   "iq4_xs", "iq4_nl", "iq3_s", "iq3_xxs", "iq2_s",
+          "iq2_xs", "iq2_xxs", "iq1_m", "iq1_s", "tq2_0", "tq1_0"};
 }
 
 std::string quant_mix_names() { return fmt::format("{}", fmt::join(quant_mixes(), ", ")); }
@@ -148,14 +160,22 @@ Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string&
     } else if (mix == "q4_k_s" && ((attn_v && layer < 4) || (ffn_down && layer < n_layer / 8))) {
       wanted = GgmlType::Q5_K;
     }
-  } else if (mix == "iq4_xs" || mix == "iq4_nl" || mix == "tq2_0" || mix == "tq1_0") {
+  } else if (mix.rfind("iq", 0) == 0 || mix == "tq2_0" || mix == "tq1_0") {
     // One type for every matrix but the output (and a tied embedding), kept in Q6_K.
     const bool is_output = name == "output.weight" || (tied_embeddings && name == "token_embd.weight");
-    wanted = is_output           ? GgmlType::Q6_K
-             : mix == "iq4_xs"   ? GgmlType::IQ4_XS
-             : mix == "iq4_nl"   ? GgmlType::IQ4_NL
-             : mix == "tq2_0"    ? GgmlType::TQ2_0
-                                 : GgmlType::TQ1_0;
+    static const std::pair<const char*, GgmlType> kOneType[] = {
+        {"iq4_xs", GgmlType::IQ4_XS},   {"iq4_nl", GgmlType::IQ4_NL}, {"iq3_s", GgmlType::IQ3_S},
+        {"iq3_xxs", GgmlType::IQ3_XXS}, {"iq2_s", GgmlType::IQ2_S},   {"iq2_xs", GgmlType::IQ2_XS},
+        {"iq2_xxs", GgmlType::IQ2_XXS}, {"iq1_m", GgmlType::IQ1_M},   {"iq1_s", GgmlType::IQ1_S},
+        {"tq2_0", GgmlType::TQ2_0},     {"tq1_0", GgmlType::TQ1_0}};
+    bool found = false;
+    for (const auto& [m, t] : kOneType)
+      if (mix == m) {
+        wanted = t;
+        found = true;
+      }
+    if (!found) return Error::invalid_argument("unknown quantization mix '{}' ({})", mix, quant_mix_names());
+    if (is_output) wanted = GgmlType::Q6_K;
   } else {
     return Error::invalid_argument("unknown quantization mix '{}' ({})", mix, quant_mix_names());
   }
@@ -169,7 +189,14 @@ Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string&
     case GgmlType::TQ2_0: fallback = GgmlType::Q4_0; break;
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
-    case GgmlType::IQ4_XS: fallback = GgmlType::IQ4_NL; break;
+    case GgmlType::IQ4_XS:
+    case GgmlType::IQ3_S:
+    case GgmlType::IQ3_XXS:
+    case GgmlType::IQ2_S:
+    case GgmlType::IQ2_XS:
+    case GgmlType::IQ2_XXS:
+    case GgmlType::IQ1_M:
+    case GgmlType::IQ1_S: fallback = GgmlType::IQ4_NL; break;
     case GgmlType::Q4_K: fallback = GgmlType::Q5_0; break;
     case GgmlType::Q5_K: fallback = GgmlType::Q5_1; break;
     case GgmlType::Q6_K: fallback = GgmlType::Q8_0; break;
@@ -214,24 +241,40 @@ Expected<bool> add_quantized_tensor(formats::GgufWriter& w, const std::string& n
         if (static_cast<int64_t>(imp.size()) != cols) importance.clear();
     }
   }
-  if (importance.empty()) {
-    TRY(w.add_tensor_f32(name, type, dims, values));
-    return false;
-  }
   const std::optional<int64_t> row_bytes = formats::ggml_bytes_for(type, cols);
-  if (!row_bytes) return Error::invalid_argument("tensor '{}': rows of {} values are not whole {} blocks", name, cols,
-                                                 formats::ggml_type_name(type));
+  if (!row_bytes || rows * cols * mats != static_cast<int64_t>(values.size()))
+    return Error::invalid_argument("tensor '{}': {} values do not fill rows of {} {} values", name, values.size(), cols,
+                                   formats::ggml_type_name(type));
+  // Rows are independent: quantized on several threads (the codebook types search their
+  // grids for every run of values), each row as one call.
   std::vector<uint8_t> data(static_cast<size_t>(*row_bytes * rows * mats));
-  for (int64_t e = 0; e < mats; ++e)
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t at = e * rows + r;
-      if (Status s = formats::quantize_row_weighted(type, values.data() + at * cols, data.data() + at * *row_bytes, cols,
-                                                    importance[static_cast<size_t>(e)].data());
-          !s.ok())
-        return s.error().with_context(fmt::format("tensor '{}'", name));
+  const int64_t total = rows * mats;
+  const auto hw = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  const int64_t threads = std::clamp<int64_t>(total * cols / (int64_t{1} << 16), 1, std::min<int64_t>(hw, 16));
+  std::atomic<int64_t> next{0};
+  std::mutex error_mutex;
+  Status first_error;
+  auto work = [&] {
+    for (int64_t at = next.fetch_add(16); at < total; at = next.fetch_add(16)) {
+      for (int64_t row = at; row < std::min(at + 16, total); ++row) {
+        const float* imp = importance.empty() ? nullptr : importance[static_cast<size_t>(row / rows)].data();
+        Status st = formats::quantize_row_weighted(type, values.data() + row * cols, data.data() + row * *row_bytes,
+                                                   cols, imp);
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (first_error.ok()) first_error = std::move(st);
+          return;
+        }
+      }
     }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (!first_error.ok()) return first_error.error().with_context(fmt::format("tensor '{}'", name));
   TRY(w.add_tensor(name, type, dims, std::move(data)));
-  return true;
+  return !importance.empty();
 }
 
 Status quantize_gguf(const std::string& in, const std::string& out, const QuantizeOptions& o) {

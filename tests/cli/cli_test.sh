@@ -550,6 +550,10 @@ check quantize_imatrix ok "importance from .*imat\.gguf \(15 matrices\)" -- quan
   --imatrix "$work/imat.gguf"
 check quantize_imatrix_runs ok "stop: " -- run -m "$work/qi.gguf" -p hi -n 2
 check quantize_imatrix_not_imatrix fail "entries in|truncated" -- quantize "$work/f32.gguf" "$work/qx.gguf" q4_0 --imatrix "$work/ppl.txt"
+check synth_256 ok "wrote" -- synth --preset tiny-256 --type f32 -o "$work/t256.gguf"
+check quantize_iq2_xxs ok "wrote .*iq2\.gguf \(iq2_xxs\)" -- quantize "$work/t256.gguf" "$work/iq2.gguf" iq2_xxs
+check quantize_iq2_xxs_info ok "IQ2_XXS" -- info "$work/iq2.gguf"
+check quantize_iq2_xxs_runs ok "stop: " -- run -m "$work/iq2.gguf" -p hi -n 2
 check imatrix_nothing_to_do fail "give a text to run \(-f\) or imatrix files to merge \(--in\)" -- imatrix -o "$work/x.gguf"
 check imatrix_text_needs_model fail "-f needs the model" -- imatrix -f "$work/ppl.txt" -o "$work/x.gguf"
 check imatrix_too_short fail "fewer than one chunk of 4096" -- imatrix -m "$model" -f "$work/ppl.txt" -c 4096 -o "$work/x.gguf"

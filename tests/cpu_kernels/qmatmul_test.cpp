@@ -52,24 +52,8 @@ QWeights make_weights(Rng& rng, GgmlType t, int64_t n, int64_t k) {
   w.packed.resize(w.row_bytes * static_cast<size_t>(n));
   w.full.resize(static_cast<size_t>(n * k));
   const std::vector<float> src = rng.vec(n * k);
-  if (!formats::can_quantize(t)) {
-    // Codebook types (no encoder without an importance matrix): random block bytes with
-    // the f16 super-block scale kept in [2^-8, 2^-5) so the products stay modest.
-    for (uint8_t& b : w.packed) b = static_cast<uint8_t>(rng.integer(0, 255));
-    const size_t bb = static_cast<size_t>(formats::ggml_block_bytes(t));
-    for (size_t at = 0; at < w.packed.size(); at += bb) {
-      if (t == GgmlType::IQ1_M) {  // scale nibbles at the tops of the 4 scale words (bytes 48..55)
-        w.packed[at + 53] = static_cast<uint8_t>((w.packed[at + 53] & 0x0F) | 0x00);
-        w.packed[at + 55] = static_cast<uint8_t>((w.packed[at + 55] & 0x0F) | 0x20);
-      } else {
-        w.packed[at + 1] = static_cast<uint8_t>((w.packed[at + 1] & 0x8F) | 0x20);
-      }
-    }
-  }
   for (int64_t j = 0; j < n; ++j) {
-    if (formats::can_quantize(t)) {
-      EXPECT_TRUE(formats::quantize_row(t, src.data() + j * k, w.packed.data() + j * w.row_bytes, k).ok());
-    }
+    EXPECT_TRUE(formats::quantize_row(t, src.data() + j * k, w.packed.data() + j * w.row_bytes, k).ok());
     EXPECT_TRUE(formats::dequantize_row(t, w.packed.data() + j * w.row_bytes, w.full.data() + j * k, k).ok());
   }
   w.scaled = w.full;

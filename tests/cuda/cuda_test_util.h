@@ -57,18 +57,8 @@ inline PackedWeights packed_weights(ir::DType t, int64_t rows, int64_t cols, uin
   if (!gt || !row_bytes) return {};
   std::vector<uint8_t> bytes(static_cast<size_t>(rows * *row_bytes));
   std::vector<float> deq(wf.size());
-  if (!formats::can_quantize(*gt)) {
-    // Codebook i-quants (no encoder): random blocks, the f16 scale kept near 2^-7.
-    std::mt19937 gen(seed);
-    for (uint8_t& b : bytes) b = static_cast<uint8_t>(gen());
-    const size_t bb = static_cast<size_t>(formats::ggml_block_bytes(*gt));
-    const size_t at = *gt == formats::GgmlType::IQ1_M ? 55 : 1;  // the byte with the scale's exponent
-    for (size_t o = 0; o + bb <= bytes.size(); o += bb) bytes[o + at] = static_cast<uint8_t>((bytes[o + at] & 0x0F) | 0x20);
-  }
   for (int64_t r = 0; r < rows; ++r) {
-    if (formats::can_quantize(*gt)) {
-      EXPECT_TRUE(formats::quantize_row(*gt, wf.data() + r * cols, bytes.data() + r * *row_bytes, cols).ok());
-    }
+    EXPECT_TRUE(formats::quantize_row(*gt, wf.data() + r * cols, bytes.data() + r * *row_bytes, cols).ok());
     EXPECT_TRUE(formats::dequantize_row(*gt, bytes.data() + r * *row_bytes, deq.data() + r * cols, cols).ok());
   }
   return PackedWeights{Tensor(t, {rows, cols}, std::move(bytes)), std::move(deq)};

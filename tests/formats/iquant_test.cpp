@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -261,23 +262,26 @@ TEST(IQuants, CodebookSpotChecks) {
   }
 }
 
+// ||x - decode(encode(x))|| / ||x|| for one row of `type`.
+double round_trip_rmse(GgmlType type, const std::vector<float>& x) {
+  std::vector<uint8_t> packed(static_cast<size_t>(*ggml_bytes_for(type, static_cast<int64_t>(x.size()))));
+  EXPECT_TRUE(quantize_row(type, x.data(), packed.data(), static_cast<int64_t>(x.size())).ok());
+  std::vector<float> out(x.size());
+  EXPECT_TRUE(dequantize_row(type, packed.data(), out.data(), static_cast<int64_t>(x.size())).ok());
+  double e = 0, r = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    e += (x[i] - out[i]) * (x[i] - out[i]);
+    r += x[i] * x[i];
+  }
+  return std::sqrt(e / r);
+}
+
 TEST(IQuants, EncodersRoundTrip) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(1024);
   for (float& v : x) v = normal(rng);
-  auto rmse = [&](GgmlType t, const std::vector<float>& in) {
-    std::vector<uint8_t> packed(static_cast<size_t>(*ggml_bytes_for(t, static_cast<int64_t>(in.size()))));
-    EXPECT_TRUE(quantize_row(t, in.data(), packed.data(), static_cast<int64_t>(in.size())).ok());
-    std::vector<float> out(in.size());
-    EXPECT_TRUE(dequantize_row(t, packed.data(), out.data(), static_cast<int64_t>(in.size())).ok());
-    double e = 0, r = 0;
-    for (size_t i = 0; i < in.size(); ++i) {
-      e += (in[i] - out[i]) * (in[i] - out[i]);
-      r += in[i] * in[i];
-    }
-    return std::sqrt(e / r);
-  };
+  auto rmse = [](GgmlType t, const std::vector<float>& in) { return round_trip_rmse(t, in); };
   // 4.5 / 4.25 bits per value on Gaussian data: about Q4_0's error or better.
   EXPECT_LT(rmse(GgmlType::IQ4_NL, x), 0.11);
   EXPECT_LT(rmse(GgmlType::IQ4_XS, x), 0.11);
@@ -290,6 +294,88 @@ TEST(IQuants, EncodersRoundTrip) {
   // All-zero blocks stay zero.
   const std::vector<float> zeros(256, 0.0f);
   for (GgmlType t : {GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::TQ1_0, GgmlType::TQ2_0}) {
+    std::vector<uint8_t> packed(static_cast<size_t>(*ggml_bytes_for(t, 256)));
+    ASSERT_TRUE(quantize_row(t, zeros.data(), packed.data(), 256).ok());
+    std::vector<float> out(256, 1.0f);
+    ASSERT_TRUE(dequantize_row(t, packed.data(), out.data(), 256).ok());
+    for (float v : out) ASSERT_EQ(std::fabs(v), 0.0f) << ggml_type_name(t);
+  }
+}
+
+// The codebook encoders invert the decoder on values the format holds: blocks of random
+// entries, signs, shifts and group scales (one group at the largest scale, the
+// super-block scale a power of two) decode to values that encode back to the same values
+// -- exactly when each group reaches its codebook's largest magnitude (then a group's
+// scale is what the fit recovers), which most random blocks do.
+TEST(IQuants, CodebookEncodersInvertTheDecoder) {
+  std::mt19937 rng(11);
+  for (GgmlType t : {GgmlType::IQ3_S, GgmlType::IQ3_XXS, GgmlType::IQ2_S, GgmlType::IQ2_XS, GgmlType::IQ2_XXS,
+                     GgmlType::IQ1_M, GgmlType::IQ1_S}) {
+    SCOPED_TRACE(ggml_type_name(t));
+      int exact = 0;
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      std::vector<uint8_t> block = random_blocks(t, 1, rng);
+      // A power-of-two super-block scale (exact in f16), and the largest group scale used.
+      const uint16_t d = 0x2C00;  // 2^-4
+      switch (t) {
+        case GgmlType::IQ3_S: std::memcpy(block.data(), &d, 2); block[106] |= 0x0F; break;          // group 0: s = 15
+        case GgmlType::IQ3_XXS: std::memcpy(block.data(), &d, 2); block[2 + 64 + 3] |= 0xF0; break;  // group 0 meta: s = 15
+        case GgmlType::IQ2_S: std::memcpy(block.data(), &d, 2); block[74] |= 0x0F; break;
+        case GgmlType::IQ2_XS: std::memcpy(block.data(), &d, 2); block[66] |= 0x0F; break;
+        case GgmlType::IQ2_XXS: std::memcpy(block.data(), &d, 2); block[2 + 7] |= 0xF0; break;
+        case GgmlType::IQ1_S: std::memcpy(block.data(), &d, 2); block[34 + 1] |= 0x70; break;  // qh[0] bits 12..14
+        case GgmlType::IQ1_M: {  // d in the top nibbles of the four scale words; group 0's first scale 7
+          for (int k = 0; k < 4; ++k) block[48 + 2 * k + 1] = static_cast<uint8_t>((block[48 + 2 * k + 1] & 0x0F) | (((d >> (4 * k)) & 0xF) << 4));
+          block[48] |= 0x07;
+          break;
+        }
+        default: break;
+      }
+      std::vector<float> values(256);
+      ASSERT_TRUE(dequantize_row(t, block.data(), values.data(), 256).ok());
+      std::vector<uint8_t> again(block.size());
+      ASSERT_TRUE(quantize_row(t, values.data(), again.data(), 256).ok());
+      std::vector<float> back(256);
+      ASSERT_TRUE(dequantize_row(t, again.data(), back.data(), 256).ok());
+      int mismatches = 0;
+      double e = 0, r = 0;
+      for (size_t i = 0; i < 256; ++i) {
+        mismatches += back[i] != values[i];
+        e += (back[i] - values[i]) * (back[i] - values[i]);
+        r += values[i] * values[i];
+      }
+      exact += mismatches == 0;
+      // A group without its codebook's largest magnitude may settle on another scale:
+      // then still close.
+      EXPECT_LT(std::sqrt(e / r), 0.05) << "block " << attempt << ": " << mismatches << " of 256 values differ";
+    }
+    EXPECT_GE(exact, 10) << "of 20 blocks";
+  }
+}
+
+// Quality on Gaussian data: error falls with the bits per value, and every type beats a
+// bound well above its measured error. All-zero blocks stay zero.
+TEST(IQuants, CodebookEncodersOnGaussianData) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(2048);
+  for (float& v : x) v = normal(rng);
+  auto rmse = [&](GgmlType t) { return round_trip_rmse(t, x); };
+  // Bounds about 10 % above what this encoder measured.
+  const std::pair<GgmlType, double> bounds[] = {{GgmlType::IQ3_S, 0.20},  {GgmlType::IQ3_XXS, 0.28},
+                                                {GgmlType::IQ2_S, 0.36},  {GgmlType::IQ2_XS, 0.43},
+                                                {GgmlType::IQ2_XXS, 0.49}, {GgmlType::IQ1_M, 0.53},
+                                                {GgmlType::IQ1_S, 0.58}};
+  double previous = 0;
+  for (const auto& [t, bound] : bounds) {
+    const double e = rmse(t);
+    std::printf("%s: relative RMSE %.4f on Gaussian data\n", std::string(ggml_type_name(t)).c_str(), e);
+    EXPECT_LT(e, bound) << ggml_type_name(t);
+    EXPECT_GE(e, previous * 0.97) << ggml_type_name(t) << " should not beat a type of more bits";
+    previous = e;
+  }
+  const std::vector<float> zeros(256, 0.0f);
+  for (const auto& [t, bound] : bounds) {
     std::vector<uint8_t> packed(static_cast<size_t>(*ggml_bytes_for(t, 256)));
     ASSERT_TRUE(quantize_row(t, zeros.data(), packed.data(), 256).ok());
     std::vector<float> out(256, 1.0f);

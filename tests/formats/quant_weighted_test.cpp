@@ -21,7 +21,9 @@ constexpr int64_t kCols = 512;
 
 const GgmlType kWeighted[] = {GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,  GgmlType::Q5_1,
                               GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,  GgmlType::Q5_K,
-                              GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+                              GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS, GgmlType::IQ3_S,
+                              GgmlType::IQ3_XXS, GgmlType::IQ2_S, GgmlType::IQ2_XS, GgmlType::IQ2_XXS,
+                              GgmlType::IQ1_M, GgmlType::IQ1_S};
 
 // Weights with a heavy-tailed spread, as trained matrices have.
 std::vector<float> weights(uint32_t seed) {

@@ -16,8 +16,10 @@ namespace rlx::formats {
 /// Q8_K, the i-quants (IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL,
 /// IQ4_XS) and the ternary TQ1_0, TQ2_0.
 bool can_dequantize(GgmlType type);
-/// Types quantize_row accepts: those of can_dequantize except the i-quants below 4 bits
-/// (whose quantizers need an importance matrix).
+/// Types quantize_row accepts: every type of can_dequantize. The codebook i-quants below
+/// 4 bits (IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ2_XXS, IQ1_S, IQ1_M) search their grids
+/// exactly (quant_iquant_encode.cpp): slow (thousands of operations a value) and, as with
+/// ggml, far better with an importance (quantize_row_weighted).
 bool can_quantize(GgmlType type);
 
 /// Decodes `n` elements of packed `type` data at `src` into `dst` (n floats).
@@ -29,8 +31,8 @@ Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 /// with ggml's reference quantizer for that type. Errors as dequantize_row.
 Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
 /// Types whose quantizer takes an importance vector (quantize_row_weighted): Q4_0, Q4_1,
-/// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS. Q8_0 and the ternary
-/// types do not (as in ggml).
+/// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and every i-quant. Q8_0 and the ternary types
+/// do not (as in ggml).
 bool takes_importance(GgmlType type);
 /// As quantize_row, but every block's scales (and minimum) are fitted to minimise the
 /// error weighted per element by importance[i] * sqrt(sigma^2 + x[i]^2) (sigma^2 the
