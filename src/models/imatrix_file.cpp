@@ -86,6 +86,7 @@ Expected<Imatrix> read_imatrix_gguf(const std::string& path) {
   auto read_f32 = [&](const formats::GgufTensor& t) -> Expected<std::vector<float>> {
     if (t.type != formats::GgmlType::F32)
       return Error::invalid_file("{}: tensor '{}' is {}, not F32", path, t.name, formats::ggml_type_name(t.type));
+    if (t.n_elements() <= 0) return Error::invalid_file("{}: tensor '{}' holds no values", path, t.name);
     std::vector<float> v(static_cast<size_t>(t.n_elements()));
     std::memcpy(v.data(), t.data, v.size() * sizeof(float));
     return v;

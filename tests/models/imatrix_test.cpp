@@ -264,6 +264,13 @@ TEST(Imatrix, MalformedFilesNameTheProblem) {
     ASSERT_TRUE(w.write_file(gguf).ok());
   }
   expect_error(gguf, "holds 3 values for 2 matrices");
+  {  // (found by rlx_fuzz_imatrix: a tensor of no elements)
+    formats::GgufWriter w;
+    ASSERT_TRUE(w.add_tensor("x.weight.in_sum2", formats::GgmlType::F32, {0, 1}, {}).ok());
+    ASSERT_TRUE(w.add_tensor_f32("x.weight.counts", formats::GgmlType::F32, {1, 1}, std::vector<float>{2}).ok());
+    ASSERT_TRUE(w.write_file(gguf).ok());
+  }
+  expect_error(gguf, "holds no values");
 }
 
 // The error a quantized W adds to W x over activations X (rows of `k` values) whose
