@@ -1,8 +1,9 @@
 // Internal to formats/: the scale searches ggml's quantizers share (quant_kquants.cpp)
 // and the importance-weighted forms of the block quantizers behind
 // quantize_row_weighted (quant.h). Null `qw` gives the reference quantizer, bit-exact
-// with ggml's; a non-null `qw` (n importance values, one per element of the row) fits
-// every block's scales to minimise the error weighted by it.
+// with ggml's (the codebook i-quants: RLX's grid search, quant_iquant_encode.cpp); a
+// non-null `qw` (n importance values, one per element of the row) fits every block's
+// scales to minimise the error weighted by it.
 #pragma once
 
 #include <cstdint>

@@ -127,9 +127,10 @@ Expected<Imatrix> read_imatrix_dat(const std::string& path) {
   const auto size = static_cast<int64_t>(in.tellg());
   in.seekg(0);
   auto read_i32 = [&](const char* what) -> Expected<int32_t> {
+    const auto at = static_cast<int64_t>(in.tellg());
     int32_t v = 0;
     if (!in.read(reinterpret_cast<char*>(&v), sizeof v))
-      return Error::invalid_file("{}: truncated at {} (offset {})", path, what, static_cast<int64_t>(in.tellg()));
+      return Error::invalid_file("{}: truncated at {} (offset {})", path, what, at);
     return v;
   };
   ASSIGN_OR_RETURN(const int32_t n_entries, read_i32("the entry count"));

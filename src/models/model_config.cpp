@@ -340,7 +340,7 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.rope.layout = ir::RopeLayout::Neox;
       c.qk_norm = true;
       c.attn_output_gate = true;
-      c.ssm_grouped_projections = arch == "qwen3next";  // ssm_in / ssm_beta_alpha, grouped by key head
+      c.ssm_grouped_projections = arch == "qwen3next";  // ssm_ba (and older files' ssm_in), grouped by key head
       TRY(check_text_rope_sections(f, arch, c.rope.n_rot));
       ASSIGN_OR_RETURN(c.ssm_conv_kernel, req_int("ssm.conv_kernel"));
       ASSIGN_OR_RETURN(c.ssm_head_k_dim, req_int("ssm.state_size"));

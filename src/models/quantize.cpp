@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -225,20 +226,26 @@ Expected<bool> add_quantized_tensor(formats::GgufWriter& w, const std::string& n
   const int64_t cols = dims.empty() ? 1 : dims[0];
   const int64_t mats = dims.size() == 3 ? dims[2] : 1;
   const int64_t rows = cols > 0 && mats > 0 ? static_cast<int64_t>(values.size()) / (cols * mats) : 0;
-  // The importance of each matrix (one per expert of a stacked weight), or none.
+  // The importance of each matrix (one per expert of a stacked weight; empty for a matrix
+  // the imatrix has no tokens for), or none at all.
   std::vector<std::vector<float>> importance;
   if (imatrix != nullptr && formats::takes_importance(type) && dims.size() >= 2 && dims.size() <= 3) {
+    // A fused or grouped matrix reads the same input as the part the model measured.
+    static const std::pair<const char*, const char*> kSameInput[] = {
+        {".attn_qkv.", ".attn_q."}, {".ssm_ba.", ".ssm_beta."}, {".ssm_in.", ".attn_qkv."}};
     std::string key = name;
-    if (!imatrix->entries.count(key) && name.find(".attn_qkv.") != std::string::npos) {
-      key.replace(key.find(".attn_qkv."), 10, ".attn_q.");  // q, k and v read one input
-    }
+    for (const auto& [stored, measured] : kSameInput)
+      if (!imatrix->entries.count(key) && key.find(stored) != std::string::npos)
+        key.replace(key.find(stored), std::strlen(stored), measured);
     auto it = imatrix->entries.find(key);
-    if (it != imatrix->entries.end() && it->second.columns() == cols) {
-      const auto have = static_cast<int64_t>(it->second.counts.size());
-      for (int64_t e = 0; e < mats; ++e) importance.push_back(imatrix->importance(key, have == mats ? e : 0));
-      if (have != mats && have != 1) importance.clear();
-      for (const auto& imp : importance)
-        if (static_cast<int64_t>(imp.size()) != cols) importance.clear();
+    const auto have = it == imatrix->entries.end() ? 0 : static_cast<int64_t>(it->second.counts.size());
+    if (have > 0 && it->second.columns() == cols && (have == mats || have == 1)) {
+      bool any = false;
+      for (int64_t e = 0; e < mats; ++e) {
+        importance.push_back(imatrix->importance(key, have == mats ? e : 0));
+        any = any || !importance.back().empty();
+      }
+      if (!any) importance.clear();
     }
   }
   const std::optional<int64_t> row_bytes = formats::ggml_bytes_for(type, cols);
@@ -257,7 +264,9 @@ Expected<bool> add_quantized_tensor(formats::GgufWriter& w, const std::string& n
   auto work = [&] {
     for (int64_t at = next.fetch_add(16); at < total; at = next.fetch_add(16)) {
       for (int64_t row = at; row < std::min(at + 16, total); ++row) {
-        const float* imp = importance.empty() ? nullptr : importance[static_cast<size_t>(row / rows)].data();
+        const float* imp = nullptr;
+        if (!importance.empty() && !importance[static_cast<size_t>(row / rows)].empty())
+          imp = importance[static_cast<size_t>(row / rows)].data();
         Status st = formats::quantize_row_weighted(type, values.data() + row * cols, data.data() + row * *row_bytes,
                                                    cols, imp);
         if (!st.ok()) {

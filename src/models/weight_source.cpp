@@ -417,8 +417,8 @@ Expected<std::map<std::string, RowGather, std::less<>>> grouped_delta_net_gather
 }
 
 // Qwen3-Next's grouped projections, served regrouped (grouped_delta_net_gathers). The raw
-// stored matrices stay reachable under llama.cpp's qwen3next names (blk.N.ssm_in,
-// blk.N.ssm_beta_alpha), which `rlx convert` writes.
+// stored in_proj_ba stays reachable under llama.cpp's qwen3next name blk.N.ssm_ba, which
+// `rlx convert` writes (with attn_qkv and attn_gate regrouped, as llama.cpp's converter).
 Status SafetensorsWeightSource::add_grouped_projections(const ModelConfig& c) {
   for (int64_t il = 0; il < c.n_layer; ++il) {
     if (!c.layer_is_recurrent(il)) continue;
@@ -427,8 +427,7 @@ Status SafetensorsWeightSource::add_grouped_projections(const ModelConfig& c) {
     auto gathers = grouped_delta_net_gathers(c, il, qkvz, ba);
     if (!gathers) return gathers.error().with_context(path_);
     for (auto& [name, g] : *gathers) gathered_[name] = std::move(g);
-    gguf_to_hf_[blk + "ssm_in.weight"] = qkvz;
-    gguf_to_hf_[blk + "ssm_beta_alpha.weight"] = ba;
+    gguf_to_hf_[blk + "ssm_ba.weight"] = ba;
   }
   return {};
 }
@@ -506,7 +505,7 @@ std::unique_ptr<WeightSource> regroup_delta_net_projections(std::unique_ptr<Weig
   for (int64_t il = 0; il < c.n_layer; ++il) {
     if (!c.layer_is_recurrent(il)) continue;
     const std::string blk = fmt::format("blk.{}.", il);
-    const std::string ba = inner->has(blk + "ssm_beta_alpha.weight") ? blk + "ssm_beta_alpha.weight" : blk + "ssm_ba.weight";
+    const std::string ba = inner->has(blk + "ssm_ba.weight") ? blk + "ssm_ba.weight" : blk + "ssm_beta_alpha.weight";
     auto layer = grouped_delta_net_gathers(c, il, blk + "ssm_in.weight", ba);
     if (!layer) continue;  // the config's validation names the head counts
     for (auto& [name, g] : *layer) {

@@ -220,11 +220,12 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
       const std::string want = GetParam() == "qwen3.5-moe" ? "qwen35moe" : GetParam() == "qwen3-next" ? "qwen3next" : "qwen35";
       EXPECT_EQ(std::string(*arch), want);
       // llama.cpp's layouts: post_attention_norm before the FFN; qwen3next keeps the
-      // grouped projections (ssm_in, ssm_beta_alpha); qwen35 needs the rope sections.
+      // b|a grouped by key head (ssm_ba); qwen35 needs the rope sections.
       EXPECT_NE(file->find_tensor("blk.0.post_attention_norm.weight"), nullptr);
       EXPECT_EQ(file->find_tensor("blk.0.ffn_norm.weight"), nullptr);
-      EXPECT_EQ(file->find_tensor("blk.0.ssm_in.weight") != nullptr, want == "qwen3next");
-      EXPECT_EQ(file->find_tensor("blk.0.attn_qkv.weight") != nullptr, want != "qwen3next");
+      EXPECT_EQ(file->find_tensor("blk.0.ssm_ba.weight") != nullptr, want == "qwen3next");
+      EXPECT_EQ(file->find_tensor("blk.0.ssm_beta.weight") != nullptr, want != "qwen3next");
+      EXPECT_NE(file->find_tensor("blk.0.attn_qkv.weight"), nullptr);
       EXPECT_EQ(file->contains(want + ".rope.dimension_sections"), want != "qwen3next");
     }
     models::LoadOptions lo;

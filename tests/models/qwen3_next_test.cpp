@@ -228,17 +228,17 @@ TEST(Qwen3NextWeights, BadCheckpointsNameTheTensorOrKey) {
 }
 
 TEST(Qwen3NextGguf, GroupedProjectionsAreServedRegrouped) {
-  // llama.cpp's qwen3next files store in_proj_qkvz as ssm_in and in_proj_ba as
-  // ssm_beta_alpha (ssm_ba in early files), grouped by key head as HF does; quantized
+  // llama.cpp's qwen3next files keep in_proj_ba grouped by key head as ssm_ba (read as
+  // ssm_beta_alpha too), and older ones in_proj_qkvz as ssm_in; quantized
   // rows are whole blocks, so they regroup as they are.
   auto c = config_from_hf((write_config("gguf") / "config.json").string());
   ASSERT_TRUE(c) << c.error().to_string();
   for (const formats::GgmlType type : {formats::GgmlType::F32, formats::GgmlType::Q8_0}) {
     SCOPED_TRACE(formats::ggml_type_name(type));
-    const bool early_name = type == formats::GgmlType::Q8_0;
+    const bool other_name = type == formats::GgmlType::Q8_0;
     formats::GgufWriter w;
     for (const auto& [name, rows] : {std::pair{std::string("blk.0.ssm_in.weight"), 32},
-                                     {early_name ? "blk.0.ssm_ba.weight" : "blk.0.ssm_beta_alpha.weight", 8}}) {
+                                     {other_name ? "blk.0.ssm_beta_alpha.weight" : "blk.0.ssm_ba.weight", 8}}) {
       const StTensor t = numbered(name, "F32", rows, 32);
       ASSERT_TRUE(w.add_tensor_f32(name, type, {32, rows}, t.values).ok());
     }

@@ -1,6 +1,8 @@
 // Block codecs for GGML tensor types: dequantize packed rows to f32 and quantize f32
-// rows to packed blocks, bit-exact with ggml's reference (quantize_row_*_ref,
-// dequantize_row_*) including the K-quant scale searches; plus the Q8_0 / Q8_K
+// rows to packed blocks -- bit-exact with ggml's reference (quantize_row_*_ref,
+// dequantize_row_*) including the K-quant scale searches, except the codebook i-quants
+// below 4 bits, which ggml quantizes only with an importance matrix and RLX by its own
+// exact grid search; importance-weighted forms of the quantizers; and the Q8_0 / Q8_K
 // activation quantizers llama.cpp's CPU vec_dot paths use.
 #pragma once
 
@@ -28,7 +30,8 @@ bool can_quantize(GgmlType type);
 /// `src` must be aligned for the block struct (4 bytes covers all; GGUF data is 32-aligned).
 Status dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 /// Encodes `n` floats into packed `type` blocks at `dst` (ggml_bytes_for(type, n) bytes)
-/// with ggml's reference quantizer for that type. Errors as dequantize_row.
+/// with ggml's reference quantizer for that type (the codebook i-quants below 4 bits:
+/// RLX's grid search, see can_quantize). Errors as dequantize_row.
 Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
 /// Types whose quantizer takes an importance vector (quantize_row_weighted): Q4_0, Q4_1,
 /// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and every i-quant. Q8_0 and the ternary types
@@ -36,7 +39,8 @@ Status quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
 bool takes_importance(GgmlType type);
 /// As quantize_row, but every block's scales (and minimum) are fitted to minimise the
 /// error weighted per element by importance[i] * sqrt(sigma^2 + x[i]^2) (sigma^2 the
-/// block's mean square), the weighting ggml's quantizers give an importance matrix:
+/// mean square of the row (32-value types), or twice that of the 256-value super-block
+/// (K-quants, i-quants)), the weighting ggml's quantizers give an importance matrix:
 /// `importance` holds n values >= 0, e.g. an imatrix's mean x^2 per input column repeated
 /// for each row. Null `importance`, or a type that takes none: quantize_row exactly.
 /// Errors as quantize_row, and kInvalidArgument for a negative or non-finite importance.

@@ -29,7 +29,7 @@ struct ConvertOptions {
 /// llama graph expects; Llama 3 rope scaling becomes rope_freqs.weight, linear and YaRN
 /// scaling the rope.scaling.* keys, LongRoPE the rope_factors_long / short tensors with
 /// the attention factor; Gemma's norms are stored as 1 + w, its softcaps, local rope base
-/// and query scale as keys; Qwen3-Next keeps its grouped ssm_in / ssm_beta_alpha. The
+/// and query scale as keys; Qwen3-Next keeps b|a grouped by key head (ssm_ba). The
 /// folder's tokenizer.json becomes the tokenizer.ggml.* vocabulary, with its chat template.
 /// Errors name the folder and what cannot be expressed in GGUF (another family, a sliding
 /// pattern the family's GGUF layout does not have, dense layers inside a mixture of

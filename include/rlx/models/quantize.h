@@ -16,8 +16,10 @@
 
 namespace rlx::models {
 
-/// Names accepted as a mix: f32, f16, q8_0, q6_k, q5_k_m, q4_k_m, iq4_xs, iq4_nl, tq2_0,
-/// tq1_0 (the last four: one type for every matrix but the output, kept in Q6_K).
+/// Names accepted as a mix: f32, f16, q8_0, the K-quant and legacy mixes (q6_k, q5_k_m,
+/// q5_k_s, q5_1, q5_0, q4_k_m, q4_k_s, q4_1, q4_0, q3_k_l, q3_k_m, q3_k_s, q2_k), and the
+/// one-type mixes iq4_xs, iq4_nl, iq3_s, iq3_xxs, iq2_s, iq2_xs, iq2_xxs, iq1_m, iq1_s,
+/// tq2_0, tq1_0 (every matrix but the output, kept in Q6_K).
 std::vector<std::string> quant_mixes();
 /// The mixes as one comma-separated list, for messages.
 std::string quant_mix_names();
@@ -27,8 +29,9 @@ std::string quant_mix_names();
 /// mixes keep the output / tied embedding in Q6_K and give attn_v and ffn_down Q6_K on
 /// the first and last eighth of the layers and every third layer between (as the
 /// usual quantizer does); rows whose length does not fit the block size fall back as
-/// llama-quantize's do (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, Q2_K / Q3_K / IQ4_XS to
-/// IQ4_NL, TQ1_0 / TQ2_0 to Q4_0, when a row holds whole blocks of 32) or to F16.
+/// llama-quantize's do (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0, Q2_K / Q3_K and the
+/// i-quants of 256-value blocks to IQ4_NL, TQ1_0 / TQ2_0 to Q4_0, when a row holds whole
+/// blocks of 32) or to F16.
 Expected<formats::GgmlType> mix_weight_type(const std::string& mix, const std::string& name, int64_t rows,
                                             int64_t cols, int64_t layer, int64_t n_layer, bool tied_embeddings);
 

@@ -110,8 +110,8 @@ Expected<std::map<std::string, RowGather, std::less<>>> grouped_delta_net_gather
                                                                                   const std::string& ba);
 
 /// For a GGUF file in llama.cpp's qwen3next layout: serves each delta-net layer's Qwen3.5
-/// tensors as row gathers of blk.N.ssm_in (when the file has no blk.N.attn_qkv of its own)
-/// and of blk.N.ssm_beta_alpha (or its earlier name blk.N.ssm_ba) — one copy each, in the
+/// tensors as row gathers of blk.N.ssm_ba (or blk.N.ssm_beta_alpha) and, in older files that
+/// have no blk.N.attn_qkv of their own, of blk.N.ssm_in — one copy each, in the
 /// stored type (rows are whole blocks), made on the first take and kept.
 std::unique_ptr<WeightSource> regroup_delta_net_projections(std::unique_ptr<WeightSource> inner,
                                                             const ModelConfig& config);

@@ -40,10 +40,10 @@ struct MmqParams {
 void launch_mmq(const MmqParams& p, cudaStream_t s);
 
 /// Most rows of x a packed product takes through launch_dqmma; more go through a full f16
-/// copy of W and cuBLAS. Measured on an H200 (q4_k_m 1B, batched decode): the tiles win
-/// at 8 and 16 rows (3.42 / 3.74 ms a step against 3.70 / 3.87) and lose at 32 (4.56
-/// against 4.24): each step waits on its weight loads, which only many resident blocks
-/// hide.
+/// copy of W and cuBLAS. Measured on an H200 (q4_k_m 1B, batched decode, same calls): the
+/// tiles win at 8 and 16 rows (3.42-3.47 / 3.74-3.81 ms a step against 3.70-3.71 /
+/// 3.87-3.91) and lose at 32 (4.56 against 4.24): each step waits on its weight loads,
+/// which only many resident blocks hide.
 inline constexpr int64_t kDqMmaMaxRows = 16;
 
 /// True for the packed types launch_dqmma decodes (Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
@@ -69,7 +69,7 @@ struct DqMmaParams {
   int64_t d_offset = 0;
 };
 /// How many slices of K a product of N weight rows takes to give a GPU of `sms`
-/// multiprocessors two blocks each (1: no split).
+/// multiprocessors eight blocks each, each slice at least two steps of K (1: no split).
 int dqmma_k_slices(int64_t N, int64_t K, int sms);
 /// Bytes of `work` a product needs with `slices` slices of K (0 for one).
 int64_t dqmma_work_bytes(int64_t M, int64_t N, int slices);
