@@ -160,12 +160,16 @@ void delta_sequential(const DeltaParams& p, const Step& s, int64_t b, int64_t h,
 // One sequence and value head, chunk by chunk (see the file comment).
 void delta_chunked(const DeltaParams& p, const Step& s, int64_t b, int64_t h, int64_t len, float* S, float* buf) {
   const int64_t dk = p.dk, dv = p.dv, C = p.chunk, kh = h / (p.hv / p.hk);
+  const cpu::KernelContext kc{nullptr, isa_cap()};
   float* Q = buf;             // [C, dk] normalized, scaled q
   float* K = Q + C * dk;      // [C, dk] normalized k
   float* Y = K + C * dk;      // [C, dv + dk]: [β v | β Γ k], then forward-substituted
   float* U = Y + C * (dv + dk);  // [C, dv] the rows' updates
   float* gam = U + C * dv;    // [C] log Γ_t
   float* bet = gam + C;       // [C] β_t
+  float* KT = bet + C;        // [dk, C] k transposed
+  float* Gkk = KT + dk * C;   // [C, C] k_t · k_s (s <= t)
+  float* Gqk = Gkk + C * C;   // [C, C] q_t · k_s (s <= t)
   const int64_t w = dv + dk;
   for (int64_t c0 = 0; c0 < p.rows; c0 += C) {
     const int64_t n = std::min(C, p.rows - c0);
@@ -182,66 +186,77 @@ void delta_chunked(const DeltaParams& p, const Step& s, int64_t b, int64_t h, in
       float* Yt = Y + t * w;
       for (int64_t j = 0; j < dv; ++j) Yt[j] = bet[t] * v[j];
       for (int64_t i = 0; i < dk; ++i) Yt[dv + i] = bet[t] * eg * K[t * dk + i];
+      for (int64_t i = 0; i < dk; ++i) KT[i * C + t] = K[t * dk + i];
     }
-    // Forward substitution: Y_t -= Σ_{s<t} L[t][s] Y_s.
-    for (int64_t t = 1; t < n; ++t) {
+    // The chunk's matrix products on the GEMM kernels (single-threaded: the tasks are
+    // the heads): C = A B (B^T when bt) + beta C.
+    auto product = [&](int64_t m, int64_t nn, int64_t kk, const float* a, int64_t lda, const float* bm, int64_t ldb,
+                       bool bt, float* c, int64_t ldc, float beta) {
+      cpu::GemmParams g;
+      g.m = m;
+      g.n = nn;
+      g.k = kk;
+      g.b_transposed = bt;
+      g.lda = lda;
+      g.ldb = ldb;
+      g.ldc = ldc;
+      g.beta = beta;
+      cpu::gemm(kc, g, a, bm, cpu::WeightType::kF32, c);
+    };
+    // k_t·k_s and q_t·k_s for every pair (the upper halves are not read).
+    product(n, n, dk, K, dk, K, dk, true, Gkk, C, 0.0f);
+    product(n, n, dk, Q, dk, K, dk, true, Gqk, C, 0.0f);
+    // Forward substitution Y_t -= Σ_{s<t} L[t][s] Y_s, L[t][s] = β_t (k_t·k_s) Γ_t/Γ_s,
+    // by blocks of kSubBlock rows: the rows before a block through one product with -L,
+    // then the block's own rows one by one.
+    for (int64_t t = 0; t < n; ++t) {
+      float* l = Gkk + t * C;
+      for (int64_t s2 = 0; s2 < t; ++s2) l[s2] = -bet[t] * l[s2] * std::exp(gam[t] - gam[s2]);
+    }
+    constexpr int64_t kSubBlock = 16;
+    for (int64_t t0 = 0; t0 < n; t0 += kSubBlock) {
+      const int64_t t1 = std::min(n, t0 + kSubBlock);
+      if (t0 > 0) product(t1 - t0, w, t0, Gkk + t0 * C, C, Y, w, false, Y + t0 * w, w, 1.0f);
+      for (int64_t t = t0 + 1; t < t1; ++t) {
+        float* Yt = Y + t * w;
+        for (int64_t s2 = t0; s2 < t; ++s2) {
+          const float l = Gkk[t * C + s2];
+          const float* Ys = Y + s2 * w;
+          for (int64_t j = 0; j < w; ++j) Yt[j] += l * Ys[j];
+        }
+      }
+    }
+    // U = Yv − Yk S0: Yk negated in place (read nowhere else), U = Yv first.
+    for (int64_t t = 0; t < n; ++t) {
       float* Yt = Y + t * w;
-      for (int64_t s2 = 0; s2 < t; ++s2) {
-        float dot = 0;
-        for (int64_t i = 0; i < dk; ++i) dot += K[t * dk + i] * K[s2 * dk + i];
-        const float l = bet[t] * dot * std::exp(gam[t] - gam[s2]);
-        const float* Ys = Y + s2 * w;
-        for (int64_t j = 0; j < w; ++j) Yt[j] -= l * Ys[j];
-      }
+      std::copy(Yt, Yt + dv, U + t * dv);
+      for (int64_t i = 0; i < dk; ++i) Yt[dv + i] = -Yt[dv + i];
     }
-    // U = Yv − Yk S0.
+    product(n, dv, dk, Y + dv, w, S, dv, false, U, dv, 1.0f);
+    // o_t = Γ_t S0ᵀq_t + Σ_{s≤t} Γ_t/Γ_s (q_t·k_s) u_s: (Γ Q) S0, then + A U with A the
+    // decayed q·k rows (zero above the diagonal).
     for (int64_t t = 0; t < n; ++t) {
-      float* Ut = U + t * dv;
-      const float* Yt = Y + t * w;
-      std::copy(Yt, Yt + dv, Ut);
-      for (int64_t i = 0; i < dk; ++i) {
-        const float yk = Yt[dv + i];
-        const float* Si = S + i * dv;
-        for (int64_t j = 0; j < dv; ++j) Ut[j] -= yk * Si[j];
-      }
-    }
-    // o_t = Γ_t S0ᵀq_t + Σ_{s≤t} Γ_t/Γ_s (q_t·k_s) u_s.
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t r = b * p.rows + c0 + t;
-      float* o = s.outf() + r * p.hv * dv + h * dv;
       const float eg = std::exp(gam[t]);
-      std::fill(o, o + dv, 0.0f);
-      for (int64_t i = 0; i < dk; ++i) {
-        const float qi = Q[t * dk + i] * eg;
-        const float* Si = S + i * dv;
-        for (int64_t j = 0; j < dv; ++j) o[j] += qi * Si[j];
-      }
-      for (int64_t s2 = 0; s2 <= t; ++s2) {
-        float dot = 0;
-        for (int64_t i = 0; i < dk; ++i) dot += Q[t * dk + i] * K[s2 * dk + i];
-        const float a = dot * std::exp(gam[t] - gam[s2]);
-        const float* Us = U + s2 * dv;
-        for (int64_t j = 0; j < dv; ++j) o[j] += a * Us[j];
-      }
+      for (int64_t i = 0; i < dk; ++i) Q[t * dk + i] *= eg;
+      float* a = Gqk + t * C;
+      for (int64_t s2 = 0; s2 <= t; ++s2) a[s2] *= std::exp(gam[t] - gam[s2]);
+      std::fill(a + t + 1, a + n, 0.0f);
     }
-    // S = Γ_C S0 + Σ_s Γ_C/Γ_s k_s u_sᵀ over the real rows only (padding rows may hold
-    // anything, even non-finite values, and must not reach the state).
+    // Real rows come first and padding rows may hold anything, even non-finite values:
+    // the sums over s run over the real rows only, so that no 0 x inf reaches a real row.
     const int64_t real = std::clamp<int64_t>(len - c0, 0, n);
+    float* O = s.outf() + (b * p.rows + c0) * p.hv * dv + h * dv;
+    product(n, dv, dk, Q, dk, S, dv, false, O, p.hv * dv, 0.0f);
     if (real == 0) continue;
+    product(n, dv, real, Gqk, C, U, dv, false, O, p.hv * dv, 1.0f);
+    // S = Γ_C S0 + Σ_s Γ_C/Γ_s k_s u_sᵀ over the real rows only (nothing of a padding row
+    // reaches the state): KT's columns scaled, then S = KT U + Γ_C S.
     const float last = gam[real - 1], ec = std::exp(last);
-    for (int64_t i = 0; i < dk; ++i) {
-      float* Si = S + i * dv;
-      for (int64_t j = 0; j < dv; ++j) Si[j] *= ec;
-    }
     for (int64_t s2 = 0; s2 < real; ++s2) {
       const float f = std::exp(last - gam[s2]);
-      const float* Us = U + s2 * dv;
-      for (int64_t i = 0; i < dk; ++i) {
-        const float ki = K[s2 * dk + i] * f;
-        float* Si = S + i * dv;
-        for (int64_t j = 0; j < dv; ++j) Si[j] += ki * Us[j];
-      }
+      for (int64_t i = 0; i < dk; ++i) KT[i * C + s2] *= f;
     }
+    product(dk, dv, real, KT, C, U, dv, false, S, dv, ec);
   }
 }
 
@@ -304,7 +319,8 @@ Status build_gated_delta_rule(BuildCtx& ctx, Step& step) {
   p->scale = static_cast<float>(a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(p->dk)));
   p->tasks = std::max<int64_t>(1, std::min<int64_t>(p->batch * p->hv, ctx.n_threads));
   const int64_t C = std::max<int64_t>(p->chunk, 1);
-  p->task_floats = C * p->dk * 2 + C * (p->dv + p->dk) + C * p->dv + 2 * C + 2 * p->dk + p->dv;
+  p->task_floats = C * p->dk * 2 + C * (p->dv + p->dk) + C * p->dv + 2 * C + 2 * p->dk + p->dv  // Q K Y U Γ β
+                   + p->dk * C + 2 * C * C;                                                     // KT, the Gram rows
   p->task_floats = (p->task_floats + 15) / 16 * 16;
   p->scratch_off = ctx.scratch(p->tasks * p->task_floats * 4);
   p->what = ctx.graph->describe(ctx.id);
