@@ -550,6 +550,11 @@ check quantize_imatrix ok "importance from .*imat\.gguf \(15 matrices\)" -- quan
   --imatrix "$work/imat.gguf"
 check quantize_imatrix_runs ok "stop: " -- run -m "$work/qi.gguf" -p hi -n 2
 check quantize_imatrix_not_imatrix fail "entries in|truncated" -- quantize "$work/f32.gguf" "$work/qx.gguf" q4_0 --imatrix "$work/ppl.txt"
+# An HF folder measured and converted with its imatrix (the folder serves GGUF names).
+check hf_imatrix ok "wrote .*hfim\.gguf: [0-9]+ matrices, 2 chunks of 16 tokens" -- imatrix -m "$hf" -f "$work/ppl.txt" \
+  -c 16 --chunks 2 -o "$work/hfim.gguf"
+check hf_convert_imatrix ok "wrote .*hfq\.gguf \(q4_0" -- convert "$hf" "$work/hfq.gguf" --type q4_0 --imatrix "$work/hfim.gguf"
+check hf_convert_imatrix_runs ok "wrote logits \[3, 256\]" -- logits -m "$work/hfq.gguf" --tokens 1,2,3 --out "$work/hfq.bin"
 check synth_256 ok "wrote" -- synth --preset tiny-256 --type f32 -o "$work/t256.gguf"
 check quantize_iq2_xxs ok "wrote .*iq2\.gguf \(iq2_xxs\)" -- quantize "$work/t256.gguf" "$work/iq2.gguf" iq2_xxs
 check quantize_iq2_xxs_info ok "IQ2_XXS" -- info "$work/iq2.gguf"
