@@ -196,6 +196,7 @@ float search_group_scale(const Codebook& b, const float* t, const float* w, int 
   for (size_t k = 0; k < std::min<size_t>(3, mags.size()); ++k) {
     if (mags[k] <= 0) break;
     for (float f : {0.9f, 1.0f, 1.1f}) {
+      if (k > 0 && f != 1.0f) continue;  // around the largest magnitude only
       float g = f * tmax / mags[k];
       float e = fit_runs(b, t, w, n, g, delta, idx, neg);
       if (e < best.err) best = {e, g};
