@@ -176,35 +176,36 @@ float refit_scale(const Codebook& b, const float* t, const float* w, int n, floa
   return den > 0 ? static_cast<float>(num / den) : 0.0f;
 }
 
-// The group's scale: candidates putting max|t| on each of the three largest magnitudes
-// (a group need not reach the largest), at 0.9, 1 and 1.1 times, each also refined by
-// least squares for the entries it picked.
+// The group's scale: candidates putting max|t| on the largest magnitude a value can take
+// (at 0.9, 1 and 1.1 times) and on the next two (a group need not reach the largest),
+// each also refined by least squares for the entries it picked.
 float search_group_scale(const Codebook& b, const float* t, const float* w, int n, float delta) {
   float tmax = 0;
   for (int i = 0; i < n; ++i) tmax = std::max(tmax, std::fabs(t[i]));
-  std::vector<float> mags;
+  std::array<float, 16> mags{};  // the distinct |level +- delta|, largest first
+  int n_mags = 0;
   for (float l : b.levels) {
-    mags.push_back(std::fabs(l + delta));
-    if (delta > 0) mags.push_back(std::fabs(l - delta));
+    mags[static_cast<size_t>(n_mags++)] = std::fabs(l + delta);
+    if (delta > 0) mags[static_cast<size_t>(n_mags++)] = std::fabs(l - delta);
   }
-  std::sort(mags.begin(), mags.end(), std::greater<>());
-  mags.erase(std::unique(mags.begin(), mags.end()), mags.end());
-  if (tmax <= 0 || mags.empty() || mags[0] <= 0) return 0.0f;
+  std::sort(mags.begin(), mags.begin() + n_mags, std::greater<>());
+  n_mags = static_cast<int>(std::unique(mags.begin(), mags.begin() + n_mags) - mags.begin());
+  if (tmax <= 0 || mags[0] <= 0) return 0.0f;
+  float candidates[5] = {0.9f * tmax / mags[0], tmax / mags[0], 1.1f * tmax / mags[0]};
+  int n_candidates = 3;
+  for (int k = 1; k < std::min(n_mags, 3) && mags[static_cast<size_t>(k)] > 0; ++k)
+    candidates[n_candidates++] = tmax / mags[static_cast<size_t>(k)];
   int idx[8];
   bool neg[8];
   GroupFit best;
-  for (size_t k = 0; k < std::min<size_t>(3, mags.size()); ++k) {
-    if (mags[k] <= 0) break;
-    for (float f : {0.9f, 1.0f, 1.1f}) {
-      if (k > 0 && f != 1.0f) continue;  // around the largest magnitude only
-      float g = f * tmax / mags[k];
-      float e = fit_runs(b, t, w, n, g, delta, idx, neg);
+  for (int c = 0; c < n_candidates; ++c) {
+    float g = candidates[c];
+    float e = fit_runs(b, t, w, n, g, delta, idx, neg);
+    if (e < best.err) best = {e, g};
+    g = refit_scale(b, t, w, n, delta, idx, neg);
+    if (g > 0) {
+      e = fit_runs(b, t, w, n, g, delta, idx, neg);
       if (e < best.err) best = {e, g};
-      g = refit_scale(b, t, w, n, delta, idx, neg);
-      if (g > 0) {
-        e = fit_runs(b, t, w, n, g, delta, idx, neg);
-        if (e < best.err) best = {e, g};
-      }
     }
   }
   return best.g;

@@ -256,13 +256,9 @@ Status convert_hf_to_gguf(const std::string& hf_dir, const std::string& out, con
     // llama.cpp's qwen3next layout: in_proj_qkvz regrouped as attn_qkv and attn_gate (as
     // qwen35 has them), in_proj_ba kept grouped by key head as ssm_ba (served raw).
     std::set<std::pair<int64_t, std::string>> grouped;
-    auto ends_with = [](const std::string& n, std::string_view s) {
-      return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
-    };
     for (const auto& [position, name] : names) {
-      const std::string blk = fmt::format("blk.{}.", position);
-      if (ends_with(name, ".ssm_beta.weight")) grouped.insert({position, blk + "ssm_ba.weight"});
-      else if (!ends_with(name, ".ssm_alpha.weight")) grouped.insert({position, name});
+      if (name.ends_with(".ssm_beta.weight")) grouped.insert({position, fmt::format("blk.{}.ssm_ba.weight", position)});
+      else if (!name.ends_with(".ssm_alpha.weight")) grouped.insert({position, name});
     }
     names = std::move(grouped);
   }

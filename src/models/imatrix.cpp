@@ -174,17 +174,23 @@ Expected<Imatrix> compute_imatrix(const std::string& model_path, std::span<const
   const int32_t seq_info[2] = {0, static_cast<int32_t>(o.chunk)};  // a fresh state, every row real
   const int64_t shape[1] = {o.chunk};
   const int64_t seq_shape[2] = {1, 2};
+  // A hybrid's state handles, zeroed before every chunk from one zero buffer.
+  std::vector<std::vector<int64_t>> handle_dims;
+  int64_t most_handle_bytes = 0;
+  for (const ir::ManifestEntry& h : graph.manifest().handles) {
+    handle_dims.push_back(h.type.shape.static_dims());
+    most_handle_bytes = std::max(most_handle_bytes, h.bytes);
+  }
+  const std::vector<uint8_t> zeros(static_cast<size_t>(most_handle_bytes));
   double nll = 0;
   int64_t scored = 0;
   for (int64_t c = 0; c < chunks; ++c) {
     std::copy_n(tokens.begin() + c * o.chunk, o.chunk, chunk.begin());
     if (bos >= 0) chunk[0] = bos;
     // Recurrent state starts empty for every chunk.
-    for (const ir::ManifestEntry& h : graph.manifest().handles) {
-      const std::vector<int64_t> dims = h.type.shape.static_dims();
-      std::vector<uint8_t> zeros(static_cast<size_t>(h.bytes));
-      TRY(graph.bind_handle(h.name, TensorView{h.type.dtype, dims, zeros.data()}));
-    }
+    const auto& handles = graph.manifest().handles;
+    for (size_t k = 0; k < handles.size(); ++k)
+      TRY(graph.bind_handle(handles[k].name, TensorView{handles[k].type.dtype, handle_dims[k], zeros.data()}));
     std::vector<NamedTensorView> in;
     for (const ir::ManifestEntry& e : graph.manifest().inputs) {
       if (e.name == "tokens")

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include <fmt/ranges.h>
@@ -278,7 +279,13 @@ Expected<bool> add_quantized_tensor(formats::GgufWriter& w, const std::string& n
     }
   };
   std::vector<std::thread> pool;
-  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (int64_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads to be had: the ones running (and this one) do the rows
+    }
+  }
   work();
   for (std::thread& t : pool) t.join();
   if (!first_error.ok()) return first_error.error().with_context(fmt::format("tensor '{}'", name));

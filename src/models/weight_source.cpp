@@ -434,6 +434,20 @@ Status SafetensorsWeightSource::add_grouped_projections(const ModelConfig& c) {
 
 namespace {
 
+// The runs of rows `g.runs` of a matrix of `g.source_rows` rows stored in `bytes`, one
+// copy in served order (rows are whole blocks for every stored type, so a row is a byte
+// range).
+std::shared_ptr<const std::vector<uint8_t>> copy_runs(const uint8_t* bytes, size_t n_bytes, const RowGather& g) {
+  const size_t row_bytes = n_bytes / static_cast<size_t>(g.source_rows);
+  auto copy = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(g.rows()) * row_bytes);
+  uint8_t* out = copy->data();
+  for (const auto& [first, n] : g.runs) {
+    std::memcpy(out, bytes + static_cast<size_t>(first) * row_bytes, static_cast<size_t>(n) * row_bytes);
+    out += static_cast<size_t>(n) * row_bytes;
+  }
+  return copy;
+}
+
 // Serves row gathers of the inner source's matrices (regroup_delta_net_projections).
 class RowGatherSource : public WeightSource {
  public:
@@ -451,23 +465,11 @@ class RowGatherSource : public WeightSource {
     if (w.shape.size() != 2 || w.shape[0] != g.source_rows)
       return Error::invalid_file("{}: tensor '{}' has shape [{}], but the config needs a matrix of {} rows ({})",
                                  describe(), g.source, fmt::join(w.shape, ", "), g.source_rows, g.layout);
-    // Rows are whole blocks for every stored type, so a row is a byte range.
-    const size_t row_bytes = w.bytes.size() / static_cast<size_t>(g.source_rows);
-    int64_t rows = 0;
-    for (const auto& run : g.runs) rows += run.second;
     std::lock_guard<std::mutex> lock(mutex_);
     auto& copy = copies_[std::string(name)];
-    if (!copy) {
-      auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows) * row_bytes);
-      uint8_t* out = bytes->data();
-      for (const auto& [first, n] : g.runs) {
-        std::memcpy(out, w.bytes.data() + static_cast<size_t>(first) * row_bytes, static_cast<size_t>(n) * row_bytes);
-        out += static_cast<size_t>(n) * row_bytes;
-      }
-      copy = std::move(bytes);
-    }
+    if (!copy) copy = copy_runs(w.bytes.data(), w.bytes.size(), g);
     w.name = std::string(name);
-    w.shape[0] = rows;
+    w.shape[0] = g.rows();
     w.bytes = std::span<const uint8_t>(copy->data(), copy->size());
     w.owner = copy;
     w.file_mapped = false;
@@ -526,21 +528,10 @@ Expected<WeightView> SafetensorsWeightSource::take_gathered(std::string_view nam
   WeightView w;
   w.name = std::string(name);
   w.dtype = dtype;
-  int64_t rows = 0;
-  for (const auto& run : g.runs) rows += run.second;
-  w.shape = {rows, t->shape[1]};
+  w.shape = {g.rows(), t->shape[1]};
   std::lock_guard<std::mutex> lock(gathered_mutex_);
   auto& copy = gathered_copies_[std::string(name)];
-  if (!copy) {
-    const size_t row_bytes = t->n_bytes / static_cast<size_t>(g.source_rows);
-    auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows) * row_bytes);
-    uint8_t* out = bytes->data();
-    for (const auto& [first, n] : g.runs) {
-      std::memcpy(out, t->data + static_cast<size_t>(first) * row_bytes, static_cast<size_t>(n) * row_bytes);
-      out += static_cast<size_t>(n) * row_bytes;
-    }
-    copy = std::move(bytes);
-  }
+  if (!copy) copy = copy_runs(t->data, t->n_bytes, g);
   w.bytes = std::span<const uint8_t>(copy->data(), copy->size());
   w.owner = copy;
   return w;

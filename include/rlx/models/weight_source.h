@@ -97,6 +97,12 @@ struct RowGather {
   int64_t source_rows = 0;  ///< the rows it must have
   std::string layout;       ///< how that count follows from the config (for messages)
   std::vector<std::pair<int64_t, int64_t>> runs;  ///< (first stored row, rows), in served order
+  /// The rows served: the runs' total.
+  int64_t rows() const {
+    int64_t n = 0;
+    for (const auto& run : runs) n += run.second;
+    return n;
+  }
 };
 
 /// Qwen3-Next's grouped delta-net projections of layer `il` as Qwen3.5's tensors, keyed by
