@@ -452,7 +452,7 @@ TEST(CudaOps, AttentionF32QueriesOverHalfCache) {
   }
 }
 
-// The tensor-core prefill attention (64 or more query rows, head_dim 64 / 128; q, k, v
+// The tensor-core prefill attention (64 or more query rows, head_dim 64 / 128 / 256; q, k, v
 // and the softmax weights rounded to f16 for the products): row counts that are not a
 // multiple of the 64-row block, GQA, masks, softcap, explicit positions over a longer
 // key range, f32/f16/bf16 inputs, against the CPU backend's f32 math. An f32 error above
@@ -475,6 +475,8 @@ TEST(CudaOps, AttentionPrefillTensorCores) {
       {300, 300, 32, 8, 64, DType::F32, ir::MaskKind::Causal, 0, 0, false},  // llama-3.2-1b heads
       {128, 128, 4, 2, 64, DType::F16, ir::MaskKind::Causal, 0, 0, false},
       {77, 150, 4, 4, 128, DType::BF16, ir::MaskKind::Causal, 0, 0, true},
+      {150, 150, 8, 2, 256, DType::F32, ir::MaskKind::Causal, 0, 0, false},  // Qwen3.5's gated attention heads
+      {100, 180, 4, 2, 256, DType::F16, ir::MaskKind::SlidingWindow, 64, 50.0, true},  // Gemma 2's
   };
   uint32_t seed = 700;
   for (const Cfg& f : cfgs) {

@@ -613,7 +613,7 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
 
 constexpr int kTcWarps = 4;
 constexpr int kTcRows = 16 * kTcWarps;  // query rows per block
-constexpr int kTcKeys = 64;             // keys per tile
+constexpr int kTcKeys = 64;             // keys per tile (head_dim 256: half, for registers and shared memory)
 constexpr int kTcPad = 8;               // halves of padding per shared row (no bank conflicts)
 
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
@@ -641,15 +641,15 @@ __device__ __forceinline__ void load8(const T* src, float* f) {
   }
 }
 
-template <typename T, int HD>
+template <typename T, int HD, int KT>
 __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const AttentionParams p) {
   pdl_wait();
   pdl_trigger();
   constexpr int KS = HD / 16;      // k-steps of S = Q K^T
   constexpr int DN = HD / 8;       // n-tiles of O
-  constexpr int NT = kTcKeys / 8;  // n-tiles of S
-  constexpr int kRowK = HD + kTcPad, kRowV = kTcKeys + kTcPad;
-  __shared__ __align__(16) __half k_s[kTcKeys * kRowK];  // [key][d]
+  constexpr int NT = KT / 8;  // n-tiles of S
+  constexpr int kRowK = HD + kTcPad, kRowV = KT + kTcPad;
+  __shared__ __align__(16) __half k_s[KT * kRowK];  // [key][d]
   __shared__ __align__(16) __half v_s[HD * kRowV];       // [d][key]
   __shared__ int range_s[2];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -724,9 +724,9 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
   constexpr float kLog2e = 1.4426950408889634f;
   const T* kg = static_cast<const T*>(p.k) + b * p.T_full * kw + static_cast<int64_t>(kvh) * HD;
   const T* vg = static_cast<const T*>(p.v) + b * p.T_full * kw + static_cast<int64_t>(kvh) * HD;
-  for (int t0 = lo; t0 < hi_key; t0 += kTcKeys) {
+  for (int t0 = lo; t0 < hi_key; t0 += KT) {
     __syncthreads();  // the previous tile is no longer read
-    for (int e = threadIdx.x; e < kTcKeys * (HD / 8); e += kTcWarps * 32) {
+    for (int e = threadIdx.x; e < KT * (HD / 8); e += kTcWarps * 32) {
       const int kk = e / (HD / 8), d8 = (e % (HD / 8)) * 8;
       const int64_t j = t0 + kk;
       float kf[8], vf[8];
@@ -747,7 +747,7 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
       for (int i = 0; i < 8; ++i) v_s[(d8 + i) * kRowV + kk] = __float2half(vf[i]);
     }
     __syncthreads();
-    if (whi <= wlo || t0 >= whi || t0 + kTcKeys <= wlo) continue;  // no key of this tile for this warp
+    if (whi <= wlo || t0 >= whi || t0 + KT <= wlo) continue;  // no key of this tile for this warp
     float sc[NT][4];
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
@@ -796,7 +796,7 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
         l[e >> 1] += pe;
       }
 #pragma unroll
-    for (int j = 0; j < kTcKeys / 16; ++j) {
+    for (int j = 0; j < KT / 16; ++j) {
       const uint32_t a[4] = {pack_half2(sc[2 * j][0], sc[2 * j][1]), pack_half2(sc[2 * j][2], sc[2 * j][3]),
                              pack_half2(sc[2 * j + 1][0], sc[2 * j + 1][1]),
                              pack_half2(sc[2 * j + 1][2], sc[2 * j + 1][3])};
@@ -841,7 +841,7 @@ int attention_decode_splits(int64_t batch, int64_t T, int groups, int sms) {
 }
 
 bool attention_tc_supported(int64_t S, int n_heads, int n_kv, int64_t hd) {
-  return S >= kTcRows && n_kv > 0 && n_heads % n_kv == 0 && (hd == 64 || hd == 128);
+  return S >= kTcRows && n_kv > 0 && n_heads % n_kv == 0 && (hd == 64 || hd == 128 || hd == 256);
 }
 
 bool attention_head_dim_supported(int64_t hd) { return hd >= 1 && hd <= 32 * kMaxChunks; }
@@ -890,8 +890,9 @@ void launch_attention(const AttentionParams& p, cudaStream_t s) {
                       static_cast<unsigned>(p.batch));
       auto go = [&](auto tag) {
         using T = decltype(tag);
-        if (p.hd == 64) launch_k(attention_tc_kernel<T, 64>, grid, kTcWarps * 32, 0, s, p);
-        else launch_k(attention_tc_kernel<T, 128>, grid, kTcWarps * 32, 0, s, p);
+        if (p.hd == 64) launch_k(attention_tc_kernel<T, 64, kTcKeys>, grid, kTcWarps * 32, 0, s, p);
+        else if (p.hd == 128) launch_k(attention_tc_kernel<T, 128, kTcKeys>, grid, kTcWarps * 32, 0, s, p);
+        else launch_k(attention_tc_kernel<T, 256, kTcKeys / 2>, grid, kTcWarps * 32, 0, s, p);
       };
       if (p.dt == DT::F16) go(__half{});
       else if (p.dt == DT::BF16) go(__nv_bfloat16{});
