@@ -152,6 +152,31 @@ TEST(DeltaRule, EveryChunkSizeMatchesTheFloat64Recurrence) {
     }
 }
 
+// Real head sizes: the CUDA chunked kernel's column slices (80 columns: two full slices
+// and a partial one), chunks of 64 with a partial last one, and a sequence whose padding
+// starts inside a chunk; the CPU's GEMM-based chunk on the same data.
+TEST(DeltaRule, RealHeadSizesMatchTheFloat64Recurrence) {
+  DeltaShape s;
+  s.batch = 2;
+  s.rows = 150;
+  s.hk = 1;
+  s.hv = 2;
+  s.dk = 128;
+  s.dv = 80;
+  const DeltaData d = delta_data(s, 13);
+  const std::vector<SeqRow> seq{{4, 150}, {0, 131}};
+  std::vector<double> want, want_state;
+  delta_ref(s, d, seq, &want, &want_state);
+  for (const Device& dev : devices())
+    for (int64_t chunk : {64, 48}) {
+      SCOPED_TRACE(dev.to_string() + " chunk " + std::to_string(chunk));
+      auto got = run_delta(dev, s, d, seq, chunk);
+      ASSERT_TRUE(got) << got.error().to_string();
+      EXPECT_LE(max_abs_diff(got->out, want), 5e-5);
+      EXPECT_LE(max_abs_diff(got->state, want_state), 5e-5);
+    }
+}
+
 TEST(DeltaRule, StateCarriedAcrossCallsEqualsOneCall) {
   DeltaShape whole;
   whole.batch = 1;
@@ -281,40 +306,44 @@ Expected<ConvRun> run_conv(const Device& dev, int64_t batch, int64_t rows, int64
   return ConvRun{as_f32(out[0]), as_f32(s)};
 }
 
+// 70 rows: CUDA runs slices of 32 rows, only the first of which reads the state.
 TEST(CausalConv1d, MatchesTheFloat64DefinitionWithCarriedState) {
-  const int64_t batch = 3, rows = 6, chans = 7, kernel = 4, hist = kernel - 1;
-  const auto x = random_vec(batch * rows * chans, 51), w = random_vec(chans * kernel, 52);
-  const auto state = random_vec(batch * hist * chans, 53);
-  // A continued sequence, a fresh one, and one whose 2 real rows are fewer than K-1.
-  const std::vector<SeqRow> seq{{7, 6}, {0, 4}, {2, 2}};
-  for (ir::ActKind act : {ir::ActKind::Identity, ir::ActKind::Silu}) {
-    std::vector<double> want(x.size()), want_state(state.begin(), state.end());
-    for (int64_t b = 0; b < batch; ++b) {
-      // window row i < hist: history (zeros when fresh); then x rows.
-      auto win = [&](int64_t i, int64_t c) -> double {
-        if (i < hist) return seq[b].seen > 0 ? state[(b * hist + i) * chans + c] : 0.0;
-        return x[(b * rows + i - hist) * chans + c];
-      };
-      for (int64_t t = 0; t < rows; ++t)
-        for (int64_t c = 0; c < chans; ++c) {
-          double acc = 0;
-          for (int64_t j = 0; j < kernel; ++j) acc += double(w[c * kernel + j]) * win(t + j, c);
-          want[(b * rows + t) * chans + c] = act == ir::ActKind::Silu ? acc / (1 + std::exp(-acc)) : acc;
-        }
-      for (int64_t i = 0; i < hist; ++i)
-        for (int64_t c = 0; c < chans; ++c) want_state[(b * hist + i) * chans + c] = win(seq[b].len + i, c);
-    }
-    for (const Device& dev : devices()) {
-      SCOPED_TRACE(dev.to_string());
-      auto got = run_conv(dev, batch, rows, chans, kernel, x, w, state, seq, act);
-      ASSERT_TRUE(got) << got.error().to_string();
-      EXPECT_LE(max_abs_diff(got->out, want), 1e-5);
-      EXPECT_LE(max_abs_diff(got->state, want_state), 0.0);
-      // No real rows: the state is left as bound.
-      auto idle = run_conv(dev, 1, rows, chans, kernel, std::vector<float>(x.begin(), x.begin() + rows * chans), w,
-                           std::vector<float>(state.begin(), state.begin() + hist * chans), {{5, 0}}, act);
-      ASSERT_TRUE(idle) << idle.error().to_string();
-      EXPECT_EQ(idle->state, std::vector<float>(state.begin(), state.begin() + hist * chans));
+  for (const int64_t rows : {6, 70}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    const int64_t batch = 3, chans = 7, kernel = 4, hist = kernel - 1;
+    const auto x = random_vec(batch * rows * chans, 51), w = random_vec(chans * kernel, 52);
+    const auto state = random_vec(batch * hist * chans, 53);
+    // A continued sequence, a fresh one with padding, and one whose 2 real rows are fewer than K-1.
+    const std::vector<SeqRow> seq{{7, static_cast<int32_t>(rows)}, {0, static_cast<int32_t>(rows - 2)}, {2, 2}};
+    for (ir::ActKind act : {ir::ActKind::Identity, ir::ActKind::Silu}) {
+      std::vector<double> want(x.size()), want_state(state.begin(), state.end());
+      for (int64_t b = 0; b < batch; ++b) {
+        // window row i < hist: history (zeros when fresh); then x rows.
+        auto win = [&](int64_t i, int64_t c) -> double {
+          if (i < hist) return seq[b].seen > 0 ? state[(b * hist + i) * chans + c] : 0.0;
+          return x[(b * rows + i - hist) * chans + c];
+        };
+        for (int64_t t = 0; t < rows; ++t)
+          for (int64_t c = 0; c < chans; ++c) {
+            double acc = 0;
+            for (int64_t j = 0; j < kernel; ++j) acc += double(w[c * kernel + j]) * win(t + j, c);
+            want[(b * rows + t) * chans + c] = act == ir::ActKind::Silu ? acc / (1 + std::exp(-acc)) : acc;
+          }
+        for (int64_t i = 0; i < hist; ++i)
+          for (int64_t c = 0; c < chans; ++c) want_state[(b * hist + i) * chans + c] = win(seq[b].len + i, c);
+      }
+      for (const Device& dev : devices()) {
+        SCOPED_TRACE(dev.to_string());
+        auto got = run_conv(dev, batch, rows, chans, kernel, x, w, state, seq, act);
+        ASSERT_TRUE(got) << got.error().to_string();
+        EXPECT_LE(max_abs_diff(got->out, want), 1e-5);
+        EXPECT_LE(max_abs_diff(got->state, want_state), 0.0);
+        // No real rows: the state is left as bound.
+        auto idle = run_conv(dev, 1, rows, chans, kernel, std::vector<float>(x.begin(), x.begin() + rows * chans), w,
+                             std::vector<float>(state.begin(), state.begin() + hist * chans), {{5, 0}}, act);
+        ASSERT_TRUE(idle) << idle.error().to_string();
+        EXPECT_EQ(idle->state, std::vector<float>(state.begin(), state.begin() + hist * chans));
+      }
     }
   }
 }

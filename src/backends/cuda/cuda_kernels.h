@@ -107,12 +107,20 @@ struct DeltaRuleParams {
   const int32_t* seq = nullptr;
   float* out = nullptr;
   int64_t batch = 0, rows = 0, hk = 0, hv = 0, dk = 0, dv = 0;
+  int64_t chunk = 0;  // rows a chunk (from prepare_gated_delta_chunked); 0: token by token
+  float* work = nullptr;  // the chunked form's workspace (gated_delta_workspace_bytes)
   bool l2norm = true;
   float scale = 1.0f;
   int* err = nullptr;
   int err_code = 0;
 };
 void launch_gated_delta_rule(const DeltaRuleParams& p, cudaStream_t s);
+/// The chunk the chunked delta-rule kernel runs for a wanted chunk and key head dim: the
+/// largest of want (at most 64), then halvings down to 8, whose shared memory fits this
+/// device (its opt-in limit raised for later launches); 0 when none fits.
+int64_t prepare_gated_delta_chunked(int64_t want, int64_t dk);
+/// Device bytes the chunked form needs for p (its shapes and chunk); 0 for chunk 0.
+int64_t gated_delta_workspace_bytes(const DeltaRuleParams& p);
 
 /// out[o, i, :] = table[o, idx[i], :]. Packed tables (outer == 1) are dequantized
 /// row by row into `out_dt`. An index out of range stores `err_code` into *err.

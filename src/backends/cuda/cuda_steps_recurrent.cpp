@@ -29,10 +29,13 @@ Status conv_fn(const Step& s, const RunCtx& ctx) {
 
 struct DeltaStepParams {
   DeltaRuleParams k;
+  int64_t work_off = 0;  // scratch: the chunked form's workspace
 };
 
 Status delta_fn(const Step& s, const RunCtx& ctx) {
-  DeltaRuleParams k = s.p<DeltaStepParams>().k;
+  const DeltaStepParams& sp = s.p<DeltaStepParams>();
+  DeltaRuleParams k = sp.k;
+  if (k.chunk > 0) k.work = reinterpret_cast<float*>(ctx.scratch + sp.work_off);
   k.state = reinterpret_cast<float*>(const_cast<uint8_t*>(s.in_ptr[0]));  // the handle, written in place by design
   k.q = reinterpret_cast<const float*>(s.in_ptr[1]);
   k.k = reinterpret_cast<const float*>(s.in_ptr[2]);
@@ -81,6 +84,10 @@ Status build_gated_delta_rule(BuildCtx& ctx, Step& step) {
   if (k.dv > 1024) return step_error(ctx, "value head dim {} (at most 1024)", k.dv);
   if (k.dk > 4096) return step_error(ctx, "key head dim {} (at most 4096)", k.dk);
   if (k.batch * k.hv > (int64_t{1} << 31) - 1) return step_error(ctx, "{} sequence heads", k.batch * k.hv);
+  // Several rows run chunk by chunk when the op asks for it and the chunk's shared memory
+  // fits the device; one row (decode), or a key head too large, runs token by token.
+  if (a.chunk > 0 && k.rows > 1) k.chunk = prepare_gated_delta_chunked(a.chunk, k.dk);
+  if (k.chunk > 0) p->work_off = ctx.scratch(gated_delta_workspace_bytes(k));
   step.fn = &delta_fn;
   step.params = p;
   return {};
