@@ -308,7 +308,8 @@ TEST(PackedWeights, TiedWeightKeepsItsLayoutForOtherOps) {
 // The folder of packed copies: the first cache packs a file-mapped weight (one with a
 // file key) straight into a folder file; a second cache, as a second process would,
 // maps that file instead of packing, byte for byte the same panels. A file that does
-// not match (truncated, or made for other bytes under the same name) is never used; a
+// not match (truncated, changed on disk, or made for other bytes under the same name)
+// is never used; a
 // weight without a file key, or a cache without a folder, writes nothing.
 TEST(PackedWeights, FolderKeepsPackedCopiesAcrossCaches) {
   namespace fs = std::filesystem;
@@ -355,6 +356,27 @@ TEST(PackedWeights, FolderKeepsPackedCopiesAcrossCaches) {
     EXPECT_TRUE(same(*p));
     EXPECT_EQ(second.stats().packs, 0);
     EXPECT_EQ(second.stats().disk_hits, 1);
+  }
+  // One payload byte changed on disk: the checksum refuses the file, the weight is
+  // packed again (the right panels) and the file rewritten, which the next cache maps.
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(4096 + 10);
+    const char c = static_cast<char>(f.get());
+    f.seekp(4096 + 10);
+    f.put(static_cast<char>(c ^ 0x20));
+  }
+  {
+    cpu_backend::PackedWeightCache damaged(dir.string());
+    EXPECT_TRUE(same(*damaged.get(ctx, view, 0, req)));
+    EXPECT_EQ(damaged.stats().disk_hits, 0);
+    EXPECT_EQ(damaged.stats().packs, 1);
+    EXPECT_EQ(damaged.stats().disk_writes, 1);
+  }
+  {
+    cpu_backend::PackedWeightCache after(dir.string());
+    EXPECT_TRUE(same(*after.get(ctx, view, 0, req)));
+    EXPECT_EQ(after.stats().disk_hits, 1);
   }
   {
     // The same bytes under another name (another file or offset): not this copy.

@@ -2,6 +2,7 @@
 // fingerprints. Never use std::hash for anything that is stored or compared across runs.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -38,6 +39,11 @@ class StableHasher {
  private:
   uint64_t h_ = 0xcbf29ce484222325ull;
 };
+
+/// Checksum of a large byte range (XXH3, 64 bits; tens of GB/s a core), stable across
+/// processes and platforms: what files RLX writes and later trusts carry, such as the
+/// packed-weight folder's files. Not for short keys (StableHasher).
+uint64_t bulk_checksum(const void* data, size_t n);
 
 inline uint64_t stable_hash(std::string_view s) {
   StableHasher h;

@@ -1,6 +1,7 @@
 // PackedWeightCache: one packed copy per (shared param buffer, offset, layout, ISA), and
 // the folder of packed copies kept across runs. A folder file: a 4 KiB header (magic,
-// payload bytes, the key string that made it) then the packed bytes, mapped read-only.
+// payload bytes, the key string that made it, and in its last 8 bytes the payload's
+// bulk_checksum) then the packed bytes, mapped read-only once the checksum matches.
 #include "backends/cpu/packed_weights.h"
 
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "rlx/base/env.h"
+#include "rlx/base/hash.h"
 #include "rlx/base/log.h"
 
 namespace rlx::cpu_backend {
@@ -28,9 +30,10 @@ namespace {
 // Source bytes packed between two releases of a file-mapped weight's pages.
 constexpr size_t kReleaseStepBytes = size_t{8} << 20;
 
-constexpr char kMagic[8] = {'R', 'L', 'X', 'P', 'A', 'C', 'K', '1'};
+constexpr char kMagic[8] = {'R', 'L', 'X', 'P', 'A', 'C', 'K', '2'};
 constexpr size_t kHeaderBytes = 4096;  // the payload starts page-aligned
-constexpr size_t kMaxKeyBytes = kHeaderBytes - 20;
+constexpr size_t kChecksumAt = kHeaderBytes - 8;
+constexpr size_t kMaxKeyBytes = kChecksumAt - 20;
 
 // The folder file's name for a key string: FNV-1a 64 in hex (the header holds the key
 // itself, so a collision is a miss, not a wrong weight).
@@ -124,11 +127,12 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::load_from_disk(const cpu:
   const bool fits = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
                     static_cast<size_t>(st.st_size) == kHeaderBytes + payload &&
                     ::pread(fd, header, kHeaderBytes, 0) == static_cast<ssize_t>(kHeaderBytes);
-  uint64_t stored_payload = 0;
+  uint64_t stored_payload = 0, stored_checksum = 0;
   uint32_t key_len = 0;
   if (fits) {
     std::memcpy(&stored_payload, header + 8, 8);
     std::memcpy(&key_len, header + 16, 4);
+    std::memcpy(&stored_checksum, header + kChecksumAt, 8);
   }
   if (!fits || std::memcmp(header, kMagic, 8) != 0 || stored_payload != payload || key_len != key.size() ||
       key_len > kMaxKeyBytes || std::memcmp(header + 20, key.data(), key.size()) != 0) {
@@ -142,7 +146,14 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::load_from_disk(const cpu:
   ::close(fd);
   if (addr == MAP_FAILED) return nullptr;
   m->addr = addr;
-  m->packed = cpu::PackedB::view(ctx, req.k, req.n, req.type, static_cast<const uint8_t*>(addr) + kHeaderBytes);
+  const auto* data = static_cast<const uint8_t*>(addr) + kHeaderBytes;
+  // Bytes changed on disk (a bad sector, another program, a partial copy of the folder)
+  // must not become weights: the file is packed and written again.
+  if (bulk_checksum(data, payload) != stored_checksum) {
+    RLX_LOG_WARN("packed weight cache: {} does not match its checksum; packing the weight again", path);
+    return nullptr;
+  }
+  m->packed = cpu::PackedB::view(ctx, req.k, req.n, req.type, data);
   in_use_.insert(path);
   return std::shared_ptr<const cpu::PackedB>(m, &m->packed);
 }
@@ -191,6 +202,8 @@ std::shared_ptr<const cpu::PackedB> PackedWeightCache::pack_to_disk(
   std::memcpy(header + 20, key.data(), key.size());
   m->packed = cpu::pack_b_into(ctx, req.k, req.n, req.b_transposed, 0, src, req.type, header + kHeaderBytes,
                                kReleaseStepBytes, on_step);
+  const uint64_t checksum = bulk_checksum(header + kHeaderBytes, payload);
+  std::memcpy(header + kChecksumAt, &checksum, 8);
   // Named only when whole and on disk (so that a crash of the machine cannot leave a
   // named file whose pages were never written, which would read back as zeros).
   if (::msync(addr, m->size, MS_SYNC) != 0 || ::rename(tmp.c_str(), final_path.c_str()) != 0) {
