@@ -36,9 +36,9 @@ void register_builtin_backends(BackendRegistry& registry) {
   });
 #ifdef RLX_HAVE_CUDA
   registry.register_backend(DeviceKind::kCuda,
-                            [](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
+                            [](const Device& device, const BackendOptions& options) -> Expected<std::shared_ptr<Backend>> {
                               ASSIGN_OR_RETURN(std::shared_ptr<cuda_backend::CudaBackend> b,
-                                               cuda_backend::CudaBackend::create(device.ordinal));
+                                               cuda_backend::CudaBackend::create(device.ordinal, options.check_finite));
                               return std::shared_ptr<Backend>(std::move(b));
                             });
   registry.register_compile_target(DeviceKind::kCuda, [] {

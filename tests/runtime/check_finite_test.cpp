@@ -1,6 +1,7 @@
-// BackendOptions::check_finite (RLX_CHECK_FINITE=1): the CPU backend names the first op
-// whose f32 result holds a NaN or an infinity, in one warning per executable, and
-// changes no result; without the option nothing is said.
+// BackendOptions::check_finite (RLX_CHECK_FINITE=1): the CPU backend (and CUDA, where
+// this machine has a GPU) names the first op whose result holds a NaN or an infinity,
+// in one warning per executable, and changes no result; without the option nothing is
+// said.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,11 +34,11 @@ struct Ran {
   std::string log;
 };
 
-Ran run_twice(bool check) {
+Ran run_twice(const Device& dev, bool check) {
   BackendOptions o;
   o.threads = 1;
   o.check_finite = check;
-  Session s(Device::cpu(), o);
+  Session s(dev, o);
   auto g = s.compile(nan_graph());
   EXPECT_TRUE(g.has_value()) << g.error().to_string();
   if (!g) return {};
@@ -56,18 +57,23 @@ Ran run_twice(bool check) {
 
 TEST(CheckFinite, NamesTheFirstNonFiniteOpOnce) {
   if (env_config().check_finite) GTEST_SKIP() << "RLX_CHECK_FINITE=1 turns the check on for every backend";
-  const Ran on = run_twice(true), off = run_twice(false);
-  const size_t at = on.log.find("check_finite: step ");
-  ASSERT_NE(at, std::string::npos) << on.log;
-  EXPECT_EQ(on.log.find("check_finite", at + 1), std::string::npos) << "warned more than once: " << on.log;
-  const std::string line = on.log.substr(at, on.log.find('\n', at) - at);
-  EXPECT_NE(line.find("log"), std::string::npos) << line;
-  EXPECT_EQ(line.find("softmax"), std::string::npos) << "named a later op: " << line;
-  EXPECT_NE(line.find("nan"), std::string::npos) << line;
-  EXPECT_EQ(off.log.find("check_finite"), std::string::npos) << off.log;
-  // The check changes no result (NaN where the graph makes NaN).
-  ASSERT_EQ(on.y.size(), off.y.size());
-  for (size_t i = 0; i < on.y.size(); ++i) EXPECT_EQ(std::isnan(on.y[i]), std::isnan(off.y[i])) << i;
+  std::vector<Device> devices{Device::cpu()};
+  if (is_available(Device::cuda())) devices.push_back(Device::cuda());
+  for (const Device& dev : devices) {
+    SCOPED_TRACE(dev.to_string());
+    const Ran on = run_twice(dev, true), off = run_twice(dev, false);
+    const size_t at = on.log.find("check_finite: step ");
+    ASSERT_NE(at, std::string::npos) << on.log;
+    EXPECT_EQ(on.log.find("check_finite", at + 1), std::string::npos) << "warned more than once: " << on.log;
+    const std::string line = on.log.substr(at, on.log.find('\n', at) - at);
+    EXPECT_NE(line.find("log"), std::string::npos) << line;
+    EXPECT_EQ(line.find("softmax"), std::string::npos) << "named a later op: " << line;
+    EXPECT_NE(line.find("nan"), std::string::npos) << line;
+    EXPECT_EQ(off.log.find("check_finite"), std::string::npos) << off.log;
+    // The check changes no result (NaN where the graph makes NaN).
+    ASSERT_EQ(on.y.size(), off.y.size());
+    for (size_t i = 0; i < on.y.size(); ++i) EXPECT_EQ(std::isnan(on.y[i]), std::isnan(off.y[i])) << i;
+  }
 }
 
 // topk finite_check (k = 1 indices): -1 for a row holding a NaN or an infinity, the

@@ -31,7 +31,7 @@
 //   RLX_CUDA_PROFILE 1: per-step GPU times of CUDA runs (default off)
 //   RLX_CUDA_REL_POS flash|gemm: the form of every CUDA rel_pos_attention (default: by
 //                 grid size; for comparing the two)
-//   RLX_CHECK_FINITE 1: the CPU backend checks every step's f32 result and warns, once
+//   RLX_CHECK_FINITE 1: the CPU and CUDA backends check every step's result and warn, once
 //                 per executable, naming the first op whose result holds a NaN or an
 //                 infinity (a debug mode: it reads every result once more)
 //

@@ -40,9 +40,9 @@ struct BackendOptions {
   /// CPU: a folder where packed copies of file-mapped weights are kept across runs (a
   /// second start maps them instead of packing again); empty: none.
   std::string packed_cache_dir{};
-  /// CPU: check every step's f32 result and warn, once per executable, naming the first
-  /// op whose result holds a NaN or an infinity (a debug mode; RLX_CHECK_FINITE=1 turns
-  /// it on as well).
+  /// CPU and CUDA: check every step's floating-point result (CPU: f32) and warn, once
+  /// per executable, naming the first op whose result holds a NaN or an infinity (a
+  /// debug mode; RLX_CHECK_FINITE=1 turns it on as well).
   bool check_finite = false;
   friend bool operator==(const BackendOptions&, const BackendOptions&) = default;
 };

@@ -23,6 +23,7 @@
 #include "backends/cuda/nccl.h"
 #include "rlx/base/env.h"
 #include "rlx/base/log.h"
+#include "rlx/ir/text.h"
 #include "rlx/runtime/tensor.h"
 #include "runtime/step_profile.h"
 
@@ -53,6 +54,12 @@ struct Shared {
   std::vector<bool> param_split;  // stored in the split device layout (see packed_split)
   int ordinal = 0;
   ExtentInfo extent;
+  // Check mode (CudaOptions::check_finite): per step, the elements of its floating-point
+  // result (0: not checked), their dtype, and the step's text form for the warning.
+  bool check_finite = false;
+  std::vector<int64_t> check_elems;
+  std::vector<DT> check_dt;
+  std::vector<std::string> check_names;
 };
 
 /// Packed params of a split-layout type are stored split when every step that reads
@@ -145,8 +152,10 @@ class CudaExecutable final : public Executable {
   std::vector<std::shared_ptr<DeviceHandle>> handles_;  // may be shared with other executables
   mutable std::vector<std::vector<uint8_t>> handle_host_;
   mutable TransferStats xfer_;  // host <-> device bytes (transfer_stats)
-  DeviceBuffer arena_, scratch_, zeroed_, workspace_, err_;
-  PinnedBuffer staging_, host_out_, err_host_;
+  DeviceBuffer arena_, scratch_, zeroed_, workspace_, err_, finite_;
+  PinnedBuffer staging_, host_out_, err_host_, finite_host_;
+  bool finite_warned_ = false;  // check mode: one warning per executable
+  void report_non_finite();
   StreamPtr stream_;
   LtHandlePtr lt_;
   std::vector<std::shared_ptr<const LtPlan>> plans_;  // per GEMM of every step; equal shapes share one
@@ -238,6 +247,13 @@ Status CudaExecutable::allocate() {
   ASSIGN_OR_RETURN(staging_, PinnedBuffer::create(std::max<int64_t>(sh.staging_bytes, 64), where("input staging")));
   ASSIGN_OR_RETURN(host_out_, PinnedBuffer::create(std::max<int64_t>(sh.host_out_bytes, 64), where("output staging")));
   ASSIGN_OR_RETURN(err_host_, PinnedBuffer::create(sizeof(int), where("error word")));
+  if (sh.check_finite) {
+    const FiniteRecord none;
+    ASSIGN_OR_RETURN(finite_, DeviceBuffer::create(sizeof(FiniteRecord), where("check record")));
+    RLX_CUDA_TRY(cudaMemcpy(finite_.data(), &none, sizeof none, cudaMemcpyHostToDevice), where("check record"));
+    ASSIGN_OR_RETURN(finite_host_, PinnedBuffer::create(sizeof(FiniteRecord), where("check record")));
+    std::memcpy(finite_host_.data(), &none, sizeof none);
+  }
   std::memset(err_host_.data(), 0, sizeof(int));
   steps_ = sh.steps;
   plans_.clear();
@@ -361,6 +377,17 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     std::vector<ValueId> outs;
     for (const ir::ManifestEntry& e : m.outputs) outs.push_back(e.value);
     fuse_rope_kv_steps(sh->steps, g, outs);
+  }
+  if (opt.check_finite) {
+    sh->check_finite = true;
+    for (const Step& st : sh->steps) {
+      const ir::Node& n = g.node(st.node);
+      const bool fp = (n.dtype == DType::F32 || n.dtype == DType::F16 || n.dtype == DType::BF16) &&
+                      st.out.kind != StorageKind::kNone;
+      sh->check_elems.push_back(fp ? st.out.bytes / static_cast<int64_t>(ir::dtype_info(n.dtype).bytes_per_block) : 0);
+      sh->check_dt.push_back(static_cast<DT>(n.dtype));
+      sh->check_names.push_back(ir::print_node(g, st.node));  // op, operands, a region's steps, label
+    }
   }
   if (log_level() <= LogLevel::kDebug)
     for (const Step& st : sh->steps) RLX_LOG_DEBUG("cuda step {}: {}", st.index, *st.what);
@@ -486,7 +513,25 @@ Status CudaExecutable::copy_outputs(cudaStream_t st) {
   }
   RLX_CUDA_TRY(cudaMemcpyAsync(err_host_.data(), err_.data(), sizeof(int), cudaMemcpyDeviceToHost, st), where("run"));
   xfer_.device_to_host += static_cast<int64_t>(sizeof(int));
+  if (sh.check_finite)
+    RLX_CUDA_TRY(cudaMemcpyAsync(finite_host_.data(), finite_.data(), sizeof(FiniteRecord), cudaMemcpyDeviceToHost, st),
+                 where("check record"));
   return {};
+}
+
+void CudaExecutable::report_non_finite() {
+  FiniteRecord r;
+  std::memcpy(&r, finite_host_.data(), sizeof r);
+  if (r.step == 0 || finite_warned_) return;
+  finite_warned_ = true;
+  const auto i = static_cast<size_t>(r.step - 1);
+  const auto bits = static_cast<uint32_t>(r.first & 0xffffffffull);
+  float value = 0;
+  std::memcpy(&value, &bits, sizeof value);
+  RLX_LOG_WARN("check_finite: step {} of {} produced {} at element {} of {} (the first non-finite result this "
+               "executable computed; cuda:{}): {}",
+               i, steps_.size(), value, r.first >> 32, i < shared_->check_elems.size() ? shared_->check_elems[i] : 0,
+               shared_->ordinal, i < shared_->check_names.size() ? shared_->check_names[i] : std::string("?"));
 }
 
 Status CudaExecutable::enqueue(cudaStream_t st) {
@@ -516,6 +561,9 @@ Status CudaExecutable::enqueue(cudaStream_t st) {
     const Step& s = steps_[i];
     if (prof_) RLX_CUDA_TRY(cudaEventRecord(prof_->events[i].get(), st), where("profile"));
     TRY(s.fn(s, ctx));
+    if (shared_->check_finite && shared_->check_elems[i] > 0)
+      launch_check_finite(s.out_ptr, shared_->check_dt[i], shared_->check_elems[i], static_cast<int>(i),
+                          reinterpret_cast<FiniteRecord*>(finite_.data()), st);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_error(e, "kernel launch", *s.what);
   }
@@ -609,6 +657,7 @@ Status CudaExecutable::sync_pending() {
     const std::string what = idx < steps_.size() ? *steps_[idx].what : std::string("an unknown step");
     return Error::invalid_argument("cuda backend: {}: an index or slice start is out of range at run time", what);
   }
+  if (shared_->check_finite) report_non_finite();
   return {};
 }
 
@@ -726,15 +775,18 @@ CudaOptions default_cuda_options() {
     o.attention_tensor_cores = env.cuda_attention_tensor_cores;
     o.gemv_int8_x = env.cuda_gemv_int8;
     o.int8_prefill = env.cuda_int8_prefill;
+    o.check_finite = env.check_finite;
     return o;
   }();
   return defaults;
 }
 
-Expected<std::shared_ptr<CudaBackend>> CudaBackend::create(int ordinal) {
+Expected<std::shared_ptr<CudaBackend>> CudaBackend::create(int ordinal, bool check_finite) {
   CudaOptions check;
   TRY(apply_fusion_list(env_config().cuda_fuse, check));
-  return create(ordinal, default_cuda_options());
+  CudaOptions o = default_cuda_options();
+  o.check_finite = o.check_finite || check_finite;
+  return create(ordinal, o);
 }
 
 CudaBackend::CudaBackend(int ordinal, CudaOptions options, int sms)

@@ -26,7 +26,7 @@ struct CudaOptions {
   /// data; GEMVs prefetch their weights first). Process-wide: the last backend created
   /// sets it. RLX_CUDA_PDL=0 turns it off.
   bool programmatic_launch = true;
-  /// Attention over 64 or more query rows (prefill) with head_dim 64 or 128 runs on the
+  /// Attention over 64 or more query rows (prefill) with head_dim 64, 128 or 256 runs on the
   /// tensor cores: q, k, v and the softmax weights rounded to f16 for the products, f32
   /// accumulation and softmax (~1e-3 relative error against f32 math). Off: the f32
   /// kernel. RLX_CUDA_ATTN_TC=0 turns it off.
@@ -55,6 +55,11 @@ struct CudaOptions {
   /// (exact block dot products); off, the weights are dequantized to f16 for cuBLAS.
   /// RLX_CUDA_INT8_PREFILL=0 turns it off.
   bool int8_prefill = true;
+  /// Check mode: after every step a kernel scans its f32 / f16 / bf16 result; the first
+  /// step (in stream order) that produced a NaN or an infinity is named in one warning
+  /// per executable, as the CPU backend's check mode does. A debug mode: it reads every
+  /// result once more. RLX_CHECK_FINITE=1 (or BackendOptions::check_finite) turns it on.
+  bool check_finite = false;
 };
 
 /// The options `create(ordinal)` uses: the defaults, with RLX_CUDA_GRAPHS=0 turning
@@ -83,8 +88,9 @@ class CudaBackend final : public Backend {
  public:
   /// Fails (error value) when device `ordinal` does not exist.
   static Expected<std::shared_ptr<CudaBackend>> create(int ordinal, CudaOptions options);
-  /// With default_cuda_options(); fails on a malformed RLX_CUDA_FUSE.
-  static Expected<std::shared_ptr<CudaBackend>> create(int ordinal);
+  /// With default_cuda_options() (check mode also on when `check_finite`); fails on a
+  /// malformed RLX_CUDA_FUSE.
+  static Expected<std::shared_ptr<CudaBackend>> create(int ordinal, bool check_finite = false);
 
   std::string name() const override { return "cuda"; }
   /// cuda_compile_target with this backend's options.

@@ -115,6 +115,18 @@ struct DeltaRuleParams {
   int err_code = 0;
 };
 void launch_gated_delta_rule(const DeltaRuleParams& p, cudaStream_t s);
+/// The check mode's record (CudaOptions::check_finite): the first step, in stream order,
+/// whose result held a NaN or an infinity (index + 1; 0: none yet), and the smallest
+/// such element of it with its value's bits, (element << 32) | bits (~0: none).
+struct FiniteRecord {
+  int step = 0;
+  int pad = 0;
+  unsigned long long first = ~0ull;
+};
+/// Records step `step`'s result `data` (n elements of dt: f32, f16 or bf16) in *rec when
+/// it holds a non-finite value and no earlier step has; changes nothing else.
+void launch_check_finite(const void* data, DT dt, int64_t n, int step, FiniteRecord* rec, cudaStream_t s);
+
 /// The chunk the chunked delta-rule kernel runs for a wanted chunk and key head dim: the
 /// largest of want (at most 64), then halvings down to 8, whose shared memory fits this
 /// device (its opt-in limit raised for later launches); 0 when none fits.
