@@ -1,6 +1,7 @@
 // CPU steps for reductions and norms: Reduce, Softmax, Cumsum, TopK, Sample, LayerNorm,
-// RmsNorm and the fused residual norms. Row ops widen each row to f32 (accumulating
-// in double where it matters), so f16/bf16 storage works the same as f32.
+// RmsNorm and the fused residual norms. Reduce and Softmax run the kernels library's
+// f32 kernels (f16/bf16 storage widened to f32 in scratch); the other row ops widen each
+// row to f32 (accumulating in double where it matters).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "backends/cpu/cpu_step.h"
 #include "backends/cpu/kernels/kernel_context.h"
 #include "backends/cpu/kernels/norm.h"
+#include "backends/cpu/kernels/reduce.h"
 #include "rlx/base/token_choice.h"
 
 namespace rlx::cpu_backend {
@@ -19,55 +21,51 @@ using ir::DType;
 // ---- Reduce -----------------------------------------------------------------------
 
 struct ReduceParams {
-  ir::ReduceKind kind = ir::ReduceKind::Sum;
+  cpu::ReduceOp op = cpu::ReduceOp::kSum;
   DType in_dt = DType::F32, out_dt = DType::F32;
-  std::vector<int64_t> kept_dims, kept_strides;  // iteration over outputs
-  std::vector<int64_t> red_dims, red_strides;    // iteration over reduced elements
-  int64_t n_out = 1, n_red = 1;
-  int bucket_red = -1;  // index into red_dims of the bucket axis (extent), -1 none
-  int64_t bucket_full = 0;
+  cpu::Dims dims;                         // the input's
+  int64_t strides[cpu::kMaxRank] = {};    // the input's (elements): also right for a shortened bucket axis
+  uint32_t axes = 0;                      // reduced axes, bit i = axis i
+  int bucket_axis = -1;                   // a reduced axis that is the bucket axis (extent), -1 none
+  int64_t in_elems = 0, out_elems = 0;
+  int64_t in_off = -1, out_off = -1;      // scratch: f32 copies of a non-f32 input / output
 };
 
+cpu::ReduceOp reduce_op(ir::ReduceKind k) {
+  switch (k) {
+    case ir::ReduceKind::Sum: return cpu::ReduceOp::kSum;
+    case ir::ReduceKind::Mean: return cpu::ReduceOp::kMean;
+    case ir::ReduceKind::Max: return cpu::ReduceOp::kMax;
+    case ir::ReduceKind::Min: return cpu::ReduceOp::kMin;
+  }
+  return cpu::ReduceOp::kSum;
+}
+
+// f16 / bf16 (or other) storage: widened to f32 in scratch for the kernels, and back.
+const float* as_f32_input(DType dt, const uint8_t* src, int64_t n, int64_t off, const StepCtx& ctx) {
+  if (dt == DType::F32) return reinterpret_cast<const float*>(src);
+  auto* f = reinterpret_cast<float*>(ctx.scratch + off);
+  parallel_for(ctx, n, 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) f[i] = load_f(dt, src, i);
+  });
+  return f;
+}
+void store_from_f32(DType dt, uint8_t* dst, const float* f, int64_t n, const StepCtx& ctx) {
+  if (dt == DType::F32) return;
+  parallel_for(ctx, n, 4096, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) store_f(dt, dst, i, f[i]);
+  });
+}
+
+// The kernels library's reduction; a reduced bucket axis runs over its `actual` rows.
 Status reduce_fn(const Step& s, const StepCtx& ctx) {
   const ReduceParams& r = s.p<ReduceParams>();
-  int64_t red_dims_eff[8];
-  int64_t n_red = 1;
-  for (size_t i = 0; i < r.red_dims.size(); ++i) {
-    red_dims_eff[i] = r.red_dims[i];
-    if (static_cast<int>(i) == r.bucket_red && ctx.extent_on) red_dims_eff[i] = r.red_dims[i] / ctx.upper * ctx.actual;
-    n_red *= red_dims_eff[i];
-  }
-  const int nr = static_cast<int>(r.red_dims.size());
-  const int nk = static_cast<int>(r.kept_dims.size());
-  parallel_for(ctx, r.n_out, 64, [&](int64_t b, int64_t e) {
-    for (int64_t o = b; o < e; ++o) {
-      int64_t base = 0, rem = o;
-      for (int d = nk - 1; d >= 0; --d) {
-        base += (rem % r.kept_dims[static_cast<size_t>(d)]) * r.kept_strides[static_cast<size_t>(d)];
-        rem /= r.kept_dims[static_cast<size_t>(d)];
-      }
-      double acc = r.kind == ir::ReduceKind::Max ? -std::numeric_limits<double>::infinity()
-                   : r.kind == ir::ReduceKind::Min ? std::numeric_limits<double>::infinity()
-                                                   : 0.0;
-      int64_t idx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (int64_t k = 0; k < n_red; ++k) {
-        int64_t off = base;
-        for (int d = 0; d < nr; ++d) off += idx[d] * r.red_strides[static_cast<size_t>(d)];
-        const double v = load_d(r.in_dt, s.in_ptr[0], off);
-        switch (r.kind) {
-          case ir::ReduceKind::Sum: case ir::ReduceKind::Mean: acc += v; break;
-          case ir::ReduceKind::Max: acc = std::max(acc, v); break;
-          case ir::ReduceKind::Min: acc = std::min(acc, v); break;
-        }
-        for (int d = nr - 1; d >= 0; --d) {
-          if (++idx[d] < red_dims_eff[d]) break;
-          idx[d] = 0;
-        }
-      }
-      if (r.kind == ir::ReduceKind::Mean) acc = n_red > 0 ? acc / static_cast<double>(n_red) : 0.0;
-      store_d(r.out_dt, s.out_ptr, o, acc);
-    }
-  });
+  cpu::Dims d = r.dims;
+  if (r.bucket_axis >= 0 && ctx.extent_on) d.d[r.bucket_axis] = d.d[r.bucket_axis] / ctx.upper * ctx.actual;
+  const float* x = as_f32_input(r.in_dt, s.in_ptr[0], r.in_elems, r.in_off, ctx);
+  float* y = r.out_dt == DType::F32 ? s.outf() : reinterpret_cast<float*>(ctx.scratch + r.out_off);
+  cpu::reduce_f32(cpu::KernelContext{ctx.pool, isa_cap()}, r.op, x, d, r.axes, y, r.strides);
+  store_from_f32(r.out_dt, s.out_ptr, y, r.out_elems, ctx);
   return {};
 }
 
@@ -99,32 +97,30 @@ struct AxisParams {
   int64_t k = 1;             // topk
   bool values = false;       // topk
   bool finite_check = false; // topk (k == 1): -1 for a row with a NaN or an infinity
+  int64_t in_off = -1, out_off = -1;  // softmax: scratch for f32 copies of non-f32 input / output
 };
 
+// The kernels library's softmax; along the bucket axis only its `actual` entries (each
+// outer slice's first rows, a contiguous prefix), the rest zero.
 Status softmax_fn(const Step& s, const StepCtx& ctx) {
   const AxisParams& a = s.p<AxisParams>();
   const int64_t len_eff = a.bucket_axis && ctx.extent_on ? a.v.len / ctx.upper * ctx.actual : a.v.len;
-  const int64_t lines = ctx.rows(a.v.outer, s.scalable) * a.v.inner;
-  parallel_for(ctx, lines, 16, [&](int64_t b, int64_t e) {
-    float* buf = row_scratch(a.v.len);
-    for (int64_t l = b; l < e; ++l) {
-      const int64_t o = l / a.v.inner, i = l % a.v.inner;
-      const int64_t base = o * a.v.len * a.v.inner + i;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < len_eff; ++j) {
-        buf[j] = load_f(a.in_dt, s.in_ptr[0], base + j * a.v.inner);
-        mx = std::max(mx, buf[j]);
+  const int64_t outer = ctx.rows(a.v.outer, s.scalable), slice = a.v.len * a.v.inner, n = outer * slice;
+  const float* x = as_f32_input(a.in_dt, s.in_ptr[0], n, a.in_off, ctx);
+  float* y = a.out_dt == DType::F32 ? s.outf() : reinterpret_cast<float*>(ctx.scratch + a.out_off);
+  const cpu::KernelContext kc{ctx.pool, isa_cap()};
+  if (len_eff == a.v.len) {
+    cpu::softmax_axis_f32(kc, x, y, cpu::Dims{outer, a.v.len, a.v.inner}, 1);
+  } else {
+    const cpu::KernelContext one{nullptr, kc.isa};
+    parallel_for(ctx, outer, 1, [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        cpu::softmax_axis_f32(one, x + o * slice, y + o * slice, cpu::Dims{1, len_eff, a.v.inner}, 1);
+        std::fill(y + o * slice + len_eff * a.v.inner, y + (o + 1) * slice, 0.0f);
       }
-      double sum = 0;
-      for (int64_t j = 0; j < len_eff; ++j) {
-        buf[j] = mx == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(buf[j] - mx);
-        sum += buf[j];
-      }
-      const float inv = sum > 0 ? static_cast<float>(1.0 / sum) : 0.0f;
-      for (int64_t j = 0; j < a.v.len; ++j)
-        store_f(a.out_dt, s.out_ptr, base + j * a.v.inner, j < len_eff ? buf[j] * inv : 0.0f);
-    }
-  });
+    });
+  }
+  store_from_f32(a.out_dt, s.out_ptr, y, n, ctx);
   return {};
 }
 
@@ -310,28 +306,22 @@ Status build_reduce(BuildCtx& ctx, Step& step) {
   const ir::Node& x = ctx.input(0);
   if (ir::is_packed(x.dtype)) return step_error(ctx, "packed input");
   const auto d = x.shape.static_dims();
+  if (d.size() > static_cast<size_t>(cpu::kMaxRank)) return step_error(ctx, "rank {} (at most {})", d.size(), cpu::kMaxRank);
   const auto strides = d.empty() ? std::vector<int64_t>{} : x.shape.strides();
-  std::vector<bool> red(d.size(), false);
-  for (int64_t a : ra.axes) red[static_cast<size_t>(*x.shape.axis(a))] = true;
   auto p = std::make_shared<ReduceParams>();
-  p->kind = ra.kind;
+  p->op = reduce_op(ra.kind);
   p->in_dt = x.dtype;
   p->out_dt = n.dtype;
+  p->dims = cpu::Dims::of(d.data(), static_cast<int>(d.size()));
+  for (size_t i = 0; i < d.size(); ++i) p->strides[i] = strides[i];
+  for (int64_t a : ra.axes) p->axes |= 1u << *x.shape.axis(a);
+  p->in_elems = std::accumulate(d.begin(), d.end(), int64_t{1}, std::multiplies<>());
+  p->out_elems = *n.shape.num_elements();
   const int xb = ctx.bucket(n.inputs[0]);
-  for (size_t i = 0; i < d.size(); ++i) {
-    if (red[i]) {
-      if (static_cast<int>(i) == xb) p->bucket_red = static_cast<int>(p->red_dims.size());
-      p->red_dims.push_back(d[i]);
-      p->red_strides.push_back(strides[i]);
-      p->n_red *= d[i];
-    } else {
-      p->kept_dims.push_back(d[i]);
-      p->kept_strides.push_back(strides[i]);
-      p->n_out *= d[i];
-    }
-  }
-  if (p->red_dims.size() > 8) return step_error(ctx, "more than 8 reduced dims");
-  if (p->bucket_red >= 0) step.mixes_bucket = true;  // handled: the kernel reduces `actual` rows
+  if (xb >= 0 && (p->axes >> xb & 1u) != 0) p->bucket_axis = xb;
+  if (p->in_dt != DType::F32) p->in_off = ctx.scratch(4 * p->in_elems);
+  if (p->out_dt != DType::F32) p->out_off = ctx.scratch(4 * p->out_elems);
+  if (p->bucket_axis >= 0) step.mixes_bucket = true;  // handled: the kernel reduces `actual` rows
   if (xb == -2) step.extent_ok = false;
   step.fn = &reduce_fn;
   step.params = p;
@@ -348,6 +338,9 @@ Status build_softmax(BuildCtx& ctx, Step& step) {
   p->out_dt = n.dtype;
   const int b = ctx.bucket(n.inputs[0]);
   p->bucket_axis = b == static_cast<int>(axis);
+  const int64_t elems = p->v.outer * p->v.len * p->v.inner;
+  if (p->in_dt != DType::F32) p->in_off = ctx.scratch(4 * elems);
+  if (p->out_dt != DType::F32) p->out_off = ctx.scratch(4 * elems);
   if (b == -2) step.extent_ok = false;
   step.fn = &softmax_fn;
   step.params = p;

@@ -70,7 +70,7 @@ void split_axis(const Dims& dims, int axis, int64_t* outer, int64_t* len, int64_
 }  // namespace
 
 void reduce_f32(const KernelContext& ctx, ReduceOp op, const float* x, const Dims& dims, uint32_t axes_mask,
-                float* y) {
+                float* y, const int64_t* x_strides) {
   const detail::IsaKernels& kk = detail::isa_kernels(ctx.isa);
   // Group adjacent axes with the same reduced flag; size-1 axes vanish.
   Group g[kMaxRank];
@@ -79,7 +79,7 @@ void reduce_f32(const KernelContext& ctx, ReduceOp op, const float* x, const Dim
   int64_t stride = 1;
   int64_t strides[kMaxRank];
   for (int i = dims.rank - 1; i >= 0; --i) {
-    strides[i] = stride;
+    strides[i] = x_strides != nullptr ? x_strides[i] : stride;
     stride *= dims.d[i];
   }
   for (int i = 0; i < dims.rank; ++i) {
@@ -108,6 +108,21 @@ void reduce_f32(const KernelContext& ctx, ReduceOp op, const float* x, const Dim
     return;
   }
   int64_t red_outer = 1;
+  if (ng > 0 && g[ng - 1].stride != 1) {
+    // No unit-stride innermost axis (strided x): element by element.
+    int64_t red_total = 1;
+    for (int i = 0; i < nr; ++i) red_total *= red[i].len;
+    const int64_t tasks = std::min<int64_t>(out_total, ctx.n_threads() * 4);
+    parallel_for(ctx, tasks, [&](int64_t t) {
+      for (int64_t o = out_total * t / tasks; o < out_total * (t + 1) / tasks; ++o) {
+        const int64_t base = offset_of(kept, nk, o);
+        float acc = identity_of(op);
+        for (int64_t r = 0; r < red_total; ++r) acc = combine(op, acc, x[base + offset_of(red, nr, r)]);
+        y[o] = acc * scale;
+      }
+    });
+    return;
+  }
   const bool inner_reduced = ng > 0 && g[ng - 1].reduced;
   if (inner_reduced || ng == 0) {
     // Case A: the innermost group is reduced: a row reduction per (kept, reduced-outer) index.

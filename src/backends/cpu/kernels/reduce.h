@@ -11,10 +11,12 @@ namespace rlx::cpu {
 
 /// y = reduce(x) over the axes set in `axes_mask` (bit i = axis i of `dims`). y is
 /// contiguous with the reduced axes of size 1 (keepdim layout, same as dropping them).
-/// Accumulates in f32; mean divides by the number of reduced elements (an empty
-/// reduction gives 0 for sum, NaN for mean, -inf/+inf for max/min).
+/// x is contiguous, or (`x_strides`, elements per step of each axis) any layout, e.g.
+/// the first rows of a longer axis. Accumulates in f32; mean divides by the number of
+/// reduced elements (an empty reduction gives 0 for sum, NaN for mean, -inf/+inf for
+/// max/min).
 void reduce_f32(const KernelContext& ctx, ReduceOp op, const float* x, const Dims& dims, uint32_t axes_mask,
-                float* y);
+                float* y, const int64_t* x_strides = nullptr);
 
 /// Softmax of each of `rows` contiguous rows of length n (y may equal x). A row that is
 /// all -inf gives zeros.
