@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/cpu_features.h"
 #include "rlx/base/env.h"
 #include "rlx/base/half.h"
 #include "rlx/formats/mapped_file.h"
@@ -146,8 +147,14 @@ TEST(PackedWeights, SameResultsAsPackingPerCall) {
           const auto x = random_vec(static_cast<size_t>(M * K), 7);
           const auto ya = run_x(*a, x, M, K), yb = run_x(*b, x, M, K), yc = run_x(*c, x, M, K);
           ASSERT_EQ(ya.size(), static_cast<size_t>(M * N));
-          EXPECT_LE(max_abs_diff(ya, yb), 1e-4) << "prepacked (set_param) vs per-call";
-          EXPECT_LE(max_abs_diff(yc, yb), 1e-4) << "prepacked (bound in place) vs per-call";
+          // On an AMX host, packed f16 / bf16 weights of a product with enough rows run on
+          // the AMX tiles, which round the activations to bf16 (about 2^-9 relative a
+          // term); per-call packing runs the AVX-512 panels with f32 activations.
+          const bool amx = cpu::resolve_isa(cpu::isa_cap_from_name(env_config().cpu_isa)) == cpu::IsaLevel::kAmx && dt != DType::F32 &&
+                           M >= env_config().cpu_amx_min_rows;
+          const double tol = amx ? 3e-3 : 1e-4;
+          EXPECT_LE(max_abs_diff(ya, yb), tol) << "prepacked (set_param) vs per-call";
+          EXPECT_LE(max_abs_diff(yc, yb), tol) << "prepacked (bound in place) vs per-call";
         }
       }
     }
