@@ -8,7 +8,7 @@ packages=(
   build-essential cmake ninja-build g++ clang libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   libfmt-dev libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libicu-dev
-  libcpp-httplib-dev libpng-dev libxxhash-dev
+  libcpp-httplib-dev libpng-dev libxxhash-dev time
   python3-dev python3-venv python3-pybind11 python3-numpy python3-pytest
 )
 

@@ -11,6 +11,18 @@ export RLX_CACHE_DIR=$work/cache  # compile caches and the demo model stay in th
 failures=0
 cases=0
 
+# Every refused input (a "fail" case) must also end within kFailSeconds and under
+# kFailRssKb of resident memory, measured with GNU time where the machine has it.
+kFailSeconds=20
+kFailRssKb=$((1024 * 1024))
+gnu_time=/usr/bin/time
+[ -x "$gnu_time" ] || gnu_time=""
+fail_cases=0
+peak_rss_kb=0
+peak_rss_case=""
+slowest=0
+slowest_case=""
+
 # check NAME EXPECT PATTERN -- ARGS...: runs rlx ARGS; EXPECT is "ok" (exit 0) or "fail"
 # (non-zero exit, no crash: the status is below 128); PATTERN is an extended regular
 # expression that stdout + stderr must contain.
@@ -19,12 +31,27 @@ check() {
   shift 4
   cases=$((cases + 1))
   local out status
-  out=$("$rlx" "$@" 2>&1)
+  if [ -n "$gnu_time" ]; then
+    out=$("$gnu_time" -f '%M %e' -o "$work/.usage" "$rlx" "$@" 2>&1)
+  else
+    out=$("$rlx" "$@" 2>&1)
+  fi
   status=$?
   local bad=""
   if [ "$expect" = ok ] && [ $status -ne 0 ]; then bad="exit $status, expected 0"; fi
   if [ "$expect" = fail ] && { [ $status -eq 0 ] || [ $status -ge 128 ]; }; then
     bad="exit $status, expected an error exit"
+  fi
+  if [ "$expect" = fail ] && [ -n "$gnu_time" ] && [ -s "$work/.usage" ]; then
+    local rss secs
+    read -r rss secs < <(tail -n 1 "$work/.usage")
+    fail_cases=$((fail_cases + 1))
+    if [ "${rss:-0}" -gt "$peak_rss_kb" ]; then peak_rss_kb=$rss; peak_rss_case=$name; fi
+    if awk -v a="${secs:-0}" -v b="$slowest" 'BEGIN { exit !(a > b) }'; then slowest=$secs; slowest_case=$name; fi
+    if [ -z "$bad" ] && [ "${rss:-0}" -gt "$kFailRssKb" ]; then bad="used $((rss / 1024)) MB (limit $((kFailRssKb / 1024)) MB)"; fi
+    if [ -z "$bad" ] && awk -v a="${secs:-0}" -v b="$kFailSeconds" 'BEGIN { exit !(a > b) }'; then
+      bad="took $secs s (limit $kFailSeconds s)"
+    fi
   fi
   if [ -z "$bad" ] && ! grep -Eq -- "$pattern" <<<"$out"; then bad="output lacks /$pattern/"; fi
   if [ -n "$bad" ]; then
@@ -703,5 +730,11 @@ check default_model_again ok "rlx: load" -- run -n 2
 printf 'XXXX' | dd of="$RLX_CACHE_DIR/models/rlx-synth-llama-tiny-f32-seed0.gguf" bs=1 seek=4096 conv=notrunc 2>/dev/null
 check default_model_damaged ok "does not match its checksum; writing it again" -- run -n 2
 
+if [ -n "$gnu_time" ]; then
+  echo "refused inputs: $fail_cases cases, peak resident $((peak_rss_kb / 1024)) MB ($peak_rss_case)," \
+    "slowest $slowest s ($slowest_case); limits $((kFailRssKb / 1024)) MB and $kFailSeconds s each"
+else
+  echo "refused inputs: no GNU time (/usr/bin/time) here, so their memory and time were not measured"
+fi
 echo "$cases cases, $failures failed"
 [ $failures -eq 0 ]
