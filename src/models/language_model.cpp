@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "rlx/base/env.h"
 #include "rlx/base/hash.h"
@@ -41,6 +42,7 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   }
   m->source_ = path;
   m->n_past_.assign(static_cast<size_t>(options.batch), 0);
+  m->intact_.assign(static_cast<size_t>(options.batch), std::numeric_limits<int64_t>::max());
   if (fs::is_directory(path)) {
     ASSIGN_OR_RETURN(m->config_, config_from_hf((fs::path(path) / "config.json").string()));
     ASSIGN_OR_RETURN(m->weights_, SafetensorsWeightSource::open(path, m->config_));
@@ -86,7 +88,10 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   return m;
 }
 
-void LanguageModel::reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
+void LanguageModel::reset() {
+  std::fill(n_past_.begin(), n_past_.end(), 0);
+  std::fill(intact_.begin(), intact_.end(), std::numeric_limits<int64_t>::max());
+}
 
 Status LanguageModel::truncate(int64_t seq, int64_t n_keep) {
   if (seq < 0 || seq >= options_.batch)
@@ -98,7 +103,13 @@ Status LanguageModel::truncate(int64_t seq, int64_t n_keep) {
     return Error::invalid_argument(
         "truncate: sequence {} of a model with recurrent layers keeps all {} tokens or none, not {} (its state "
         "cannot be rolled back)", seq, have, n_keep);
+  int64_t& intact = intact_[static_cast<size_t>(seq)];
+  if (n_keep > intact)
+    return Error::invalid_argument(
+        "truncate: sequence {} can keep at most {} tokens, not {}: a batched run it sat out while full wrote its "
+        "padding over the cache rows from {} on", seq, intact, n_keep, intact);
   n_past_[static_cast<size_t>(seq)] = n_keep;
+  intact = std::numeric_limits<int64_t>::max();  // rows past n_keep are rewritten before they are read
   return Status{};
 }
 
@@ -401,9 +412,11 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
   std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(batch)), seq(static_cast<size_t>(2 * batch));
   for (int64_t b = 0; b < batch; ++b) {
     const auto& t = tokens[static_cast<size_t>(b)];
-    // A full sequence given no tokens can never take another one: its padding rows
-    // overwrite its last cache rows, which nothing will read again.
+    // A full sequence given no tokens writes its padding over its last cache rows: it
+    // takes no token before a truncate, which may then keep only the rows before them.
     const int64_t start = std::min(n_past_[static_cast<size_t>(b)], ctx - rows);
+    if (start < n_past_[static_cast<size_t>(b)])
+      intact_[static_cast<size_t>(b)] = std::min(intact_[static_cast<size_t>(b)], start);
     for (int64_t i = 0; i < rows; ++i) {
       const size_t r = static_cast<size_t>(b * rows + i);
       if (i < static_cast<int64_t>(t.size())) tok[r] = t[static_cast<size_t>(i)];

@@ -227,6 +227,8 @@ void Scheduler::admit(std::deque<std::shared_ptr<RequestHandle>>& incoming) {
     // At least the prompt's last token is fed, to get the logits of the first pick.
     size_t reuse = std::min(best_len, prompt.size() - 1);
     const auto seq = static_cast<int64_t>(best - slots_.data());
+    // (fewer where a batched run padded over the slot's last rows while it sat out full)
+    reuse = std::min(reuse, static_cast<size_t>(std::max<int64_t>(model_.max_keep(seq), 0)));
     // A recurrent state (Qwen3.5) cannot be rolled back: reuse all of a slot or none.
     if (!model_.can_truncate() && static_cast<int64_t>(reuse) != model_.n_past(seq)) reuse = 0;
     if (Status s = model_.truncate(seq, static_cast<int64_t>(reuse)); !s.ok()) {

@@ -294,6 +294,20 @@ TEST(LanguageModel, BatchedCallsCheckTheirInputs) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message().find("sequence 0 has 7 cached tokens"), std::string::npos) << r.error().message();
   EXPECT_EQ((*m)->n_past(1), 1);
+  // A full sequence that sits out a run of 4 rows has that run's padding written over
+  // its cache rows 4..7: it may then keep 4 tokens, not more.
+  (*m)->reset();
+  const std::vector<std::vector<int32_t>> fill{{1, 2, 3, 4, 5, 6, 7, 8}, {}};
+  ASSERT_TRUE((*m)->forward_batch(fill, false));
+  ASSERT_TRUE((*m)->forward_batch(three, false));
+  const Status keep6 = (*m)->truncate(0, 6);
+  ASSERT_FALSE(keep6.ok());
+  EXPECT_NE(keep6.error().message().find("can keep at most 4 tokens"), std::string::npos) << keep6.error().message();
+  EXPECT_TRUE((*m)->truncate(0, 4).ok());
+  // Rows written again after that truncate are the sequence's own: no limit.
+  const std::vector<std::vector<int32_t>> refill{{9, 9, 9, 9}, {}};
+  ASSERT_TRUE((*m)->forward_batch(refill, false));
+  EXPECT_TRUE((*m)->truncate(0, 6).ok());
   LoadOptions bad = lo;
   bad.batch = 0;
   EXPECT_FALSE(LanguageModel::load(synth_model("llama", "f32"), bad));

@@ -9,6 +9,7 @@
 // executable, so moving between prefill and decode copies nothing.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -138,8 +139,15 @@ class LanguageModel {
   /// `seq` outside [0, batch()), or n_keep outside [0, n_past(seq)]. A model with
   /// recurrent layers (Qwen3.5) keeps one state per sequence, not one row per token: it
   /// can keep all of a sequence or none of it (n_keep 0 or n_past), nothing between.
-  /// can_truncate says which.
+  /// can_truncate says which. A full sequence that sat out a batched run had that run's
+  /// padding written over its last cache rows (forward_batch): it can then keep at most
+  /// the rows before them, and asking for more is an error naming the limit.
   Status truncate(int64_t seq, int64_t n_keep);
+  /// The most tokens truncate(seq, ...) may keep: n_past(seq), or fewer after a batched
+  /// run wrote padding over the sequence's last cache rows.
+  int64_t max_keep(int64_t seq) const {
+    return std::min(n_past_[static_cast<size_t>(seq)], intact_[static_cast<size_t>(seq)]);
+  }
   /// True when truncate(seq, n_keep) may keep part of a sequence (no recurrent layers).
   bool can_truncate() const { return !config_.has_recurrent_layers(); }
   /// What the executables of a generation return.
@@ -207,6 +215,7 @@ class LanguageModel {
   Variant cache_owner_;       // the executable that ran last (without shared state: holds the live cache)
   CompileStats compile_stats_;
   std::vector<int64_t> n_past_;     // per sequence
+  std::vector<int64_t> intact_;     // per sequence: cache rows below this are its own (padding wrote past it)
   std::vector<std::string> unused_;  // see unused_tensors()
 };
 
