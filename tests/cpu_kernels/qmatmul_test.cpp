@@ -462,9 +462,12 @@ TEST(QMatmul, AutoPathAndIsaLevelsAgree) {
           first_path = path;
           continue;
         }
-        if (path != first_path && abs_sum.empty()) abs_sum = reference(t, x, k, w, nullptr, m, n, k).abs_sum;
+        if (abs_sum.empty()) abs_sum = reference(t, x, k, w, nullptr, m, n, k).abs_sum;
         for (size_t i = 0; i < y.size(); ++i) {
-          const double tol = path == first_path ? 1e-5 * (std::fabs(first[i]) + 1.0) : 2 * kTightRel * abs_sum[i] + 1e-6;
+          // The same path in another f32 order: rounding grows with the terms' magnitudes
+          // (a result near 0 can come from large terms that cancel), not with the result.
+          const double tol = path == first_path ? 1e-5 * (std::fabs(first[i]) + 1.0) + 2e-6 * abs_sum[i]
+                                                : 2 * kTightRel * abs_sum[i] + 1e-6;
           ASSERT_NEAR(y[i], first[i], tol) << " i=" << i;
         }
       }
