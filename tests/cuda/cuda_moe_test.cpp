@@ -2,8 +2,9 @@
 // experts chosen, ties, NaN, sigmoid gating, 1024 experts; more are refused) and moe_ffn
 // against a float64 host computation over the exact (dequantized) expert weights, for
 // float and packed experts, one token and nine (one routed to no expert), vectors too
-// long to stage in shared memory, and moe_route -> moe_ffn run again and again through
-// the captured CUDA graph with other experts each time. Every test skips without a GPU.
+// long to stage in shared memory, moe_route -> moe_ffn run again and again through
+// the captured CUDA graph with other experts each time, and the grouped form of runs of
+// many tokens. Every test skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -209,7 +210,7 @@ std::vector<float> route_pattern(int64_t rows, int64_t experts, uint32_t seed) {
 /// moe_ffn over a given route (no moe_route: every expert may be chosen) on CUDA against
 /// moe_ffn_reference.
 void check_ffn(DType dt, int64_t rows, int64_t experts, int64_t dim, int64_t hidden, ActKind act,
-               const std::vector<float>& route, const std::string& what) {
+               const std::vector<float>& route, const std::string& what, double f16_tol = 1e-5) {
   const Experts w = make_experts(dt, experts, dim, hidden, 400);
   GraphBuilder b;
   auto x = b.input("x", DType::F32, {rows, dim});
@@ -233,7 +234,7 @@ void check_ffn(DType dt, int64_t rows, int64_t experts, int64_t dim, int64_t hid
   // rounds a staged x or hidden row to Q8_0 blocks, as llama.cpp's vec-dot rule does (the
   // bound BackendOps gives packed experts).
   const double e = rel_l2(got, want);
-  const double tol = dt == DType::Q8_0 || dt == DType::Q4_0 ? 3e-2 : 1e-5;
+  const double tol = dt == DType::Q8_0 || dt == DType::Q4_0 ? 3e-2 : f16_tol;
   EXPECT_LE(e, tol) << what << ": relative L2 error " << e;
   for (int64_t t = 0; t < rows; ++t) {
     bool routed = false;
@@ -276,52 +277,96 @@ TEST(CudaMoe, FfnVectorsTooLongToStage) {
   check_ffn(DType::F16, rows, experts, 32, 12288, ActKind::Silu, route_pattern(rows, experts, 411), "long hidden");
 }
 
-// moe_route -> moe_ffn for one token (decode), compiled once and run five times with new
-// logits and x: the CUDA graph (captured on a later run) must pick the experts each
-// run's route chooses. Checked: the route against the CPU backend's, y against the
-// reference over that route.
+// Runs of 16 rows or more take the grouped form (pairs sorted by expert, one
+// tensor-core product per expert): Q8_0 / Q4_0 on int8 products of Q8_0-rounded x and
+// hidden rows, the other types on f16 tiles (x, W and the hidden rows rounded to f16:
+// the 2e-3 bound). Covered: tokens routed to no expert or to every expert, one expert
+// taking every token (several tiles of it, the last one partial), a run of exactly 16
+// rows, and many experts with few tokens each.
+TEST(CudaMoe, GroupedFfnMatchesHostReference) {
+  REQUIRE_CUDA();
+  struct Form {
+    DType dt;
+    int64_t dim, hidden;
+  };
+  for (const Form& f : {Form{DType::F16, 64, 96}, Form{DType::Q8_0, 64, 96}, Form{DType::Q4_0, 96, 64},
+                        Form{DType::Q5_0, 64, 96}, Form{DType::Q4_K, 256, 256}, Form{DType::Q6_K, 256, 512},
+                        Form{DType::IQ4_XS, 256, 256}}) {
+    const std::string name(ir::dtype_name(f.dt));
+    for (int64_t rows : {16, 150}) {
+      check_ffn(f.dt, rows, 6, f.dim, f.hidden, ActKind::Silu, route_pattern(rows, 6, 450),
+                fmt::format("{} grouped T={}", name, rows), 2e-3);
+    }
+    // Every token to expert 4 alone: three tiles of it (64, 64, 2 rows).
+    const int64_t rows = 130, experts = 6;
+    std::vector<float> one(static_cast<size_t>(rows * experts), 0.0f);
+    for (int64_t t = 0; t < rows; ++t) one[static_cast<size_t>(t * experts + 4)] = 0.25f + 0.005f * static_cast<float>(t);
+    check_ffn(f.dt, rows, experts, f.dim, f.hidden, ActKind::GeluTanh, one, name + " grouped, one expert", 2e-3);
+    // 40 experts, two each for 24 tokens: most experts get one or two rows.
+    const int64_t many = 40, few_rows = 24;
+    std::vector<float> spread(static_cast<size_t>(few_rows * many), 0.0f);
+    for (int64_t t = 0; t < few_rows; ++t) {
+      spread[static_cast<size_t>(t * many + (7 * t) % many)] = 0.6f;
+      spread[static_cast<size_t>(t * many + (7 * t + 13) % many)] = 0.4f;
+    }
+    check_ffn(f.dt, few_rows, many, f.dim, f.hidden, ActKind::Silu, spread, name + " grouped, 40 experts", 2e-3);
+  }
+}
+
+// moe_route -> moe_ffn over `rows` tokens, compiled once and run five times with new
+// logits and x: each run must take the experts its route chooses (for one token, the
+// CUDA graph captured on a later run; for many, the grouped form's device-made tables).
+// Checked: the route against the CPU backend's, y against the reference over that route.
+void check_routed_runs(DType dt, int64_t rows, int64_t experts, int64_t k, double tol) {
+  const int64_t dim = 256, hidden = 256;
+  const Experts w = make_experts(dt, experts, dim, hidden, 420);
+  GraphBuilder b;
+  auto x = b.input("x", DType::F32, {rows, dim});
+  auto route = b.moe_route(b.input("logits", DType::F32, {rows, experts}), {k, MoeGating::Softmax, true});
+  b.output(route, "route");
+  b.output(b.moe_ffn(x, route, b.param("w_gate", dt, {experts, hidden, dim}), b.param("w_up", dt, {experts, hidden, dim}),
+                     b.param("w_down", dt, {experts, dim, hidden})),
+           "y");
+  auto g = b.build();
+  ASSERT_TRUE(g.has_value()) << g.error().to_string();
+  Case c;
+  auto gpu_s = Session::create(Device::cuda());
+  ASSERT_TRUE(gpu_s.has_value()) << gpu_s.error().to_string();
+  auto gpu = gpu_s->compile_with(*g, c.opt);
+  ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
+  auto cpu_s = Session::create(Device::cpu());
+  ASSERT_TRUE(cpu_s.has_value()) << cpu_s.error().to_string();
+  auto cpu = cpu_s->compile_with(*g, c.opt);
+  ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
+  for (const char* name : {"w_gate", "w_up", "w_down"}) {
+    const Tensor& t = std::string(name) == "w_gate" ? w.gate : std::string(name) == "w_up" ? w.up : w.down;
+    ASSERT_TRUE(gpu->set_param_typed(name, t.bytes(), t.dtype()).ok());
+    ASSERT_TRUE(cpu->set_param_typed(name, t.bytes(), t.dtype()).ok());
+  }
+  for (uint32_t run = 0; run < 5; ++run) {
+    const std::string what = fmt::format("{} T={} run {}", ir::dtype_name(dt), rows, run);
+    const Tensor xv = f32({rows, dim}, 430 + run), logits = f32({rows, experts}, 440 + run, -3, 3);
+    const std::vector<NamedTensorView> views{{"x", xv.view()}, {"logits", logits.view()}};
+    auto go = gpu->run_typed(views);
+    ASSERT_TRUE(go.has_value()) << what << ": " << go.error().to_string();
+    auto co = cpu->run_typed(views);
+    ASSERT_TRUE(co.has_value()) << what << ": " << co.error().to_string();
+    const auto route_v = *(*go)[0].to_f32();
+    expect_same_route(route_v, *(*co)[0].to_f32(), what);
+    const double e = rel_l2(*(*go)[1].to_f32(), moe_ffn_reference(*xv.to_f32(), route_v, w, rows, ActKind::Silu));
+    EXPECT_LE(e, tol) << what << ": relative L2 error " << e;
+  }
+}
+
 TEST(CudaMoe, RoutedFfnFollowsTheRouteAcrossGraphRuns) {
   REQUIRE_CUDA();
-  const int64_t experts = 8, k = 2, dim = 256, hidden = 256;
-  for (const DType dt : {DType::F32, DType::Q4_K}) {
-    const Experts w = make_experts(dt, experts, dim, hidden, 420);
-    GraphBuilder b;
-    auto x = b.input("x", DType::F32, {1, dim});
-    auto route = b.moe_route(b.input("logits", DType::F32, {1, experts}), {k, MoeGating::Softmax, true});
-    b.output(route, "route");
-    b.output(b.moe_ffn(x, route, b.param("w_gate", dt, {experts, hidden, dim}), b.param("w_up", dt, {experts, hidden, dim}),
-                       b.param("w_down", dt, {experts, dim, hidden})),
-             "y");
-    auto g = b.build();
-    ASSERT_TRUE(g.has_value()) << g.error().to_string();
-    Case c;
-    auto gpu_s = Session::create(Device::cuda());
-    ASSERT_TRUE(gpu_s.has_value()) << gpu_s.error().to_string();
-    auto gpu = gpu_s->compile_with(*g, c.opt);
-    ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
-    auto cpu_s = Session::create(Device::cpu());
-    ASSERT_TRUE(cpu_s.has_value()) << cpu_s.error().to_string();
-    auto cpu = cpu_s->compile_with(*g, c.opt);
-    ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
-    for (const char* name : {"w_gate", "w_up", "w_down"}) {
-      const Tensor& t = std::string(name) == "w_gate" ? w.gate : std::string(name) == "w_up" ? w.up : w.down;
-      ASSERT_TRUE(gpu->set_param_typed(name, t.bytes(), t.dtype()).ok());
-      ASSERT_TRUE(cpu->set_param_typed(name, t.bytes(), t.dtype()).ok());
-    }
-    for (uint32_t run = 0; run < 5; ++run) {
-      const std::string what = fmt::format("{} run {}", ir::dtype_name(dt), run);
-      const Tensor xv = f32({1, dim}, 430 + run), logits = f32({1, experts}, 440 + run, -3, 3);
-      const std::vector<NamedTensorView> views{{"x", xv.view()}, {"logits", logits.view()}};
-      auto go = gpu->run_typed(views);
-      ASSERT_TRUE(go.has_value()) << what << ": " << go.error().to_string();
-      auto co = cpu->run_typed(views);
-      ASSERT_TRUE(co.has_value()) << what << ": " << co.error().to_string();
-      const auto route_v = *(*go)[0].to_f32();
-      expect_same_route(route_v, *(*co)[0].to_f32(), what);
-      const double e = rel_l2(*(*go)[1].to_f32(), moe_ffn_reference(*xv.to_f32(), route_v, w, 1, ActKind::Silu));
-      EXPECT_LE(e, 1e-5) << what << ": relative L2 error " << e;
-    }
-  }
+  for (const DType dt : {DType::F32, DType::Q4_K}) check_routed_runs(dt, 1, 8, 2, 1e-5);
+}
+
+TEST(CudaMoe, RoutedGroupedFfnFollowsTheRouteAcrossRuns) {
+  REQUIRE_CUDA();
+  check_routed_runs(DType::Q8_0, 96, 16, 4, 3e-2);
+  check_routed_runs(DType::Q4_K, 96, 16, 4, 2e-3);
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ struct EnvConfig {
   bool cuda_gemv_int8 = true;          ///< RLX_CUDA_GEMV_INT8
   bool cuda_int8_prefill = true;       ///< RLX_CUDA_INT8_PREFILL
   bool cuda_mmq_pipelined = true;      ///< RLX_CUDA_MMQ_PIPELINE (0: the register-staged int8 GEMM only)
+  bool cuda_moe_grouped = true;        ///< RLX_CUDA_MOE_GROUPED (0: MoE prefill on the per-pair kernels)
   /// RLX_NCCL_LIBRARY: the NCCL library a CUDA tensor-parallel group loads (default
   /// "libnccl.so.2", found by the dynamic loader's search path).
   std::string nccl_library = "libnccl.so.2";

@@ -2,11 +2,16 @@
 // experts' weights per token) and MoeFfn (each token's routed experts' gated FFN), both
 // in kernels_moe.cu. MoeFfn keeps the choice on the device: its kernels find the
 // experts from the route rows themselves, so a decode step with experts runs inside a
-// CUDA graph. Rows past the active extent (bucketed prefill) are not computed.
+// CUDA graph. Rows past the active extent (bucketed prefill) are not computed. Runs of
+// kMoeGroupedMinRows rows or more whose expert types allow it take the grouped form
+// (moe_grouped.h: tokens sorted by expert, one tensor-core product per expert).
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #include "backends/cuda/cuda_steps_shared.h"
+#include "backends/cuda/moe_grouped.h"
+#include "rlx/base/env.h"
 
 namespace rlx::cuda_backend {
 
@@ -46,7 +51,8 @@ Status moe_route_fn(const Step& s, const RunCtx& ctx) {
 struct FfnStepParams {
   MoeFfnParams k;
   bool bucket = false;
-  int64_t h_off = 0;  // scratch: [rows, k_max, hidden] f32
+  bool grouped = false;  // runs of kMoeGroupedMinRows rows or more take the grouped form
+  int64_t h_off = 0;     // scratch: [rows, k_max, hidden] f32, or the grouped form's work
 };
 
 Status moe_ffn_fn(const Step& s, const RunCtx& ctx) {
@@ -60,7 +66,11 @@ Status moe_ffn_fn(const Step& s, const RunCtx& ctx) {
   k.w_down = s.in_ptr[4];
   k.h = reinterpret_cast<float*>(ctx.scratch + p.h_off);
   k.y = reinterpret_cast<float*>(s.out_ptr);
-  launch_moe_ffn(k, ctx.stream);
+  // (The grouped form reads F16 expert rows 16 bytes at a time.)
+  const bool aligned = (reinterpret_cast<uintptr_t>(k.w_gate) | reinterpret_cast<uintptr_t>(k.w_up) |
+                        reinterpret_cast<uintptr_t>(k.w_down)) % 16 == 0;
+  if (p.grouped && aligned && k.rows >= kMoeGroupedMinRows) launch_moe_ffn_grouped(k, ctx.scratch + p.h_off, ctx.stream);
+  else launch_moe_ffn(k, ctx.stream);
   return {};
 }
 
@@ -135,7 +145,11 @@ Status build_moe_ffn(BuildCtx& ctx, Step& step) {
   if ((k.hidden + kMoeRowsPerBlock - 1) / kMoeRowsPerBlock > kMaxGridY ||
       (k.dim + kMoeRowsPerBlock - 1) / kMoeRowsPerBlock > kMaxGridY)
     return step_error(ctx, "expert matrices of {} x {} (at most {} rows)", k.hidden, k.dim, kMaxGridY * kMoeRowsPerBlock);
-  p->h_off = ctx.scratch(k.rows * k.k_max * k.hidden * static_cast<int64_t>(sizeof(float)));
+  // Runs of many rows sort their pairs by expert and multiply each expert once
+  // (moe_grouped.h): the same scratch, sized for whichever form needs more.
+  p->grouped = k.rows >= kMoeGroupedMinRows && moe_grouped_supported(k) && env_config().cuda_moe_grouped;
+  const int64_t h_bytes = k.rows * k.k_max * k.hidden * static_cast<int64_t>(sizeof(float));
+  p->h_off = ctx.scratch(p->grouped ? std::max(h_bytes, moe_grouped_work_bytes(k)) : h_bytes);
   p->bucket = rows_are_bucket(ctx, n.inputs[0], step);
   step.fn = &moe_ffn_fn;
   step.params = p;

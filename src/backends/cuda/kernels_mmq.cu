@@ -26,6 +26,7 @@ namespace {
 
 constexpr int kTileM = 64;
 constexpr int kTileN = 64;
+static_assert(kTileM == kGroupTileRows, "a grouped product's tile is one tile of the kernel");
 constexpr int kStepK = 128;                  // values of K per step: four Q8_0 blocks
 constexpr int kStepBlocks = kStepK / 32;
 constexpr int kThreads = 128;                // four warps, 2 x 2 over the tile
@@ -83,19 +84,21 @@ __device__ __forceinline__ void load_words(const uint8_t* __restrict__ p, uint32
   }
 }
 
-/// Block `blk` of weight row n as 32 int8 values (8 words) and its scale.
+/// Block `blk` of weight row n of w (p.w, or an expert's matrix in it) as 32 int8 values
+/// (8 words) and its scale.
 template <DT T, WLayout L>
-__device__ __forceinline__ void load_w_block(const MmqParams& p, int64_t n, int64_t blk, uint32_t (&q)[8], float& d) {
+__device__ __forceinline__ void load_w_block(const MmqParams& p, const uint8_t* w, int64_t n, int64_t blk,
+                                             uint32_t (&q)[8], float& d) {
   constexpr bool kQ8 = T == DT::Q8_0;
   constexpr int kQuantBytes = kQ8 ? 32 : 16;
   const uint8_t* quants;
   if constexpr (L == WLayout::kStored) {
-    const uint8_t* b = p.w + n * p.row_bytes + blk * (kQuantBytes + 2);
+    const uint8_t* b = w + n * p.row_bytes + blk * (kQuantBytes + 2);
     d = f16_bits(b);
     quants = b + 2;
   } else {
-    quants = p.w + n * p.row_bytes + blk * kQuantBytes;
-    d = __half2float(__ldg(reinterpret_cast<const __half*>(p.w + p.d_offset) + n * (p.K / 32) + blk));
+    quants = w + n * p.row_bytes + blk * kQuantBytes;
+    d = __half2float(__ldg(reinterpret_cast<const __half*>(w + p.d_offset) + n * (p.K / 32) + blk));
   }
   constexpr bool kVec = L == WLayout::kSplit16;
   if constexpr (kQ8) {
@@ -136,9 +139,10 @@ __device__ __forceinline__ void block_product(float (&acc)[4], const uint32_t (&
 }
 
 // A warp's 32 x 32 quarter of the tile (acc[m-tile][n-tile][fragment element], the
-// mma C layout: rows gid and gid + 8, columns 2 tig and 2 tig + 1) into y, clipped to M x N.
+// mma C layout: rows gid and gid + 8, columns 2 tig and 2 tig + 1) into y, clipped to
+// rows below m_end and N columns; row m goes to row y_rows[m] of y when y_rows is set.
 __device__ __forceinline__ void store_tile(const MmqParams& p, const float (&acc)[2][4][4], int64_t m0, int64_t n0,
-                                           int gid, int tig) {
+                                           int gid, int tig, int64_t m_end, const int* y_rows = nullptr) {
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
 #pragma unroll
@@ -147,8 +151,8 @@ __device__ __forceinline__ void store_tile(const MmqParams& p, const float (&acc
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t m = m0 + i * 16 + gid + h * 8;
-        if (m >= p.M) continue;
-        float* y = p.y + m * p.N;
+        if (m >= m_end) continue;
+        float* y = p.y + (y_rows ? y_rows[m] : m) * p.N;
         if (n < p.N) y[n] = acc[i][j][2 * h];
         if (n + 1 < p.N) y[n + 1] = acc[i][j][2 * h + 1];
       }
@@ -175,7 +179,8 @@ __device__ __forceinline__ void store_block(int8_t* dst, const uint32_t (&w)[8])
   d[1] = make_uint4(w[2], w[6], w[3], w[7]);
 }
 
-template <DT T, WLayout L>
+// kGrouped: blockIdx.y is a tile of p.groups (W as stored).
+template <DT T, WLayout L, bool kGrouped = false>
 __global__ void __launch_bounds__(kThreads, 3) mmq_kernel(const MmqParams p) {
   __shared__ __align__(16) int8_t xs[2][kTileM * kRowBytes];
   __shared__ __align__(16) int8_t ws[2][kTileN * kRowBytes];
@@ -186,12 +191,27 @@ __global__ void __launch_bounds__(kThreads, 3) mmq_kernel(const MmqParams p) {
   const int lane = t & 31, warp = t >> 5;
   const int gid = lane >> 2, tig = lane & 3;
   const int wm = warp >> 1, wn = warp & 1;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTileM;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileN;
   const int64_t kblocks = p.K / 32;
   const int steps = static_cast<int>((p.K + kStepK - 1) / kStepK);
 
   pdl_wait();
+
+  int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTileM, m_end = p.M;
+  const uint8_t* w = p.w;
+  int64_t x_row[2];  // the x row of each row this thread loads (-1: none)
+  if constexpr (kGrouped) {
+    if (static_cast<int>(blockIdx.y) >= __ldg(p.groups.n_tiles)) return;
+    const int* tile = p.groups.tiles + 3 * blockIdx.y;
+    w += static_cast<int64_t>(__ldg(tile)) * p.N * p.row_bytes;
+    m0 = __ldg(tile + 1);
+    m_end = m0 + __ldg(tile + 2);
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int64_t m = m0 + ((t + i * kThreads) >> 2);
+    x_row[i] = m >= m_end ? -1 : kGrouped && p.groups.x_rows ? __ldg(p.groups.x_rows + m) : m;
+  }
 
   StepRegs r;
   auto load_step = [&](int step) {
@@ -199,8 +219,8 @@ __global__ void __launch_bounds__(kThreads, 3) mmq_kernel(const MmqParams p) {
     for (int i = 0; i < 2; ++i) {  // 64 rows x 4 blocks of x and of W
       const int c = t + i * kThreads;
       const int64_t row = c >> 2, blk = static_cast<int64_t>(step) * kStepBlocks + (c & 3);
-      const int64_t m = m0 + row, n = n0 + row;
-      if (m < p.M && blk < kblocks) {
+      const int64_t m = x_row[i], n = n0 + row;
+      if (m >= 0 && blk < kblocks) {
         const uint4* src = reinterpret_cast<const uint4*>(p.xq + m * p.K + blk * 32);
         const uint4 lo = __ldg(src), hi = __ldg(src + 1);
         r.x[i][0] = lo.x, r.x[i][1] = lo.y, r.x[i][2] = lo.z, r.x[i][3] = lo.w;
@@ -212,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 3) mmq_kernel(const MmqParams p) {
         r.xd[i] = 0.0f;
       }
       if (n < p.N && blk < kblocks) {
-        load_w_block<T, L>(p, n, blk, r.w[i], r.wd[i]);
+        load_w_block<T, L>(p, w, n, blk, r.w[i], r.wd[i]);
       } else {
 #pragma unroll
         for (int j = 0; j < 8; ++j) r.w[i][j] = 0;
@@ -272,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 3) mmq_kernel(const MmqParams p) {
   }
   pdl_trigger();
 
-  store_tile(p, acc, m0 + wm * 32, n0 + wn * 32, gid, tig);
+  store_tile(p, acc, m0 + wm * 32, n0 + wn * 32, gid, tig, m_end, kGrouped ? p.groups.y_rows : nullptr);
 }
 
 // ---- the pipelined form: Q8_0 in the split layout, 16-byte aligned rows, K % 128 == 0 ----
@@ -398,7 +418,7 @@ __global__ void __launch_bounds__(kThreads, 2) mmq_async_kernel(const MmqParams 
   cp_async_wait<0>();
   pdl_trigger();
 
-  store_tile(p, acc, m0 + wm * 32, n0 + wn * 32, gid, tig);
+  store_tile(p, acc, m0 + wm * 32, n0 + wn * 32, gid, tig, p.M);
 }
 
 // RLX_CUDA_MMQ_PIPELINE=0: every product takes the register-staged kernel (to compare).
@@ -435,6 +455,13 @@ void launch_quantize_q8_0(const float* x, int8_t* q, float* d, int64_t rows, int
 }
 
 void launch_mmq(const MmqParams& p, cudaStream_t s) {
+  if (p.groups.tiles) {
+    if (p.groups.max_tiles <= 0 || p.N <= 0) return;
+    const dim3 grid(static_cast<unsigned>((p.N + kTileN - 1) / kTileN), static_cast<unsigned>(p.groups.max_tiles));
+    if (p.w_dt == DT::Q8_0) launch_k(mmq_kernel<DT::Q8_0, WLayout::kStored, true>, grid, kThreads, 0, s, p);
+    else launch_k(mmq_kernel<DT::Q4_0, WLayout::kStored, true>, grid, kThreads, 0, s, p);
+    return;
+  }
   if (p.M <= 0 || p.N <= 0) return;
   const dim3 grid(static_cast<unsigned>((p.N + kTileN - 1) / kTileN), static_cast<unsigned>((p.M + kTileM - 1) / kTileM));
   if (p.w_dt == DT::Q8_0) launch_typed<DT::Q8_0>(p, grid, s);

@@ -24,9 +24,26 @@ bool mmq_supported(DT w);
 /// products come out NaN rather than silently finite.
 void launch_quantize_q8_0(const float* x, int8_t* q, float* d, int64_t rows, int64_t K, cudaStream_t s);
 
+/// Rows of x a tile of a grouped product holds at most.
+inline constexpr int64_t kGroupTileRows = 64;
+
+/// The grouped form of a product (a mixture of experts' prefill): the rows of the
+/// product come in tiles from a table made on the device, each tile against one
+/// expert's matrix -- rows [e * N, e * N + N) of a stacked W [experts * N, K]. Row m of
+/// the product reads row x_rows[m] of x and writes row y_rows[m] of y (null: row m).
+/// Tiles past *n_tiles are empty (the grid has max_tiles).
+struct GemmGroups {
+  const int* tiles = nullptr;    ///< [max_tiles][3]: expert, first row, rows (<= kGroupTileRows)
+  const int* n_tiles = nullptr;  ///< entries of `tiles` in use (device memory)
+  const int* x_rows = nullptr;
+  const int* y_rows = nullptr;
+  int64_t max_tiles = 0;
+};
+
 /// y[m, n] = sum over blocks b of xd[m, b] * wd[n, b] * (int32) sum_{i<32} xq[m, 32b+i] * wq[n, 32b+i]
 /// for packed W [N, K] (Q8_0 or Q4_0 as stored, or in the split layout when d_offset > 0;
-/// see packed_split). xq / xd come from launch_quantize_q8_0; y is f32 [M, N].
+/// see packed_split). xq / xd come from launch_quantize_q8_0; y is f32 [M, N]. With
+/// `groups.tiles` set the product is grouped (W as stored only; M unused).
 struct MmqParams {
   const int8_t* xq = nullptr;
   const float* xd = nullptr;
@@ -36,6 +53,7 @@ struct MmqParams {
   int64_t M = 0, N = 0, K = 0;
   int64_t row_bytes = 0;  ///< bytes of one weight row (scales excluded when split)
   int64_t d_offset = 0;   ///< split layout: where the f16 scales [N, K/32] start (0: as stored)
+  GemmGroups groups;
 };
 void launch_mmq(const MmqParams& p, cudaStream_t s);
 
