@@ -1,10 +1,12 @@
 // Tensor parallelism on CUDA: NCCL missing is a clear error (no GPU needed); on a host
 // with two GPUs, a group graph's collectives match the CPU group's, and language models
 // (RLX_TP_MODELS: comma-separated GGUF files) give the one-GPU logits on cuda:0,1 within
-// 1e-3 relative L2 (prefill and decode; see ModelLogitsEqualOneGpu for the f16 KV cache).
+// 1e-3 relative L2, or the model's own schedule noise (prefill and decode; see
+// ModelLogitsEqualOneGpu).
 // Everything else skips, saying why.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -104,17 +106,33 @@ RelErr rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return {b2 > 0 ? std::sqrt(d2 / b2) : std::sqrt(d2), bm > 0 ? dm / bm : dm};
 }
 
-// The logits of a short prompt (all rows) and of three decode steps after it.
-Expected<std::vector<std::vector<float>>> model_logits(const std::string& path, const models::LoadOptions& o) {
+// The logits of a short prompt (all rows) and of three decode steps after it; or, with
+// `one_prefill`, the same fifteen tokens as one prefill, its rows cut the same way (the
+// prompt's rows, then one vector per later token): the same logits by another schedule.
+Expected<std::vector<std::vector<float>>> model_logits(const std::string& path, const models::LoadOptions& o,
+                                                       bool one_prefill = false) {
   ASSIGN_OR_RETURN(auto m, models::LanguageModel::load(path, o));
   const auto vocab = static_cast<int32_t>(m->config().n_vocab);
   std::vector<int32_t> prompt = {1, 450, 4996, 17354, 1701, 432, 17204, 975, 278, 17366, 11203, 29889};
+  std::vector<int32_t> steps = {13, 29871, 3};
   for (int32_t& t : prompt) t %= vocab;
+  for (int32_t& t : steps) t %= vocab;
   std::vector<std::vector<float>> out;
+  if (one_prefill) {
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), steps.begin(), steps.end());
+    ASSIGN_OR_RETURN(std::vector<float> rows, m->forward(all, true));
+    const auto row = static_cast<std::ptrdiff_t>(vocab);
+    const auto first = static_cast<std::ptrdiff_t>(prompt.size()) * row;
+    out.emplace_back(rows.begin(), rows.begin() + first);
+    for (size_t i = 0; i < steps.size(); ++i)
+      out.emplace_back(rows.begin() + first + static_cast<std::ptrdiff_t>(i) * row,
+                       rows.begin() + first + static_cast<std::ptrdiff_t>(i + 1) * row);
+    return out;
+  }
   ASSIGN_OR_RETURN(std::vector<float> all, m->forward(prompt, true));
   out.push_back(std::move(all));
-  for (int32_t t : {13, 29871, 3}) {
-    t %= vocab;
+  for (int32_t t : steps) {
     ASSIGN_OR_RETURN(std::vector<float> step, m->forward(std::span<const int32_t>(&t, 1), false));
     out.push_back(std::move(step));
   }
@@ -131,7 +149,14 @@ RelErr worst_of(const std::vector<std::vector<float>>& a, const std::vector<std:
 }
 
 // For each model and KV-cache type (f32, f16): the logits on cuda:0,1 against cuda:0,
-// within 1e-3 relative L2. With RLX_TP_CPU_REF=1 each model also runs on the CPU (f32
+// within 1e-3 relative L2 -- or within 1.5 times the model's own schedule noise where
+// that is larger: how far cuda:0 moves when the same fifteen tokens run as one prefill
+// instead of a prefill and three decode steps. A deep model with random weights can
+// carry a one-ulp change (another summation order: a split of K, the group's partial
+// sums) through its layers to its logits, and Q8_0's rounding of activations to 8 bits
+// turns such a change into whole steps of 1/127 (gemma2-tiny Q8_0, 26 layers: 2e-2
+// between the two schedules on one GPU, the size of its cuda:0,1 difference, while its
+// F32 file stays near 4e-4). With RLX_TP_CPU_REF=1 each model also runs on the CPU (f32
 // KV cache), and the comparison is held to the noise of the one-GPU path where that is
 // larger: f16 activations (prefill GEMMs) and an f16 cache round, so a change in
 // summation order anywhere upstream (the group's partial sums are one) moves values by
@@ -167,23 +192,26 @@ TEST(CudaTensorParallel, ModelLogitsEqualOneGpu) {
       ASSERT_TRUE(ref) << path << ": " << ref.error().to_string();
       auto got = model_logits(path, two);
       ASSERT_TRUE(got) << path << ": " << got.error().to_string();
-      const RelErr e = worst_of(*got, *ref);
+      auto other = model_logits(path, one, true);
+      ASSERT_TRUE(other) << path << ": " << other.error().to_string();
+      const RelErr e = worst_of(*got, *ref), noise = worst_of(*other, *ref);
+      const double bound = std::max(1e-3, 1.5 * noise.l2);
       std::string runs;  // the prefill's, then each decode step's
       for (size_t i = 0; i < ref->size(); ++i) runs += fmt::format(" {:.2g}", rel_err((*got)[i], (*ref)[i]).l2);
       std::printf(
           "tensor parallel %s, %s KV cache of %lld rows: cuda:0,1 vs cuda:0 relative error (worst of prefill and 3 "
-          "decode steps) L2 %.3g, max %.3g (L2 per run:%s)\n",
+          "decode steps) L2 %.3g, max %.3g (L2 per run:%s); cuda:0's schedule noise L2 %.3g\n",
           path.c_str(), std::string(ir::dtype_name(kv)).c_str(), static_cast<long long>(ctx), e.l2, e.max,
-          runs.c_str());
+          runs.c_str(), noise.l2);
       if (host) {
         const RelErr r1 = worst_of(*ref, *host), r2 = worst_of(*got, *host);
         std::printf("  against the cpu (f32 KV cache): cuda:0 L2 %.3g max %.3g, cuda:0,1 L2 %.3g max %.3g\n", r1.l2,
                     r1.max, r2.l2, r2.max);
-        EXPECT_LT(e.l2, std::max(1e-3, r1.l2)) << path << " (" << ir::dtype_name(kv) << " KV cache)";
+        EXPECT_LT(e.l2, std::max(bound, r1.l2)) << path << " (" << ir::dtype_name(kv) << " KV cache)";
         EXPECT_LT(r2.l2, std::max(1e-3, 1.1 * r1.l2)) << path << " (" << ir::dtype_name(kv) << " KV cache)";
         continue;
       }
-      EXPECT_LT(e.l2, 1e-3) << path << " (" << ir::dtype_name(kv) << " KV cache)";
+      EXPECT_LT(e.l2, bound) << path << " (" << ir::dtype_name(kv) << " KV cache)";
     }
   }
 }
