@@ -427,8 +427,9 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t s);
 /// x f32 [rows, dim], route f32 [rows, experts], W_gate / W_up [experts, hidden, dim],
 /// W_down [experts, dim, hidden] in f32 / f16 / bf16 or a packed type packed_supported
 /// decodes (as stored: rows of blocks, `*_row_bytes` a row). h: rows * k_max * hidden
-/// floats of scratch (the gated hidden rows of each token's slots). act: ir::ActKind.
-/// The expert ids are found on the device (no host copy).
+/// floats of scratch (the gated hidden rows of each token's slots); d: rows * k_max * dim
+/// floats of scratch (each slot's down product, summed over the slots in order last).
+/// act: ir::ActKind. The expert ids are found on the device (no host copy).
 struct MoeFfnParams {
   const float* x = nullptr;
   const float* route = nullptr;
@@ -436,6 +437,7 @@ struct MoeFfnParams {
   const uint8_t* w_up = nullptr;
   const uint8_t* w_down = nullptr;
   float* h = nullptr;
+  float* d = nullptr;
   float* y = nullptr;
   DT gate_dt = DT::F32, up_dt = DT::F32, down_dt = DT::F32;
   int64_t rows = 0, experts = 0, dim = 0, hidden = 0, k_max = 1;

@@ -53,6 +53,7 @@ struct FfnStepParams {
   bool bucket = false;
   bool grouped = false;  // runs of kMoeGroupedMinRows rows or more take the grouped form
   int64_t h_off = 0;     // scratch: [rows, k_max, hidden] f32, or the grouped form's work
+  int64_t d_off = 0;     // scratch: [rows, k_max, dim] f32 (the per-pair form)
 };
 
 Status moe_ffn_fn(const Step& s, const RunCtx& ctx) {
@@ -65,11 +66,9 @@ Status moe_ffn_fn(const Step& s, const RunCtx& ctx) {
   k.w_up = s.in_ptr[3];
   k.w_down = s.in_ptr[4];
   k.h = reinterpret_cast<float*>(ctx.scratch + p.h_off);
+  k.d = reinterpret_cast<float*>(ctx.scratch + p.d_off);
   k.y = reinterpret_cast<float*>(s.out_ptr);
-  // (The grouped form reads F16 expert rows 16 bytes at a time.)
-  const bool aligned = (reinterpret_cast<uintptr_t>(k.w_gate) | reinterpret_cast<uintptr_t>(k.w_up) |
-                        reinterpret_cast<uintptr_t>(k.w_down)) % 16 == 0;
-  if (p.grouped && aligned && k.rows >= kMoeGroupedMinRows) launch_moe_ffn_grouped(k, ctx.scratch + p.h_off, ctx.stream);
+  if (p.grouped && k.rows >= kMoeGroupedMinRows) launch_moe_ffn_grouped(k, ctx.scratch + p.h_off, ctx.stream);
   else launch_moe_ffn(k, ctx.stream);
   return {};
 }
@@ -147,9 +146,14 @@ Status build_moe_ffn(BuildCtx& ctx, Step& step) {
     return step_error(ctx, "expert matrices of {} x {} (at most {} rows)", k.hidden, k.dim, kMaxGridY * kMoeRowsPerBlock);
   // Runs of many rows sort their pairs by expert and multiply each expert once
   // (moe_grouped.h): the same scratch, sized for whichever form needs more.
-  p->grouped = k.rows >= kMoeGroupedMinRows && moe_grouped_supported(k) && env_config().cuda_moe_grouped;
-  const int64_t h_bytes = k.rows * k.k_max * k.hidden * static_cast<int64_t>(sizeof(float));
+  // (It reads F16 expert rows 16 bytes at a time.)
+  const bool aligned = step.in[2].offset % 16 == 0 && step.in[3].offset % 16 == 0 && step.in[4].offset % 16 == 0;
+  p->grouped = k.rows >= kMoeGroupedMinRows && aligned && moe_grouped_supported(k) && env_config().cuda_moe_grouped;
+  // The per-pair form then serves only runs of fewer rows.
+  const int64_t pair_rows = p->grouped ? kMoeGroupedMinRows - 1 : k.rows;
+  const int64_t h_bytes = pair_rows * k.k_max * k.hidden * static_cast<int64_t>(sizeof(float));
   p->h_off = ctx.scratch(p->grouped ? std::max(h_bytes, moe_grouped_work_bytes(k)) : h_bytes);
+  p->d_off = ctx.scratch(pair_rows * k.k_max * k.dim * static_cast<int64_t>(sizeof(float)));
   p->bucket = rows_are_bucket(ctx, n.inputs[0], step);
   step.fn = &moe_ffn_fn;
   step.params = p;

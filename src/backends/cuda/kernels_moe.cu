@@ -1,14 +1,16 @@
 // CUDA kernels of the mixture-of-experts ops. launch_moe_route: one block per token row,
 // one thread per expert: the gate probabilities, each expert's rank among them (ties to
-// the lower expert, NaN below every number), the k best kept. launch_moe_ffn: two
+// the lower expert, NaN below every number), the k best kept. launch_moe_ffn: three
 // launches that find the chosen experts on the device (the s-th nonzero of a route row,
 // by warp ballots), so that no expert id reaches the host and a CUDA graph can hold them:
 // first the gated hidden rows h[t, s] = act(W_gate[e] . x[t]) * (W_up[e] . x[t]) of every
-// (token t, slot s) pair, then y[t] = sum over the slots in order of route[t, e] *
-// (W_down[e] . h[t, s]) (a fixed order: deterministic). A warp computes one weight row
+// (token t, slot s) pair, then each pair's d[t, s] = W_down[e] . h[t, s], then y[t] = sum
+// over the slots in order of route[t, e] * d[t, s] (a fixed order: deterministic). A warp computes one weight row
 // at a time; its lanes decode 32-element units of the row (decode_row_unit for packed
 // blocks, as stored) and dot them with the vector staged in shared memory (unit u at
 // u * 33: no bank conflicts), or read from global memory when it is too long to stage.
+#include <algorithm>
+
 #include "backends/cuda/cuda_common.cuh"
 
 namespace rlx::cuda_backend {
@@ -204,50 +206,71 @@ __global__ void __launch_bounds__(kWarps * 32) moe_hidden_kernel(const MoeFfnPar
   }
 }
 
-// Grid (rows, dim tiles): block (t, tile) computes y[t, c] for the tile's rows c, over
-// token t's slots in order. kStage: each slot's h row staged in shared memory.
+// Grid (rows * k_max, dim tiles): block (pair, tile) computes d[pair, c] = W_down[e] .
+// h[pair] for the tile's rows c, e the expert of the pair's slot (an empty slot does
+// nothing). kStage: the h row staged in shared memory. (One block a pair rather than a
+// token: a decode step's eight slots give eight times the blocks, which its loads need.)
 template <bool kStage>
 __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const MoeFfnParams p) {
   extern __shared__ float staged[];
   pdl_wait();
   pdl_trigger();
-  const int64_t t = blockIdx.x;
+  const int64_t pair = blockIdx.x, t = pair / p.k_max, slot = pair % p.k_max;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t c0 = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * kRowsPerWarp;
-  float acc[kRowsPerWarp];
-#pragma unroll
-  for (int rr = 0; rr < kRowsPerWarp; ++rr) acc[rr] = 0.0f;
-  for (int64_t slot = 0; slot < p.k_max; ++slot) {
-    float w;
-    const int64_t e = nth_routed(p.route + t * p.experts, p.experts, slot, &w);
-    if (e < 0) break;  // (the same for every warp of the block)
-    const float* v = p.h + (t * p.k_max + slot) * p.hidden;
-    int pitch = 32;
-    if constexpr (kStage) {
-      __syncthreads();  // every warp is done with the previous slot's row
-      stage(v, p.hidden, staged);
+  float w;
+  const int64_t e = nth_routed(p.route + t * p.experts, p.experts, slot, &w);
+  if (e < 0) return;  // (the same for every warp of the block)
+  const float* v = p.h + pair * p.hidden;
+  int pitch = 32;
+  if constexpr (kStage) {
+    stage(v, p.hidden, staged);
+    __syncthreads();
+    if (q8_0_vec_dot(p.down_dt)) {
+      round_staged_to_q8_0(staged, p.hidden);
       __syncthreads();
-      if (q8_0_vec_dot(p.down_dt)) {
-        round_staged_to_q8_0(staged, p.hidden);
-        __syncthreads();
-      }
-      v = staged;
-      pitch = kPitch;
     }
-#pragma unroll
-    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-      const int64_t c = c0 + rr;
-      if (c < p.dim) {
-        const float d = warp_sum(row_dot(p.down_dt, p.w_down, p.down_row_bytes, e * p.dim + c, p.hidden, v, pitch));
-        acc[rr] += w * d;
-      }
-    }
+    v = staged;
+    pitch = kPitch;
   }
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * kRowsPerWarp;
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
     const int64_t c = c0 + rr;
-    if (lane == 0 && c < p.dim) p.y[t * p.dim + c] = acc[rr];
+    if (c >= p.dim) break;
+    const float d = warp_sum(row_dot(p.down_dt, p.w_down, p.down_row_bytes, e * p.dim + c, p.hidden, v, pitch));
+    if (lane == 0) p.d[pair * p.dim + c] = d;
   }
+}
+
+// Grid (rows, dim / 256): y[t, c] = sum over token t's slots in order of route weight *
+// d[pair, c] (0 for a token routed nowhere). Warp 0 first lists the slots' weights: the
+// nonzero entries of the route row in expert order, at most k_max (dynamic shared memory
+// of k_max floats).
+__global__ void __launch_bounds__(256) moe_combine_kernel(const MoeFfnParams p) {
+  extern __shared__ float slot_w[];
+  __shared__ int n_slots;
+  pdl_wait();
+  pdl_trigger();
+  const int64_t t = blockIdx.x, c = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const unsigned below = (1u << lane) - 1u;
+    const float* row = p.route + t * p.experts;
+    int64_t seen = 0;
+    for (int64_t base = 0; base < p.experts && seen < p.k_max; base += 32) {
+      const float v = base + lane < p.experts ? row[base + lane] : 0.0f;
+      const unsigned mask = __ballot_sync(0xFFFFFFFFu, v != 0.0f);
+      const int64_t at = seen + __popc(mask & below);
+      if (v != 0.0f && at < p.k_max) slot_w[at] = v;
+      seen += __popc(mask);
+    }
+    if (lane == 0) n_slots = static_cast<int>(seen < p.k_max ? seen : p.k_max);
+  }
+  __syncthreads();
+  if (c >= p.dim) return;
+  float acc = 0.0f;
+  for (int s = 0; s < n_slots; ++s) acc += slot_w[s] * p.d[(t * p.k_max + s) * p.dim + c];
+  p.y[t * p.dim + c] = acc;
 }
 
 // Shared memory that stages a vector of n floats.
@@ -272,10 +295,15 @@ void launch_moe_ffn(const MoeFfnParams& p, cudaStream_t s) {
     if (bytes <= kStageLimit) launch_k(moe_hidden_kernel<true>, grid, block, static_cast<size_t>(bytes), s, p);
     else launch_k(moe_hidden_kernel<false>, grid, block, 0, s, p);
   }
-  const dim3 grid(static_cast<unsigned>(p.rows), static_cast<unsigned>((p.dim + kMoeRowsPerBlock - 1) / kMoeRowsPerBlock));
-  const int64_t bytes = stage_bytes(p.hidden);
-  if (bytes <= kStageLimit) launch_k(moe_down_kernel<true>, grid, block, static_cast<size_t>(bytes), s, p);
-  else launch_k(moe_down_kernel<false>, grid, block, 0, s, p);
+  if (p.k_max > 0) {
+    const dim3 grid(static_cast<unsigned>(p.rows * p.k_max),
+                    static_cast<unsigned>((p.dim + kMoeRowsPerBlock - 1) / kMoeRowsPerBlock));
+    const int64_t bytes = stage_bytes(p.hidden);
+    if (bytes <= kStageLimit) launch_k(moe_down_kernel<true>, grid, block, static_cast<size_t>(bytes), s, p);
+    else launch_k(moe_down_kernel<false>, grid, block, 0, s, p);
+  }
+  const dim3 combine(static_cast<unsigned>(p.rows), static_cast<unsigned>((p.dim + 255) / 256));
+  launch_k(moe_combine_kernel, combine, 256, static_cast<size_t>(std::max<int64_t>(p.k_max, 1)) * sizeof(float), s, p);
 }
 
 }  // namespace rlx::cuda_backend
