@@ -573,8 +573,7 @@ void add_bench_command(CLI::App& app, Runner* run) {
   auto* cmd = app.add_subcommand("bench", "Benchmark a model: load, prefill, decode, batched decode, memory, vs machine limits");
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required()->check(model_path_check());
-  cmd->add_option("--device", a->device, device_help(true) + " (a GPU's default prompt lengths are 512,2048 and "
-                  "contexts 128,2048,8192)");
+  add_device_option(cmd, &a->device, true, " (a GPU's default prompt lengths are 512,2048 and contexts 128,2048,8192)");
   cmd->add_option("-t,--threads", a->threads, "threads (0 = all cores)")->check(kThreadCount);
   cmd->add_option("--batch", a->batches, "also time decode of this many streams at once, each list entry a run "
                   "(e.g. 1,4,16,64): aggregate tokens/s")

@@ -152,7 +152,7 @@ void add_compile_command(CLI::App& app, Runner* run) {
   src->require_option(0, 1);
   cmd->add_option("--dump", a->dump, "print a tier")->check(CLI::IsMember({"hir", "mir", "lir"}));
   cmd->add_flag("--report", a->report, "print fusion, dispatch and memory reports");
-  cmd->add_option("--device", a->device, device_help(true));
+  add_device_option(cmd, &a->device, true);
   cmd->add_option("--profile", a->profile,
                   fmt::format("compile profile: a *.rlx.toml file or a preset ({})",
                               fmt::join(compile::CompileProfile::preset_names(), ", ")));

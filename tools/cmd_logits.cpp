@@ -72,7 +72,7 @@ void add_logits_command(CLI::App& app, Runner* run) {
   cmd->add_option("--tokens", a->tokens, "token ids separated by commas or spaces")->required();
   cmd->add_option("--mode", a->mode, "batch | incremental")->check(CLI::IsMember({"batch", "incremental"}));
   cmd->add_option("--kv", a->kv, "KV cache dtype: f32 | f16")->check(CLI::IsMember({"f32", "f16"}));
-  cmd->add_option("--device", a->device, device_help(true));
+  add_device_option(cmd, &a->device, true);
   cmd->add_option("-t,--threads", a->threads, "CPU threads")->check(kThreadCount);
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");
   cmd->add_option("--out", a->out, "output file (float32 little-endian [n_tokens, n_vocab]; - for standard output)")

@@ -418,7 +418,7 @@ void add_run_command(CLI::App& app, Runner* run) {
   auto* seed = cmd->add_option("-s,--seed", a->sampling.seed, "sampling seed (default: a new one each run, printed)")
                    ->default_str("random");;
   cmd->add_option("-c,--ctx,--ctx-size", a->ctx, "context length (KV cache rows)")->check(kTokenCount);
-  cmd->add_option("--device", a->device, device_help(true));
+  add_device_option(cmd, &a->device, true);
   cmd->add_option("-t,--threads", a->threads, "CPU threads (0: RLX_THREADS or all cores)")->check(kThreadCount);
   cmd->add_flag("--demo", a->demo, "compile and run one transformer block and print the compile report");
   cmd->add_flag("--no-cache", a->no_cache, "compile everything (no AOT disk cache of compiled executables)");

@@ -206,7 +206,7 @@ void add_serve_command(CLI::App& app, Runner* run) {
   cmd->add_option("-m,--model", a->model, "GGUF file or Hugging Face folder")->required()->check(model_path_check());
   cmd->add_option("--host", a->host, "address to listen on");
   cmd->add_option("--port", a->port, "TCP port (0: any free port, printed at start)")->check(CLI::Range(0, 65535));
-  cmd->add_option("--device", a->device, device_help(true));
+  add_device_option(cmd, &a->device, true);
   cmd->add_option("--parallel", a->parallel, "sequences decoded together (slots)")
       ->check(CLI::Range(int64_t{1}, int64_t{256}));
   cmd->add_option("--ctx", a->ctx, "context length of each slot, in tokens")->check(kTokenCount);

@@ -28,6 +28,14 @@ int report(const Error& e);
 /// backend is built in; the default is cpu.
 std::string device_help(bool tensor_parallel);
 
+/// Adds --device (into *device, with `extra_help` after device_help's text) and, when
+/// `tensor_parallel`, --tensor-parallel N: once the command line is parsed, a device of
+/// one rank becomes the group of N consecutive devices of its kind from its ordinal on
+/// (--device cuda --tensor-parallel 2 is cuda:0,1). A group --device of another size,
+/// or a device string that does not parse, is a usage error naming both flags.
+CLI::Option* add_device_option(CLI::App* cmd, std::string* device, bool tensor_parallel,
+                               const std::string& extra_help = "");
+
 /// True when stderr is a terminal (progress.h draws a bar then, plain lines otherwise).
 bool stderr_is_terminal();
 

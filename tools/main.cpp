@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <new>
 #include <string>
 #include <system_error>
@@ -29,6 +30,30 @@ std::string device_help(bool tensor_parallel) {
   }
   if (tensor_parallel && cuda) kinds += " | cuda:0,1 (tensor parallel over those GPUs)";
   return "the devices this build has: " + kinds;
+}
+
+CLI::Option* add_device_option(CLI::App* cmd, std::string* device, bool tensor_parallel, const std::string& extra_help) {
+  CLI::Option* opt = cmd->add_option("--device", *device, device_help(tensor_parallel) + extra_help);
+  if (!tensor_parallel) return opt;
+  auto ranks = std::make_shared<int>(1);
+  cmd->add_option("--tensor-parallel", *ranks,
+                  "split the model over this many devices of --device's kind, from its ordinal on (--device cuda "
+                  "--tensor-parallel 2 is cuda:0,1)")
+      ->check(CLI::Range(1, 64));
+  cmd->parse_complete_callback([device, ranks] {
+    if (*ranks == 1) return;
+    auto d = Device::parse(*device);
+    if (!d) throw CLI::ValidationError("--device", d.error().message());
+    if (d->count > 1) {
+      if (d->count == *ranks) return;
+      throw CLI::ValidationError("--tensor-parallel",
+                                 fmt::format("{} ranks, but --device {} names a group of {}", *ranks, *device, d->count));
+    }
+    std::string group = fmt::format("{}:{}", device_kind_name(d->kind), d->ordinal);
+    for (int r = 1; r < *ranks; ++r) group += fmt::format(",{}", d->ordinal + r);
+    *device = group;
+  });
+  return opt;
 }
 
 int report(const Error& e) {

@@ -146,6 +146,14 @@ check compile_phase_bad fail "--phase: decoder not in" -- compile --model "$mode
 # The decode step as rlx run builds it: one token against a KV cache (update_slice into
 # the cache handles).
 check compile_decode ok "update_slice +native" -- compile --model "$model" --phase decode --ctx 64 --report
+# --tensor-parallel N: a group of N devices of --device's kind (the CPU group here).
+check compile_tensor_parallel ok "tensor parallel over 2 ranks" -- \
+  compile --model "$model" --device cpu --tensor-parallel 2 --phase decode --ctx 64 --report
+check tensor_parallel_mismatch fail "--tensor-parallel: 3 ranks, but --device cpu:0,1 names a group of 2" -- \
+  logits --model "$model" --tokens 1,2 --device cpu:0,1 --tensor-parallel 3 --out "$work/tp.bin"
+check tensor_parallel_zero fail "--tensor-parallel: Value 0 not in range 1 to 64" -- \
+  bench --model "$model" --tensor-parallel 0
+check tensor_parallel_bad_device fail "--device: .*gpu" -- run --model "$model" --device gpu --tensor-parallel 2
 # CUDA's decode fusions are IR ops, reported on a machine without a GPU too (builds
 # with the CUDA backend only).
 if "$rlx" compile --model "$model" --device cuda --phase decode --report 2>&1 | grep -q "no cuda backend"; then
