@@ -46,7 +46,8 @@ struct StagedOutput {
 struct Shared {
   ir::IoManifest manifest;
   std::vector<Step> steps;  // pointers unresolved
-  std::vector<std::shared_ptr<DeviceBuffer>> constants;
+  DeviceBuffer constants;                ///< every Constant node's bytes, one buffer
+  std::vector<int64_t> constant_offsets;  ///< where each starts in it (256-aligned)
   std::vector<int64_t> input_offsets, input_bytes, input_staging;
   std::vector<OutputSlot> out_slots;  // offsets into the host output buffer
   std::vector<StagedOutput> outputs;
@@ -89,15 +90,43 @@ void decide_split(Shared& sh) {
   }
 }
 
-// A handle's device memory, shared by the executables of one model (share_handle).
+// A handle's device memory, shared by the executables of one model (share_handle): a
+// range of a block that holds every handle of the executable that made it (one
+// allocation and one memset instead of one each a handle), kept alive by each of them.
 class DeviceHandle final : public HandleStorage {
  public:
-  DeviceHandle(DeviceBuffer b, int ordinal) : buf(std::move(b)), ordinal(ordinal) {}
-  int64_t bytes() const override { return buf.size(); }
+  DeviceHandle(std::shared_ptr<DeviceBuffer> block, int64_t offset, int64_t size, int ordinal)
+      : block_(std::move(block)), offset_(offset), size_(size), ordinal(ordinal) {}
+  int64_t bytes() const override { return size_; }
   std::string where() const override { return fmt::format("cuda:{}", ordinal); }
-  DeviceBuffer buf;
+  uint8_t* data() const { return block_->data() + offset_; }
+
+ private:
+  std::shared_ptr<DeviceBuffer> block_;
+  int64_t offset_ = 0, size_ = 0;
+
+ public:
   int ordinal = 0;
 };
+
+// Handles of the sizes `bytes` (each at least 8) in one zeroed block on the current device.
+Expected<std::vector<std::shared_ptr<DeviceHandle>>> make_handles(const std::vector<int64_t>& bytes, int ordinal,
+                                                                  const std::string& what) {
+  std::vector<std::shared_ptr<DeviceHandle>> out;
+  if (bytes.empty()) return out;
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+  for (int64_t b : bytes) {
+    offsets.push_back(total);
+    total += (std::max<int64_t>(b, 8) + 255) / 256 * 256;
+  }
+  ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::create(total, what));
+  RLX_CUDA_TRY(cudaMemset(buf.data(), 0, static_cast<size_t>(total)), what);
+  auto block = std::make_shared<DeviceBuffer>(std::move(buf));
+  for (size_t i = 0; i < bytes.size(); ++i)
+    out.push_back(std::make_shared<DeviceHandle>(block, offsets[i], std::max<int64_t>(bytes[i], 8), ordinal));
+  return out;
+}
 
 class CudaExecutable final : public Executable {
  public:
@@ -125,7 +154,7 @@ class CudaExecutable final : public Executable {
   Status run(std::span<const void* const> inputs) override;
   Status commit_no_wait(std::span<const void* const> inputs) override;
   Status sync_pending() override;
-  const uint8_t* arena_ptr() const override { return host_out_.data(); }
+  const uint8_t* arena_ptr() const override { return host_out_; }
   std::span<const OutputSlot> output_slots() const override { return shared_->out_slots; }
   Status set_active_extent(int64_t actual, int64_t upper) override;
   Expected<std::unique_ptr<Executable>> clone() const override;
@@ -152,8 +181,23 @@ class CudaExecutable final : public Executable {
   std::vector<std::shared_ptr<DeviceHandle>> handles_;  // may be shared with other executables
   mutable std::vector<std::vector<uint8_t>> handle_host_;
   mutable TransferStats xfer_;  // host <-> device bytes (transfer_stats)
-  DeviceBuffer arena_, scratch_, zeroed_, workspace_, err_, finite_;
-  PinnedBuffer staging_, host_out_, err_host_, finite_host_;
+  // One device block for the run's own memory (one allocation instead of six): the
+  // arena, step scratch, the cuBLASLt workspace (when a step multiplies through it), the
+  // zeroed counters with the error word after them, and the check record.
+  DeviceBuffer block_;
+  uint8_t* arena_ = nullptr;
+  uint8_t* scratch_ = nullptr;
+  uint8_t* workspace_ = nullptr;
+  uint8_t* zeroed_ = nullptr;
+  uint8_t* err_ = nullptr;
+  uint8_t* finite_ = nullptr;
+  // One pinned block (pinned allocations are slow, and a warm start makes every
+  // executable anew): input staging, output staging, the error word, the check record.
+  PinnedBuffer pinned_;
+  uint8_t* staging_ = nullptr;
+  uint8_t* host_out_ = nullptr;
+  uint8_t* err_host_ = nullptr;
+  uint8_t* finite_host_ = nullptr;
   bool finite_warned_ = false;  // check mode: one warning per executable
   void report_non_finite();
   StreamPtr stream_;
@@ -187,13 +231,13 @@ class CudaExecutable final : public Executable {
 
 uint8_t* CudaExecutable::base(StorageKind k, int32_t index) const {
   switch (k) {
-    case StorageKind::kArena: return arena_.data();
+    case StorageKind::kArena: return arena_;
     case StorageKind::kParam: {
       const auto& p = params_[static_cast<size_t>(index)];
       return p ? p->data() : nullptr;
     }
-    case StorageKind::kHandle: return handles_[static_cast<size_t>(index)]->buf.data();
-    case StorageKind::kConstant: return shared_->constants[static_cast<size_t>(index)]->data();
+    case StorageKind::kHandle: return handles_[static_cast<size_t>(index)]->data();
+    case StorageKind::kConstant: return shared_->constants.data() + shared_->constant_offsets[static_cast<size_t>(index)];
     case StorageKind::kScratch:  // not used: CUDA scratch is per step (RunCtx::scratch)
     case StorageKind::kNone: return nullptr;
   }
@@ -237,24 +281,41 @@ Status CudaExecutable::allocate() {
   cublasLtHandle_t lt = nullptr;
   RLX_CUBLAS_TRY(cublasLtCreate(&lt), where("cuBLASLt handle"));
   lt_.reset(lt);
-  ASSIGN_OR_RETURN(arena_, DeviceBuffer::create(std::max<int64_t>(sh.arena_bytes, 256), where("arena")));
-  ASSIGN_OR_RETURN(scratch_, DeviceBuffer::create(std::max<int64_t>(sh.scratch_bytes, 256), where("scratch")));
-  ASSIGN_OR_RETURN(zeroed_, DeviceBuffer::create(std::max<int64_t>(sh.zeroed_bytes, 256), where("counters")));
-  RLX_CUDA_TRY(cudaMemset(zeroed_.data(), 0, static_cast<size_t>(zeroed_.size())), where("counters"));
-  ASSIGN_OR_RETURN(workspace_, DeviceBuffer::create(static_cast<int64_t>(kWorkspaceBytes), where("cuBLASLt workspace")));
-  ASSIGN_OR_RETURN(err_, DeviceBuffer::create(sizeof(int), where("error word")));
-  RLX_CUDA_TRY(cudaMemset(err_.data(), 0, sizeof(int)), where("error word"));
-  ASSIGN_OR_RETURN(staging_, PinnedBuffer::create(std::max<int64_t>(sh.staging_bytes, 64), where("input staging")));
-  ASSIGN_OR_RETURN(host_out_, PinnedBuffer::create(std::max<int64_t>(sh.host_out_bytes, 64), where("output staging")));
-  ASSIGN_OR_RETURN(err_host_, PinnedBuffer::create(sizeof(int), where("error word")));
+  {
+    bool gemms = false;
+    for (const Step& st : sh.steps) gemms = gemms || !st.gemms.empty();
+    auto round = [](int64_t b) { return (b + 255) / 256 * 256; };
+    const int64_t arena = round(std::max<int64_t>(sh.arena_bytes, 256));
+    const int64_t scratch = round(std::max<int64_t>(sh.scratch_bytes, 256));
+    const int64_t workspace = gemms ? static_cast<int64_t>(kWorkspaceBytes) : 0;
+    const int64_t zeroed = round(std::max<int64_t>(sh.zeroed_bytes, 256));
+    const int64_t finite = sh.check_finite ? round(static_cast<int64_t>(sizeof(FiniteRecord))) : 0;
+    ASSIGN_OR_RETURN(block_, DeviceBuffer::create(arena + scratch + workspace + zeroed + 256 + finite,
+                                                  where("arena, scratch and counters")));
+    arena_ = block_.data();
+    scratch_ = arena_ + arena;
+    workspace_ = scratch_ + scratch;
+    zeroed_ = workspace_ + workspace;
+    err_ = zeroed_ + zeroed;
+    finite_ = sh.check_finite ? err_ + 256 : nullptr;
+    RLX_CUDA_TRY(cudaMemset(zeroed_, 0, static_cast<size_t>(zeroed + 256)), where("counters"));
+  }
+  {
+    const int64_t staging = (std::max<int64_t>(sh.staging_bytes, 64) + 63) / 64 * 64;
+    const int64_t out = (std::max<int64_t>(sh.host_out_bytes, 64) + 63) / 64 * 64;
+    const int64_t finite = sh.check_finite ? (static_cast<int64_t>(sizeof(FiniteRecord)) + 63) / 64 * 64 : 0;
+    ASSIGN_OR_RETURN(pinned_, PinnedBuffer::create(staging + out + 64 + finite, where("host staging")));
+    staging_ = pinned_.data();
+    host_out_ = staging_ + staging;
+    err_host_ = host_out_ + out;
+    finite_host_ = sh.check_finite ? err_host_ + 64 : nullptr;
+  }
   if (sh.check_finite) {
     const FiniteRecord none;
-    ASSIGN_OR_RETURN(finite_, DeviceBuffer::create(sizeof(FiniteRecord), where("check record")));
-    RLX_CUDA_TRY(cudaMemcpy(finite_.data(), &none, sizeof none, cudaMemcpyHostToDevice), where("check record"));
-    ASSIGN_OR_RETURN(finite_host_, PinnedBuffer::create(sizeof(FiniteRecord), where("check record")));
-    std::memcpy(finite_host_.data(), &none, sizeof none);
+    RLX_CUDA_TRY(cudaMemcpy(finite_, &none, sizeof none, cudaMemcpyHostToDevice), where("check record"));
+    std::memcpy(finite_host_, &none, sizeof none);
   }
-  std::memset(err_host_.data(), 0, sizeof(int));
+  std::memset(err_host_, 0, sizeof(int));
   steps_ = sh.steps;
   plans_.clear();
   // The layers of a model repeat a few shapes: one heuristic query (the slow part of a
@@ -302,14 +363,21 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
 
   ASSIGN_OR_RETURN(runtime::StorageMap storage, runtime::resolve_storage(lir, "cuda"));
   const std::vector<ValueRef>& refs = storage.refs;
-  for (ValueId v : storage.constants) {
-    const auto& bytes = g.node(v).attr<ir::ConstantAttrs>().data.bytes;
-    const int64_t size = bytes ? static_cast<int64_t>(bytes->size()) : 0;
-    ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::create(std::max<int64_t>(size, 8), g.describe(v)));
-    RLX_CUDA_TRY(cudaMemset(buf.data(), 0, static_cast<size_t>(std::max<int64_t>(size, 8))), g.describe(v));
-    if (size > 0)
-      RLX_CUDA_TRY(cudaMemcpy(buf.data(), bytes->data(), static_cast<size_t>(size), cudaMemcpyHostToDevice), g.describe(v));
-    sh->constants.push_back(std::make_shared<DeviceBuffer>(std::move(buf)));
+  // The constants in one buffer, one copy (each at least 8 bytes, zero-padded).
+  {
+    std::vector<uint8_t> host;
+    for (ValueId v : storage.constants) {
+      const auto& bytes = g.node(v).attr<ir::ConstantAttrs>().data.bytes;
+      const size_t size = bytes ? bytes->size() : 0;
+      sh->constant_offsets.push_back(static_cast<int64_t>(host.size()));
+      host.resize(host.size() + (std::max<size_t>(size, 8) + 255) / 256 * 256, 0);
+      if (size > 0) std::memcpy(host.data() + sh->constant_offsets.back(), bytes->data(), size);
+    }
+    if (!host.empty()) {
+      const std::string what = fmt::format("constants (cuda:{})", ordinal);
+      ASSIGN_OR_RETURN(sh->constants, DeviceBuffer::create(static_cast<int64_t>(host.size()), what));
+      RLX_CUDA_TRY(cudaMemcpy(sh->constants.data(), host.data(), host.size(), cudaMemcpyHostToDevice), what);
+    }
   }
 
   BuildCtx bctx;
@@ -398,10 +466,10 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   TRY(allocate());
   const double alloc_ms = ms_since(t_alloc);
   const auto t_handles = std::chrono::steady_clock::now();
-  for (const ir::ManifestEntry& e : m.handles) {
-    ASSIGN_OR_RETURN(DeviceBuffer h, DeviceBuffer::create(std::max<int64_t>(e.bytes, 8), where("handle")));
-    RLX_CUDA_TRY(cudaMemset(h.data(), 0, static_cast<size_t>(std::max<int64_t>(e.bytes, 8))), "handle '" + e.name + "'");
-    handles_.push_back(std::make_shared<DeviceHandle>(std::move(h), shared_->ordinal));
+  {
+    std::vector<int64_t> sizes;
+    for (const ir::ManifestEntry& e : m.handles) sizes.push_back(e.bytes);
+    ASSIGN_OR_RETURN(handles_, make_handles(sizes, shared_->ordinal, where("handles")));
   }
   handle_host_.resize(m.handles.size());
   resolve();
@@ -458,7 +526,7 @@ Status CudaExecutable::write_handle(size_t index, const void* data, int64_t byte
   if (bytes != e.bytes) return Error::internal("handle '{}': {} bytes for {}", e.name, bytes, e.bytes);
   RLX_CUDA_TRY(cudaSetDevice(shared_->ordinal), "handle '" + e.name + "'");
   TRY(sync_pending());
-  RLX_CUDA_TRY(cudaMemcpy(handles_[index]->buf.data(), data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
+  RLX_CUDA_TRY(cudaMemcpy(handles_[index]->data(), data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
                "handle '" + e.name + "'");
   xfer_.host_to_device += bytes;
   return {};
@@ -485,7 +553,7 @@ const void* CudaExecutable::handle_data(size_t index) const {
   host.resize(static_cast<size_t>(e.bytes));
   // Interface without an error channel: on failure the copy is left zeroed.
   if (cudaSetDevice(shared_->ordinal) != cudaSuccess || cudaStreamSynchronize(stream_.get()) != cudaSuccess ||
-      cudaMemcpy(host.data(), handles_[index]->buf.data(), host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+      cudaMemcpy(host.data(), handles_[index]->data(), host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
     std::fill(host.begin(), host.end(), uint8_t{0});
   xfer_.device_to_host += static_cast<int64_t>(host.size());
   return host.data();
@@ -494,7 +562,7 @@ const void* CudaExecutable::handle_data(size_t index) const {
 Status CudaExecutable::copy_inputs(cudaStream_t st) {
   const Shared& sh = *shared_;
   for (size_t i = 0; i < sh.input_offsets.size(); ++i) {
-    RLX_CUDA_TRY(cudaMemcpyAsync(arena_.data() + sh.input_offsets[i], staging_.data() + sh.input_staging[i],
+    RLX_CUDA_TRY(cudaMemcpyAsync(arena_ + sh.input_offsets[i], staging_ + sh.input_staging[i],
                                  static_cast<size_t>(sh.input_bytes[i]), cudaMemcpyHostToDevice, st),
                  "input '" + sh.manifest.inputs[i].name + "'");
     xfer_.host_to_device += sh.input_bytes[i];
@@ -506,22 +574,22 @@ Status CudaExecutable::copy_inputs(cudaStream_t st) {
 Status CudaExecutable::copy_outputs(cudaStream_t st) {
   const Shared& sh = *shared_;
   for (const StagedOutput& o : sh.outputs) {
-    RLX_CUDA_TRY(cudaMemcpyAsync(host_out_.data() + o.host_offset, base(o.src.kind, o.src.index) + o.src.offset,
+    RLX_CUDA_TRY(cudaMemcpyAsync(host_out_ + o.host_offset, base(o.src.kind, o.src.index) + o.src.offset,
                                  static_cast<size_t>(o.src.bytes), cudaMemcpyDeviceToHost, st),
                  where("output copy"));
     xfer_.device_to_host += o.src.bytes;
   }
-  RLX_CUDA_TRY(cudaMemcpyAsync(err_host_.data(), err_.data(), sizeof(int), cudaMemcpyDeviceToHost, st), where("run"));
+  RLX_CUDA_TRY(cudaMemcpyAsync(err_host_, err_, sizeof(int), cudaMemcpyDeviceToHost, st), where("run"));
   xfer_.device_to_host += static_cast<int64_t>(sizeof(int));
   if (sh.check_finite)
-    RLX_CUDA_TRY(cudaMemcpyAsync(finite_host_.data(), finite_.data(), sizeof(FiniteRecord), cudaMemcpyDeviceToHost, st),
+    RLX_CUDA_TRY(cudaMemcpyAsync(finite_host_, finite_, sizeof(FiniteRecord), cudaMemcpyDeviceToHost, st),
                  where("check record"));
   return {};
 }
 
 void CudaExecutable::report_non_finite() {
   FiniteRecord r;
-  std::memcpy(&r, finite_host_.data(), sizeof r);
+  std::memcpy(&r, finite_host_, sizeof r);
   if (r.step == 0 || finite_warned_) return;
   finite_warned_ = true;
   const auto i = static_cast<size_t>(r.step - 1);
@@ -538,11 +606,11 @@ Status CudaExecutable::enqueue(cudaStream_t st) {
   RunCtx ctx;
   ctx.stream = st;
   ctx.lt = lt_.get();
-  ctx.workspace = workspace_.data();
+  ctx.workspace = workspace_;
   ctx.workspace_bytes = kWorkspaceBytes;
-  ctx.scratch = scratch_.data();
-  ctx.zeroed = zeroed_.data();
-  ctx.err = reinterpret_cast<int*>(err_.data());
+  ctx.scratch = scratch_;
+  ctx.zeroed = zeroed_;
+  ctx.err = reinterpret_cast<int*>(err_);
   ctx.extent_on = extent_on_;
   ctx.actual = actual_;
   ctx.upper = upper_;
@@ -563,7 +631,7 @@ Status CudaExecutable::enqueue(cudaStream_t st) {
     TRY(s.fn(s, ctx));
     if (shared_->check_finite && shared_->check_elems[i] > 0)
       launch_check_finite(s.out_ptr, shared_->check_dt[i], shared_->check_elems[i], static_cast<int>(i),
-                          reinterpret_cast<FiniteRecord*>(finite_.data()), st);
+                          reinterpret_cast<FiniteRecord*>(finite_), st);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return cuda_error(e, "kernel launch", *s.what);
   }
@@ -617,7 +685,7 @@ Status CudaExecutable::commit_no_wait(std::span<const void* const> inputs) {
   TRY(sync_pending());  // staging buffers are reused
   if (prof_) prof_->t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < inputs.size(); ++i)
-    std::memcpy(staging_.data() + sh.input_staging[i], inputs[i], static_cast<size_t>(sh.input_bytes[i]));
+    std::memcpy(staging_ + sh.input_staging[i], inputs[i], static_cast<size_t>(sh.input_bytes[i]));
   const int64_t key = extent_on_ ? actual_ : 0;
   bool replay = false;
   if (graphs_ && !graph_failed_) {
@@ -649,10 +717,10 @@ Status CudaExecutable::sync_pending() {
     ++prof_->runs;
   }
   int code = 0;
-  std::memcpy(&code, err_host_.data(), sizeof(int));
+  std::memcpy(&code, err_host_, sizeof(int));
   if (code != 0) {
-    std::memset(err_host_.data(), 0, sizeof(int));
-    RLX_CUDA_TRY(cudaMemset(err_.data(), 0, sizeof(int)), where("sync"));
+    std::memset(err_host_, 0, sizeof(int));
+    RLX_CUDA_TRY(cudaMemset(err_, 0, sizeof(int)), where("sync"));
     const auto idx = static_cast<size_t>(code - 1);
     const std::string what = idx < steps_.size() ? *steps_[idx].what : std::string("an unknown step");
     return Error::invalid_argument("cuda backend: {}: an index or slice start is out of range at run time", what);
@@ -692,12 +760,13 @@ Expected<std::unique_ptr<Executable>> CudaExecutable::clone() const {
   c->upper_ = upper_;
   TRY(c->allocate());
   RLX_CUDA_TRY(cudaStreamSynchronize(stream_.get()), where("clone"));
-  for (size_t i = 0; i < handles_.size(); ++i) {
-    ASSIGN_OR_RETURN(DeviceBuffer h, DeviceBuffer::create(handles_[i]->buf.size(), where("handle")));
-    RLX_CUDA_TRY(cudaMemcpy(h.data(), handles_[i]->buf.data(), static_cast<size_t>(h.size()), cudaMemcpyDeviceToDevice),
+  std::vector<int64_t> sizes;
+  for (const auto& h : handles_) sizes.push_back(h->bytes());
+  ASSIGN_OR_RETURN(c->handles_, make_handles(sizes, shared_->ordinal, where("clone")));
+  for (size_t i = 0; i < handles_.size(); ++i)
+    RLX_CUDA_TRY(cudaMemcpy(c->handles_[i]->data(), handles_[i]->data(), static_cast<size_t>(handles_[i]->bytes()),
+                            cudaMemcpyDeviceToDevice),
                  where("clone"));
-    c->handles_.push_back(std::make_shared<DeviceHandle>(std::move(h), shared_->ordinal));
-  }
   c->handle_host_.resize(handles_.size());
   c->resolve();
   return std::unique_ptr<Executable>(std::move(c));
