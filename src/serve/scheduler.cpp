@@ -317,13 +317,27 @@ void Scheduler::step() {
     (void)model_.truncate(static_cast<int64_t>(b), keep);
   }
 
+  // Greedy streams only: the executable picks each token (on a GPU, a run copies back
+  // one token a sequence instead of its logits, and the host samples nothing).
+  const bool greedy = all_greedy();
+  std::vector<std::vector<float>> logits;
+  std::vector<int32_t> picked;
   const Clock::time_point t0 = Clock::now();
-  auto out = model_.forward_batch(tokens, /*all_rows=*/false);
+  Status run;
+  if (greedy) {
+    auto out = model_.forward_batch_greedy(tokens);
+    if (out) picked = std::move(*out);
+    else run = out.error();
+  } else {
+    auto out = model_.forward_batch(tokens, /*all_rows=*/false);
+    if (out) logits = std::move(*out);
+    else run = out.error();
+  }
   metrics_.step_duration.observe(seconds_since(t0));
   ++metrics_.decode_steps;
-  if (!out) {
+  if (!run.ok()) {
     for (Slot& s : slots_)
-      if (s.req) finish(s, ended(FinishReason::kError, out.error().message()));
+      if (s.req) finish(s, ended(FinishReason::kError, run.error().message()));
     return;
   }
   for (size_t b = 0; b < slots_.size(); ++b) {
@@ -335,17 +349,30 @@ void Scheduler::step() {
       metrics_.prefill_tokens += static_cast<int64_t>(tokens[b].size());
       if (s.fed < s.req->params().prompt.size()) continue;  // more prompt to read
     }
-    sample(s, b, (*out)[b]);
+    if (greedy) emit(s, b, picked[b], {});
+    else sample(s, b, logits[b]);
   }
 }
 
+bool Scheduler::all_greedy() const {
+  for (const Slot& s : slots_) {
+    if (!s.req) continue;
+    const GenerationParams& p = s.req->params();
+    if (p.sampling.temperature > 0.0f || p.sampling.has_penalties() || p.top_logprobs >= 0) return false;
+  }
+  return true;
+}
+
 void Scheduler::sample(Slot& s, size_t index, std::span<const float> logits) {
-  const GenerationParams& p = s.req->params();
   if (Status finite = models::check_logits_finite(logits, static_cast<int64_t>(s.cached.size()) - 1); !finite.ok()) {
     finish(s, ended(FinishReason::kError, finite.error().message()));
     return;
   }
-  const int32_t token = s.sampler->sample(logits, s.generated);
+  emit(s, index, s.sampler->sample(logits, s.generated), logits);
+}
+
+void Scheduler::emit(Slot& s, size_t index, int32_t token, std::span<const float> logits) {
+  const GenerationParams& p = s.req->params();
   s.generated.push_back(token);
   ++metrics_.generated_tokens;
   if (s.generated.size() == 1)
@@ -356,7 +383,7 @@ void Scheduler::sample(Slot& s, size_t index, std::span<const float> logits) {
 
   GenerationEvent e;
   e.tokens = {token};
-  if (p.top_logprobs >= 0) e.logprobs.push_back(logprobs_of(logits, token, p.top_logprobs));
+  if (p.top_logprobs >= 0 && !logits.empty()) e.logprobs.push_back(logprobs_of(logits, token, p.top_logprobs));
   if (tokenizer_.is_end_of_generation(token)) {
     e.text = s.text->finish();
     e.finish = FinishReason::kStop;

@@ -131,6 +131,13 @@ class Scheduler {
   void admit(std::deque<std::shared_ptr<RequestHandle>>& incoming);
   void step();
   void sample(Slot& slot, size_t index, std::span<const float> logits);
+  /// Hands `token` (picked from `logits`, or on the device when they are empty) to the
+  /// slot's request: text, logprobs, stop conditions, metrics.
+  void emit(Slot& slot, size_t index, int32_t token, std::span<const float> logits);
+  /// True when every running request decodes greedily without penalties or logprobs:
+  /// the step can take forward_batch_greedy (one token a sequence back from the device
+  /// instead of its logits, and no sampling on the host).
+  bool all_greedy() const;
   void finish(Slot& slot, GenerationEvent e);
 
   models::LanguageModel& model_;
