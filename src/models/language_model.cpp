@@ -456,7 +456,8 @@ Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span
   return result;
 }
 
-Expected<std::vector<int32_t>> LanguageModel::forward_batch_greedy(std::span<const std::vector<int32_t>> tokens) {
+Expected<std::vector<int32_t>> LanguageModel::forward_batch_greedy(std::span<const std::vector<int32_t>> tokens,
+                                                                   bool mark_non_finite) {
   Pick pick;
   pick.greedy = true;
   ASSIGN_OR_RETURN(BatchRun run, run_batch(tokens, false, pick));
@@ -465,7 +466,7 @@ Expected<std::vector<int32_t>> LanguageModel::forward_batch_greedy(std::span<con
   for (size_t b = 0; b < next.size(); ++b) {
     if (tokens[b].empty()) continue;
     // (the executable's -1 for a row whose logits are not all finite: decoder.h)
-    if (picked[b] == kNonFiniteToken)
+    if (picked[b] == kNonFiniteToken && !mark_non_finite)
       return non_finite_logits_error(n_past_[b] - 1).with_context(fmt::format("sequence {}", b));
     next[b] = picked[b];
   }

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "rlx/base/token_choice.h"
+#include "rlx/models/decoder.h"
 #include "rlx/models/text_stream.h"
 
 namespace rlx::serve {
@@ -325,7 +326,7 @@ void Scheduler::step() {
   const Clock::time_point t0 = Clock::now();
   Status run;
   if (greedy) {
-    auto out = model_.forward_batch_greedy(tokens);
+    auto out = model_.forward_batch_greedy(tokens, /*mark_non_finite=*/true);
     if (out) picked = std::move(*out);
     else run = out.error();
   } else {
@@ -349,8 +350,14 @@ void Scheduler::step() {
       metrics_.prefill_tokens += static_cast<int64_t>(tokens[b].size());
       if (s.fed < s.req->params().prompt.size()) continue;  // more prompt to read
     }
-    if (greedy) emit(s, b, picked[b], {});
-    else sample(s, b, logits[b]);
+    if (!greedy) {
+      sample(s, b, logits[b]);
+    } else if (picked[b] == models::kNonFiniteToken) {  // this request alone fails
+      const int64_t position = static_cast<int64_t>(s.cached.size()) - 1;
+      finish(s, ended(FinishReason::kError, models::non_finite_logits_error(position).message()));
+    } else {
+      emit(s, b, picked[b], {});
+    }
   }
 }
 

@@ -128,8 +128,11 @@ class LanguageModel {
   /// token's logits (ties -> lowest id), computed by the executable: a run copies back
   /// batch() tokens instead of batch() x n_vocab logits (greedy decoding of many streams
   /// on a GPU). A sequence given no tokens gets kNoBatchToken. A sequence whose logits
-  /// are not all finite is an error naming it.
-  Expected<std::vector<int32_t>> forward_batch_greedy(std::span<const std::vector<int32_t>> tokens);
+  /// are not all finite is an error naming it -- or, with `mark_non_finite`, gets
+  /// kNonFiniteToken (decoder.h) while the others keep their tokens (a server fails
+  /// that request alone).
+  Expected<std::vector<int32_t>> forward_batch_greedy(std::span<const std::vector<int32_t>> tokens,
+                                                      bool mark_non_finite = false);
   /// Forgets the cached context of every sequence (next forward starts at position 0).
   void reset();
   /// Keeps only the first `n_keep` cached tokens of sequence `seq` (the next forward
