@@ -93,6 +93,8 @@ void decide_split(Shared& sh) {
 // A handle's device memory, shared by the executables of one model (share_handle): a
 // range of a block that holds every handle of the executable that made it (one
 // allocation and one memset instead of one each a handle), kept alive by each of them.
+// (So an executable that takes shared storage for only some of its handles keeps its
+// whole block; a model's executables share every handle, which frees it.)
 class DeviceHandle final : public HandleStorage {
  public:
   DeviceHandle(std::shared_ptr<DeviceBuffer> block, int64_t offset, int64_t size, int ordinal)
@@ -187,7 +189,8 @@ class CudaExecutable final : public Executable {
   DeviceBuffer block_;
   uint8_t* arena_ = nullptr;
   uint8_t* scratch_ = nullptr;
-  uint8_t* workspace_ = nullptr;
+  uint8_t* workspace_ = nullptr;  // (null when no step multiplies through cuBLASLt)
+  int64_t workspace_bytes_ = 0;
   uint8_t* zeroed_ = nullptr;
   uint8_t* err_ = nullptr;
   uint8_t* finite_ = nullptr;
@@ -294,8 +297,9 @@ Status CudaExecutable::allocate() {
                                                   where("arena, scratch and counters")));
     arena_ = block_.data();
     scratch_ = arena_ + arena;
-    workspace_ = scratch_ + scratch;
-    zeroed_ = workspace_ + workspace;
+    workspace_ = workspace > 0 ? scratch_ + scratch : nullptr;
+    workspace_bytes_ = workspace;
+    zeroed_ = scratch_ + scratch + workspace;
     err_ = zeroed_ + zeroed;
     finite_ = sh.check_finite ? err_ + 256 : nullptr;
     RLX_CUDA_TRY(cudaMemset(zeroed_, 0, static_cast<size_t>(zeroed + 256)), where("counters"));
@@ -607,7 +611,7 @@ Status CudaExecutable::enqueue(cudaStream_t st) {
   ctx.stream = st;
   ctx.lt = lt_.get();
   ctx.workspace = workspace_;
-  ctx.workspace_bytes = kWorkspaceBytes;
+  ctx.workspace_bytes = static_cast<size_t>(workspace_bytes_);
   ctx.scratch = scratch_;
   ctx.zeroed = zeroed_;
   ctx.err = reinterpret_cast<int*>(err_);

@@ -428,7 +428,8 @@ void launch_moe_route(const MoeRouteParams& p, cudaStream_t s);
 /// W_down [experts, dim, hidden] in f32 / f16 / bf16 or a packed type packed_supported
 /// decodes (as stored: rows of blocks, `*_row_bytes` a row). h: rows * k_max * hidden
 /// floats of scratch (the gated hidden rows of each token's slots); d: rows * k_max * dim
-/// floats of scratch (each slot's down product, summed over the slots in order last).
+/// floats of scratch (each slot's down product, summed over the slots in order last: a
+/// block a pair, for runs of few rows), or null (a block a token sums its slots).
 /// act: ir::ActKind. The expert ids are found on the device (no host copy).
 struct MoeFfnParams {
   const float* x = nullptr;

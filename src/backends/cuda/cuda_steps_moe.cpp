@@ -53,7 +53,8 @@ struct FfnStepParams {
   bool bucket = false;
   bool grouped = false;  // runs of kMoeGroupedMinRows rows or more take the grouped form
   int64_t h_off = 0;     // scratch: [rows, k_max, hidden] f32, or the grouped form's work
-  int64_t d_off = 0;     // scratch: [rows, k_max, dim] f32 (the per-pair form)
+  int64_t d_off = 0;     // scratch: [pair_rows, k_max, dim] f32
+  int64_t pair_rows = 0;  // most rows whose down product runs a block a (token, slot)
 };
 
 Status moe_ffn_fn(const Step& s, const RunCtx& ctx) {
@@ -66,7 +67,8 @@ Status moe_ffn_fn(const Step& s, const RunCtx& ctx) {
   k.w_up = s.in_ptr[3];
   k.w_down = s.in_ptr[4];
   k.h = reinterpret_cast<float*>(ctx.scratch + p.h_off);
-  k.d = reinterpret_cast<float*>(ctx.scratch + p.d_off);
+  // Few rows (decode) spread the down product over a block a (token, slot).
+  k.d = k.rows <= p.pair_rows ? reinterpret_cast<float*>(ctx.scratch + p.d_off) : nullptr;
   k.y = reinterpret_cast<float*>(s.out_ptr);
   if (p.grouped && k.rows >= kMoeGroupedMinRows) launch_moe_ffn_grouped(k, ctx.scratch + p.h_off, ctx.stream);
   else launch_moe_ffn(k, ctx.stream);
@@ -150,10 +152,11 @@ Status build_moe_ffn(BuildCtx& ctx, Step& step) {
   const bool aligned = step.in[2].offset % 16 == 0 && step.in[3].offset % 16 == 0 && step.in[4].offset % 16 == 0;
   p->grouped = k.rows >= kMoeGroupedMinRows && aligned && moe_grouped_supported(k) && env_config().cuda_moe_grouped;
   // The per-pair form then serves only runs of fewer rows.
-  const int64_t pair_rows = p->grouped ? kMoeGroupedMinRows - 1 : k.rows;
-  const int64_t h_bytes = pair_rows * k.k_max * k.hidden * static_cast<int64_t>(sizeof(float));
+  const int64_t h_bytes =
+      (p->grouped ? kMoeGroupedMinRows - 1 : k.rows) * k.k_max * k.hidden * static_cast<int64_t>(sizeof(float));
   p->h_off = ctx.scratch(p->grouped ? std::max(h_bytes, moe_grouped_work_bytes(k)) : h_bytes);
-  p->d_off = ctx.scratch(pair_rows * k.k_max * k.dim * static_cast<int64_t>(sizeof(float)));
+  p->pair_rows = std::min<int64_t>(k.rows, kMoeGroupedMinRows - 1);
+  p->d_off = ctx.scratch(p->pair_rows * k.k_max * k.dim * static_cast<int64_t>(sizeof(float)));
   p->bucket = rows_are_bucket(ctx, n.inputs[0], step);
   step.fn = &moe_ffn_fn;
   step.params = p;

@@ -1,11 +1,12 @@
 // CUDA kernels of the mixture-of-experts ops. launch_moe_route: one block per token row,
 // one thread per expert: the gate probabilities, each expert's rank among them (ties to
-// the lower expert, NaN below every number), the k best kept. launch_moe_ffn: three
-// launches that find the chosen experts on the device (the s-th nonzero of a route row,
+// the lower expert, NaN below every number), the k best kept. launch_moe_ffn: two or
+// three launches that find the chosen experts on the device (the s-th nonzero of a route row,
 // by warp ballots), so that no expert id reaches the host and a CUDA graph can hold them:
 // first the gated hidden rows h[t, s] = act(W_gate[e] . x[t]) * (W_up[e] . x[t]) of every
 // (token t, slot s) pair, then each pair's d[t, s] = W_down[e] . h[t, s], then y[t] = sum
-// over the slots in order of route[t, e] * d[t, s] (a fixed order: deterministic). A warp computes one weight row
+// over the slots in order of route[t, e] * d[t, s] (a fixed order: deterministic); without
+// d scratch (many rows) the last two are one launch, a block a token. A warp computes one weight row
 // at a time; its lanes decode 32-element units of the row (decode_row_unit for packed
 // blocks, as stored) and dot them with the vector staged in shared memory (unit u at
 // u * 33: no bank conflicts), or read from global memory when it is too long to stage.
@@ -273,6 +274,53 @@ __global__ void __launch_bounds__(256) moe_combine_kernel(const MoeFfnParams p) 
   p.y[t * p.dim + c] = acc;
 }
 
+// Without d scratch (runs of many rows): grid (rows, dim tiles), block (t, tile) computes
+// y[t, c] for the tile's rows c over token t's slots in order, the same sums as
+// moe_down_kernel + moe_combine_kernel. kStage: each slot's h row staged in shared memory.
+template <bool kStage>
+__global__ void __launch_bounds__(kWarps * 32) moe_down_token_kernel(const MoeFfnParams p) {
+  extern __shared__ float staged[];
+  pdl_wait();
+  pdl_trigger();
+  const int64_t t = blockIdx.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t c0 = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * kRowsPerWarp;
+  float acc[kRowsPerWarp];
+#pragma unroll
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) acc[rr] = 0.0f;
+  for (int64_t slot = 0; slot < p.k_max; ++slot) {
+    float w;
+    const int64_t e = nth_routed(p.route + t * p.experts, p.experts, slot, &w);
+    if (e < 0) break;  // (the same for every warp of the block)
+    const float* v = p.h + (t * p.k_max + slot) * p.hidden;
+    int pitch = 32;
+    if constexpr (kStage) {
+      __syncthreads();  // every warp is done with the previous slot's row
+      stage(v, p.hidden, staged);
+      __syncthreads();
+      if (q8_0_vec_dot(p.down_dt)) {
+        round_staged_to_q8_0(staged, p.hidden);
+        __syncthreads();
+      }
+      v = staged;
+      pitch = kPitch;
+    }
+#pragma unroll
+    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+      const int64_t c = c0 + rr;
+      if (c < p.dim) {
+        const float d = warp_sum(row_dot(p.down_dt, p.w_down, p.down_row_bytes, e * p.dim + c, p.hidden, v, pitch));
+        acc[rr] += w * d;
+      }
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+    const int64_t c = c0 + rr;
+    if (lane == 0 && c < p.dim) p.y[t * p.dim + c] = acc[rr];
+  }
+}
+
 // Shared memory that stages a vector of n floats.
 int64_t stage_bytes(int64_t n) { return (n + 31) / 32 * kPitch * static_cast<int64_t>(sizeof(float)); }
 
@@ -295,10 +343,16 @@ void launch_moe_ffn(const MoeFfnParams& p, cudaStream_t s) {
     if (bytes <= kStageLimit) launch_k(moe_hidden_kernel<true>, grid, block, static_cast<size_t>(bytes), s, p);
     else launch_k(moe_hidden_kernel<false>, grid, block, 0, s, p);
   }
-  if (p.k_max > 0) {
-    const dim3 grid(static_cast<unsigned>(p.rows * p.k_max),
-                    static_cast<unsigned>((p.dim + kMoeRowsPerBlock - 1) / kMoeRowsPerBlock));
-    const int64_t bytes = stage_bytes(p.hidden);
+  const int64_t bytes = stage_bytes(p.hidden);
+  const dim3 tiles(static_cast<unsigned>((p.dim + kMoeRowsPerBlock - 1) / kMoeRowsPerBlock));
+  if (p.d == nullptr) {  // many rows: a block a token, its slots summed in the block
+    const dim3 grid(static_cast<unsigned>(p.rows), tiles.x);
+    if (bytes <= kStageLimit) launch_k(moe_down_token_kernel<true>, grid, block, static_cast<size_t>(bytes), s, p);
+    else launch_k(moe_down_token_kernel<false>, grid, block, 0, s, p);
+    return;
+  }
+  if (p.k_max > 0) {  // few rows (decode): a block a (token, slot), then the sum in order
+    const dim3 grid(static_cast<unsigned>(p.rows * p.k_max), tiles.x);
     if (bytes <= kStageLimit) launch_k(moe_down_kernel<true>, grid, block, static_cast<size_t>(bytes), s, p);
     else launch_k(moe_down_kernel<false>, grid, block, 0, s, p);
   }

@@ -279,10 +279,28 @@ __global__ void moe_combine_kernel(const float* __restrict__ d, const int* __res
 
 enum class Path { kNone, kMmq, kF16 };
 
+// The types moe_f16_gemm_kernel is instantiated for (grouped_product's switch).
+bool f16_tile_type(DT t) {
+  switch (t) {
+    case DT::F16:
+    case DT::Q4_1:
+    case DT::Q5_0:
+    case DT::Q5_1:
+    case DT::Q4_K:
+    case DT::Q5_K:
+    case DT::Q6_K:
+    case DT::IQ4_NL:
+    case DT::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Path path_of(DT t, int64_t K) {
   if (K <= 0 || K % 32 != 0) return Path::kNone;
   if (mmq_supported(t)) return Path::kMmq;
-  if (t == DT::F16 || dqmma_supported(t)) return Path::kF16;
+  if (f16_tile_type(t)) return Path::kF16;
   return Path::kNone;
 }
 
@@ -386,7 +404,7 @@ void grouped_product(Path path, DT w_dt, const uint8_t* w, int64_t row_bytes, in
       launch_k(moe_f16_gemm_kernel<DT::IQ4_XS>, grid, kF16Threads, 0, s, f);
       break;
     default:
-      break;  // (moe_grouped_supported refuses the rest)
+      break;  // (path_of gives kF16 to f16_tile_type's types only)
   }
 }
 
@@ -396,6 +414,8 @@ int elementwise_grid(int64_t n) { return grid_for(n, 256, 65535LL * 8); }
 
 bool moe_grouped_supported(const MoeFfnParams& p) {
   if (p.experts <= 0 || p.experts > kMoeMaxExperts || p.k_max <= 0) return false;
+  // (the tile table is the grid's y dimension)
+  if ((p.rows * p.k_max + kGroupTileRows - 1) / kGroupTileRows + p.experts > 65535) return false;
   const bool f16_rows_aligned = (p.gate_dt != DT::F16 || p.gate_row_bytes % 16 == 0) &&
                                 (p.up_dt != DT::F16 || p.up_row_bytes % 16 == 0) &&
                                 (p.down_dt != DT::F16 || p.down_row_bytes % 16 == 0);
