@@ -51,6 +51,8 @@ CLI::Option* add_device_option(CLI::App* cmd, std::string* device, bool tensor_p
     }
     std::string group = fmt::format("{}:{}", device_kind_name(d->kind), d->ordinal);
     for (int r = 1; r < *ranks; ++r) group += fmt::format(",{}", d->ordinal + r);
+    if (auto g = Device::parse(group); !g)
+      throw CLI::ValidationError("--tensor-parallel", fmt::format("--device {}: {}", *device, g.error().message()));
     *device = group;
   });
   return opt;

@@ -149,9 +149,9 @@ RelErr worst_of(const std::vector<std::vector<float>>& a, const std::vector<std:
 }
 
 // For each model and KV-cache type (f32, f16): the logits on cuda:0,1 against cuda:0,
-// within 1e-3 relative L2 -- or within 1.5 times the model's own schedule noise where
-// that is larger: how far cuda:0 moves when the same fifteen tokens run as one prefill
-// instead of a prefill and three decode steps. A deep model with random weights can
+// within 1e-3 relative L2 -- or, run by run, within 1.5 times the model's own schedule
+// noise where that is larger: how far cuda:0 moves at that run when the same fifteen
+// tokens go as one prefill instead of a prefill and three decode steps (at most 3e-2). A deep model with random weights can
 // carry a one-ulp change (another summation order: a split of K, the group's partial
 // sums) through its layers to its logits, and Q8_0's rounding of activations to 8 bits
 // turns such a change into whole steps of 1/127 (gemma2-tiny Q8_0, 26 layers: 2e-2
@@ -195,7 +195,16 @@ TEST(CudaTensorParallel, ModelLogitsEqualOneGpu) {
       auto other = model_logits(path, one, true);
       ASSERT_TRUE(other) << path << ": " << other.error().to_string();
       const RelErr e = worst_of(*got, *ref), noise = worst_of(*other, *ref);
-      const double bound = std::max(1e-3, 1.5 * noise.l2);
+      // Run by run (the prompt's rows, then each later token): the group against one GPU
+      // within 1e-3, or 1.5 times what one GPU moves by at that run between its two
+      // schedules -- itself at most 3e-2, or the one-GPU path is what is broken.
+      bool within = true;
+      for (size_t i = 0; i < ref->size(); ++i) {
+        const double n = rel_err((*other)[i], (*ref)[i]).l2;
+        EXPECT_LT(n, 3e-2) << path << " (" << ir::dtype_name(kv) << " KV cache): one GPU's schedules differ at run "
+                           << i;
+        within = within && rel_err((*got)[i], (*ref)[i]).l2 < std::max(1e-3, 1.5 * n);
+      }
       std::string runs;  // the prefill's, then each decode step's
       for (size_t i = 0; i < ref->size(); ++i) runs += fmt::format(" {:.2g}", rel_err((*got)[i], (*ref)[i]).l2);
       std::printf(
@@ -207,11 +216,11 @@ TEST(CudaTensorParallel, ModelLogitsEqualOneGpu) {
         const RelErr r1 = worst_of(*ref, *host), r2 = worst_of(*got, *host);
         std::printf("  against the cpu (f32 KV cache): cuda:0 L2 %.3g max %.3g, cuda:0,1 L2 %.3g max %.3g\n", r1.l2,
                     r1.max, r2.l2, r2.max);
-        EXPECT_LT(e.l2, std::max(bound, r1.l2)) << path << " (" << ir::dtype_name(kv) << " KV cache)";
+        EXPECT_TRUE(within || e.l2 < r1.l2) << path << " (" << ir::dtype_name(kv) << " KV cache)";
         EXPECT_LT(r2.l2, std::max(1e-3, 1.1 * r1.l2)) << path << " (" << ir::dtype_name(kv) << " KV cache)";
         continue;
       }
-      EXPECT_LT(e.l2, bound) << path << " (" << ir::dtype_name(kv) << " KV cache)";
+      EXPECT_TRUE(within) << path << " (" << ir::dtype_name(kv) << " KV cache): L2 per run" << runs;
     }
   }
 }
