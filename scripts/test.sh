@@ -60,7 +60,9 @@ RLX_JOBS="${jobs}" "${py_venv}/bin/pip" install --no-build-isolation -q .
 
 if [ -f fuzz/CMakeLists.txt ] && [ "${fuzz_seconds}" != "0" ]; then
   stage "fuzz (${fuzz_seconds} s per target, clang libFuzzer) in ${fuzz_dir}"
-  cmake -S . -B "${fuzz_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+  # -O1, as libFuzzer's documentation advises: the unoptimized Debug build ran the IR-text
+  # target at about 60 inputs a second, -O1 at about 1,100 (asserts and sanitizers kept).
+  cmake -S . -B "${fuzz_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=clang++ \
     -DRLX_BUILD_FUZZ=ON -DRLX_BUILD_TESTS=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
   cmake --build "${fuzz_dir}" -j"${jobs}" --target rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary \
     rlx_fuzz_jinja rlx_fuzz_ir_text rlx_fuzz_safetensors_index rlx_fuzz_hf_config rlx_fuzz_imatrix
