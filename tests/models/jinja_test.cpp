@@ -167,6 +167,16 @@ TEST(Jinja, RaiseExceptionEndsTheRenderWithExactlyItsMessage) {
                "{% endif %}{% endmacro %}{% for m in ['user', 'bot'] %}{{ check(m) }}{% endfor %}");
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().message(), "roles must alternate: bot");
+  // Without its message, or with an empty one, the error still says what happened (the
+  // fuzzer's find: an empty error message).
+  out = render("{{ raise_exception() }}");
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().message().find("raise_exception() needs its message argument"), std::string::npos)
+      << out.error().message();
+  out = render("{{ raise_exception('') }}");
+  ASSERT_FALSE(out);
+  EXPECT_NE(out.error().message().find("raise_exception() was called with an empty message"), std::string::npos)
+      << out.error().message();
 }
 
 TEST(Jinja, RunTimeErrorsNameLineAndColumn) {

@@ -525,7 +525,10 @@ Expected<Value> call_global(Renderer& r, std::string_view name, CallArgs& args) 
   if (name == "raise_exception") {
     std::vector<Value> p;
     TRY(bind_args("raise_exception", args, {"message"}, &p));
+    // (Python's raise_exception(message) has no default; and a raise must say something.)
+    if (p[0].is_undefined()) return Error::invalid_file("raise_exception() needs its message argument");
     ASSIGN_OR_RETURN(std::string msg, str_arg(p[0]));
+    if (msg.empty()) return Error::invalid_file("raise_exception() was called with an empty message");
     return r.raise(msg);
   }
   return Error::invalid_file("unknown function '{}'", name);
