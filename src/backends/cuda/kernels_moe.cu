@@ -172,6 +172,23 @@ __device__ void round_staged_to_q8_0(float* v, int64_t n) {
   }
 }
 
+// The vector a block's warps dot weight rows with: v itself (pitch 32), or, with kStage,
+// v staged in shared memory (pitch kPitch), rounded to Q8_0 blocks when `q8` (every
+// thread; its barriers included).
+template <bool kStage>
+__device__ __forceinline__ const float* vector_for_dots(const float* v, int64_t n, bool q8, float* staged, int* pitch) {
+  *pitch = 32;
+  if constexpr (!kStage) return v;
+  stage(v, n, staged);
+  __syncthreads();
+  if (q8) {
+    round_staged_to_q8_0(staged, n);
+    __syncthreads();
+  }
+  *pitch = kPitch;
+  return staged;
+}
+
 // Grid (rows * k_max, hidden tiles): block (pair, tile) computes h[pair, f] for the
 // tile's rows f, pair = t * k_max + s, with the expert of slot s of token t (a block
 // whose slot is empty does nothing). kStage: x[t] staged in shared memory.
@@ -184,18 +201,9 @@ __global__ void __launch_bounds__(kWarps * 32) moe_hidden_kernel(const MoeFfnPar
   float weight;
   const int64_t e = nth_routed(p.route + t * p.experts, p.experts, slot, &weight);
   if (e < 0) return;  // (the same for every warp of the block)
-  const float* v = p.x + t * p.dim;
-  int pitch = 32;
-  if constexpr (kStage) {
-    stage(v, p.dim, staged);
-    __syncthreads();
-    if (q8_0_vec_dot(p.gate_dt) && q8_0_vec_dot(p.up_dt)) {
-      round_staged_to_q8_0(staged, p.dim);
-      __syncthreads();
-    }
-    v = staged;
-    pitch = kPitch;
-  }
+  int pitch;
+  const float* v = vector_for_dots<kStage>(p.x + t * p.dim, p.dim, q8_0_vec_dot(p.gate_dt) && q8_0_vec_dot(p.up_dt),
+                                           staged, &pitch);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
     const int64_t f = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * kRowsPerWarp + rr;
@@ -221,18 +229,8 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_kernel(const MoeFfnParam
   float w;
   const int64_t e = nth_routed(p.route + t * p.experts, p.experts, slot, &w);
   if (e < 0) return;  // (the same for every warp of the block)
-  const float* v = p.h + pair * p.hidden;
-  int pitch = 32;
-  if constexpr (kStage) {
-    stage(v, p.hidden, staged);
-    __syncthreads();
-    if (q8_0_vec_dot(p.down_dt)) {
-      round_staged_to_q8_0(staged, p.hidden);
-      __syncthreads();
-    }
-    v = staged;
-    pitch = kPitch;
-  }
+  int pitch;
+  const float* v = vector_for_dots<kStage>(p.h + pair * p.hidden, p.hidden, q8_0_vec_dot(p.down_dt), staged, &pitch);
   const int64_t c0 = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * kRowsPerWarp;
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) {
@@ -292,19 +290,10 @@ __global__ void __launch_bounds__(kWarps * 32) moe_down_token_kernel(const MoeFf
     float w;
     const int64_t e = nth_routed(p.route + t * p.experts, p.experts, slot, &w);
     if (e < 0) break;  // (the same for every warp of the block)
-    const float* v = p.h + (t * p.k_max + slot) * p.hidden;
-    int pitch = 32;
-    if constexpr (kStage) {
-      __syncthreads();  // every warp is done with the previous slot's row
-      stage(v, p.hidden, staged);
-      __syncthreads();
-      if (q8_0_vec_dot(p.down_dt)) {
-        round_staged_to_q8_0(staged, p.hidden);
-        __syncthreads();
-      }
-      v = staged;
-      pitch = kPitch;
-    }
+    if constexpr (kStage) __syncthreads();  // every warp is done with the previous slot's row
+    int pitch;
+    const float* v = vector_for_dots<kStage>(p.h + (t * p.k_max + slot) * p.hidden, p.hidden,
+                                             q8_0_vec_dot(p.down_dt), staged, &pitch);
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
       const int64_t c = c0 + rr;

@@ -12,6 +12,7 @@
 // but every product row depends only on its own x row and the expert's W, so results
 // do not depend on it.
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cuda/cuda_common.cuh"
 #include "backends/cuda/mmq_kernels.h"
@@ -279,18 +280,38 @@ __global__ void moe_combine_kernel(const float* __restrict__ d, const int* __res
 
 enum class Path { kNone, kMmq, kF16 };
 
-// The types moe_f16_gemm_kernel is instantiated for (grouped_product's switch).
-bool f16_tile_type(DT t) {
+// Calls f(tag) with std::integral_constant<DT, t> for the types moe_f16_gemm_kernel is
+// instantiated for, and returns whether t is one: the one list both the choice of path
+// and the launch read.
+template <class F>
+bool with_f16_tile_type(DT t, F&& f) {
   switch (t) {
     case DT::F16:
+      f(std::integral_constant<DT, DT::F16>{});
+      return true;
     case DT::Q4_1:
+      f(std::integral_constant<DT, DT::Q4_1>{});
+      return true;
     case DT::Q5_0:
+      f(std::integral_constant<DT, DT::Q5_0>{});
+      return true;
     case DT::Q5_1:
+      f(std::integral_constant<DT, DT::Q5_1>{});
+      return true;
     case DT::Q4_K:
+      f(std::integral_constant<DT, DT::Q4_K>{});
+      return true;
     case DT::Q5_K:
+      f(std::integral_constant<DT, DT::Q5_K>{});
+      return true;
     case DT::Q6_K:
+      f(std::integral_constant<DT, DT::Q6_K>{});
+      return true;
     case DT::IQ4_NL:
+      f(std::integral_constant<DT, DT::IQ4_NL>{});
+      return true;
     case DT::IQ4_XS:
+      f(std::integral_constant<DT, DT::IQ4_XS>{});
       return true;
     default:
       return false;
@@ -300,7 +321,7 @@ bool f16_tile_type(DT t) {
 Path path_of(DT t, int64_t K) {
   if (K <= 0 || K % 32 != 0) return Path::kNone;
   if (mmq_supported(t)) return Path::kMmq;
-  if (f16_tile_type(t)) return Path::kF16;
+  if (with_f16_tile_type(t, [](auto) {})) return Path::kF16;
   return Path::kNone;
 }
 
@@ -375,37 +396,8 @@ void grouped_product(Path path, DT w_dt, const uint8_t* w, int64_t row_bytes, in
   f.row_bytes = row_bytes;
   f.groups = g;
   const dim3 grid(static_cast<unsigned>((N + kF16TileN - 1) / kF16TileN), static_cast<unsigned>(g.max_tiles));
-  switch (w_dt) {
-    case DT::F16:
-      launch_k(moe_f16_gemm_kernel<DT::F16>, grid, kF16Threads, 0, s, f);
-      break;
-    case DT::Q4_1:
-      launch_k(moe_f16_gemm_kernel<DT::Q4_1>, grid, kF16Threads, 0, s, f);
-      break;
-    case DT::Q5_0:
-      launch_k(moe_f16_gemm_kernel<DT::Q5_0>, grid, kF16Threads, 0, s, f);
-      break;
-    case DT::Q5_1:
-      launch_k(moe_f16_gemm_kernel<DT::Q5_1>, grid, kF16Threads, 0, s, f);
-      break;
-    case DT::Q4_K:
-      launch_k(moe_f16_gemm_kernel<DT::Q4_K>, grid, kF16Threads, 0, s, f);
-      break;
-    case DT::Q5_K:
-      launch_k(moe_f16_gemm_kernel<DT::Q5_K>, grid, kF16Threads, 0, s, f);
-      break;
-    case DT::Q6_K:
-      launch_k(moe_f16_gemm_kernel<DT::Q6_K>, grid, kF16Threads, 0, s, f);
-      break;
-    case DT::IQ4_NL:
-      launch_k(moe_f16_gemm_kernel<DT::IQ4_NL>, grid, kF16Threads, 0, s, f);
-      break;
-    case DT::IQ4_XS:
-      launch_k(moe_f16_gemm_kernel<DT::IQ4_XS>, grid, kF16Threads, 0, s, f);
-      break;
-    default:
-      break;  // (path_of gives kF16 to f16_tile_type's types only)
-  }
+  with_f16_tile_type(
+      w_dt, [&](auto tag) { launch_k(moe_f16_gemm_kernel<decltype(tag)::value>, grid, kF16Threads, 0, s, f); });
 }
 
 int elementwise_grid(int64_t n) { return grid_for(n, 256, 65535LL * 8); }
