@@ -7,7 +7,7 @@
 #
 # For each target found in BUILD_DIR/fuzz (rlx_fuzz_gguf, rlx_fuzz_safetensors,
 # rlx_fuzz_tokenizer, rlx_fuzz_lir_binary, rlx_fuzz_jinja, rlx_fuzz_ir_text,
-# rlx_fuzz_safetensors_index, rlx_fuzz_hf_config, rlx_fuzz_imatrix), the
+# rlx_fuzz_safetensors_index, rlx_fuzz_hf_config, rlx_fuzz_imatrix, rlx_fuzz_openai), the
 # committed seeds in fuzz/corpus/<target>/ are copied into a working corpus
 # BUILD_DIR/fuzz/work/<target>/ (new inputs land there, the committed seeds stay
 # untouched); crash inputs go to BUILD_DIR/fuzz/artifacts/<target>/. A target with a
@@ -32,7 +32,7 @@ extra_flags=("$@")
 script_dir=$(cd "$(dirname "$0")" && pwd)
 status=0
 ran=0
-for target in rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary rlx_fuzz_jinja \
+for target in rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary rlx_fuzz_jinja rlx_fuzz_openai \
               rlx_fuzz_ir_text rlx_fuzz_safetensors_index rlx_fuzz_hf_config rlx_fuzz_imatrix; do
   binary="$build_dir/fuzz/$target"
   if [[ ! -x "$binary" ]]; then

@@ -65,7 +65,7 @@ if [ -f fuzz/CMakeLists.txt ] && [ "${fuzz_seconds}" != "0" ]; then
   cmake -S . -B "${fuzz_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_COMPILER=clang++ \
     -DRLX_BUILD_FUZZ=ON -DRLX_BUILD_TESTS=OFF -DRLX_BUILD_BENCH=OFF >/dev/null
   cmake --build "${fuzz_dir}" -j"${jobs}" --target rlx_fuzz_gguf rlx_fuzz_safetensors rlx_fuzz_tokenizer rlx_fuzz_lir_binary \
-    rlx_fuzz_jinja rlx_fuzz_ir_text rlx_fuzz_safetensors_index rlx_fuzz_hf_config rlx_fuzz_imatrix
+    rlx_fuzz_jinja rlx_fuzz_ir_text rlx_fuzz_safetensors_index rlx_fuzz_hf_config rlx_fuzz_imatrix rlx_fuzz_openai
   bash fuzz/run.sh "${fuzz_seconds}" "${fuzz_dir}"
 fi
 stage "all tests passed"

@@ -18,17 +18,6 @@ namespace rlx::serve {
 
 using Clock = std::chrono::steady_clock;
 
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-  }
-  return "unknown";
-}
-
 RequestHandle::RequestHandle(GenerationParams params) : params_(std::move(params)) {}
 
 std::optional<GenerationEvent> RequestHandle::next(std::chrono::milliseconds wait) {

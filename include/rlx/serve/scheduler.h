@@ -59,7 +59,16 @@ enum class FinishReason : uint8_t {
   kError,      ///< the model failed; see GenerationEvent::error
 };
 /// "stop", "length", "cancelled", "error" (OpenAI's finish_reason for the first two).
-const char* finish_reason_name(FinishReason r);
+constexpr const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
 
 /// One step of a request's output. The last event has finish != kNone.
 struct GenerationEvent {
