@@ -138,6 +138,9 @@ Status read_gguf_rope(const formats::GgufFile& f, const std::string& arch, Model
     type = "linear";  // the older key: a linear factor without a type
     factor = scale_linear;
   }
+  if (orig_ctx && (*orig_ctx < 0 || *orig_ctx > 2147483648.0))
+    return Error::invalid_file("{}: '{}' {} is outside [0, 2^31] positions", f.name(),
+                               key("scaling.original_context_length"), *orig_ctx);
   r.original_context = orig_ctx ? static_cast<int64_t>(*orig_ctx) : c->n_ctx_train;
   if (attn_factor) r.attn_factor = *attn_factor;
   if (type == "none") {
@@ -220,9 +223,16 @@ Status read_hf_rope(const json& p, const json& config, const std::string& path, 
     type = t->get<std::string>();
   }
   ASSIGN_OR_RETURN(auto factor, number(p, "factor"));
-  ASSIGN_OR_RETURN(auto orig, number(p, "original_max_position_embeddings"));
-  ASSIGN_OR_RETURN(auto orig_top, number(config, "original_max_position_embeddings"));
-  ASSIGN_OR_RETURN(auto max_pos, number(config, "max_position_embeddings"));
+  // Context lengths: whole enough to become int64 positions (a 2^31 cap; nothing trains longer).
+  auto positions = [&](const json& j, const char* k) -> Expected<std::optional<double>> {
+    ASSIGN_OR_RETURN(auto v, number(j, k));
+    if (v && (*v < 0 || *v > 2147483648.0))
+      return Error::invalid_file("{}: '{}' {} is outside [0, 2^31] positions", path, k, *v);
+    return v;
+  };
+  ASSIGN_OR_RETURN(auto orig, positions(p, "original_max_position_embeddings"));
+  ASSIGN_OR_RETURN(auto orig_top, positions(config, "original_max_position_embeddings"));
+  ASSIGN_OR_RETURN(auto max_pos, positions(config, "max_position_embeddings"));
   ASSIGN_OR_RETURN(auto attention_factor, number(p, "attention_factor"));
   if (type == "default") {
     // theta (and partial_rotary_factor) only

@@ -205,6 +205,8 @@ TEST(GgufRope, WhatCannotBeHonouredIsAnErrorNamingIt) {
                "only one of rope_factors_short.weight and rope_factors_long.weight");
   expect_error("longrope_no_tensors", key("llama.rope.scaling.type", "longrope"),
                "needs the tensors rope_factors_short.weight");
+  expect_error("orig_ctx_huge", key("llama.rope.scaling.original_context_length", uint32_t{4000000000u}),
+               "'llama.rope.scaling.original_context_length' 4000000000 is outside [0, 2^31] positions");
 }
 
 // A stored tensor the model does not read is named in a warning (and listed); rope
@@ -282,6 +284,18 @@ TEST(HfRope, LongRope) {
       << error_of(bad);
   EXPECT_NE(error_of(hf_config("longrope_noorig", R"({"type": "longrope", "short_factor": [], "long_factor": []})"))
                 .find("needs 'original_max_position_embeddings'"),
+            std::string::npos);
+  // A context length that no int64 holds (found by rlx_fuzz_hf_config), in each place it is read.
+  const std::string huge = "1.7e127";
+  EXPECT_NE(error_of(hf_config("longrope_huge", R"({"type": "longrope", "short_factor": [], "long_factor": []})",
+                               R"("original_max_position_embeddings": )" + huge + ", "))
+                .find("'original_max_position_embeddings' 1.7e+127 is outside [0, 2^31] positions"),
+            std::string::npos);
+  EXPECT_NE(error_of(hf_config("yarn_huge", R"({"rope_type": "yarn", "factor": 4.0,
+    "original_max_position_embeddings": -5})")).find("is outside [0, 2^31] positions"),
+            std::string::npos);
+  EXPECT_NE(error_of(hf_config("llama3_huge", R"({"rope_type": "llama3", "factor": 8.0,
+    "original_max_position_embeddings": 1e300})")).find("is outside [0, 2^31] positions"),
             std::string::npos);
   EXPECT_NE(error_of(hf_config("dynamic", R"({"type": "dynamic", "factor": 2})")).find("rope type 'dynamic'"),
             std::string::npos);
