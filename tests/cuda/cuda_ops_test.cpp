@@ -716,14 +716,17 @@ TEST(CudaOps, DequantMatMulInt8TensorCores) {
 // tiles in shared memory (launch_dqmma) with f32 accumulation -- x and W rounded to f16,
 // as the dequantize + cuBLAS path rounds them, so the error is f32 summation only. M at
 // the tile edges, N not a multiple of the 32-row block, K not a multiple of the 128-value
-// step, K long enough to be split across blocks, both weight layouts.
+// step, K long enough to be split across blocks, rows not 16-byte aligned, both weight
+// layouts.
 TEST(CudaOps, DequantMatMulF16Tiles) {
   REQUIRE_CUDA();
   struct Shape {
     int64_t M, N, K;
   };
   // (Q4_K, Q6_K and the IQ4 types leave the GEMV from 6 rows, the others from 9.)
-  const Shape shapes[] = {{6, 40, 256}, {9, 40, 256}, {16, 264, 768}, {13, 40, 4096}, {16, 96, 512}, {11, 70, 2560}};
+  // (K = 160 and 416: rows whose bytes do not start on a 16-byte boundary.)
+  const Shape shapes[] = {{6, 40, 256},   {9, 40, 256},   {16, 264, 768}, {13, 40, 4096},
+                          {16, 96, 512},  {11, 70, 2560}, {9, 40, 160},   {16, 33, 416}};
   auto to_f16 = [](std::vector<float> v) {
     for (float& f : v) f = f16_bits_to_f32(f32_to_f16_bits(f));
     return v;
