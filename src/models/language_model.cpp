@@ -139,7 +139,11 @@ std::string default_profile_name(const ModelConfig& config, bool decode) {
   return fmt::format("{}_{}", family, decode ? "decode" : "prefill");
 }
 
-Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick) {
+Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick, int64_t seqs) {
+  if (seqs <= 0 || seqs > options_.batch) seqs = options_.batch;
+  // The stacked caches belong to the first executable made (prepare): a full one, whose
+  // handles hold every sequence; an executable over fewer binds their front.
+  if (seqs < options_.batch && state_.empty()) TRY(variant(rows, all_rows, pick, options_.batch));
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
   if (profile_name.empty()) profile_name = default_profile_name(config_, decode);
@@ -157,7 +161,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   d.last_row_logits = !all_rows;
   d.greedy_token = pick.greedy;
   d.sample_token = pick.sample.has_value();
-  d.batch = options_.batch;
+  d.batch = seqs;
   d.delta_chunk = options_.delta_chunk;
   d.policy = profile->fusion.policy;
   const compile::CompileOptions co = profile->to_compile_options(pipeline_->session().backend()->target());
@@ -172,6 +176,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   h.u64(pick.sample.has_value());
   h.i64(rows);
   h.i64(options_.delta_chunk);
+  if (seqs != options_.batch) h.i64(seqs);  // (keys of the full batch as before)
   const uint64_t key = h.digest();
   // What build_decoder's graph depends on besides this build: the model file and the
   // decoder options. It stands for the graph in the AOT key, so that a warm start reads
@@ -197,8 +202,10 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
     return std::move(built.hir);
   };
   const VariantPrepareFn prep = [this](CompiledGraph& g) { return prepare(g); };
-  if (options_.on_compile && !pipeline_->contains(key))
-    options_.on_compile(decode ? std::string("decode") : fmt::format("prefill, {} rows", rows));
+  if (options_.on_compile && !pipeline_->contains(key)) {
+    const std::string what = decode ? std::string("decode") : fmt::format("prefill, {} rows", rows);
+    options_.on_compile(seqs == options_.batch ? what : fmt::format("{}, {} of {} sequences", what, seqs, options_.batch));
+  }
   const int64_t compiles_before = pipeline_->stats().backend_compiles;
   Expected<Variant> v = Error::internal("not compiled");
   if (options_.compile_cache) {
@@ -218,6 +225,29 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
     compile_stats_.compile_ms += (*v)->compile_ms;
   }
   return v;
+}
+
+int64_t LanguageModel::sequence_bucket(int64_t n) const {
+  int64_t seqs = 1;
+  while (seqs < n) seqs *= kSequenceBucketGrowth;
+  return std::min(seqs, options_.batch);
+}
+
+Status LanguageModel::prepare_batch(int64_t max_rows, bool greedy) {
+  Pick pick;
+  pick.greedy = greedy;
+  for (int64_t active = 1;; active = active * kSequenceBucketGrowth) {
+    const int64_t seqs = sequence_bucket(active);
+    // Row buckets as run_batch picks them: 1, then min_bucket doubling up to the one
+    // that holds max_rows (a bucket past the context is never picked).
+    for (int64_t rows = 1; rows <= options_.ctx;) {
+      TRY(variant(rows, false, pick, seqs));
+      if (rows >= max_rows) break;
+      rows = rows == 1 ? std::max<int64_t>(options_.min_bucket, 2) : rows * 2;
+    }
+    if (seqs >= options_.batch) break;
+  }
+  return {};
 }
 
 int64_t LanguageModel::bucket_rows(int64_t n) const {
@@ -381,11 +411,17 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
         return Error::invalid_argument("sequence {}: token id {} is outside the vocabulary [0, {})", b, id, config_.n_vocab);
   }
   if (longest == 0) return Error::invalid_argument("forward_batch: no tokens in any sequence");
+  // The sequences this run covers: up to the last one given tokens, in a bucket (one
+  // executable each); all of them where caches cannot be shared.
+  int64_t active = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    if (!tokens[static_cast<size_t>(b)].empty()) active = b + 1;
+  const int64_t seqs = shared_state_ ? sequence_bucket(active) : batch;
   // Every sequence writes S cache rows from its position; a sequence given fewer tokens
   // pads (rows past its own are never attended to by its real rows and are overwritten
   // by its next tokens). Pick S so that all writes stay inside the caches.
   auto fits = [&](int64_t s) {
-    for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t b = 0; b < seqs; ++b) {
       const int64_t np = n_past_[static_cast<size_t>(b)];
       const bool idle_full = tokens[static_cast<size_t>(b)].empty() && np >= ctx;  // clamped below
       if (!idle_full && np + s > ctx) return false;
@@ -399,18 +435,18 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
     if (!fits(rows)) rows = longest;
   }
   if (!fits(rows)) {
-    for (int64_t b = 0; b < batch; ++b)
+    for (int64_t b = 0; b < seqs; ++b)
       if (n_past_[static_cast<size_t>(b)] + rows > ctx)
         return Error::invalid_argument(
             "forward_batch: sequence {} has {} cached tokens, so a run of {} rows would pass the context length {}; "
             "run the longer inputs in a separate call",
             b, n_past_[static_cast<size_t>(b)], rows, ctx);
   }
-  ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick));
+  ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick, seqs));
   TRY(move_cache_to(v));
-  const size_t total = static_cast<size_t>(batch * rows);
-  std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(batch)), seq(static_cast<size_t>(2 * batch));
-  for (int64_t b = 0; b < batch; ++b) {
+  const size_t total = static_cast<size_t>(seqs * rows);
+  std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(seqs)), seq(static_cast<size_t>(2 * seqs));
+  for (int64_t b = 0; b < seqs; ++b) {
     const auto& t = tokens[static_cast<size_t>(b)];
     // A full sequence given no tokens writes its padding over its last cache rows: it
     // takes no token before a truncate, which may then keep only the rows before them.
@@ -426,7 +462,7 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
     seq[static_cast<size_t>(2 * b)] = static_cast<int32_t>(n_past_[static_cast<size_t>(b)]);
     seq[static_cast<size_t>(2 * b + 1)] = static_cast<int32_t>(t.size());
   }
-  const std::vector<int64_t> shape{batch * rows}, lshape{batch}, seq_shape{batch, 2};
+  const std::vector<int64_t> shape{seqs * rows}, lshape{seqs}, seq_shape{seqs, 2};
   std::vector<NamedTensorView> inputs{
       {"tokens", TensorView{ir::DType::I32, shape, tok.data()}},
       {"pos", TensorView{ir::DType::I32, shape, pos.data()}},
@@ -434,8 +470,9 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
   if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, lshape, last.data()}});
   if (config_.has_recurrent_layers()) inputs.push_back({"seq", TensorView{ir::DType::I32, seq_shape, seq.data()}});
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
-  for (int64_t b = 0; b < batch; ++b) n_past_[static_cast<size_t>(b)] += static_cast<int64_t>(tokens[static_cast<size_t>(b)].size());
-  return BatchRun{std::move(out[0]), rows};
+  for (int64_t b = 0; b < seqs; ++b) n_past_[static_cast<size_t>(b)] += static_cast<int64_t>(tokens[static_cast<size_t>(b)].size());
+  last_run_sequences_ = seqs;
+  return BatchRun{std::move(out[0]), rows, seqs};
 }
 
 Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span<const std::vector<int32_t>> tokens,

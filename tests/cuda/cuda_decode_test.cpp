@@ -661,7 +661,8 @@ TEST(CudaDecode, GreedyTokenOnDeviceEqualsHostArgmax) {
 // Batched decode on the device (what `rlx bench --batch` and a server's many streams
 // run): four streams of different lengths step together through CUDA graphs; each
 // stream's logits match the same stream run alone, and the argmax taken on the device
-// (forward_batch_greedy) is the host argmax of the batched logits.
+// (forward_batch_greedy) is the host argmax of the batched logits; then runs over fewer
+// of the streams.
 TEST(CudaDecode, BatchedStreamsMatchSeparateRuns) {
   REQUIRE_CUDA();
   for (const char* type : {"f32", "q4_k_m"}) {
@@ -696,6 +697,32 @@ TEST(CudaDecode, BatchedStreamsMatchSeparateRuns) {
         ASSERT_TRUE(one) << one.error().to_string();
         EXPECT_LT(rel_l2((*l)[b], *one), bound) << "step " << step << ", stream " << b;
         EXPECT_EQ((*g)[b], models::argmax((*l)[b])) << "step " << step << ", stream " << b;
+        in[b] = {(*g)[b]};
+      }
+    }
+    // Fewer streams: runs over the first sequence alone (an executable of its own over
+    // the front of the stacked caches), then over the first two (the bucket of four)
+    // leave the idle streams alone; a last run over all four finds those where they were.
+    for (int step = 0; step < 7; ++step) {
+      const size_t active = step < 3 ? 1 : step < 6 ? 2 : 4;
+      const int64_t covered = active == 1 ? 1 : 4;
+      std::vector<std::vector<int32_t>> some(4);
+      for (size_t b = 0; b < active; ++b) some[b] = in[b];
+      auto l = (*logits)->forward_batch(some, false);
+      auto g = (*greedy)->forward_batch_greedy(some);
+      ASSERT_TRUE(l && g) << (l ? g.error().to_string() : l.error().to_string());
+      EXPECT_EQ((*logits)->last_run_sequences(), covered) << "step " << step;
+      EXPECT_EQ((*greedy)->last_run_sequences(), covered) << "step " << step;
+      for (size_t b = 0; b < 4; ++b) {
+        if (b >= active) {
+          EXPECT_TRUE((*l)[b].empty());
+          EXPECT_EQ((*g)[b], models::kNoBatchToken);
+          continue;
+        }
+        auto one = alone[b]->forward(in[b], false);
+        ASSERT_TRUE(one) << one.error().to_string();
+        EXPECT_LT(rel_l2((*l)[b], *one), bound) << "fewer streams, step " << step << ", stream " << b;
+        EXPECT_EQ((*g)[b], models::argmax((*l)[b])) << "fewer streams, step " << step << ", stream " << b;
         in[b] = {(*g)[b]};
       }
     }

@@ -74,17 +74,23 @@ TEST_P(FamilyTest, BatchAndIncrementalLogitsAgree) {
   EXPECT_LT(max_abs_diff(*last, tail), 1e-5);
 }
 
-// Three sequences of different lengths prefilled in one batched run, then decode steps
-// where one sequence sits idle, equal each sequence run alone in an unbatched model.
-TEST_P(FamilyTest, BatchedSequencesEqualSeparateRuns) {
+// A family's f32 synthetic model loaded twice: one sequence, and `batch` sequences
+// (context 64, prefill buckets from 4).
+std::pair<Expected<std::unique_ptr<LanguageModel>>, Expected<std::unique_ptr<LanguageModel>>> solo_and_batched(
+    const std::string& family, int64_t batch) {
   LoadOptions one;
   one.ctx = 64;
   one.threads = 2;
   one.min_bucket = 4;
-  LoadOptions three = one;
-  three.batch = 3;
-  auto solo = LanguageModel::load(synth_model(GetParam(), "f32"), one);
-  auto many = LanguageModel::load(synth_model(GetParam(), "f32"), three);
+  LoadOptions many = one;
+  many.batch = batch;
+  return {LanguageModel::load(synth_model(family, "f32"), one), LanguageModel::load(synth_model(family, "f32"), many)};
+}
+
+// Three sequences of different lengths prefilled in one batched run, then decode steps
+// where one sequence sits idle, equal each sequence run alone in an unbatched model.
+TEST_P(FamilyTest, BatchedSequencesEqualSeparateRuns) {
+  auto [solo, many] = solo_and_batched(GetParam(), 3);
   ASSERT_TRUE(solo && many) << (solo ? many.error().to_string() : solo.error().to_string());
   const std::vector<std::vector<int32_t>> prompts = {
       {1, 40, 300, 77, 12}, {9, 8}, {1, 40, 300, 77, 12, 499, 260, 8, 100, 33, 5}};
@@ -126,6 +132,66 @@ TEST_P(FamilyTest, BatchedSequencesEqualSeparateRuns) {
     const std::vector<float> tail(full.end() - static_cast<std::ptrdiff_t>((*last)[b].size()), full.end());
     EXPECT_LT(max_abs_diff((*last)[b], tail), 1e-4) << "sequence " << b;
   }
+}
+
+// A run covers only the sequences up to the last one given tokens, in buckets of 1, 4,
+// 16, ... capped at the batch, over the front of the stacked caches: runs over 1, 4 and
+// all 6 sequences in a changing order equal each sequence run alone, and leave the
+// others untouched.
+TEST_P(FamilyTest, RunsOverTheFirstSequencesEqualSeparateRuns) {
+  auto [solo, many] = solo_and_batched(GetParam(), 6);
+  ASSERT_TRUE(solo && many) << (solo ? many.error().to_string() : solo.error().to_string());
+  using Call = std::vector<std::vector<int32_t>>;
+  const std::vector<Call> calls = {
+      {{1, 40, 300, 77, 12}, {}, {}, {}, {}, {}},  // sequence 0 alone: 1
+      {{7}, {9, 8}, {}, {}, {}, {}},               // 0 and 1: the first 4
+      {{3}, {4}, {}, {}, {1, 40, 300}, {}},        // up to 4: all 6 (16, capped)
+      {{11}, {}, {}, {}, {}, {}},                  // 0 alone again
+      {{}, {}, {5, 6, 7}, {2, 2}, {}, {}},         // 2 and 3: the first 4
+      {{}, {6}, {}, {}, {}, {8}},                  // 1 and 5: all 6
+  };
+  const std::vector<int64_t> covered = {1, 4, 6, 1, 4, 6};
+  std::vector<std::vector<std::vector<float>>> want(6);  // [seq][call] logits, all rows
+  for (size_t b = 0; b < 6; ++b) {
+    (*solo)->reset();
+    for (const Call& call : calls) {
+      if (call[b].empty()) {
+        want[b].emplace_back();
+        continue;
+      }
+      auto r = (*solo)->forward(call[b], true);
+      ASSERT_TRUE(r) << r.error().to_string();
+      want[b].push_back(*r);
+    }
+  }
+  for (size_t k = 0; k < calls.size(); ++k) {
+    auto got = (*many)->forward_batch(calls[k], true);
+    ASSERT_TRUE(got) << "call " << k << ": " << got.error().to_string();
+    EXPECT_EQ((*many)->last_run_sequences(), covered[k]) << "call " << k;
+    for (size_t b = 0; b < 6; ++b) {
+      ASSERT_EQ((*got)[b].size(), want[b][k].size()) << "call " << k << " sequence " << b;
+      if (!want[b][k].empty()) {
+        EXPECT_LT(max_abs_diff((*got)[b], want[b][k]), 1e-4) << "call " << k << " sequence " << b;
+      }
+    }
+  }
+  EXPECT_EQ((*many)->n_past(0), 8);
+  EXPECT_EQ((*many)->n_past(1), 4);
+  EXPECT_EQ((*many)->n_past(2), 3);
+  EXPECT_EQ((*many)->n_past(3), 2);
+  EXPECT_EQ((*many)->n_past(4), 3);
+  EXPECT_EQ((*many)->n_past(5), 1);
+  // prepare_batch compiles what runs of up to 8 rows use: rows 1, 4 and 8 for 1, 4 and 6
+  // sequences, each output kind; afterwards such runs compile nothing.
+  ASSERT_TRUE((*many)->prepare_batch(8, false).ok());
+  ASSERT_TRUE((*many)->prepare_batch(8, true).ok());
+  const int64_t made = (*many)->compile_stats().executables;
+  (*many)->reset();
+  const Call wide = {{1, 2, 3, 4, 5, 6, 7}, {}, {}, {9}, {}, {}};
+  ASSERT_TRUE((*many)->forward_batch(wide, false));
+  const Call narrow = {{1}, {}, {}, {}, {}, {2, 3}};
+  ASSERT_TRUE((*many)->forward_batch_greedy(narrow));
+  EXPECT_EQ((*many)->compile_stats().executables, made);
 }
 
 TEST_P(FamilyTest, PaddedPrefillEqualsUnpadded) {

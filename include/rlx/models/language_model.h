@@ -40,7 +40,10 @@ struct LoadOptions {
   /// 2048-token prompt in runs of 256, 102k in one run).
   int64_t max_chunk = 0;
   /// Sequences served at once (forward_batch): each has its own KV cache and position;
-  /// one run projects all their rows together (weights read once per step for all).
+  /// one run projects all their rows together (weights read once per step for all). A
+  /// run covers the sequences up to the last one given tokens, rounded up to a power of
+  /// kSequenceBucketGrowth (its own executable, over the front of the stacked caches):
+  /// fill the low sequences first, and a few streams cost what a few streams need.
   int64_t batch = 1;
   /// Recurrent (delta-net) layers: rows per chunk of the delta rule's parallel prefill
   /// form inside one run (0: token by token). Any value gives the same results up to
@@ -84,6 +87,10 @@ inline constexpr int64_t kGpuMaxChunk = 2048;
 /// forward_batch_greedy's token for a sequence given no tokens in that run.
 inline constexpr int32_t kNoBatchToken = -1;
 
+/// The sequence counts a batched run may cover: 1, 4, 16, ... (each one executable per
+/// row bucket and output kind), capped at LoadOptions::batch.
+inline constexpr int64_t kSequenceBucketGrowth = 4;
+
 class LanguageModel {
  public:
   /// Opens `path` — a GGUF file, or a Hugging Face folder (config.json + safetensors)
@@ -122,7 +129,9 @@ class LanguageModel {
   /// [n_vocab] of its last token (empty for a sequence given no tokens). Rows are padded
   /// to a common length S (a power-of-two bucket, or the longest input when a bucket
   /// would run past a cache); every sequence needs n_past + S <= ctx, else a clear error.
-  /// A sequence's result equals running it alone.
+  /// A sequence's result equals running it alone. The run covers only sequences
+  /// 0 .. k-1, k the power of kSequenceBucketGrowth (at most batch()) at or past the last
+  /// sequence given tokens; the others are not touched (last_run_sequences says k).
   Expected<std::vector<std::vector<float>>> forward_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows);
   /// As forward_batch(tokens, false), but returns per sequence the argmax of its last
   /// token's logits (ties -> lowest id), computed by the executable: a run copies back
@@ -160,6 +169,11 @@ class LanguageModel {
   /// decode step, with `output` for the runs that pick tokens. Afterwards generation
   /// compiles nothing, so its timings are the model's speed.
   Status prepare_generation(int64_t prompt_tokens, Output output);
+  /// Compiles (or loads from the caches) every executable forward_batch (`greedy`:
+  /// forward_batch_greedy) uses for runs of up to `max_rows` rows a sequence: each row
+  /// bucket for each sequence count. Afterwards a server's runs compile nothing (but
+  /// for a run near the end of a context, which takes its exact row count).
+  Status prepare_batch(int64_t max_rows, bool greedy);
   /// Tensors of the model file that the model does not read and that are not known to
   /// be safe to ignore (each was logged as a warning at load): usually a feature of the
   /// file that RLX does not implement.
@@ -168,6 +182,8 @@ class LanguageModel {
   /// output kind: logits, greedy token, sampled token).
   size_t compiled_executables() const { return pipeline_->len(); }
   const CompileStats& compile_stats() const { return compile_stats_; }
+  /// Sequences the last forward_batch / forward_batch_greedy run covered (0 before one).
+  int64_t last_run_sequences() const { return last_run_sequences_; }
   /// The executable that ran last (for its transfer statistics or handle storage); null
   /// before the first run.
   CompiledGraph* last_executable() const { return cache_owner_ ? cache_owner_->graph.get() : nullptr; }
@@ -184,14 +200,19 @@ class LanguageModel {
   };
   /// Rows of the executable that runs `n` tokens (a power-of-two bucket for a prefill).
   int64_t bucket_rows(int64_t n) const;
-  /// The executable for `rows` rows and this output kind, from the pipeline.
-  Expected<Variant> variant(int64_t rows, bool all_rows, const Pick& pick);
+  /// Sequences a batched run covers when the last one given tokens is sequence n - 1.
+  int64_t sequence_bucket(int64_t n) const;
+  /// The executable for `rows` rows a sequence, this output kind and the first `seqs`
+  /// sequences (0: all of batch()), from the pipeline.
+  Expected<Variant> variant(int64_t rows, bool all_rows, const Pick& pick, int64_t seqs = 0);
   /// Binds the weights and the KV cache into an executable the pipeline just compiled.
   Status prepare(CompiledGraph& graph);
-  /// What one batched run returned: the executable's only output and the rows per sequence.
+  /// What one batched run returned: the executable's only output, the rows per sequence
+  /// and the sequences it covered.
   struct BatchRun {
     Tensor out;
     int64_t rows = 0;
+    int64_t seqs = 0;
   };
   /// forward_batch / forward_batch_greedy: the checks, the padded run, the positions.
   Expected<BatchRun> run_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows, const Pick& pick);
@@ -215,6 +236,7 @@ class LanguageModel {
   // The KV cache: the first executable's handle storage, bound into every later one.
   std::vector<std::pair<std::string, std::shared_ptr<HandleStorage>>> state_;
   bool shared_state_ = true;  // false: the backend cannot share handles; caches are copied
+  int64_t last_run_sequences_ = 0;
   Variant cache_owner_;       // the executable that ran last (without shared state: holds the live cache)
   CompileStats compile_stats_;
   std::vector<int64_t> n_past_;     // per sequence

@@ -100,7 +100,8 @@ class CompiledGraph {
   /// Empty when the backend cannot share handles.
   std::vector<std::pair<std::string, std::shared_ptr<HandleStorage>>> handle_storage();
   /// Binds handle `name` to `storage` (made by this backend for a handle of the same
-  /// type): no copy; from now on this graph reads and writes that memory.
+  /// dtype and at least its bytes; a larger one is bound by its first bytes): no copy;
+  /// from now on this graph reads and writes that memory.
   Status bind_handle_storage(std::string_view name, std::shared_ptr<HandleStorage> storage);
   /// Bytes moved between the host and the device so far (zero on the CPU).
   TransferStats transfer_stats() const { return exe_->transfer_stats(); }

@@ -85,8 +85,10 @@ class Executable {
     return nullptr;
   }
   /// Makes handle `index` read and write `storage` (another executable's handle_storage
-  /// on the same backend, exactly the handle's bytes): the executables then hold one KV
-  /// cache, and moving between them copies nothing. Backends that cannot share keep the
+  /// on the same backend, at least the handle's bytes; a larger one is bound by its first
+  /// bytes, as a model running fewer of its sequences binds the front of a stacked
+  /// [batch, ...] cache): the executables then hold one KV cache, and moving between
+  /// them copies nothing. Backends that cannot share keep the
   /// default (kUnsupported) and callers copy through write_handle instead.
   virtual Status share_handle(size_t index, std::shared_ptr<HandleStorage> storage) {
     (void)index;

@@ -400,8 +400,8 @@ Status CpuExecutable::share_handle(size_t index, std::shared_ptr<HandleStorage> 
   if (!host)
     return Error::invalid_argument("handle '{}': storage from {} cannot be bound by the cpu backend", e.name,
                                    storage ? storage->where() : std::string("nowhere"));
-  if (host->bytes() != std::max<int64_t>(e.bytes, 1))
-    return Error::invalid_argument("handle '{}': a shared buffer must hold exactly {} bytes, not {}", e.name, e.bytes,
+  if (host->bytes() < std::max<int64_t>(e.bytes, 1))
+    return Error::invalid_argument("handle '{}': a shared buffer must hold at least {} bytes, not {}", e.name, e.bytes,
                                    host->bytes());
   handles_[index] = std::move(host);
   resolve();

@@ -542,8 +542,8 @@ Status CudaExecutable::share_handle(size_t index, std::shared_ptr<HandleStorage>
   if (!dev || dev->ordinal != shared_->ordinal)
     return Error::invalid_argument("handle '{}': storage from {} cannot be bound on cuda:{}", e.name,
                                    storage ? storage->where() : std::string("nowhere"), shared_->ordinal);
-  if (dev->bytes() != std::max<int64_t>(e.bytes, 8))
-    return Error::invalid_argument("handle '{}': a shared buffer must hold exactly {} bytes, not {}", e.name,
+  if (dev->bytes() < std::max<int64_t>(e.bytes, 8))
+    return Error::invalid_argument("handle '{}': a shared buffer must hold at least {} bytes, not {}", e.name,
                                    std::max<int64_t>(e.bytes, 8), dev->bytes());
   TRY(sync_pending());
   handles_[index] = std::move(dev);

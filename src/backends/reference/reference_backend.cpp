@@ -110,10 +110,11 @@ class ReferenceExecutable final : public Executable {
     const ir::ManifestEntry& e = program_->manifest.handles[index];
     auto mine = std::dynamic_pointer_cast<ReferenceHandle>(storage);
     const int64_t want = std::max<int64_t>(e.bytes, 1);
-    if (!mine || mine->bytes() != want) {
+    if (!mine || mine->bytes() < want) {
       const std::string got = storage ? fmt::format("{} bytes on {}", storage->bytes(), storage->where()) : "none";
       return Error::invalid_argument(
-          "handle '{}': the reference backend binds only its own storage of {} bytes, not {}", e.name, want, got);
+          "handle '{}': the reference backend binds only its own storage of at least {} bytes, not {}", e.name, want,
+          got);
     }
     handles_[index] = std::move(mine);
     return {};
