@@ -120,18 +120,11 @@ int serve_encoder(const ServeArgs& a, const ModelPath& where, const Device& devi
 }
 
 // Compiles the executables the scheduler's runs use (one-row decode steps and the
-// prefill buckets up to the chunk) before the first request, then empties the caches.
+// prefill buckets up to the chunk, for each sequence count, both output kinds) before
+// the first request.
 Status warm_up(models::LanguageModel& model, int64_t prefill_chunk) {
-  std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(model.batch()));
-  for (int64_t rows = 1; rows <= prefill_chunk && rows < model.context_length();
-       rows = rows == 1 ? std::max<int64_t>(model.min_bucket(), 2) : rows * 2) {
-    tokens[0].assign(static_cast<size_t>(rows), 0);
-    model.reset();
-    auto out = model.forward_batch(tokens, /*all_rows=*/false);
-    if (!out) return out.error();
-  }
-  model.reset();
-  return {};
+  TRY(model.prepare_batch(prefill_chunk, /*greedy=*/false));
+  return model.prepare_batch(prefill_chunk, /*greedy=*/true);
 }
 
 int run_serve(const ServeArgs& a) {

@@ -1,7 +1,7 @@
 // The continuous-batching scheduler of `rlx serve` (see rlx/serve/scheduler.h): one
 // thread, one LanguageModel whose sequences are the slots; each loop turn admits queued
 // requests into free slots (the slot whose cache shares the longest prefix with the
-// prompt first), then runs one batched forward that decodes one token for every running
+// prompt first, else the lowest: a run covers the slots up to the last busy one), then runs one batched forward that decodes one token for every running
 // request and prefills the next chunk of every request still reading its prompt.
 #include "rlx/serve/scheduler.h"
 
@@ -48,7 +48,6 @@ struct Scheduler::Slot {
   std::optional<models::Sampler> sampler;
   std::optional<models::TextStream> text;
   std::vector<int32_t> generated;
-  uint64_t last_used = 0;
   Clock::time_point last_token;
 };
 
@@ -203,13 +202,14 @@ void Scheduler::loop() {
 void Scheduler::admit(std::deque<std::shared_ptr<RequestHandle>>& incoming) {
   for (auto& req : incoming) {
     const std::vector<int32_t>& prompt = req->params().prompt;
-    // The free slot sharing the longest prefix with the prompt; ties: least recently used.
+    // The free slot sharing the longest prefix with the prompt; ties: the lowest slot (a
+    // run covers the slots up to the last busy one, so low slots keep runs narrow).
     Slot* best = nullptr;
     size_t best_len = 0;
     for (Slot& s : slots_) {
       if (s.req) continue;
       const size_t len = common_prefix(s.cached, prompt);
-      if (!best || len > best_len || (len == best_len && s.last_used < best->last_used)) {
+      if (!best || len > best_len) {
         best = &s;
         best_len = len;
       }
@@ -255,12 +255,10 @@ void Scheduler::finish(Slot& slot, GenerationEvent e) {
   slot.sampler.reset();
   slot.text.reset();
   slot.next_token = -1;
-  slot.last_used = clock_;
   req->push(std::move(e));
 }
 
 void Scheduler::step() {
-  ++clock_;
   const int64_t ctx = model_.context_length();
   for (Slot& s : slots_)
     if (s.req && s.req->cancelled()) finish(s, ended(FinishReason::kCancelled));

@@ -126,6 +126,8 @@ TEST_F(SchedulerTest, ConcurrentGreedyEqualsAloneAndGenerate) {
     auto h = submit(s, greedy(prompt_of(i, 5 + 9 * static_cast<size_t>(i)), kMax));
     ASSERT_TRUE(h);
     EXPECT_EQ(collect(*h).tokens, expected[static_cast<size_t>(i)]) << "alone, request " << i;
+    // (read after the final event: the scheduler runs nothing more until the next submit)
+    EXPECT_EQ(model->last_run_sequences(), 1) << "a request alone runs on the lowest slot, without the others";
   }
   std::vector<std::shared_ptr<RequestHandle>> handles;
   for (int i = kRequests - 1; i >= 0; --i) handles.push_back(submit(s, greedy(prompt_of(i, 5 + 9 * static_cast<size_t>(i)), kMax)));

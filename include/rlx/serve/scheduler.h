@@ -154,7 +154,6 @@ class Scheduler {
   Metrics& metrics_;
   SchedulerOptions options_;
   std::vector<Slot> slots_;  // only the scheduler thread touches these
-  uint64_t clock_ = 0;       // steps run, for least-recently-used slot choice
 
   std::mutex mu_;
   std::condition_variable cv_;
