@@ -93,7 +93,8 @@ TEST_P(TensorParallelModel, GroupLogitsEqualOneDevice) {
 }
 
 // Serving's batched form (rlx serve --parallel N on a group): three sequences, one run a
-// step, each with its own sharded KV caches, equal to the same batch on one CPU backend.
+// step, each with its own sharded KV caches, equal to the same batch on one CPU backend;
+// the last step runs the first sequence alone (over the front of the sharded caches).
 TEST(TensorParallelModelBatch, BatchedSequencesEqualOneDevice) {
   const std::string path = synth("llama", "tiny-untied", "f32");
   LoadOptions one;
@@ -102,7 +103,7 @@ TEST(TensorParallelModelBatch, BatchedSequencesEqualOneDevice) {
   auto [a, b] = load_pair(path, one);
   ASSERT_TRUE(a && b);
   const std::vector<std::vector<int32_t>> prompts = {{1, 40, 300, 77}, {1, 12}, {1, 499, 260, 8, 100, 33}};
-  const std::vector<std::vector<std::vector<int32_t>>> steps = {{{5}, {}, {9}}, {{7}, {8}, {10}}};
+  const std::vector<std::vector<std::vector<int32_t>>> steps = {{{5}, {}, {9}}, {{7}, {8}, {10}}, {{11}, {}, {}}};
   auto pa = a->forward_batch(prompts, true);
   auto pb = b->forward_batch(prompts, true);
   ASSERT_TRUE(pa) << pa.error().to_string();
@@ -117,6 +118,8 @@ TEST(TensorParallelModelBatch, BatchedSequencesEqualOneDevice) {
     for (size_t s = 0; s < prompts.size(); ++s)
       EXPECT_LT(rel_diff((*db)[s], (*da)[s]), 1e-4) << "step " << k << " seq " << s;
   }
+  EXPECT_EQ(a->last_run_sequences(), 1);
+  EXPECT_EQ(b->last_run_sequences(), 1);
 }
 
 // tiny ties its LM head to the embedding (the head stays whole on every rank);
