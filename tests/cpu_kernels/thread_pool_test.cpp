@@ -1,15 +1,20 @@
 // ThreadPool: every index runs exactly once, many back-to-back calls, nested calls run
-// inline, concurrent outside callers serialise, size-1 pools run inline, and
-// construction/destruction is clean (also under ASan/TSan). Plus CPU feature sanity.
+// inline, concurrent outside callers serialise, size-1 pools run inline, broadcast
+// reaches every thread once, and construction/destruction is clean (also under
+// ASan/TSan). Per-thread scratch: the high-water reservation reaches every thread. Plus
+// CPU feature sanity.
 #include "backends/cpu/kernels/thread_pool.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
 #include "backends/cpu/kernels/cpu_features.h"
+#include "backends/cpu/kernels/kernel_context.h"
 
 namespace rlx::cpu {
 namespace {
@@ -43,6 +48,40 @@ TEST(ThreadPool, UsesSeveralThreads) {
     for (int spin = 0; spin < 200000000 && inside.load() < 2; ++spin) std::this_thread::yield();
   });
   EXPECT_EQ(max_inside.load(), 2);
+}
+
+TEST(ThreadPool, BroadcastRunsOnceOnEveryThread) {
+  for (int n : {1, 2, 4}) {
+    ThreadPool pool(n);
+    for (int call = 0; call < 50; ++call) {
+      std::mutex mu;
+      std::multiset<std::thread::id> seen;
+      pool.broadcast([&] {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.insert(std::this_thread::get_id());
+      });
+      ASSERT_EQ(seen.size(), static_cast<size_t>(n)) << "pool of " << n << ", call " << call;
+      for (const std::thread::id& id : seen) ASSERT_EQ(seen.count(id), 1u) << "a thread ran twice";
+      EXPECT_EQ(seen.count(std::this_thread::get_id()), 1u) << "the caller takes part";
+    }
+  }
+}
+
+// One task asks one thread for a large scratch buffer; after the reservation every
+// thread already holds that much: asking for it moves no thread's buffer.
+TEST(ThreadScratch, HighWaterReservationReachesEveryThread) {
+  ThreadPool pool(4);
+  constexpr size_t kBig = size_t{3} << 20;  // larger than any other test's kTemp need
+  pool.parallel_for(1, [&](int64_t) { (void)thread_scratch(ScratchSlot::kTemp, kBig); });
+  const uint64_t raises = thread_scratch_raises();
+  pool.broadcast([] { thread_scratch_reserve_high_water(); });
+  std::atomic<int> moved{0};
+  pool.broadcast([&] {
+    void* before = thread_scratch(ScratchSlot::kTemp, 1);
+    if (thread_scratch(ScratchSlot::kTemp, kBig) != before) moved.fetch_add(1);
+  });
+  EXPECT_EQ(moved.load(), 0);
+  EXPECT_EQ(thread_scratch_raises(), raises) << "asking within the high-water mark raised it";
 }
 
 TEST(ThreadPool, NestedCallRunsInline) {

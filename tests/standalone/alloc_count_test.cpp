@@ -188,10 +188,11 @@ TEST(AllocCount, MoeDecodeStepDoesNotAllocate) {
       ASSERT_TRUE(g.run_slots(by_slot).has_value());
     }
   };
-  // Warm-up over the same inputs, twice: each pool thread's scratch grows the first time
-  // it takes a kind of task, and which thread takes which expert varies with the load
-  // (one warm-up of a fixed input once left a thread to grow inside the counted steps on
-  // a busy machine).
+  // Warm-up over the same inputs. Which thread takes which expert varies with the load;
+  // a run that raises any thread's scratch need grows every pool thread to it afterwards
+  // (CpuExecutable::run), so once each kind of task has run somewhere no thread grows
+  // inside the counted steps. (Before that, a thread that first took a kind of task in
+  // the counted steps allocated: this test failed now and then on a busy machine.)
   for (int pass = 0; pass < 2; ++pass) steps();
   Counter c;
   steps();

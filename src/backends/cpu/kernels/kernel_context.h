@@ -98,4 +98,15 @@ enum class ScratchSlot : int { kPackA = 0, kPackB = 1, kTemp = 2, kShared = 3, k
 /// unspecified; valid until the next call for the same slot on the same thread.
 void* thread_scratch(ScratchSlot slot, size_t bytes);
 
+/// How many times any thread's scratch has grown past the largest size asked of its
+/// slot so far, process-wide: unchanged across a run means the run met no new need.
+uint64_t thread_scratch_raises();
+
+/// Grows the calling thread's buffers to the largest size asked of each slot by any
+/// thread. Run on every pool thread after a run that raised a need
+/// (ThreadPool::broadcast), it leaves no thread to allocate later when it first takes a
+/// kind of task another thread has already taken: steady-state runs then allocate
+/// nothing whichever thread takes which task.
+void thread_scratch_reserve_high_water();
+
 }  // namespace rlx::cpu

@@ -83,6 +83,30 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, void* ctx) {
   cv_done_.wait(lk, [this] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
+void ThreadPool::broadcast_impl(TaskFn fn, void* ctx) {
+  if (n_threads_ == 1 || tl_current_pool == this) {
+    fn(ctx, 0);
+    return;
+  }
+  // One task a thread: each holds its task until all n have been claimed, so no thread
+  // can claim a second one (run wakes every worker for n_threads_ tasks).
+  struct Held {
+    std::atomic<int> started{0};
+    int n;
+    TaskFn fn;
+    void* ctx;
+  } held{{}, n_threads_, fn, ctx};
+  run(
+      n_threads_,
+      [](void* c, int64_t i) {
+        auto* h = static_cast<Held*>(c);
+        h->started.fetch_add(1, std::memory_order_acq_rel);
+        while (h->started.load(std::memory_order_acquire) < h->n) std::this_thread::yield();
+        h->fn(h->ctx, i);
+      },
+      &held);
+}
+
 void ThreadPool::worker_loop(int worker_id) {
   tl_current_pool = this;
   uint64_t seen = 0;

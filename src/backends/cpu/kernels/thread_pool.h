@@ -44,10 +44,20 @@ class ThreadPool {
     run(n_tasks, [](void* c, int64_t i) { (*static_cast<Fn*>(c))(i); },
         const_cast<void*>(static_cast<const void*>(&fn)));
   }
+  /// Calls `fn()` once on every thread of the pool, the caller's included (for per-thread
+  /// state such as scratch buffers). Each thread holds its task until all have started,
+  /// so no thread takes two. Not from inside a task of this pool (it then runs once,
+  /// inline).
+  template <typename F>
+  void broadcast(F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    broadcast_impl([](void* c, int64_t) { (*static_cast<Fn*>(c))(); }, const_cast<void*>(static_cast<const void*>(&fn)));
+  }
 
  private:
   using TaskFn = void (*)(void* ctx, int64_t i);
   void run(int64_t n_tasks, TaskFn fn, void* ctx);
+  void broadcast_impl(TaskFn fn, void* ctx);
   void worker_loop(int worker_id);
   void drain(TaskFn fn, void* ctx, int64_t n_tasks);
 
