@@ -121,10 +121,22 @@ int serve_encoder(const ServeArgs& a, const ModelPath& where, const Device& devi
 
 // Compiles the executables the scheduler's runs use (one-row decode steps and the
 // prefill buckets up to the chunk, for each sequence count, both output kinds) before
-// the first request.
+// the first request, then runs each row bucket once on the first sequence alone (the
+// narrowest runs: the weights are read in and per-thread scratch is sized), and empties
+// the caches.
 Status warm_up(models::LanguageModel& model, int64_t prefill_chunk) {
   TRY(model.prepare_batch(prefill_chunk, /*greedy=*/false));
-  return model.prepare_batch(prefill_chunk, /*greedy=*/true);
+  TRY(model.prepare_batch(prefill_chunk, /*greedy=*/true));
+  std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(model.batch()));
+  for (int64_t rows = 1; rows <= prefill_chunk && rows < model.context_length();
+       rows = rows == 1 ? std::max<int64_t>(model.min_bucket(), 2) : rows * 2) {
+    tokens[0].assign(static_cast<size_t>(rows), 0);
+    model.reset();
+    auto out = model.forward_batch_greedy(tokens);
+    if (!out) return out.error();
+  }
+  model.reset();
+  return {};
 }
 
 int run_serve(const ServeArgs& a) {
