@@ -412,7 +412,9 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
   }
   if (longest == 0) return Error::invalid_argument("forward_batch: no tokens in any sequence");
   // The sequences this run covers: up to the last one given tokens, in a bucket (one
-  // executable each); all of them where caches cannot be shared.
+  // executable each); all of them where caches cannot be shared -- which the first
+  // executable made tells (prepare), so a full one is made first.
+  if (shared_state_ && state_.empty()) TRY(variant(1, false, Pick{}, batch));
   int64_t active = 0;
   for (int64_t b = 0; b < batch; ++b)
     if (!tokens[static_cast<size_t>(b)].empty()) active = b + 1;
