@@ -132,7 +132,7 @@ Status warm_up(models::LanguageModel& model, int64_t prefill_chunk) {
        rows = rows == 1 ? std::max<int64_t>(model.min_bucket(), 2) : rows * 2) {
     tokens[0].assign(static_cast<size_t>(rows), 0);
     model.reset();
-    auto out = model.forward_batch_greedy(tokens);
+    auto out = model.forward_batch_greedy(tokens, /*mark_non_finite=*/true);  // (padding tokens: any logits)
     if (!out) return out.error();
   }
   model.reset();

@@ -84,7 +84,16 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
                  path, name, arch_name(m->config_.arch));
   m->model_id_ = model_file_identity(path);
   const std::string cache_dir = disk_cache_dir(options.compile_cache, options.cache_dir);
-  ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, cache_dir));
+  // Room for every executable a server's runs may use: each row bucket up to the longest
+  // run, for each sequence bucket, in each output kind (logits of the last or of every
+  // row, a greedy or a sampled token).
+  const LoadOptions& o = m->options_;
+  const int64_t longest = std::min(o.max_chunk, o.ctx);
+  size_t row_buckets = 1, seq_buckets = 1;
+  for (int64_t r = std::max<int64_t>(o.min_bucket, 2); r / 2 < longest; r *= 2) ++row_buckets;
+  for (int64_t s = 1; s < o.batch; s *= kSequenceBucketGrowth) ++seq_buckets;
+  ASSIGN_OR_RETURN(m->pipeline_,
+                   make_model_pipeline(options.device, options.threads, cache_dir, 4 * row_buckets * seq_buckets));
   return m;
 }
 
@@ -236,8 +245,9 @@ int64_t LanguageModel::sequence_bucket(int64_t n) const {
 Status LanguageModel::prepare_batch(int64_t max_rows, bool greedy) {
   Pick pick;
   pick.greedy = greedy;
+  if (shared_state_ && state_.empty()) TRY(variant(1, false, Pick{}, options_.batch));  // (learns shared_state_)
   for (int64_t active = 1;; active = active * kSequenceBucketGrowth) {
-    const int64_t seqs = sequence_bucket(active);
+    const int64_t seqs = shared_state_ ? sequence_bucket(active) : options_.batch;
     // Row buckets as run_batch picks them: 1, then min_bucket doubling up to the one
     // that holds max_rows (a bucket past the context is never picked).
     for (int64_t rows = 1; rows <= options_.ctx;) {
@@ -471,6 +481,9 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
   };
   if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, lshape, last.data()}});
   if (config_.has_recurrent_layers()) inputs.push_back({"seq", TensorView{ir::DType::I32, seq_shape, seq.data()}});
+  // One sequence: the executable of an unbatched run, whose active extent (run_chunk's
+  // rows of real tokens) persists: set it for this run, computing only the given rows.
+  if (seqs == 1 && rows > 1) TRY(v->graph->set_active_extent(longest, rows));
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   for (int64_t b = 0; b < seqs; ++b) n_past_[static_cast<size_t>(b)] += static_cast<int64_t>(tokens[static_cast<size_t>(b)].size());
   last_run_sequences_ = seqs;

@@ -41,12 +41,12 @@ uint64_t model_file_identity(const std::string& path) {
 }
 
 Expected<std::unique_ptr<ModelCompilePipeline>> make_model_pipeline(const Device& device, int threads,
-                                                                    const std::string& cache_dir) {
+                                                                    const std::string& cache_dir, size_t capacity) {
   BackendOptions backend;
   backend.threads = threads;
   if (!cache_dir.empty()) backend.packed_cache_dir = (std::filesystem::path(cache_dir) / "packed").string();
   ASSIGN_OR_RETURN(Session session, Session::create(device, backend));
-  return std::make_unique<ModelCompilePipeline>(std::move(session), 64);
+  return std::make_unique<ModelCompilePipeline>(std::move(session), std::max<size_t>(capacity, 64));
 }
 
 Status bind_weights(const WeightSource& weights, ParamStore& store, CompiledGraph& graph, const std::string& source,

@@ -18,11 +18,12 @@ namespace rlx::models {
 uint64_t model_file_identity(const std::string& path);
 
 /// A pipeline on `device` (`threads` CPU threads, 0 = default) with room for every
-/// variant a model uses (64), so that steady state evicts nothing. `cache_dir` (empty:
-/// none): the model's disk cache folder; the CPU backend keeps packed weights in its
-/// "packed" subfolder.
+/// variant a model uses (`capacity`, at least 64), so that steady state evicts nothing.
+/// `cache_dir` (empty: none): the model's disk cache folder; the CPU backend keeps packed
+/// weights in its "packed" subfolder.
 Expected<std::unique_ptr<ModelCompilePipeline>> make_model_pipeline(const Device& device, int threads,
-                                                                    const std::string& cache_dir = {});
+                                                                    const std::string& cache_dir = {},
+                                                                    size_t capacity = 64);
 
 /// Binds the weights `graph` reads into it: the ones `store` lacks are taken from
 /// `weights` as views (file pages stay file pages, nothing is copied) and added first.

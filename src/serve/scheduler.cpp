@@ -202,25 +202,25 @@ void Scheduler::loop() {
 void Scheduler::admit(std::deque<std::shared_ptr<RequestHandle>>& incoming) {
   for (auto& req : incoming) {
     const std::vector<int32_t>& prompt = req->params().prompt;
-    // The free slot sharing the longest prefix with the prompt; ties: the lowest slot (a
+    // The free slot whose cache gives the prompt the most tokens; ties: the lowest slot (a
     // run covers the slots up to the last busy one, so low slots keep runs narrow).
     Slot* best = nullptr;
-    size_t best_len = 0;
+    size_t reuse = 0;
     for (Slot& s : slots_) {
       if (s.req) continue;
-      const size_t len = common_prefix(s.cached, prompt);
-      if (!best || len > best_len) {
+      const auto seq = static_cast<int64_t>(&s - slots_.data());
+      // At least the prompt's last token is fed, to get the logits of the first pick;
+      // fewer where a batched run padded over the slot's last rows while it sat out full;
+      // a recurrent state (Qwen3.5) cannot be rolled back: all of a slot or none.
+      size_t len = std::min(common_prefix(s.cached, prompt), prompt.size() - 1);
+      len = std::min(len, static_cast<size_t>(std::max<int64_t>(model_.max_keep(seq), 0)));
+      if (!model_.can_truncate() && static_cast<int64_t>(len) != model_.n_past(seq)) len = 0;
+      if (!best || len > reuse) {
         best = &s;
-        best_len = len;
+        reuse = len;
       }
     }
-    // At least the prompt's last token is fed, to get the logits of the first pick.
-    size_t reuse = std::min(best_len, prompt.size() - 1);
     const auto seq = static_cast<int64_t>(best - slots_.data());
-    // (fewer where a batched run padded over the slot's last rows while it sat out full)
-    reuse = std::min(reuse, static_cast<size_t>(std::max<int64_t>(model_.max_keep(seq), 0)));
-    // A recurrent state (Qwen3.5) cannot be rolled back: reuse all of a slot or none.
-    if (!model_.can_truncate() && static_cast<int64_t>(reuse) != model_.n_past(seq)) reuse = 0;
     if (Status s = model_.truncate(seq, static_cast<int64_t>(reuse)); !s.ok()) {
       ++metrics_.requests_finished;
       req->push(ended(FinishReason::kError, s.error().message()));

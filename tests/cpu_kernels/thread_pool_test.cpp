@@ -67,14 +67,14 @@ TEST(ThreadPool, BroadcastRunsOnceOnEveryThread) {
   }
 }
 
-// One task asks one thread for a large scratch buffer; after the reservation every
-// thread already holds that much: asking for it moves no thread's buffer.
-TEST(ThreadScratch, HighWaterReservationReachesEveryThread) {
+// One thread asks for a large scratch buffer; after every thread caught up, each already
+// holds that much: asking for it moves no thread's buffer.
+TEST(ThreadScratch, CatchUpReachesEveryThread) {
   ThreadPool pool(4);
   constexpr size_t kBig = size_t{3} << 20;  // larger than any other test's kTemp need
-  pool.parallel_for(1, [&](int64_t) { (void)thread_scratch(ScratchSlot::kTemp, kBig); });
+  (void)thread_scratch(ScratchSlot::kTemp, kBig);  // (on this thread, one of the pool's)
   const uint64_t raises = thread_scratch_raises();
-  pool.broadcast([] { thread_scratch_reserve_high_water(); });
+  pool.broadcast([] { thread_scratch_catch_up(); });
   std::atomic<int> moved{0};
   pool.broadcast([&] {
     void* before = thread_scratch(ScratchSlot::kTemp, 1);

@@ -336,6 +336,27 @@ TEST(LanguageModel, MissingFileAndBadOptionsAreErrors) {
   EXPECT_NE(bad_chunk.error().message().find("max_chunk"), std::string::npos);
 }
 
+// One sequence through both entry points: a 5-token forward leaves its executable's
+// active extent at 5 of 16 rows; a 10-token forward_batch in the same bucket must compute
+// all 10 (found in review: it once ran on the stale extent).
+TEST(LanguageModel, ForwardBatchAfterForwardOnOneSequence) {
+  LoadOptions lo;
+  lo.ctx = 64;
+  lo.threads = 2;
+  const std::string path = synth_model("llama", "f32");
+  auto mixed = LanguageModel::load(path, lo);
+  auto plain = LanguageModel::load(path, lo);
+  ASSERT_TRUE(mixed && plain);
+  const std::vector<int32_t> first = {1, 40, 300, 77, 12}, second = {9, 8, 7, 6, 5, 4, 3, 2, 11, 10};
+  ASSERT_TRUE((*mixed)->forward(first, true));
+  ASSERT_TRUE((*plain)->forward(first, true));
+  const std::vector<std::vector<int32_t>> batch = {second};
+  auto got = (*mixed)->forward_batch(batch, true);
+  auto want = (*plain)->forward(second, true);
+  ASSERT_TRUE(got && want);
+  EXPECT_LT(max_abs_diff((*got)[0], *want), 1e-4);
+}
+
 TEST(LanguageModel, BatchedCallsCheckTheirInputs) {
   LoadOptions lo;
   lo.ctx = 8;

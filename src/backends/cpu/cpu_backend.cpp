@@ -420,18 +420,20 @@ Status CpuExecutable::run(std::span<const void* const> inputs) {
     uint8_t* dst = arena + input_offsets_[i];
     if (dst != inputs[i]) std::memcpy(dst, inputs[i], static_cast<size_t>(input_bytes_[i]));
   }
-  // A run whose tasks asked any thread for more scratch than ever before grows every
-  // pool thread to that size afterwards: which thread takes which task varies from run
-  // to run, and a later run must not allocate because a thread meets a task kind for
-  // the first time.
-  const uint64_t raises = cpu::thread_scratch_raises();
-  struct ReserveAfter {
+  // Per-thread scratch: which thread takes which task varies from run to run, and a later
+  // run must not allocate because a thread meets a kind of task for the first time. So
+  // every thread of the pool grows to the largest need any thread met (process-wide)
+  // after a run, when it has not yet -- on a fresh pool's first run and after a run that
+  // raised a need; a new calling thread catches up before its run.
+  cpu::thread_scratch_catch_up();
+  struct CatchUpAfter {
     cpu::ThreadPool* pool;
-    uint64_t raises;
-    ~ReserveAfter() {
-      if (pool && cpu::thread_scratch_raises() != raises) pool->broadcast([] { cpu::thread_scratch_reserve_high_water(); });
+    ~CatchUpAfter() {
+      if (!pool) return;
+      const uint64_t now = cpu::thread_scratch_raises();
+      if (pool->scratch_caught_up_at.exchange(now) != now) pool->broadcast([] { cpu::thread_scratch_catch_up(); });
     }
-  } reserve_after{pool_.get(), raises};
+  } catch_up_after{pool_.get()};
   if (check_) {
     for (size_t i = 0; i < steps_.size(); ++i) {
       Status st = steps_[i].fn(steps_[i], ctx_);

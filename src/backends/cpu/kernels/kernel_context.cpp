@@ -40,12 +40,16 @@ void* thread_scratch(ScratchSlot slot, size_t bytes) {
 
 uint64_t thread_scratch_raises() { return g_raises.load(std::memory_order_relaxed); }
 
-void thread_scratch_reserve_high_water() {
+void thread_scratch_catch_up() {
+  thread_local uint64_t caught_up_at = 0;  // g_raises when this thread last grew to the marks
+  const uint64_t raises = g_raises.load(std::memory_order_relaxed);
+  if (caught_up_at == raises) return;
   AlignedBuffer* buffers = thread_buffers();
   for (int i = 0; i < kSlots; ++i) {
     const size_t high = g_high_water[i].load(std::memory_order_relaxed);
     if (buffers[i].size() < high) buffers[i] = AlignedBuffer(high, 64);
   }
+  caught_up_at = raises;
 }
 
 }  // namespace rlx::cpu

@@ -103,10 +103,11 @@ void* thread_scratch(ScratchSlot slot, size_t bytes);
 uint64_t thread_scratch_raises();
 
 /// Grows the calling thread's buffers to the largest size asked of each slot by any
-/// thread. Run on every pool thread after a run that raised a need
-/// (ThreadPool::broadcast), it leaves no thread to allocate later when it first takes a
-/// kind of task another thread has already taken: steady-state runs then allocate
-/// nothing whichever thread takes which task.
-void thread_scratch_reserve_high_water();
+/// thread, unless it already did so since the last raise. Run on every pool thread
+/// after a run that raised a need (ThreadPool::broadcast) and by a run's calling thread
+/// first, it leaves no thread to allocate later when it first takes a kind of task
+/// another thread has already taken: steady-state runs then allocate nothing whichever
+/// thread takes which task.
+void thread_scratch_catch_up();
 
 }  // namespace rlx::cpu

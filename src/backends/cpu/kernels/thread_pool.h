@@ -37,6 +37,9 @@ class ThreadPool {
 
   /// Threads that execute tasks, the caller included.
   int size() const { return n_threads_; }
+  /// The thread_scratch_raises() value (kernel_context.h) to which this pool's threads
+  /// were last grown; a fresh pool's threads have grown to nothing.
+  std::atomic<uint64_t> scratch_caught_up_at{0};
 
   template <typename F>
   void parallel_for(int64_t n_tasks, F&& fn) {
