@@ -150,9 +150,7 @@ std::string default_profile_name(const ModelConfig& config, bool decode) {
 
 Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick, int64_t seqs) {
   if (seqs <= 0 || seqs > options_.batch) seqs = options_.batch;
-  // The stacked caches belong to the first executable made (prepare): a full one, whose
-  // handles hold every sequence; an executable over fewer binds their front.
-  if (seqs < options_.batch && state_.empty()) TRY(variant(rows, all_rows, pick, options_.batch));
+  if (seqs < options_.batch) TRY(make_state());
   const bool decode = rows == 1;
   std::string profile_name = decode ? options_.decode_profile : options_.prefill_profile;
   if (profile_name.empty()) profile_name = default_profile_name(config_, decode);
@@ -236,6 +234,11 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   return v;
 }
 
+Status LanguageModel::make_state() {
+  if (shared_state_ && state_.empty()) TRY(variant(1, false, Pick{}, options_.batch));
+  return {};
+}
+
 int64_t LanguageModel::sequence_bucket(int64_t n) const {
   int64_t seqs = 1;
   while (seqs < n) seqs *= kSequenceBucketGrowth;
@@ -245,7 +248,7 @@ int64_t LanguageModel::sequence_bucket(int64_t n) const {
 Status LanguageModel::prepare_batch(int64_t max_rows, bool greedy) {
   Pick pick;
   pick.greedy = greedy;
-  if (shared_state_ && state_.empty()) TRY(variant(1, false, Pick{}, options_.batch));  // (learns shared_state_)
+  TRY(make_state());
   for (int64_t active = 1;; active = active * kSequenceBucketGrowth) {
     const int64_t seqs = shared_state_ ? sequence_bucket(active) : options_.batch;
     // Row buckets as run_batch picks them: 1, then min_bucket doubling up to the one
@@ -422,9 +425,8 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
   }
   if (longest == 0) return Error::invalid_argument("forward_batch: no tokens in any sequence");
   // The sequences this run covers: up to the last one given tokens, in a bucket (one
-  // executable each); all of them where caches cannot be shared -- which the first
-  // executable made tells (prepare), so a full one is made first.
-  if (shared_state_ && state_.empty()) TRY(variant(1, false, Pick{}, batch));
+  // executable each); all of them where caches cannot be shared (make_state tells).
+  TRY(make_state());
   int64_t active = 0;
   for (int64_t b = 0; b < batch; ++b)
     if (!tokens[static_cast<size_t>(b)].empty()) active = b + 1;

@@ -46,6 +46,13 @@ Expected<std::optional<double>> gguf_number(const formats::GgufFile& f, const st
   return std::optional<double>{v};
 }
 
+// A context length read from a file: whole enough to become int64 positions (a 2^31 cap;
+// nothing trains longer). `where` names the file and key.
+Status check_positions(double v, const std::string& where) {
+  if (v < 0 || v > 2147483648.0) return Error::invalid_file("{} {} is outside [0, 2^31] positions", where, v);
+  return {};
+}
+
 // A per-pair factor tensor: f32 (or f16), one value per rotated pair, each positive.
 Expected<std::vector<double>> gguf_factors(const formats::GgufFile& f, std::string_view name, int64_t n_rot) {
   ASSIGN_OR_RETURN(const formats::GgufTensor* t, f.tensor(name));
@@ -138,9 +145,8 @@ Status read_gguf_rope(const formats::GgufFile& f, const std::string& arch, Model
     type = "linear";  // the older key: a linear factor without a type
     factor = scale_linear;
   }
-  if (orig_ctx && (*orig_ctx < 0 || *orig_ctx > 2147483648.0))
-    return Error::invalid_file("{}: '{}' {} is outside [0, 2^31] positions", f.name(),
-                               key("scaling.original_context_length"), *orig_ctx);
+  if (orig_ctx)
+    TRY(check_positions(*orig_ctx, fmt::format("{}: '{}'", f.name(), key("scaling.original_context_length"))));
   r.original_context = orig_ctx ? static_cast<int64_t>(*orig_ctx) : c->n_ctx_train;
   if (attn_factor) r.attn_factor = *attn_factor;
   if (type == "none") {
@@ -223,11 +229,9 @@ Status read_hf_rope(const json& p, const json& config, const std::string& path, 
     type = t->get<std::string>();
   }
   ASSIGN_OR_RETURN(auto factor, number(p, "factor"));
-  // Context lengths: whole enough to become int64 positions (a 2^31 cap; nothing trains longer).
   auto positions = [&](const json& j, const char* k) -> Expected<std::optional<double>> {
     ASSIGN_OR_RETURN(auto v, number(j, k));
-    if (v && (*v < 0 || *v > 2147483648.0))
-      return Error::invalid_file("{}: '{}' {} is outside [0, 2^31] positions", path, k, *v);
+    if (v) TRY(check_positions(*v, fmt::format("{}: '{}'", path, k)));
     return v;
   };
   ASSIGN_OR_RETURN(auto orig, positions(p, "original_max_position_embeddings"));

@@ -1,8 +1,9 @@
 // The continuous-batching scheduler of `rlx serve` (see rlx/serve/scheduler.h): one
 // thread, one LanguageModel whose sequences are the slots; each loop turn admits queued
-// requests into free slots (the slot whose cache shares the longest prefix with the
-// prompt first, else the lowest: a run covers the slots up to the last busy one), then runs one batched forward that decodes one token for every running
-// request and prefills the next chunk of every request still reading its prompt.
+// requests into free slots (the slot whose cache gives the prompt the most tokens, else
+// the lowest: a run covers the slots up to the last busy one), then runs one batched
+// forward that decodes one token for every running request and prefills the next chunk
+// of every request still reading its prompt.
 #include "rlx/serve/scheduler.h"
 
 #include <algorithm>

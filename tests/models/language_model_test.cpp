@@ -189,8 +189,8 @@ TEST_P(FamilyTest, RunsOverTheFirstSequencesEqualSeparateRuns) {
   (*many)->reset();
   const Call wide = {{1, 2, 3, 4, 5, 6, 7}, {}, {}, {9}, {}, {}};
   ASSERT_TRUE((*many)->forward_batch(wide, false));
-  const Call narrow = {{1}, {}, {}, {}, {}, {2, 3}};
-  ASSERT_TRUE((*many)->forward_batch_greedy(narrow));
+  const Call first_and_last = {{1}, {}, {}, {}, {}, {2, 3}};
+  ASSERT_TRUE((*many)->forward_batch_greedy(first_and_last));
   EXPECT_EQ((*many)->compile_stats().executables, made);
 }
 

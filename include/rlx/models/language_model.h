@@ -202,6 +202,11 @@ class LanguageModel {
   int64_t bucket_rows(int64_t n) const;
   /// Sequences a batched run covers when the last one given tokens is sequence n - 1.
   int64_t sequence_bucket(int64_t n) const;
+  /// The stacked caches belong to the first executable made (prepare): makes a full one
+  /// (every sequence, the one-row decode step) when none exists yet, so that narrower
+  /// executables bind the front of its caches, and shared_state_ says whether the
+  /// backend can share them at all.
+  Status make_state();
   /// The executable for `rows` rows a sequence, this output kind and the first `seqs`
   /// sequences (0: all of batch()), from the pipeline.
   Expected<Variant> variant(int64_t rows, bool all_rows, const Pick& pick, int64_t seqs = 0);

@@ -431,7 +431,9 @@ Status CpuExecutable::run(std::span<const void* const> inputs) {
     ~CatchUpAfter() {
       if (!pool) return;
       const uint64_t now = cpu::thread_scratch_raises();
-      if (pool->scratch_caught_up_at.exchange(now) != now) pool->broadcast([] { cpu::thread_scratch_catch_up(); });
+      if (pool->scratch_caught_up_at.load(std::memory_order_relaxed) == now) return;  // (every run: a read only)
+      pool->scratch_caught_up_at.store(now, std::memory_order_relaxed);
+      pool->broadcast([] { cpu::thread_scratch_catch_up(); });
     }
   } catch_up_after{pool_.get()};
   if (check_) {
