@@ -5,7 +5,10 @@
 #include "rlx/compile/memory_plan.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
+#include <optional>
+#include <queue>
 
 #include "rewriter.h"
 
@@ -289,24 +292,49 @@ Status check_plan(const LirModule& lir) {
       last[static_cast<size_t>(root_of(v))] = std::max(last[static_cast<size_t>(root_of(v))], v);
   }
   for (const GraphOutput& o : g.outputs()) last[static_cast<size_t>(root_of(o.value))] = n;
-  for (ValueId a = 0; a < n; ++a) {
-    const BufferSlot& sa = p.slots[static_cast<size_t>(a)];
-    if (sa.kind != SlotKind::kArena || sa.size == 0) continue;
-    for (ValueId b = a + 1; b < n; ++b) {
-      const BufferSlot& sb = p.slots[static_cast<size_t>(b)];
-      if (sb.kind != SlotKind::kArena || sb.size == 0) continue;
-      const bool time = birth[static_cast<size_t>(a)] <= last[static_cast<size_t>(b)] &&
-                        birth[static_cast<size_t>(b)] <= last[static_cast<size_t>(a)];
-      const bool space = sa.offset < sb.offset + sb.size && sb.offset < sa.offset + sa.size;
-      if (!time || !space) continue;
-      // Legal only as in-place reuse: b is an elementwise op reading a, a dies at b.
+  // Arena values in order of birth; the live ones (born, not yet past their last use)
+  // kept by offset. In a valid plan the live ones are disjoint, so each new value meets
+  // at most its neighbours: n log n (an AOT load checks every plan it reads). The one
+  // legal overlap is in-place reuse: b is an elementwise op reading a, a dies at b, same
+  // slot; b then takes a's place.
+  std::vector<ValueId> order;
+  for (ValueId v = 0; v < n; ++v) {
+    const BufferSlot& s = p.slots[static_cast<size_t>(v)];
+    if (s.kind == SlotKind::kArena && s.size > 0) order.push_back(v);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](ValueId a, ValueId b) { return birth[static_cast<size_t>(a)] < birth[static_cast<size_t>(b)]; });
+  std::map<int64_t, ValueId> live;  // offset -> value
+  using Death = std::pair<int32_t, ValueId>;
+  std::priority_queue<Death, std::vector<Death>, std::greater<>> deaths;
+  for (ValueId b : order) {
+    const int32_t t = birth[static_cast<size_t>(b)];
+    while (!deaths.empty() && deaths.top().first < t) {
+      const ValueId d = deaths.top().second;
+      deaths.pop();
+      auto it = live.find(p.slots[static_cast<size_t>(d)].offset);
+      if (it != live.end() && it->second == d) live.erase(it);
+    }
+    const BufferSlot& sb = p.slots[static_cast<size_t>(b)];
+    auto it = live.upper_bound(sb.offset);
+    if (it != live.begin()) --it;  // the last live value starting at or before b's start
+    std::optional<ValueId> replaced;
+    for (; it != live.end() && it->first < sb.offset + sb.size; ++it) {
+      const ValueId a = it->second;
+      const BufferSlot& sa = p.slots[static_cast<size_t>(a)];
+      if (sa.offset + sa.size <= sb.offset) continue;  // ends before b starts
       const Node& nb = g.node(b);
       const bool reads = std::find(nb.inputs.begin(), nb.inputs.end(), a) != nb.inputs.end();
-      if (reads && last[static_cast<size_t>(a)] == b && sa.offset == sb.offset && sa.size == sb.size &&
-          (is_elementwise(nb.op) || nb.op == OpKind::ElementwiseRegion))
+      if (!replaced && reads && last[static_cast<size_t>(a)] == b && sa.offset == sb.offset && sa.size == sb.size &&
+          (is_elementwise(nb.op) || nb.op == OpKind::ElementwiseRegion)) {
+        replaced = a;
         continue;
-      return Error::verify("{} and {} are live together and overlap in the arena", g.describe(a), g.describe(b));
+      }
+      const auto [first, second] = std::minmax(a, b);
+      return Error::verify("{} and {} are live together and overlap in the arena", g.describe(first), g.describe(second));
     }
+    live[sb.offset] = b;  // (replaces the in-place predecessor, which dies here)
+    deaths.emplace(last[static_cast<size_t>(b)], b);
   }
   return {};
 }

@@ -33,7 +33,7 @@ Expected<ir::LirModule> specialize(const ir::LirModule& lir, const ir::DimBindin
 std::string plan_report(const ir::LirModule& lir);
 
 /// Checks a plan's invariants: alignment, slots inside the arena, no two arena values
-/// live at the same time overlap (brute force over the schedule), views inside roots.
+/// live at the same time overlap (a sweep over the schedule, n log n), views inside roots.
 Status check_plan(const ir::LirModule& lir);
 
 }  // namespace rlx::compile
