@@ -23,12 +23,7 @@ namespace {
 constexpr size_t kMaxHeaderBytes = 4096;
 constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 32;  // 4 GiB: far above any LIR text
 
-uint64_t payload_checksum(std::string_view payload) {
-  StableHasher h;
-  h.str("rlx.aot.payload");
-  h.bytes(payload.data(), payload.size());
-  return h.digest();
-}
+uint64_t payload_checksum(std::string_view payload) { return bulk_checksum(payload.data(), payload.size()); }
 
 // Splits off the next '\n'-terminated line of `s` (without the newline); false at the end.
 bool next_line(std::string_view& s, std::string_view* line) {

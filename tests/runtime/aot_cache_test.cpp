@@ -236,11 +236,8 @@ class AotCorruption : public AotDir {
     const size_t pl = header.find("payload=");
     const size_t pe = header.find('\n', pl);
     header.replace(pl, pe - pl, fmt::format("payload={}", payload.size()));
-    StableHasher h;
-    h.str("rlx.aot.payload");
-    h.bytes(payload.data(), payload.size());
     const size_t cl = header.find("checksum=");
-    header.replace(cl + 9, 16, fmt::format("{:016x}", h.digest()));
+    header.replace(cl + 9, 16, fmt::format("{:016x}", bulk_checksum(payload.data(), payload.size())));
     write(p, header + payload);
   }
 
@@ -315,7 +312,7 @@ TEST_F(AotCorruption, WrongFormatVersion) {
   expect_rebuilt("format", [](const std::filesystem::path& p) {
     std::string b = read(p);
     const size_t at = b.find("format=");
-    b.replace(at, std::string("format=2").size(), "format=99");
+    b.replace(at, fmt::format("format={}", kAotFormatVersion).size(), "format=99");
     write(p, b);
   }, "stale format");
 }

@@ -6,12 +6,12 @@
 // Entry file `<dir>/<base>__<key as 16 hex digits>.rlxaot`: a text header, then the payload.
 //
 //   RLX-AOT-LIR                 magic
-//   format=2                    kAotFormatVersion
+//   format=3                    kAotFormatVersion
 //   rlx=0.1.0                   kRlxVersion of the writer
 //   device=cpu                  Device::to_string() of the writer
 //   key=0123456789abcdef        the entry key (also in the file name)
 //   payload=12345               payload bytes that follow the blank line
-//   checksum=0123456789abcdef   StableHasher digest of the payload
+//   checksum=0123456789abcdef   bulk_checksum (XXH3) of the payload
 //   <blank line>
 //   payload: text lines `binding SEQ=128`, `extent SEQ 128`, `axes -1 0 0 ...`, then the
 //   LIR in its binary form (rlx/ir/binary.h; the text form parsed 8x slower)
@@ -38,7 +38,7 @@ namespace rlx {
 /// The RLX release this library belongs to; stamped into every cache entry and key.
 inline constexpr std::string_view kRlxVersion = "0.1.0";
 /// Version of the AOT entry layout above; bumped whenever the layout changes.
-inline constexpr uint32_t kAotFormatVersion = 2;
+inline constexpr uint32_t kAotFormatVersion = 3;  // 3: the payload's checksum is XXH3
 /// First line of every AOT entry file.
 inline constexpr std::string_view kAotMagic = "RLX-AOT-LIR";
 
