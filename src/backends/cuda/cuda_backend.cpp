@@ -277,16 +277,27 @@ void CudaExecutable::report_profile() const {
 
 Status CudaExecutable::allocate() {
   const Shared& sh = *shared_;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0 = Clock::now();
+  double split_ms[4] = {};  // stream and cuBLASLt handle, device block, pinned block, plans
+  auto lap = [&](int i) {
+    const Clock::time_point t = Clock::now();
+    split_ms[i] = std::chrono::duration<double, std::milli>(t - t0).count();
+    t0 = t;
+  };
   RLX_CUDA_TRY(cudaSetDevice(sh.ordinal), where("compile"));
   cudaStream_t st = nullptr;
   RLX_CUDA_TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), where("stream"));
   stream_.reset(st);
-  cublasLtHandle_t lt = nullptr;
-  RLX_CUBLAS_TRY(cublasLtCreate(&lt), where("cuBLASLt handle"));
-  lt_.reset(lt);
+  bool gemms = false;
+  for (const Step& s : sh.steps) gemms = gemms || !s.gemms.empty();
+  if (gemms) {  // (a cuBLASLt handle only where a step multiplies through cuBLASLt)
+    cublasLtHandle_t lt = nullptr;
+    RLX_CUBLAS_TRY(cublasLtCreate(&lt), where("cuBLASLt handle"));
+    lt_.reset(lt);
+  }
+  lap(0);
   {
-    bool gemms = false;
-    for (const Step& st : sh.steps) gemms = gemms || !st.gemms.empty();
     auto round = [](int64_t b) { return (b + 255) / 256 * 256; };
     const int64_t arena = round(std::max<int64_t>(sh.arena_bytes, 256));
     const int64_t scratch = round(std::max<int64_t>(sh.scratch_bytes, 256));
@@ -304,6 +315,7 @@ Status CudaExecutable::allocate() {
     finite_ = sh.check_finite ? err_ + 256 : nullptr;
     RLX_CUDA_TRY(cudaMemset(zeroed_, 0, static_cast<size_t>(zeroed + 256)), where("counters"));
   }
+  lap(1);
   {
     const int64_t staging = (std::max<int64_t>(sh.staging_bytes, 64) + 63) / 64 * 64;
     const int64_t out = (std::max<int64_t>(sh.host_out_bytes, 64) + 63) / 64 * 64;
@@ -320,6 +332,7 @@ Status CudaExecutable::allocate() {
     std::memcpy(finite_host_, &none, sizeof none);
   }
   std::memset(err_host_, 0, sizeof(int));
+  lap(2);
   steps_ = sh.steps;
   plans_.clear();
   // The layers of a model repeat a few shapes: one heuristic query (the slow part of a
@@ -343,6 +356,10 @@ Status CudaExecutable::allocate() {
       plans_.push_back(it->second);
     }
   }
+  lap(3);
+  RLX_LOG_DEBUG("cuda allocate: {:.2f} ms stream and cuBLASLt handle, {:.2f} ms device block, {:.2f} ms pinned block, "
+                "{:.2f} ms cuBLASLt plans",
+                split_ms[0], split_ms[1], split_ms[2], split_ms[3]);
   return {};
 }
 
@@ -402,6 +419,9 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   std::vector<ValueId> schedule = lir.plan.schedule;
   if (schedule.empty())
     for (ValueId v = 0; v < g.size(); ++v) schedule.push_back(v);
+  // Debug log: where building the steps spends its time, per op kind.
+  const bool timed = log_level() <= LogLevel::kDebug;
+  std::map<std::string_view, double> build_ms;
   for (ValueId v : schedule) {
     const ir::Node& n = g.node(v);
     StepBuilder b = cuda_builder(n.op);
@@ -416,7 +436,9 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     s.out = refs[static_cast<size_t>(v)];
     bctx.id = v;
     step_scratch = 0;
+    const auto t_build = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     TRY(b(bctx, s));
+    if (timed) build_ms[ir::op_name(n.op)] += ms_since(t_build);
     sh->scratch_bytes = std::max(sh->scratch_bytes, step_scratch);
     if (s.fn == nullptr) continue;
     s.index = static_cast<int>(sh->steps.size());
@@ -481,8 +503,17 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   for (const auto& pl : plans_) distinct.push_back(pl.get());
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-  RLX_LOG_DEBUG("cuda compile: {:.1f} ms steps and constants, {:.1f} ms allocation and {} cuBLASLt plans ({} distinct), "
-                "{:.1f} ms handles ({} steps)",
+  if (timed) {
+    std::vector<std::pair<double, std::string_view>> top;
+    for (const auto& [op, ms] : build_ms) top.emplace_back(ms, op);
+    std::sort(top.rbegin(), top.rend());
+    std::string list;
+    for (size_t i = 0; i < std::min<size_t>(top.size(), 5); ++i)
+      list += fmt::format("{}{} {:.2f}", i ? ", " : "", top[i].second, top[i].first);
+    RLX_LOG_DEBUG("cuda compile: building steps, ms per op kind: {}", list);
+  }
+  RLX_LOG_DEBUG("cuda compile: {:.2f} ms steps and constants, {:.2f} ms allocation and {} cuBLASLt plans ({} distinct), "
+                "{:.2f} ms handles ({} steps)",
                 steps_ms, alloc_ms, plans_.size(), distinct.size(), ms_since(t_handles), steps_.size());
   return {};
 }
@@ -881,7 +912,13 @@ Expected<std::shared_ptr<CudaBackend>> CudaBackend::create(int ordinal, CudaOpti
   cublasLtHandle_t lt = nullptr;
   RLX_CUBLAS_TRY(cublasLtCreate(&lt), fmt::format("cuda:{} cuBLASLt", ordinal));
   cublasLtDestroy(lt);
-  return std::shared_ptr<CudaBackend>(new CudaBackend(ordinal, options, prop.multiProcessorCount));
+  auto backend = std::shared_ptr<CudaBackend>(new CudaBackend(ordinal, options, prop.multiProcessorCount));
+  // The process's first pinned allocation costs about a millisecond more than later ones
+  // while an earlier one is still held (the driver page-locks host memory in larger
+  // chunks than asked): start-up as well, so the backend holds a small one.
+  ASSIGN_OR_RETURN(PinnedBuffer reserve, PinnedBuffer::create(4096, fmt::format("cuda:{} pinned memory", ordinal)));
+  backend->pinned_reserve_ = std::make_shared<PinnedBuffer>(std::move(reserve));
+  return backend;
 }
 
 Expected<std::vector<std::shared_ptr<Communicator>>> CudaBackend::create_communicators(

@@ -10,6 +10,8 @@
 
 namespace rlx::cuda_backend {
 
+class PinnedBuffer;  // cuda_util.h
+
 /// Knobs of the CUDA backend that the generic BackendOptions does not carry.
 struct CudaOptions {
   bool allow_tf32 = false;  ///< f32 GEMMs may use TF32 tensor cores (~1e-3 relative error)
@@ -119,6 +121,7 @@ class CudaBackend final : public Backend {
   int ordinal_ = 0;
   CudaOptions options_;
   int sms_ = 1;
+  std::shared_ptr<PinnedBuffer> pinned_reserve_;  // a small pinned block held from start-up (see create)
 };
 
 /// The op kinds the CUDA steps cover.

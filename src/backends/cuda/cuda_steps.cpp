@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <optional>
 
@@ -524,12 +526,27 @@ namespace {
 
 Expected<std::shared_ptr<DeviceBuffer>> upload_rope_table(BuildCtx& ctx, const ir::RopeAttrs& r) {
   const std::vector<double> f = ir::rope_inv_freq(r);
+  // Every rope of a model (two a layer, in every executable) has the same table: one
+  // device copy per device and table while any executable holds it, instead of an
+  // allocation and a synchronous copy per step (most of a warm start's step building).
+  int device = 0;
+  RLX_CUDA_TRY(cudaGetDevice(&device), ctx.graph->describe(ctx.id));
+  std::string key(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(double));
+  key += fmt::format("@{}", device);
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<DeviceBuffer>> tables;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = tables.find(key); it != tables.end())
+    if (std::shared_ptr<DeviceBuffer> held = it->second.lock()) return held;
+  std::erase_if(tables, [](const auto& e) { return e.second.expired(); });
   const int64_t bytes = static_cast<int64_t>(std::max<size_t>(f.size(), 1) * sizeof(double));
   ASSIGN_OR_RETURN(DeviceBuffer table, DeviceBuffer::create(bytes, ctx.graph->describe(ctx.id)));
   if (!f.empty())
     RLX_CUDA_TRY(cudaMemcpy(table.data(), f.data(), f.size() * sizeof(double), cudaMemcpyHostToDevice),
                  ctx.graph->describe(ctx.id));
-  return std::make_shared<DeviceBuffer>(std::move(table));
+  auto held = std::make_shared<DeviceBuffer>(std::move(table));
+  tables[key] = held;
+  return held;
 }
 
 namespace {

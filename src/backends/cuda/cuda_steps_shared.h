@@ -60,7 +60,8 @@ struct RopeStepParams {
 };
 
 Status rope_fn(const Step& s, const RunCtx& ctx);
-/// rope_inv_freq(r) in device memory (the rope kernels' table).
+/// rope_inv_freq(r) in device memory (the rope kernels' table), read-only: one copy per
+/// device and table, shared by every step of every executable while any of them holds it.
 Expected<std::shared_ptr<DeviceBuffer>> upload_rope_table(BuildCtx& ctx, const ir::RopeAttrs& r);
 
 /// The parameters of a linear step (linear_fn, gemv_fn, mmq_fn): the GEMM or
