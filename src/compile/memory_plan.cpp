@@ -318,7 +318,7 @@ Status check_plan(const LirModule& lir) {
     const BufferSlot& sb = p.slots[static_cast<size_t>(b)];
     auto it = live.upper_bound(sb.offset);
     if (it != live.begin()) --it;  // the last live value starting at or before b's start
-    std::optional<ValueId> replaced;
+    bool replaced = false;  // (by b, in place: at most one value)
     for (; it != live.end() && it->first < sb.offset + sb.size; ++it) {
       const ValueId a = it->second;
       const BufferSlot& sa = p.slots[static_cast<size_t>(a)];
@@ -327,7 +327,7 @@ Status check_plan(const LirModule& lir) {
       const bool reads = std::find(nb.inputs.begin(), nb.inputs.end(), a) != nb.inputs.end();
       if (!replaced && reads && last[static_cast<size_t>(a)] == b && sa.offset == sb.offset && sa.size == sb.size &&
           (is_elementwise(nb.op) || nb.op == OpKind::ElementwiseRegion)) {
-        replaced = a;
+        replaced = true;
         continue;
       }
       const auto [first, second] = std::minmax(a, b);
