@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "backends/cpu/kernels/bf16_dot_matmul.h"
 #include "backends/cpu/kernels/gemv_tuning.h"
 #include "cli_io.h"
 #include "commands.h"
@@ -413,7 +414,7 @@ int run_bench(const BenchArgs& a) {
   }
 
   next_stage(on_cpu ? fmt::format("machine limits ({} threads)", threads) : "device limits");
-  double bandwidth = 0, peak = 0, peak_int8 = 0, peak_amx = 0;
+  double bandwidth = 0, peak = 0, peak_int8 = 0, peak_amx = 0, peak_bf16 = 0;
   DeviceBounds bounds;
   if (on_cpu) {
     const Bandwidth bw = measure_read_bandwidth(threads);
@@ -421,15 +422,18 @@ int run_bench(const BenchArgs& a) {
     peak = measure_peak_flops(threads);
     peak_int8 = measure_peak_int8_ops(threads);
     peak_amx = measure_peak_amx_bf16_flops(threads);
+    peak_bf16 = measure_peak_bf16_dot_flops(threads);
     out["limits"] = {{"read_bandwidth_bytes_per_s", bandwidth},
                      {"read_bandwidth_median_bytes_per_s", bw.median},
                      {"peak_f32_flops", peak},
                      {"peak_int8_ops", peak_int8},
-                     {"peak_amx_bf16_flops", peak_amx}};
+                     {"peak_amx_bf16_flops", peak_amx},
+                     {"peak_bf16_dot_flops", peak_bf16}};
     appendf(text, "limits  read bandwidth %.1f GB/s (best of 7 passes; median %.1f), f32 FMA peak %.1f GFLOP/s,\n"
                 "        int8 dot peak %.1f GOP/s",
                 bandwidth / 1e9, bw.median / 1e9, peak / 1e9, peak_int8 / 1e9);
     if (peak_amx > 0) appendf(text, ", AMX-BF16 tile peak %.1f GFLOP/s", peak_amx / 1e9);
+    if (peak_bf16 > 0) appendf(text, ",\n        AVX-512 BF16 dot peak %.1f GFLOP/s", peak_bf16 / 1e9);
     appendf(text, " (measured in this run)\n\n");
   } else {
     if (backend == nullptr) return report(Error::internal("bench: the model's session has no backend"));
@@ -488,6 +492,11 @@ int run_bench(const BenchArgs& a) {
                   r.phase.c_str(), r.tps, r.ms, r.tps * r.work / 1e9, pct, pct_int8);
       out["prefill"][r.phase.substr(8)]["pct_of_peak_flops"] = pct;
       out["prefill"][r.phase.substr(8)]["pct_of_peak_int8_ops"] = pct_int8;
+      if (peak_bf16 > 0) {
+        const double pct_bf16 = 100.0 * r.tps * r.work / peak_bf16;
+        appendf(text, ", %.1f%% of BF16 dot peak", pct_bf16);
+        out["prefill"][r.phase.substr(8)]["pct_of_peak_bf16_dot_flops"] = pct_bf16;
+      }
       if (peak_amx > 0) {
         const double pct_amx = 100.0 * r.tps * r.work / peak_amx;
         appendf(text, ", %.1f%% of AMX-BF16 peak", pct_amx);
@@ -517,6 +526,10 @@ int run_bench(const BenchArgs& a) {
     const std::string gemv = cpu::describe_gemv_tuning();
     appendf(text, "gemv                   %s\n", gemv.c_str());
     out["cpu_decode_gemv"] = gemv;
+    // Which many-row f16 / bf16 matmuls ran on the BF16 dot products (prefill).
+    const std::string dot = cpu::describe_bf16_dot();
+    appendf(text, "bf16 dot               %s\n", dot.c_str());
+    out["cpu_bf16_dot"] = dot;
   }
   if (!batch_rows.empty()) {
     appendf(text, "\n%-22s %12s %12s   %s\n", "batched decode", "tokens/s", "ms/step", "vs batch 1, vs limit");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/amx_matmul.h"
+#include "backends/cpu/kernels/bf16_dot_matmul.h"
 #include "backends/cpu/kernels/cpu_features.h"
 #include "rlx/base/aligned_buffer.h"
 #include "rlx/base/env.h"
@@ -133,6 +134,17 @@ double measure_peak_amx_bf16_flops(int threads) {
   for (int rep = 0; rep < 2; ++rep)
     best = std::min(best, timed_parallel(threads, [&](int) { cpu::amx_bf16_probe(iters); }));
   return 4 * cpu::kAmxFlopsPerTileOp * static_cast<double>(iters) * threads / best;
+}
+
+double measure_peak_bf16_dot_flops(int threads) {
+  threads = std::max(1, threads);
+  const cpu::IsaLevel cap = cpu::isa_cap_from_name(env_config().cpu_isa);
+  if (!cpu::bf16_dot_usable(cap) || cpu::amx_enabled(cap)) return 0;
+  const int64_t iters = 10'000'000;
+  double best = 1e30;
+  for (int rep = 0; rep < 2; ++rep)
+    best = std::min(best, timed_parallel(threads, [&](int) { cpu::bf16_dot_probe(iters); }));
+  return 16 * cpu::kBf16DotFlopsPerOp * static_cast<double>(iters) * threads / best;
 }
 
 const char* kernel_isa_description() {

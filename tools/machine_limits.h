@@ -25,6 +25,11 @@ double measure_peak_int8_ops(int threads);
 /// AMX tiles (what the CPU backend's many-row matmuls use); 0 where the tiles are not
 /// usable or RLX_CPU_ISA caps them off.
 double measure_peak_amx_bf16_flops(int threads);
+/// bf16 FLOP/s (2 per product) of `threads` threads running 16 independent 512-bit
+/// VDPBF16PS chains (what many-row f16 / bf16 matmuls use on CPUs without AMX); 0 where
+/// the CPU lacks AVX512_BF16, RLX_CPU_ISA caps AVX-512 off, or the AMX tiles take those
+/// matmuls instead.
+double measure_peak_bf16_dot_flops(int threads);
 /// Which kernel instruction set the CPU backend runs with here: "amx+avx512-vnni", "avx512-vnni",
 /// "avx512", "avx2" or "scalar" (the CPU's best, capped by RLX_CPU_ISA).
 const char* kernel_isa_description();

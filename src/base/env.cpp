@@ -59,6 +59,7 @@ EnvConfig read_env() {
   c.cpu_isa = r.choice("RLX_CPU_ISA", {"scalar", "avx2", "avx512", "amx"});
   if (auto n = r.integer("RLX_CPU_AMX_MIN_ROWS", 1, 1000000)) c.cpu_amx_min_rows = static_cast<int>(*n);
   if (auto n = r.integer("RLX_CPU_VNNI_MIN_ROWS", 1, 1000000)) c.cpu_vnni_min_rows = static_cast<int>(*n);
+  c.cpu_bf16_dot = r.choice("RLX_CPU_BF16_DOT", {"auto", "all", "off"});
   if (auto n = r.integer("RLX_CPU_GEMV_PREFETCH", 0, 1 << 20)) {
     if (*n % 64 == 0) c.cpu_gemv_prefetch = static_cast<int>(*n);
     else c.warnings.push_back(fmt::format("RLX_CPU_GEMV_PREFETCH={} is no multiple of 64; ignored", *n));

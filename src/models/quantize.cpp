@@ -79,6 +79,7 @@ int64_t gguf_tensor_layer(const std::string& name) {
 uint32_t mix_file_type(const std::string& mix) {
   if (mix == "f32") return 0;
   if (mix == "f16") return 1;
+  if (mix == "bf16") return 32;  // LLAMA_FTYPE_MOSTLY_BF16
   if (mix == "q4_0") return 2;
   if (mix == "q4_1") return 3;
   if (mix == "q8_0") return 7;
@@ -107,7 +108,7 @@ uint32_t mix_file_type(const std::string& mix) {
 }
 
 std::vector<std::string> quant_mixes() {
-  return {"f32",    "f16",    "q8_0",   "q6_k",   "q5_k_m", "q5_k_s", "q5_1",   "q5_0",  "q4_k_m", "q4_k_s", "q4_1",
+  return {"f32",    "f16",    "bf16",   "q8_0",   "q6_k",   "q5_k_m", "q5_k_s", "q5_1",   "q5_0",  "q4_k_m", "q4_k_s", "q4_1",
           "q4_0",   "q3_k_l", "q3_k_m", "q3_k_s", "q2_k",   "iq4_xs", "iq4_nl", "iq3_s", "iq3_xxs", "iq2_s",
           "iq2_xs", "iq2_xxs", "iq1_m", "iq1_s", "tq2_0", "tq1_0"};
 }
@@ -122,6 +123,8 @@ Expected<MixChoice> mix_weight_choice(const std::string& mix, const std::string&
     wanted = GgmlType::F32;
   } else if (mix == "f16") {
     wanted = GgmlType::F16;
+  } else if (mix == "bf16") {
+    wanted = GgmlType::BF16;
   } else if (mix == "q8_0") {
     wanted = GgmlType::Q8_0;
   } else if (mix == "q6_k" || mix.rfind("q5_", 0) == 0 || mix.rfind("q4_", 0) == 0 || mix.rfind("q3_k", 0) == 0 ||

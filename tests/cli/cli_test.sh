@@ -643,7 +643,7 @@ check help_defaults ok "ctx-size INT:INT in \[1 - [0-9]+\]=512" -- run --help
 check help_seed ok "seed UINT=random" -- run --help
 check help_devices ok "the devices this build has: cpu" -- logits --help
 check help_profiles ok "a preset \(llama32_prefill, llama32_decode, " -- compile --help
-check help_quant_mixes ok "MIX: f32, f16, q8_0, q6_k" -- quantize --help
+check help_quant_mixes ok "MIX: f32, f16, bf16, q8_0, q6_k" -- quantize --help
 check help_bench_lists ok "prefill INT:INT in \[1 - [0-9]+\]=\[64,512\]" -- bench --help
 
 # Output paths are checked before any work; "-" is standard output.

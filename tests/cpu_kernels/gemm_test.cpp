@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/amx_matmul.h"
+#include "backends/cpu/kernels/bf16_dot_matmul.h"
 #include "cpu_kernels/test_util.h"
 #include "rlx/base/half.h"
 
@@ -85,6 +86,11 @@ struct Case {
   bool padded;  // non-dense strides
 };
 
+std::vector<float> rounded_to_bf16(std::vector<float> v) {
+  for (float& x : v) x = bf16_bits_to_f32(f32_to_bf16_bits(x));
+  return v;
+}
+
 void run_case(const Case& cs, WeightType wt, bool prepacked) {
   Rng rng;
   RLX_TRACE_SEED(rng);
@@ -108,6 +114,10 @@ void run_case(const Case& cs, WeightType wt, bool prepacked) {
   if (cs.bias) p.bias = bias.data();
   const std::vector<float> c0 = rng.vec(std::max<int64_t>(1, cs.m * ldc));
   const std::vector<double> want = gemm_ref(p, a.data(), lda, w.seen.data(), ldb, c0.data(), ldc);
+  // The BF16 dot products see x and W rounded to bf16; their products are exact in f32,
+  // so against those values they are as close as the f32 path.
+  const std::vector<double> want_bf16 = gemm_ref(p, rounded_to_bf16(a).data(), lda, rounded_to_bf16(w.seen).data(),
+                                                 ldb, c0.data(), ldc);
   const double tol = 2e-6 * std::sqrt(double(std::max<int64_t>(cs.k, 1))) + 1e-6;
   // The AMX tiles (f16 / bf16 weights, pre-packed, amx_min_rows() rows or more) add the
   // three largest bf16 cross products of x = xh + xl and w = wh + wl: each product is off
@@ -116,17 +126,21 @@ void run_case(const Case& cs, WeightType wt, bool prepacked) {
   for (const KernelContext& ctx : test::contexts()) {
     SCOPED_TRACE(test::describe(ctx));
     const bool on_tiles = prepacked && wt != WeightType::kF32 && cs.m >= amx_min_rows() && amx_enabled(ctx.isa);
+    bool on_bf16_dot = false;
     std::vector<float> c = c0;
     if (prepacked) {
       const PackedB pb = pack_b(ctx, cs.k, cs.n, cs.trans, cs.padded ? ldb : 0, w.ptr(wt), wt);
+      on_bf16_dot = !on_tiles && bf16_dot_takes(ctx.isa, bf16_dot_policy(), cs.m, pb);
       gemm_prepacked(ctx, p, a.data(), pb, c.data());
     } else {
+      // Per-call packing takes the same products as packing ahead (no AMX path here).
+      on_bf16_dot = cs.m > kGemvMaxM && bf16_dot_takes_unpacked(ctx.isa, bf16_dot_policy(), cs.m, wt);
       gemm(ctx, p, a.data(), w.ptr(wt), wt, c.data());
     }
     const double t = on_tiles ? amx_tol : tol;
-    ASSERT_TRUE(all_close(c.data(), want.data(), cs.m * ldc, t, t))
+    ASSERT_TRUE(all_close(c.data(), (on_bf16_dot ? want_bf16 : want).data(), cs.m * ldc, t, t))
         << "m=" << cs.m << " n=" << cs.n << " k=" << cs.k << " trans=" << cs.trans << " act=" << int(cs.act)
-        << " beta=" << cs.beta << " wt=" << int(wt) << " prepacked=" << prepacked;
+        << " beta=" << cs.beta << " wt=" << int(wt) << " prepacked=" << prepacked << " bf16_dot=" << on_bf16_dot;
   }
 }
 
@@ -175,6 +189,53 @@ TEST(Gemm, PrepackedHalfWeightsManyRows) {
     run_case({45, 100, 300, true, Activation::kSilu, true, 0.5f, true}, wt, true);
     run_case({530, 70, 40, false, Activation::kGelu, true, 0.0f, true}, wt, true);
     run_case({40, 290, 2100, true, Activation::kIdentity, true, 1.0f, false}, wt, true);
+  }
+}
+
+// bf16 weights take the BF16 dot products (where the CPU has them, outside the AMX
+// tiles) under the default policy: rows below, at and past kBf16DotMinRows, tile tails
+// (rows not a multiple of 14), two row passes, K odd and past one weight chunk, a
+// partial last panel, every epilogue; and packed per call. run_case checks them against
+// x and W in bf16.
+TEST(Gemm, Bf16WeightsOnDotProducts) {
+  run_case({kBf16DotMinRows - 1, 37, 65, true, Activation::kIdentity, false, 0.0f, false}, WeightType::kBF16, true);
+  run_case({kBf16DotMinRows, 64, 64, true, Activation::kSilu, true, 0.5f, true}, WeightType::kBF16, true);
+  run_case({29, 100, 1031, false, Activation::kGelu, true, 0.0f, false}, WeightType::kBF16, true);
+  run_case({kBf16DotRowsPerPass + 3, 33, 40, true, Activation::kGeluTanh, true, 1.0f, true}, WeightType::kBF16, true);
+  run_case({20, 45, 7, true, Activation::kRelu, true, 0.0f, false}, WeightType::kBF16, true);
+  // Packed per call (gemm): stripes of 1024 columns, both layouts, strides, a bias.
+  for (bool trans : {true, false})
+    run_case({20, 1100, 70, trans, Activation::kSilu, true, 0.5f, true}, WeightType::kBF16, false);
+  const PackedB f16 = pack_b(KernelContext{nullptr, IsaLevel::kAvx512}, 8, 8, true, 0,
+                             std::vector<uint16_t>(64, 0).data(), WeightType::kF16);
+  EXPECT_FALSE(bf16_dot_takes(IsaLevel::kAvx512, Bf16DotPolicy::kBf16, 64, f16));  // f16 stays exact by default
+  EXPECT_EQ(bf16_dot_takes(IsaLevel::kAvx512, Bf16DotPolicy::kAll, 64, f16), bf16_dot_usable(IsaLevel::kAvx512));
+  EXPECT_FALSE(bf16_dot_takes(IsaLevel::kAvx2, Bf16DotPolicy::kAll, 64, f16));
+}
+
+// bf16_dot_gemm_prepacked itself on f16 weights (what RLX_CPU_BF16_DOT=all sends it):
+// they are rounded to bf16 like x.
+TEST(Gemm, Bf16DotRoundsOtherHalfWeights) {
+  if (!bf16_dot_usable(IsaLevel::kAvx512)) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  for (const KernelContext& ctx : {KernelContext{nullptr, IsaLevel::kAvx512}, KernelContext{&test::test_pool(), IsaLevel::kAvx512}}) {
+    const int64_t m = 31, n = 70, k = 1100;
+    const Weights w = make_weights(rng, n * k, WeightType::kF16);
+    const std::vector<float> a = rng.vec(m * k);
+    GemmParams p;
+    p.m = m;
+    p.n = n;
+    p.k = k;
+    p.lda = k;
+    p.ldc = n;
+    const PackedB pb = pack_b(ctx, k, n, true, 0, w.ptr(WeightType::kF16), WeightType::kF16);
+    std::vector<float> c(static_cast<size_t>(m * n));
+    bf16_dot_gemm_prepacked(ctx, p, a.data(), pb, c.data());
+    const std::vector<double> want =
+        gemm_ref(p, rounded_to_bf16(a).data(), k, rounded_to_bf16(w.seen).data(), k, c.data(), n);
+    const double tol = 2e-6 * std::sqrt(double(k)) + 1e-6;
+    ASSERT_TRUE(all_close(c.data(), want.data(), m * n, tol, tol)) << test::describe(ctx);
   }
 }
 

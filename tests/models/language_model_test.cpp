@@ -263,6 +263,29 @@ TEST_P(FamilyTest, QuantizedCopyStaysClose) {
 // logits match those of the same weights decoded to f32 up to the Q8 rounding of the
 // activations (the decoders are checked against the format and the integer loops against
 // a llama.cpp-emulating reference in the kernel tests).
+// The logits of GGUF `q` (a mix whose products round the activations: Q8 blocks, bf16)
+// against its weights decoded to f32 (written next to it): within the bound of
+// QuantizedCopyStaysClose.
+void expect_mix_matches_decoded(const std::string& q, const std::vector<int32_t>& tokens) {
+  const std::string back = q + ".f32.gguf";
+  QuantizeOptions qo;
+  qo.mix = "f32";
+  ASSERT_TRUE(quantize_gguf(q, back, qo).ok());
+  LoadOptions lo;
+  lo.ctx = 64;
+  auto a = LanguageModel::load(q, lo);
+  auto b = LanguageModel::load(back, lo);
+  ASSERT_TRUE(a && b);
+  auto la = (*a)->forward(tokens, true);
+  auto lb = (*b)->forward(tokens, true);
+  ASSERT_TRUE(la && lb) << (la ? "" : la.error().to_string());
+  double sq = 0;
+  for (float v : *lb) sq += double(v) * v;
+  const double rms = std::sqrt(sq / static_cast<double>(lb->size()));
+  EXPECT_GT(rms, 0.0);
+  EXPECT_LT(max_abs_diff(*la, *lb), 0.1 * rms + 1e-3);
+}
+
 TEST(LanguageModel, IQuantAndTernaryMixesMatchTheirDecodedWeights) {
   const fs::path dir = fs::temp_directory_path() / "rlx_models_test";
   fs::create_directories(dir);
@@ -275,7 +298,6 @@ TEST(LanguageModel, IQuantAndTernaryMixesMatchTheirDecodedWeights) {
   for (const char* mix : {"iq4_xs", "iq4_nl", "tq2_0", "tq1_0"}) {
     SCOPED_TRACE(mix);
     const std::string q = (dir / fmt::format("tiny-256-{}.gguf", mix)).string();
-    const std::string back = q + ".f32.gguf";
     QuantizeOptions qo;
     qo.mix = mix;
     ASSERT_TRUE(quantize_gguf(f32, q, qo).ok());
@@ -287,23 +309,32 @@ TEST(LanguageModel, IQuantAndTernaryMixesMatchTheirDecodedWeights) {
                                                                   : formats::GgmlType::TQ1_0;
     EXPECT_EQ(file->find_tensor("blk.0.ffn_down.weight")->type, want);
     EXPECT_EQ(file->find_tensor("token_embd.weight")->type, formats::GgmlType::Q6_K);  // tied output
-    qo.mix = "f32";
-    ASSERT_TRUE(quantize_gguf(q, back, qo).ok());
-    LoadOptions lo;
-    lo.ctx = 64;
-    auto a = LanguageModel::load(q, lo);
-    auto b = LanguageModel::load(back, lo);
-    ASSERT_TRUE(a && b);
-    auto la = (*a)->forward(kTokens, true);
-    auto lb = (*b)->forward(kTokens, true);
-    ASSERT_TRUE(la && lb) << (la ? "" : la.error().to_string());
-    double sq = 0;
-    for (float v : *lb) sq += double(v) * v;
-    const double rms = std::sqrt(sq / lb->size());
-    EXPECT_GT(rms, 0.0);
-    // The bound of QuantizedCopyStaysClose: Q8 activations before every product.
-    EXPECT_LT(max_abs_diff(*la, *lb), 0.1 * rms + 1e-3);
+    expect_mix_matches_decoded(q, kTokens);
   }
+}
+
+// The bf16 mix: every matrix in BF16, read as such; a prompt of 16+ tokens puts its
+// matmuls on the BF16 dot products where the CPU has them (x rounded to bf16 there, so
+// the bound is the quantized mixes' one), else on the f32 loops.
+TEST(LanguageModel, Bf16MixMatchesItsDecodedWeights) {
+  const fs::path dir = fs::temp_directory_path() / "rlx_models_test";
+  fs::create_directories(dir);
+  const std::string f32 = (dir / "tiny-bf16-src.gguf").string(), q = (dir / "tiny-bf16.gguf").string();
+  SynthOptions so;
+  so.preset = "tiny";
+  so.type = "f32";
+  so.seed = 12;
+  ASSERT_TRUE(write_synthetic_gguf(so, f32).ok());
+  QuantizeOptions qo;
+  qo.mix = "bf16";
+  ASSERT_TRUE(quantize_gguf(f32, q, qo).ok());
+  auto file = formats::GgufFile::open(q);
+  ASSERT_TRUE(file);
+  EXPECT_EQ(file->find_tensor("blk.0.ffn_down.weight")->type, formats::GgmlType::BF16);
+  EXPECT_EQ(file->find_tensor("blk.0.attn_q.weight")->type, formats::GgmlType::BF16);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 24; ++i) tokens.push_back((kTokens[static_cast<size_t>(i) % kTokens.size()] + i) % 256 + 1);
+  expect_mix_matches_decoded(q, tokens);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyTest, ::testing::Values("llama", "qwen3", "gemma2", "qwen35"),

@@ -10,6 +10,11 @@
 //   RLX_CPU_AMX_MIN_ROWS  fewest activation rows a matmul needs to run on the AMX tiles
 //                 (default 32; 1 puts every quantized matmul on them, f16 / bf16 ones
 //                 from 5 rows: fewer take the GEMV)
+//   RLX_CPU_BF16_DOT  which weights multiply 16 or more rows on AVX-512 BF16 dot
+//                 products (x rounded to bf16) on CPUs without AMX: auto (default: bf16
+//                 weights), all (f16 weights too, rounded to bf16: about 2x the f16
+//                 prefill, but further from llama.cpp than the conformance tolerances),
+//                 off (none: the f32 FMA loops)
 //   RLX_CPU_GEMV_PREFETCH  bytes ahead of the weight stream that the CPU decode GEMVs
 //                 prefetch into L2 (default: 4096 on Intel CPUs, 0 = off elsewhere)
 //   RLX_CPU_GEMV_ZMM  0: one-row quantized GEMVs (decode) on the 256-bit loops shared
@@ -53,6 +58,9 @@ struct EnvConfig {
   std::string cpu_isa;
   int cpu_amx_min_rows = 32;  ///< RLX_CPU_AMX_MIN_ROWS (1..1e6; else the default)
   int cpu_vnni_min_rows = 16; ///< RLX_CPU_VNNI_MIN_ROWS (1..1e6; else the default)
+  /// RLX_CPU_BF16_DOT: which weights prefill on AVX-512 BF16 dot products ("auto" /
+  /// unset: bf16 weights; "all": f16 weights too, rounded to bf16; "off": none).
+  std::string cpu_bf16_dot;
   int cpu_gemv_prefetch = -1;  ///< RLX_CPU_GEMV_PREFETCH (0..1 MiB, multiple of 64); -1: not set
   int cpu_gemv_zmm = -1;       ///< RLX_CPU_GEMV_ZMM ("0" or "1"); -1: not set
   bool cpu_profile = false;    ///< RLX_CPU_PROFILE (true only for "1")

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/amx_matmul.h"
+#include "backends/cpu/kernels/bf16_dot_matmul.h"
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "rlx/base/status.h"
 
@@ -179,6 +180,29 @@ void gemv_prepacked(const KernelContext& ctx, const IsaKernels& kk, const GemmPa
   });
 }
 
+// gemm() for the weights gemm_prepacked sends to the BF16 dot products (so a product's
+// numerics do not depend on whether its weights were packed ahead): B packed a stripe of
+// columns at a time into the calling thread's kGemmPanels scratch, each stripe a view
+// bf16_dot_gemm_prepacked runs over (x is converted once per stripe).
+void gemm_bf16_dot_stripes(const KernelContext& ctx, const GemmParams& p, const Resolved& r, const float* a,
+                           const void* b, WeightType b_type, float* c) {
+  constexpr int64_t kStripeCols = 1024;
+  const int64_t cols = std::min(r.n, kStripeCols);
+  void* panels = thread_scratch(ScratchSlot::kGemmPanels, packed_b_bytes(ctx, r.k, cols, b_type));
+  const size_t esize = weight_type_size(b_type);
+  for (int64_t n0 = 0; n0 < r.n; n0 += kStripeCols) {
+    const int64_t nc = std::min(kStripeCols, r.n - n0);
+    const auto* bs = static_cast<const uint8_t*>(b) + static_cast<size_t>(p.b_transposed ? n0 * r.ldb : n0) * esize;
+    const PackedB stripe = pack_b_into(ctx, r.k, nc, p.b_transposed, r.ldb, bs, b_type, panels);
+    GemmParams q = p;
+    q.n = nc;
+    q.lda = r.lda;
+    q.ldc = r.ldc;
+    q.bias = p.bias ? p.bias + n0 : nullptr;
+    bf16_dot_gemm_prepacked(ctx, q, a, stripe, c + n0);
+  }
+}
+
 }  // namespace
 
 void gemm(const KernelContext& ctx, const GemmParams& p, const float* a, const void* b, WeightType b_type,
@@ -188,6 +212,11 @@ void gemm(const KernelContext& ctx, const GemmParams& p, const float* a, const v
   if (r.k <= 0) return gemm_k0(ctx, p, r, c);
   const IsaKernels& kk = detail::isa_kernels(ctx.isa);
   if (r.m <= kGemvMaxM) return gemv(ctx, kk, p, r, a, b, b_type, c);
+  if (b_type != WeightType::kF32 && r.m >= kBf16DotMinRows && !amx_enabled(ctx.isa)) {
+    const bool on_dot = kk.gemm_nr == 32 && bf16_dot_takes_unpacked(ctx.isa, bf16_dot_policy(), r.m, b_type);
+    count_half_matmul(on_dot);
+    if (on_dot) return gemm_bf16_dot_stripes(ctx, p, r, a, b, b_type, c);
+  }
 
   // Tasks are stripes of B panels: each packs its stripe once, then sweeps all of M.
   const int nr = kk.gemm_nr;
@@ -301,6 +330,16 @@ void gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* 
     q.lda = r.lda;
     q.ldc = r.ldc;
     return amx_gemm_prepacked(ctx, q, a, b, c);
+  }
+  if (b.type() != WeightType::kF32 && r.m >= kBf16DotMinRows && !amx_enabled(ctx.isa)) {
+    const bool on_dot = bf16_dot_takes(ctx.isa, bf16_dot_policy(), r.m, b);
+    count_half_matmul(on_dot);
+    if (on_dot) {
+      GemmParams q = p;
+      q.lda = r.lda;
+      q.ldc = r.ldc;
+      return bf16_dot_gemm_prepacked(ctx, q, a, b, c);
+    }
   }
   const int64_t n_panels = ceil_div(r.n, kk.gemm_nr);
   const int64_t mc = mc_rows(kk.gemm_mr);

@@ -97,6 +97,9 @@ PackedB pack_b_into(const KernelContext& ctx, int64_t k, int64_t n, bool b_trans
 /// GEMM against a pre-packed B (p.b_transposed and p.ldb are ignored; p.k and p.n must
 /// match the packing). Runs with the ISA the weights were packed for. M <= kGemvMaxM
 /// (decode) streams each packed panel once over all of K, splitting N across threads.
+/// Many rows against f16 / bf16 panels go to the AMX tiles (amx_matmul.h) or, for bf16
+/// weights, to the AVX-512 BF16 dot products (bf16_dot_matmul.h) where those take them;
+/// otherwise the f32 micro-tiles.
 void gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* a, const PackedB& b,
                     float* c);
 

@@ -90,8 +90,11 @@ struct Dims {
 /// Identifies one of the per-thread scratch buffers (distinct users must not share).
 /// kAttention: prefill attention's own rows, live while it calls the GEMM kernels
 /// (which use the others). kPanels: B panels a kernel packs once on the calling thread
-/// and shares with its tasks (rel_pos_attention's K and V).
-enum class ScratchSlot : int { kPackA = 0, kPackB = 1, kTemp = 2, kShared = 3, kAttention = 4, kPanels = 5, kCount = 6 };
+/// and shares with its tasks (rel_pos_attention's K and V). kGemmPanels: a stripe of B
+/// that gemm() packs on the calling thread for the BF16 dot products.
+enum class ScratchSlot : int {
+  kPackA = 0, kPackB = 1, kTemp = 2, kShared = 3, kAttention = 4, kPanels = 5, kGemmPanels = 6, kCount = 7
+};
 
 /// Returns a 64-byte aligned buffer of at least `bytes` bytes owned by the calling
 /// thread. The buffer only grows, so steady-state calls do not allocate. Contents are
