@@ -4,10 +4,12 @@
 #include "backends/cpu/kernels/gemm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/bf16_dot_matmul.h"
+#include "backends/cpu/kernels/gemv_tuning.h"
 #include "backends/cpu/kernels/isa_kernels.h"
 #include "rlx/base/status.h"
 
@@ -167,6 +169,12 @@ void gemv_prepacked(const KernelContext& ctx, const IsaKernels& kk, const GemmPa
   const int64_t ppt = std::max<int64_t>(1, chunk / nr);
   const int64_t tasks = ceil_div(n_panels, ppt);
   const int m = static_cast<int>(r.m);
+  // One-row calls over large weights feed the prefetch-distance measurement, as the
+  // quantized GEMVs do (an f16 / bf16 / f32 model has no other decode GEMVs).
+  const size_t weight_bytes = b.bytes();
+  const bool timed = m == 1 && weight_bytes >= detail::kGemvTuneMinBytes && detail::gemv_tuning_active();
+  const int prefetch = timed ? detail::gemv_far_prefetch() : 0;
+  const auto start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   parallel_for(ctx, tasks, [&](int64_t t) {
     const int64_t jp0 = t * ppt, jp1 = std::min(n_panels, jp0 + ppt);
     const int64_t width = (jp1 - jp0) * nr;
@@ -178,6 +186,9 @@ void gemv_prepacked(const KernelContext& ctx, const IsaKernels& kk, const GemmPa
       kk.epilogue_row(tmp + i * width, p.bias ? p.bias + n0 : nullptr, p.act, p.beta, c + i * r.ldc + n0,
                       n1 - n0);
   });
+  if (timed)
+    detail::gemv_tuning_record(
+        weight_bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), prefetch);
 }
 
 // gemm() for the weights gemm_prepacked sends to the BF16 dot products (so a product's

@@ -1,5 +1,6 @@
 // How the decode GEMVs run, measured on this CPU instead of guessed per vendor: the far
-// prefetch distance on the process's own first decode GEMVs (it only moves prefetch
+// prefetch distance on the process's own first decode GEMVs (one-row quantized GEMVs and
+// one-row products over packed f16 / bf16 / f32 panels; it only moves prefetch
 // hints, so trying each candidate on real calls changes no result bit), and the loop
 // shape of one-row GEMVs (512-bit one-row loops or the loops shared with more rows)
 // once, on synthetic L2-resident matrices, before any real call (the two shapes round
