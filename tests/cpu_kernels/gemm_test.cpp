@@ -12,8 +12,6 @@
 
 #include "backends/cpu/kernels/amx_matmul.h"
 #include "backends/cpu/kernels/bf16_dot_matmul.h"
-#include "backends/cpu/kernels/gemv_tuning.h"
-#include "backends/cpu/kernels/isa_kernels.h"
 #include "cpu_kernels/test_util.h"
 #include "rlx/base/env.h"
 #include "rlx/base/half.h"
@@ -244,10 +242,8 @@ TEST(Gemm, Bf16DotRoundsOtherHalfWeights) {
 
 // One-row products over packed f16 panels of 1 MiB or more (an f16 model's decode) feed
 // the prefetch-distance measurement as the quantized GEMVs do, and change no result bit.
-// The measurement is once per process: skipped when an earlier test settled it.
 TEST(Gemm, PanelGemvFeedsThePrefetchMeasurement) {
   if (env_config().cpu_gemv_prefetch >= 0) GTEST_SKIP() << "RLX_CPU_GEMV_PREFETCH is set";
-  if (!detail::gemv_tuning_active()) GTEST_SKIP() << "the prefetch distance was measured by an earlier test";
   Rng rng;
   RLX_TRACE_SEED(rng);
   const int64_t k = 1024, n = 1024;  // f16: 2 MiB of panels
@@ -264,16 +260,7 @@ TEST(Gemm, PanelGemvFeedsThePrefetchMeasurement) {
     gemm_prepacked(ctx, p, x.data(), pb, y.data());
     return y;
   };
-  const std::vector<float> first = run();
-  int calls = 0;
-  while (detail::gemv_tuning_active() && calls < 4000) {
-    ASSERT_EQ(run(), first) << "call " << calls;
-    ++calls;
-  }
-  EXPECT_FALSE(detail::gemv_tuning_active()) << "still measuring after " << calls << " calls";
-  EXPECT_NE(describe_gemv_tuning().find("measured on the first decode GEMVs"), std::string::npos)
-      << describe_gemv_tuning();
-  EXPECT_EQ(run(), first);
+  test::expect_prefetch_measurement_settles(run);
 }
 
 TEST(Gemm, PrepackedOddSizes) {

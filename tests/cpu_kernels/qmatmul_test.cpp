@@ -782,18 +782,7 @@ TEST(QMatmul, DecodePrefetchIsMeasuredAndChangesNoResult) {
                     .ok());
     return y;
   };
-  const std::vector<float> first = run();
-  int calls = 0;
-  while (detail::gemv_tuning_active() && calls < 4000) {
-    ASSERT_EQ(run(), first) << "call " << calls;
-    ++calls;
-  }
-  EXPECT_FALSE(detail::gemv_tuning_active()) << "still measuring after " << calls << " calls";
-  const int chosen = detail::gemv_far_prefetch();
-  EXPECT_TRUE(chosen == 0 || chosen == 1024 || chosen == 4096) << chosen;
-  EXPECT_NE(describe_gemv_tuning().find("measured on the first decode GEMVs"), std::string::npos)
-      << describe_gemv_tuning();
-  EXPECT_EQ(run(), first);
+  test::expect_prefetch_measurement_settles(run);
 }
 
 }  // namespace

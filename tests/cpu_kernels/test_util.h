@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "backends/cpu/kernels/cpu_features.h"
+#include "backends/cpu/kernels/gemv_tuning.h"
+#include "backends/cpu/kernels/isa_kernels.h"
 #include "backends/cpu/kernels/kernel_context.h"
 #include "backends/cpu/kernels/thread_pool.h"
 
@@ -22,6 +24,27 @@ inline std::vector<IsaLevel> isa_levels() {
   std::vector<IsaLevel> out;
   for (int i = 0; i <= static_cast<int>(cpu_features().max_isa); ++i) out.push_back(static_cast<IsaLevel>(i));
   return out;
+}
+
+/// Starts the decode prefetch-distance measurement over, then calls `run` (a one-row
+/// product over 1 MiB or more of weights, returning its output) until it settles: every call's result must be
+/// bit for bit the first one, the measurement must end within 4,000 calls, pick one of
+/// its candidates and say so in describe_gemv_tuning().
+template <typename Run>
+void expect_prefetch_measurement_settles(Run&& run) {
+  detail::gemv_tuning_restart();
+  const auto first = run();
+  int calls = 0;
+  while (detail::gemv_tuning_active() && calls < 4000) {
+    ASSERT_EQ(run(), first) << "call " << calls;
+    ++calls;
+  }
+  EXPECT_FALSE(detail::gemv_tuning_active()) << "still measuring after " << calls << " calls";
+  const int chosen = detail::gemv_far_prefetch();
+  EXPECT_TRUE(chosen == 0 || chosen == 1024 || chosen == 4096) << chosen;
+  EXPECT_NE(describe_gemv_tuning().find("measured on the first decode GEMVs"), std::string::npos)
+      << describe_gemv_tuning();
+  EXPECT_EQ(run(), first);
 }
 
 /// A pool shared by the tests (3 threads: more than the CI cores, to shake out races).

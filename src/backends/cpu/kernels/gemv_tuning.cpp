@@ -35,10 +35,19 @@ int vendor_default() { return cpu_features().vendor == "GenuineIntel" ? 4096 : 0
 
 class Tuner {
  public:
-  Tuner() {
+  Tuner() { start(); }
+
+  // Back to the state before any measurement (the constructor; tests re-arm it).
+  void start() {
+    std::lock_guard<std::mutex> lock(mu_);
+    turn_ = turns_ = 0;
+    turn_bytes_ = 0;
+    bytes_ = {};
+    seconds_ = {};
     if (env_config().cpu_gemv_prefetch >= 0) {
       current_ = env_config().cpu_gemv_prefetch;
       how_ = "set by RLX_CPU_GEMV_PREFETCH";
+      active_ = false;
       return;
     }
     current_ = vendor_default();
@@ -198,6 +207,8 @@ const LoopShape& loop_shape() {
 bool detail::gemv_one_row_zmm() { return loop_shape().one_row; }
 
 int detail::gemv_far_prefetch() { return tuner().current(); }
+
+void detail::gemv_tuning_restart() { tuner().start(); }
 
 bool detail::gemv_tuning_active() { return tuner().active(); }
 

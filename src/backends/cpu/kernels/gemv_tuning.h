@@ -29,6 +29,10 @@ inline constexpr size_t kGemvTuneMinBytes = size_t{1} << 20;
 /// and not yet settled): the caller times its one-row GEMV and reports it.
 bool gemv_tuning_active();
 
+/// Starts the prefetch-distance measurement over (the vendor default until it settles
+/// again), for tests that check a kind of GEMV feeds it; a process never needs it.
+void gemv_tuning_restart();
+
 /// One timed one-row GEMV over `bytes` of weights in `seconds`, run with the distance
 /// `prefetch` (gemv_far_prefetch() when it started; a call that began under another
 /// distance than the one being measured is not counted). Thread-safe.
