@@ -122,6 +122,28 @@ Status LanguageModel::truncate(int64_t seq, int64_t n_keep) {
   return Status{};
 }
 
+Status LanguageModel::copy_prefix(int64_t src, int64_t dst, int64_t n) {
+  const int64_t batch = options_.batch;
+  if (src < 0 || src >= batch || dst < 0 || dst >= batch || src == dst)
+    return Error::invalid_argument("copy_prefix: sequences {} -> {} are outside [0, {}) or the same", src, dst, batch);
+  if (n < 0 || n > max_keep(src))
+    return Error::invalid_argument("copy_prefix: sequence {} can give at most {} tokens, not {}", src, max_keep(src), n);
+  if (!can_truncate())
+    return Error::invalid_argument("copy_prefix: a model with recurrent layers keeps one state per sequence, not "
+                                   "one cache row per token");
+  if (!shared_state_) return Error::unsupported("copy_prefix: this backend's caches cannot be copied in place");
+  if (state_.empty() && n > 0) return Error::invalid_argument("copy_prefix: no cache exists before the first run");
+  for (const auto& [name, storage] : state_)
+    if (Status st = storage->copy_sequence_rows(batch, options_.ctx, src, dst, n); !st.ok()) {
+      // Some caches may hold the copy and others not: the sequence holds nothing certain.
+      n_past_[static_cast<size_t>(dst)] = 0;
+      return st.error().with_context(fmt::format("copy_prefix, cache '{}'", name));
+    }
+  n_past_[static_cast<size_t>(dst)] = n;
+  intact_[static_cast<size_t>(dst)] = std::numeric_limits<int64_t>::max();
+  return {};
+}
+
 Status LanguageModel::prepare(CompiledGraph& graph) {
   // Weights stay where the source keeps them (the file mapping): the store holds views
   // and every executable binds them in place, so none copies a weight.

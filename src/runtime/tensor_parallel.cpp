@@ -155,6 +155,11 @@ class GroupHandle final : public HandleStorage {
     return b;
   }
   std::string where() const override { return where_; }
+  // Each rank holds its part of every row (a KV cache sharded by KV head): the same rows.
+  Status copy_sequence_rows(int64_t batch, int64_t rows, int64_t src, int64_t dst, int64_t n) override {
+    for (const auto& r : ranks_) TRY(r->copy_sequence_rows(batch, rows, src, dst, n));
+    return {};
+  }
   const std::vector<std::shared_ptr<HandleStorage>>& ranks() const { return ranks_; }
 
  private:

@@ -60,6 +60,8 @@ std::string Metrics::prometheus() const {
   write_scalar(out, "rlx_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", prompt_tokens);
   write_scalar(out, "rlx_prefix_cache_hit_tokens_total", "counter",
                "Prompt tokens reused from a slot's KV cache (not computed).", prefix_hit_tokens);
+  write_scalar(out, "rlx_prefix_copied_tokens_total", "counter",
+               "Reused prompt tokens whose KV rows were copied from another slot's cache.", prefix_copied_tokens);
   write_scalar(out, "rlx_prefill_tokens_total", "counter", "Prompt tokens computed by prefill.", prefill_tokens);
   write_scalar(out, "rlx_generated_tokens_total", "counter", "Tokens generated.", generated_tokens);
   write_scalar(out, "rlx_decode_steps_total", "counter", "Batched model runs.", decode_steps);

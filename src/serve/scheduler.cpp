@@ -200,6 +200,19 @@ void Scheduler::loop() {
     if (s.req) finish(s, ended(FinishReason::kCancelled));
 }
 
+Scheduler::Donor Scheduler::best_donor(const std::vector<int32_t>& prompt, int64_t dst) const {
+  Donor best;
+  if (!model_.can_truncate() || prompt.size() < 2) return best;
+  for (const Slot& s : slots_) {
+    const auto seq = static_cast<int64_t>(&s - slots_.data());
+    if (seq == dst) continue;
+    size_t len = std::min(common_prefix(s.cached, prompt), prompt.size() - 1);
+    len = std::min(len, static_cast<size_t>(std::max<int64_t>(model_.max_keep(seq), 0)));
+    if (len > best.tokens) best = Donor{seq, len};
+  }
+  return best;
+}
+
 void Scheduler::admit(std::deque<std::shared_ptr<RequestHandle>>& incoming) {
   for (auto& req : incoming) {
     const std::vector<int32_t>& prompt = req->params().prompt;
@@ -222,6 +235,18 @@ void Scheduler::admit(std::deque<std::shared_ptr<RequestHandle>>& incoming) {
       }
     }
     const auto seq = static_cast<int64_t>(best - slots_.data());
+    // Another slot, busy or free, may hold more of the prompt (a system prompt that a
+    // running request computed): its rows are copied into the chosen slot on the device.
+    if (const Donor d = best_donor(prompt, seq); d.tokens > reuse) {
+      if (Status c = model_.copy_prefix(d.seq, seq, static_cast<int64_t>(d.tokens)); c.ok()) {
+        best->cached.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(d.tokens));
+        reuse = d.tokens;
+        metrics_.prefix_copied_tokens += static_cast<int64_t>(d.tokens);
+      } else {
+        best->cached.clear();  // the slot's cache may be half overwritten
+        reuse = 0;
+      }
+    }
     if (Status s = model_.truncate(seq, static_cast<int64_t>(reuse)); !s.ok()) {
       ++metrics_.requests_finished;
       req->push(ended(FinishReason::kError, s.error().message()));

@@ -95,12 +95,15 @@ TEST_P(TensorParallelModel, GroupLogitsEqualOneDevice) {
 // Serving's batched form (rlx serve --parallel N on a group): three sequences, one run a
 // step, each with its own sharded KV caches, equal to the same batch on one CPU backend;
 // the last step runs the first sequence alone (over the front of the sharded caches).
+LoadOptions three_sequences() {
+  LoadOptions o;
+  o.ctx = 64;
+  o.batch = 3;
+  return o;
+}
+
 TEST(TensorParallelModelBatch, BatchedSequencesEqualOneDevice) {
-  const std::string path = synth("llama", "tiny-untied", "f32");
-  LoadOptions one;
-  one.ctx = 64;
-  one.batch = 3;
-  auto [a, b] = load_pair(path, one);
+  auto [a, b] = load_pair(synth("llama", "tiny-untied", "f32"), three_sequences());
   ASSERT_TRUE(a && b);
   const std::vector<std::vector<int32_t>> prompts = {{1, 40, 300, 77}, {1, 12}, {1, 499, 260, 8, 100, 33}};
   const std::vector<std::vector<std::vector<int32_t>>> steps = {{{5}, {}, {9}}, {{7}, {8}, {10}}, {{11}, {}, {}}};
@@ -120,6 +123,25 @@ TEST(TensorParallelModelBatch, BatchedSequencesEqualOneDevice) {
   }
   EXPECT_EQ(a->last_run_sequences(), 1);
   EXPECT_EQ(b->last_run_sequences(), 1);
+}
+
+// A prefix handed between sequences (the server's cross-slot prefix cache) copies every
+// rank's part of the sharded caches: sequence 1 given sequence 2's first 4 tokens then
+// fed the rest equals the one-device model doing the same.
+TEST(TensorParallelModelBatch, CopiedPrefixEqualsOneDevice) {
+  auto [a, b] = load_pair(synth("llama", "tiny-untied", "f32"), three_sequences());
+  ASSERT_TRUE(a && b);
+  const std::vector<int32_t> p = {1, 499, 260, 8, 100, 33};
+  const std::vector<std::vector<int32_t>> prompts = {{}, {}, p};
+  ASSERT_TRUE(a->forward_batch(prompts, false));
+  ASSERT_TRUE(b->forward_batch(prompts, false));
+  ASSERT_TRUE(a->copy_prefix(2, 1, 4).ok());
+  ASSERT_TRUE(b->copy_prefix(2, 1, 4).ok());
+  const std::vector<std::vector<int32_t>> rest = {{}, {100, 33}, {}};
+  auto ra = a->forward_batch(rest, true);
+  auto rb = b->forward_batch(rest, true);
+  ASSERT_TRUE(ra && rb);
+  EXPECT_LT(rel_diff((*rb)[1], (*ra)[1]), 1e-4);
 }
 
 // tiny ties its LM head to the embedding (the head stays whole on every rank);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "rlx/models/generate.h"
@@ -93,12 +94,31 @@ std::vector<int32_t> prompt_of(int i, size_t len) {
   return p;
 }
 
+// Two prompts that share `system` and then differ.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> two_prompts_after(const std::vector<int32_t>& system) {
+  std::vector<int32_t> a = system, b = system;
+  a.insert(a.end(), {7, 8, 9});
+  b.insert(b.end(), {10, 11, 12, 13});
+  return {a, b};
+}
+
 class SchedulerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto t = load_tokenizer_from_gguf(tiny_model());
     ASSERT_TRUE(t) << t.error().to_string();
     tok = std::move(*t);
+  }
+  // The greedy tokens of `prompt` on a fresh one-sequence model (generate()).
+  std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int32_t max_tokens) {
+    auto solo = load(1);
+    EXPECT_TRUE(solo);
+    if (!solo) return {};
+    models::GenerateOptions go;
+    go.max_tokens = max_tokens;
+    auto r = models::generate(*solo, *tok, prompt, go, nullptr);
+    EXPECT_TRUE(r) << (r ? "" : r.error().to_string());
+    return r ? r->tokens : std::vector<int32_t>{};
   }
   std::unique_ptr<Tokenizer> tok;
   Metrics metrics;
@@ -146,9 +166,7 @@ TEST_F(SchedulerTest, SharedPrefixPrefillsOnlyNewTokens) {
   ASSERT_TRUE(model);
   Scheduler s(*model, *tok, metrics, {});
   const std::vector<int32_t> system = prompt_of(3, 100);
-  std::vector<int32_t> a = system, b = system;
-  a.insert(a.end(), {7, 8, 9});
-  b.insert(b.end(), {10, 11, 12, 13});
+  const auto [a, b] = two_prompts_after(system);
   auto ha = submit(s, greedy(a, 4));
   ASSERT_TRUE(ha);
   Outcome oa = collect(*ha);
@@ -162,18 +180,41 @@ TEST_F(SchedulerTest, SharedPrefixPrefillsOnlyNewTokens) {
   EXPECT_EQ(metrics.prefix_hit_tokens.load(), static_cast<int64_t>(system.size()));
 
   // The reused cache gives what a cold model gives.
-  auto solo = load(1);
-  ASSERT_TRUE(solo);
-  models::GenerateOptions go;
-  go.max_tokens = 4;
-  auto r = models::generate(*solo, *tok, b, go, nullptr);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(ob.tokens, r->tokens);
+  const std::vector<int32_t> cold = alone(b, 4);
+  EXPECT_EQ(ob.tokens, cold);
   // The same prompt again reuses all but its last token.
   auto hc = submit(s, greedy(b, 4));
   ASSERT_TRUE(hc);
-  EXPECT_EQ(collect(*hc).tokens, r->tokens);
+  EXPECT_EQ(collect(*hc).tokens, cold);
   EXPECT_EQ(hc->cached_tokens(), static_cast<int64_t>(b.size() - 1));
+}
+
+// A prompt sharing a prefix with a busy slot (a system prompt a running request already
+// computed) takes that slot's KV rows by a copy on the device: it computes only its new
+// tokens and gives what a cold model gives.
+TEST_F(SchedulerTest, SharedPrefixIsCopiedFromABusySlot) {
+  const std::vector<int32_t> system = prompt_of(4, 90);
+  const auto [a, b] = two_prompts_after(system);
+  // a must still run when b arrives: greedy, it makes the same 60 tokens as alone.
+  if (alone(a, 60).size() < 60) GTEST_SKIP() << "the model ends request a early";
+  auto model = load(2);
+  ASSERT_TRUE(model);
+  Scheduler s(*model, *tok, metrics, {});
+  auto ha = submit(s, greedy(a, 60));
+  ASSERT_TRUE(ha);
+  // Once a's first token arrives, its prompt is in slot 0's cache and a is still running.
+  std::optional<GenerationEvent> first;
+  for (int waited = 0; waited < 600 && !(first && !first->tokens.empty()); ++waited)
+    first = ha->next(std::chrono::milliseconds(1000));
+  ASSERT_TRUE(first && !first->tokens.empty());
+  auto hb = submit(s, greedy(b, 4));
+  ASSERT_TRUE(hb);
+  Outcome ob = collect(*hb);
+  collect(*ha);
+  EXPECT_EQ(hb->cached_tokens(), static_cast<int64_t>(system.size()));
+  EXPECT_EQ(metrics.prefix_copied_tokens.load(), static_cast<int64_t>(system.size()));
+  EXPECT_EQ(metrics.prefill_tokens.load(), static_cast<int64_t>(a.size() + 4));
+  EXPECT_EQ(ob.tokens, alone(b, 4));
 }
 
 TEST_F(SchedulerTest, CancelFreesTheSlot) {
@@ -299,6 +340,37 @@ TEST_F(SchedulerTest, TruncateKeepsAPrefix) {
   EXPECT_FALSE(model->truncate(0, -1).ok());
   EXPECT_FALSE(model->truncate(2, 0).ok());
   EXPECT_FALSE(model->truncate(-1, 0).ok());
+}
+
+// The cross-slot primitive: a sequence given another's first rows continues as if it
+// had been fed them; bad arguments are errors.
+TEST_F(SchedulerTest, CopyPrefixHandsRowsToAnotherSequence) {
+  auto model = load(3);
+  ASSERT_TRUE(model);
+  const std::vector<int32_t> p = prompt_of(8, 20);
+  std::vector<std::vector<int32_t>> in{p, {}, {}};
+  ASSERT_TRUE(model->forward_batch(in, false));
+  ASSERT_TRUE(model->copy_prefix(0, 2, 12).ok());
+  EXPECT_EQ(model->n_past(2), 12);
+  EXPECT_EQ(model->n_past(0), 20);
+  in = {{}, {}, std::vector<int32_t>(p.begin() + 12, p.end())};
+  auto copied = model->forward_batch(in, false);
+  ASSERT_TRUE(copied);
+  model->reset();
+  in = {{}, {}, p};
+  auto fresh = model->forward_batch(in, false);
+  ASSERT_TRUE(fresh);
+  ASSERT_EQ((*copied)[2].size(), (*fresh)[2].size());
+  double diff = 0;
+  for (size_t i = 0; i < (*fresh)[2].size(); ++i)
+    diff = std::max(diff, double(std::fabs((*copied)[2][i] - (*fresh)[2][i])));
+  EXPECT_LT(diff, 1e-4);
+  EXPECT_FALSE(model->copy_prefix(2, 2, 1).ok());
+  EXPECT_FALSE(model->copy_prefix(2, 3, 1).ok());
+  EXPECT_FALSE(model->copy_prefix(-1, 0, 1).ok());
+  EXPECT_FALSE(model->copy_prefix(2, 0, 21).ok());  // more than sequence 2 holds
+  EXPECT_FALSE(model->copy_prefix(2, 0, -1).ok());
+  EXPECT_EQ(model->n_past(0), 0);  // refused copies change nothing
 }
 
 TEST_F(SchedulerTest, StreamChunksParse) {

@@ -162,6 +162,14 @@ class LanguageModel {
   }
   /// True when truncate(seq, n_keep) may keep part of a sequence (no recurrent layers).
   bool can_truncate() const { return !config_.has_recurrent_layers(); }
+  /// Makes sequence `dst` hold the first `n` cached tokens of sequence `src` (n_past(dst)
+  /// becomes n), copying their KV rows on the device: a prompt prefix another sequence
+  /// already computed (a shared system prompt) is handed over instead of recomputed.
+  /// `src` keeps its cache. Errors: a sequence outside [0, batch()) or src == dst, n
+  /// outside [0, max_keep(src)], a model with recurrent layers (its state is not per
+  /// token), a backend whose caches cannot be copied in place (kUnsupported), or before
+  /// anything ran.
+  Status copy_prefix(int64_t src, int64_t dst, int64_t n);
   /// What the executables of a generation return.
   enum class Output : uint8_t { kLogits, kGreedy, kSampled };
   /// Compiles (or loads from the caches) every executable a generation from a

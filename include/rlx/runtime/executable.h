@@ -32,7 +32,35 @@ class HandleStorage {
   virtual int64_t bytes() const = 0;
   /// Where it lives, for messages and checks ("cpu", "cuda:0").
   virtual std::string where() const = 0;
+  /// Copies the first `n` rows of sequence `src` over those of sequence `dst`, the storage
+  /// seen as [batch, rows, row bytes] (a stacked KV cache): a cached prompt prefix
+  /// handed from one sequence to another on the device, without recomputing it. Bad
+  /// arguments (a sequence outside [0, batch), src == dst, n outside [0, rows], a size
+  /// that does not split so) are errors; backends that cannot keep the default.
+  virtual Status copy_sequence_rows(int64_t batch, int64_t rows, int64_t src, int64_t dst, int64_t n) {
+    (void)batch, (void)rows, (void)src, (void)dst, (void)n;
+    return Error::unsupported("copying between sequences of a handle is not supported on {}", where());
+  }
 };
+
+/// Where copy_sequence_rows reads and writes in a storage of `bytes` bytes: byte offsets
+/// of the source and destination rows and their length, or the error naming the bad
+/// argument.
+struct SequenceRowsSpan {
+  int64_t src_offset = 0, dst_offset = 0, length = 0;
+};
+inline Expected<SequenceRowsSpan> sequence_rows_span(int64_t bytes, int64_t batch, int64_t rows, int64_t src,
+                                                     int64_t dst, int64_t n) {
+  if (batch < 1 || rows < 1 || bytes % (batch * rows) != 0)
+    return Error::invalid_argument("copy_sequence_rows: {} bytes do not split into [{}, {}, row] rows", bytes, batch,
+                                   rows);
+  if (src < 0 || src >= batch || dst < 0 || dst >= batch || src == dst)
+    return Error::invalid_argument("copy_sequence_rows: sequences {} -> {} outside [0, {}) or the same", src, dst,
+                                   batch);
+  if (n < 0 || n > rows) return Error::invalid_argument("copy_sequence_rows: {} rows outside [0, {}]", n, rows);
+  const int64_t seq_bytes = bytes / batch, row_bytes = seq_bytes / rows;
+  return SequenceRowsSpan{src * seq_bytes, dst * seq_bytes, n * row_bytes};
+}
 
 /// Bytes an executable moved between the host and its device since it was made (zero
 /// for the CPU backend, whose device is the host).

@@ -36,6 +36,7 @@ struct Metrics {
 
   std::atomic<int64_t> prompt_tokens{0};       ///< prompt tokens of admitted requests
   std::atomic<int64_t> prefix_hit_tokens{0};   ///< of those, reused from a slot's cache
+  std::atomic<int64_t> prefix_copied_tokens{0};  ///< of those, copied from another slot's cache
   std::atomic<int64_t> prefill_tokens{0};      ///< prompt tokens computed (prompt - reused)
   std::atomic<int64_t> generated_tokens{0};    ///< tokens sampled
   std::atomic<int64_t> decode_steps{0};        ///< batched model runs

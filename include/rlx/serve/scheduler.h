@@ -138,6 +138,14 @@ class Scheduler {
   struct Slot;
   void loop();
   void admit(std::deque<std::shared_ptr<RequestHandle>>& incoming);
+  /// The slot other than `dst` whose cache holds the longest prefix of `prompt` that it
+  /// can give (all of the prompt but its last token at most; none for a model with
+  /// recurrent layers): the source of LanguageModel::copy_prefix.
+  struct Donor {
+    int64_t seq = -1;
+    size_t tokens = 0;
+  };
+  Donor best_donor(const std::vector<int32_t>& prompt, int64_t dst) const;
   void step();
   void sample(Slot& slot, size_t index, std::span<const float> logits);
   /// Hands `token` (picked from `logits`, or on the device when they are empty) to the

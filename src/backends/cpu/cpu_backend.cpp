@@ -50,6 +50,11 @@ class HostHandle final : public HandleStorage {
   explicit HostHandle(size_t bytes) : buf(bytes, 64) {}
   int64_t bytes() const override { return static_cast<int64_t>(buf.size()); }
   std::string where() const override { return "cpu"; }
+  Status copy_sequence_rows(int64_t batch, int64_t rows, int64_t src, int64_t dst, int64_t n) override {
+    ASSIGN_OR_RETURN(const SequenceRowsSpan span, sequence_rows_span(bytes(), batch, rows, src, dst, n));
+    std::memcpy(buf.data() + span.dst_offset, buf.data() + span.src_offset, static_cast<size_t>(span.length));
+    return {};
+  }
   AlignedBuffer buf;
 };
 

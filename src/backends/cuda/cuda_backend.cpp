@@ -102,6 +102,19 @@ class DeviceHandle final : public HandleStorage {
   int64_t bytes() const override { return size_; }
   std::string where() const override { return fmt::format("cuda:{}", ordinal); }
   uint8_t* data() const { return block_->data() + offset_; }
+  // Between runs (the scheduler calls it when no run is in flight): a device-to-device
+  // copy, waited for, so the next run on any stream sees it.
+  Status copy_sequence_rows(int64_t batch, int64_t rows, int64_t src, int64_t dst, int64_t n) override {
+    ASSIGN_OR_RETURN(const SequenceRowsSpan span, sequence_rows_span(bytes(), batch, rows, src, dst, n));
+    if (span.length == 0) return {};
+    const std::string what = fmt::format("copy_sequence_rows on {}", where());
+    RLX_CUDA_TRY(cudaSetDevice(ordinal), what);
+    RLX_CUDA_TRY(cudaMemcpy(data() + span.dst_offset, data() + span.src_offset, static_cast<size_t>(span.length),
+                            cudaMemcpyDeviceToDevice),
+                 what);
+    RLX_CUDA_TRY(cudaDeviceSynchronize(), what);
+    return {};
+  }
 
  private:
   std::shared_ptr<DeviceBuffer> block_;

@@ -24,6 +24,11 @@ class ReferenceHandle final : public HandleStorage {
   explicit ReferenceHandle(int64_t bytes) : data(static_cast<size_t>(std::max<int64_t>(bytes, 1)), 0) {}
   int64_t bytes() const override { return static_cast<int64_t>(data.size()); }
   std::string where() const override { return "reference"; }
+  Status copy_sequence_rows(int64_t batch, int64_t rows, int64_t src, int64_t dst, int64_t n) override {
+    ASSIGN_OR_RETURN(const SequenceRowsSpan span, sequence_rows_span(bytes(), batch, rows, src, dst, n));
+    std::memcpy(data.data() + span.dst_offset, data.data() + span.src_offset, static_cast<size_t>(span.length));
+    return {};
+  }
   std::vector<uint8_t> data;
 };
 
