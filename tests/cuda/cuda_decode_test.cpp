@@ -730,6 +730,39 @@ TEST(CudaDecode, BatchedStreamsMatchSeparateRuns) {
   }
 }
 
+// A prefix handed between sequences on the device (the server's cross-slot prefix cache:
+// LanguageModel::copy_prefix, a device-to-device copy of every cache's rows) continues
+// as if the receiving sequence had been fed it: its next logits equal one model's fed the
+// whole prompt, through the same batched executables.
+TEST(CudaDecode, CopiedPrefixContinuesLikeAFreshPrefill) {
+  REQUIRE_CUDA();
+  const std::string path = write_synth_model("f32", "copied");
+  models::LoadOptions lo;
+  lo.device = Device::cuda();
+  lo.ctx = 64;
+  lo.compile_cache = false;
+  lo.batch = 4;
+  auto a = models::LanguageModel::load(path, lo);
+  auto b = models::LanguageModel::load(path, lo);
+  ASSERT_TRUE(a && b);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 19; ++i) prompt.push_back(1 + (i * 37) % 200);
+  std::vector<std::vector<int32_t>> in(4);
+  in[0] = prompt;
+  ASSERT_TRUE((*a)->forward_batch(in, false));
+  ASSERT_TRUE((*a)->copy_prefix(0, 3, 12).ok());
+  EXPECT_EQ((*a)->n_past(3), 12);
+  std::vector<std::vector<int32_t>> rest(4), fresh(4);
+  rest[3].assign(prompt.begin() + 12, prompt.end());
+  fresh[3] = prompt;
+  auto got = (*a)->forward_batch(rest, false);
+  auto want = (*b)->forward_batch(fresh, false);
+  ASSERT_TRUE(got && want) << (got ? want.error().to_string() : got.error().to_string());
+  EXPECT_LT(rel_l2((*got)[3], (*want)[3]), 1e-4);
+  EXPECT_FALSE((*a)->copy_prefix(3, 3, 1).ok());
+  std::filesystem::remove(path);
+}
+
 // Sampling with the `sample` op on the device (LanguageModel::forward_sample, one token
 // copied back) picks, step by step, what choose_token picks on the host from the same
 // model's CUDA logits with the same draw (draws within 1e-6 of a cumulative boundary
