@@ -35,6 +35,7 @@ struct Args {
   int requests = 2;          // per stream, one after another
   int max_tokens = 64;
   int prompt_words = 24;
+  int system_words = 0;      // a prefix every prompt shares (a system prompt)
   int64_t ctx = 512;
   int threads = 0;
   bool slots_per_level = false;  // a fresh in-process server with as many slots as streams
@@ -94,6 +95,11 @@ void one_request(httplib::Client& cli, const std::string& body, Samples& out, st
 
 std::string request_body(const std::string& model, int stream_index, int request_index, const Args& a) {
   std::ostringstream prompt;
+  if (a.system_words > 0) {
+    prompt << "System:";
+    for (int w = 0; w < a.system_words; ++w) prompt << " rule" << (w * 17) % 89;
+    prompt << "\n";
+  }
   prompt << "Stream " << stream_index << " request " << request_index << ":";
   for (int w = 0; w < a.prompt_words; ++w) prompt << " word" << (stream_index * 7 + w * 13) % 97;
   const nlohmann::json body{{"model", model},          {"prompt", prompt.str()}, {"max_tokens", a.max_tokens},
@@ -205,7 +211,7 @@ int run(const Args& a) {
   }
   std::printf("%-8s %6s %10s %8s %12s %12s %12s %12s %7s%s\n", "streams", "slots", "out tok/s", "tokens",
               "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "failed",
-              a.port == 0 ? "   steps  model ms  model tok/s" : "");
+              a.port == 0 ? "   steps  model ms  model tok/s   prompt tok  computed  copied" : "");
   for (int c : levels) {
     std::unique_ptr<InProcess> own;
     int port = a.port, slots = 0;
@@ -226,6 +232,9 @@ int run(const Args& a) {
     InProcess* server = shared ? shared.get() : own.get();
     const double model_s0 = server ? server->metrics.step_duration.sum() : 0.0;
     const uint64_t steps0 = server ? server->metrics.step_duration.count() : 0;
+    const int64_t prompt0 = server ? server->metrics.prompt_tokens.load() : 0;
+    const int64_t computed0 = server ? server->metrics.prefill_tokens.load() : 0;
+    const int64_t copied0 = server ? server->metrics.prefix_copied_tokens.load() : 0;
     Samples s;
     const Clock::time_point t0 = Clock::now();
     level(port, c, a.requests, s);
@@ -241,6 +250,11 @@ int run(const Args& a) {
       const auto steps = static_cast<long long>(server->metrics.step_duration.count() - steps0);
       std::printf(" %7lld %9.1f %11.1f", steps, 1e3 * model_s,
                   model_s > 0 ? static_cast<double>(s.tokens) / model_s : 0.0);
+      // Prompt tokens of the level's requests, those prefill computed, and those whose
+      // cache rows came from another slot (the prefix cache's share).
+      std::printf(" %12lld %9lld %7lld", static_cast<long long>(server->metrics.prompt_tokens.load() - prompt0),
+                  static_cast<long long>(server->metrics.prefill_tokens.load() - computed0),
+                  static_cast<long long>(server->metrics.prefix_copied_tokens.load() - copied0));
     }
     std::printf("\n");
     std::fflush(stdout);
@@ -258,6 +272,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", a.model, "in-process: the model (default: a synthetic one of --preset)");
   app.add_option("--preset", a.preset, "in-process: the synthetic model's preset (default tiny)");
   app.add_option("--levels", a.levels, "concurrent streams per level, comma-separated (default 1,4,16,64)");
+  app.add_option("--system-words", a.system_words, "words of a prefix every prompt shares (default 0)")
+      ->check(CLI::Range(0, 4000));
   app.add_option("--requests", a.requests, "requests per stream per level (default 2)")->check(CLI::Range(1, 100));
   app.add_option("--max-tokens", a.max_tokens, "tokens per request (default 64)")->check(CLI::Range(1, 4096));
   app.add_option("--prompt-words", a.prompt_words, "words per prompt (default 24)")->check(CLI::Range(1, 2000));
