@@ -214,6 +214,33 @@ TEST(Gemm, Bf16WeightsOnDotProducts) {
   EXPECT_FALSE(bf16_dot_takes(IsaLevel::kAvx2, Bf16DotPolicy::kAll, 64, f16));
 }
 
+// keep_x_f32 (dequant_matmul's promise of f32 activations) keeps many rows of bf16
+// weights off the BF16 dot products: the f32 path's bound against the exact products.
+TEST(Gemm, KeepXF32StaysOffTheDotProducts) {
+  Rng rng;
+  RLX_TRACE_SEED(rng);
+  const int64_t m = 40, n = 70, k = 300;
+  const Weights w = make_weights(rng, n * k, WeightType::kBF16);
+  const std::vector<float> a = rng.vec(m * k);
+  GemmParams p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.keep_x_f32 = true;
+  const std::vector<float> zero(static_cast<size_t>(m * n), 0.0f);
+  const std::vector<double> want = gemm_ref(p, a.data(), k, w.seen.data(), k, zero.data(), n);
+  const double tol = 2e-6 * std::sqrt(double(k)) + 1e-6;
+  for (const KernelContext& ctx : test::contexts()) {
+    if (amx_enabled(ctx.isa)) continue;  // the tiles' own split products (PrepackedHalfWeightsManyRows)
+    std::vector<float> c1(static_cast<size_t>(m * n)), c2(c1.size());
+    gemm(ctx, p, a.data(), w.ptr(WeightType::kBF16), WeightType::kBF16, c1.data());
+    gemm_prepacked(ctx, p, a.data(), pack_b(ctx, k, n, true, 0, w.ptr(WeightType::kBF16), WeightType::kBF16),
+                   c2.data());
+    ASSERT_TRUE(all_close(c1.data(), want.data(), m * n, tol, tol)) << test::describe(ctx) << " gemm";
+    ASSERT_TRUE(all_close(c2.data(), want.data(), m * n, tol, tol)) << test::describe(ctx) << " prepacked";
+  }
+}
+
 // bf16_dot_gemm_prepacked itself on f16 weights (what RLX_CPU_BF16_DOT=all sends it):
 // they are rounded to bf16 like x.
 TEST(Gemm, Bf16DotRoundsOtherHalfWeights) {

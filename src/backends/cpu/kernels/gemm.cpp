@@ -224,7 +224,8 @@ void gemm(const KernelContext& ctx, const GemmParams& p, const float* a, const v
   const IsaKernels& kk = detail::isa_kernels(ctx.isa);
   if (r.m <= kGemvMaxM) return gemv(ctx, kk, p, r, a, b, b_type, c);
   if (b_type != WeightType::kF32 && r.m >= kBf16DotMinRows && !amx_enabled(ctx.isa)) {
-    const bool on_dot = kk.gemm_nr == 32 && bf16_dot_takes_unpacked(ctx.isa, bf16_dot_policy(), r.m, b_type);
+    const bool on_dot =
+        !p.keep_x_f32 && kk.gemm_nr == 32 && bf16_dot_takes_unpacked(ctx.isa, bf16_dot_policy(), r.m, b_type);
     count_half_matmul(on_dot);
     if (on_dot) return gemm_bf16_dot_stripes(ctx, p, r, a, b, b_type, c);
   }
@@ -343,7 +344,7 @@ void gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* 
     return amx_gemm_prepacked(ctx, q, a, b, c);
   }
   if (b.type() != WeightType::kF32 && r.m >= kBf16DotMinRows && !amx_enabled(ctx.isa)) {
-    const bool on_dot = bf16_dot_takes(ctx.isa, bf16_dot_policy(), r.m, b);
+    const bool on_dot = !p.keep_x_f32 && bf16_dot_takes(ctx.isa, bf16_dot_policy(), r.m, b);
     count_half_matmul(on_dot);
     if (on_dot) {
       GemmParams q = p;

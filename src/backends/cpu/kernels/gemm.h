@@ -24,6 +24,9 @@ struct GemmParams {
   const float* bias = nullptr;  ///< [N] or null
   Activation act = Activation::kIdentity;
   float beta = 0.0f;
+  /// Keep x in f32: never the BF16 dot products, which round x to bf16 (for callers that
+  /// promise f32 activations whatever the row count, e.g. dequant_matmul).
+  bool keep_x_f32 = false;
 };
 
 /// A weight matrix B packed once into the panel layout the micro-tiles stream:

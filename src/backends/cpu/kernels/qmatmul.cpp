@@ -376,6 +376,7 @@ Status dequant_matmul(const KernelContext& ctx, const QMatmulParams& p, GgmlType
     g.lda = lda;
     g.ldc = ldc;
     g.bias = p.bias;
+    g.keep_x_f32 = true;  // whatever m is (an MoE expert's rows vary with the batch)
     gemm(ctx, g, x, w_packed, *wt, y);
     return Status::ok_status();
   }
