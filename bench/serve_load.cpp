@@ -81,11 +81,13 @@ void one_request(httplib::Client& cli, const std::string& body, Samples& out, st
   auto res = cli.send(req);
   std::lock_guard<std::mutex> lock(mu);
   if (!res || res->status != 200 || stamps.empty()) {
+    // An error's body goes to the content receiver as well.
+    const std::string& error_body = res && !res->body.empty() ? res->body : buffer;
     if (out.failed++ == 0)
       std::fprintf(stderr, "rlx_serve_load: a request failed: %s\n",
-                   !res ? httplib::to_string(res.error()).c_str()
-                        : res->status != 200 ? fmt::format("HTTP {}: {}", res->status, res->body).c_str()
-                                             : "no token came back");
+                   !res                   ? httplib::to_string(res.error()).c_str()
+                   : res->status != 200 ? fmt::format("HTTP {}: {}", res->status, error_body).c_str()
+                                        : "no token came back");
     return;
   }
   out.ttft.push_back(stamps.front());
