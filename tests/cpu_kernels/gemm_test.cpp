@@ -87,6 +87,15 @@ struct Case {
   bool padded;  // non-dense strides
 };
 
+// Dense m x k times k x n (B [N, K]), no epilogue.
+GemmParams dense(int64_t m, int64_t n, int64_t k) {
+  GemmParams p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  return p;
+}
+
 std::vector<float> rounded_to_bf16(std::vector<float> v) {
   for (float& x : v) x = bf16_bits_to_f32(f32_to_bf16_bits(x));
   return v;
@@ -222,10 +231,7 @@ TEST(Gemm, KeepXF32StaysOffTheDotProducts) {
   const int64_t m = 40, n = 70, k = 300;
   const Weights w = make_weights(rng, n * k, WeightType::kBF16);
   const std::vector<float> a = rng.vec(m * k);
-  GemmParams p;
-  p.m = m;
-  p.n = n;
-  p.k = k;
+  GemmParams p = dense(m, n, k);
   p.keep_x_f32 = true;
   const std::vector<float> zero(static_cast<size_t>(m * n), 0.0f);
   const std::vector<double> want = gemm_ref(p, a.data(), k, w.seen.data(), k, zero.data(), n);
@@ -251,17 +257,15 @@ TEST(Gemm, Bf16DotRoundsOtherHalfWeights) {
     const int64_t m = 31, n = 70, k = 1100;
     const Weights w = make_weights(rng, n * k, WeightType::kF16);
     const std::vector<float> a = rng.vec(m * k);
-    GemmParams p;
-    p.m = m;
-    p.n = n;
-    p.k = k;
+    GemmParams p = dense(m, n, k);
     p.lda = k;
     p.ldc = n;
     const PackedB pb = pack_b(ctx, k, n, true, 0, w.ptr(WeightType::kF16), WeightType::kF16);
     std::vector<float> c(static_cast<size_t>(m * n));
     bf16_dot_gemm_prepacked(ctx, p, a.data(), pb, c.data());
+    const std::vector<float> zero(c.size(), 0.0f);  // beta 0: C's old values are not read
     const std::vector<double> want =
-        gemm_ref(p, rounded_to_bf16(a).data(), k, rounded_to_bf16(w.seen).data(), k, c.data(), n);
+        gemm_ref(p, rounded_to_bf16(a).data(), k, rounded_to_bf16(w.seen).data(), k, zero.data(), n);
     const double tol = 2e-6 * std::sqrt(double(k)) + 1e-6;
     ASSERT_TRUE(all_close(c.data(), want.data(), m * n, tol, tol)) << test::describe(ctx);
   }
@@ -278,10 +282,7 @@ TEST(Gemm, PanelGemvFeedsThePrefetchMeasurement) {
   const Weights w = make_weights(rng, n * k, WeightType::kF16);
   const PackedB pb = pack_b(ctx, k, n, true, 0, w.ptr(WeightType::kF16), WeightType::kF16);
   const std::vector<float> x = rng.vec(k);
-  GemmParams p;
-  p.m = 1;
-  p.n = n;
-  p.k = k;
+  const GemmParams p = dense(1, n, k);
   auto run = [&] {
     std::vector<float> y(static_cast<size_t>(n));
     gemm_prepacked(ctx, p, x.data(), pb, y.data());

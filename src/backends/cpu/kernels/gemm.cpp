@@ -191,6 +191,19 @@ void gemv_prepacked(const KernelContext& ctx, const IsaKernels& kk, const GemmPa
         weight_bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), prefetch);
 }
 
+// Whether m rows against weights of `type` (packed ahead: `packed`, else null) take the
+// BF16 dot products (bf16_dot_matmul.h), the one rule of gemm() and gemm_prepacked;
+// counts the choice for describe_bf16_dot. AMX hosts keep these rows on their tiles (or
+// their f32 panels) and are not counted.
+bool takes_bf16_dot(const KernelContext& ctx, const GemmParams& p, int64_t m, WeightType type, const PackedB* packed) {
+  if (type == WeightType::kF32 || m < kBf16DotMinRows || amx_enabled(ctx.isa)) return false;
+  const Bf16DotPolicy policy = bf16_dot_policy();
+  const bool on = !p.keep_x_f32 && (packed != nullptr ? bf16_dot_takes(ctx.isa, policy, m, *packed)
+                                                      : bf16_dot_takes_unpacked(ctx.isa, policy, m, type));
+  count_half_matmul(on);
+  return on;
+}
+
 // gemm() for the weights gemm_prepacked sends to the BF16 dot products (so a product's
 // numerics do not depend on whether its weights were packed ahead): B packed a stripe of
 // columns at a time into the calling thread's kGemmPanels scratch, each stripe a view
@@ -223,12 +236,7 @@ void gemm(const KernelContext& ctx, const GemmParams& p, const float* a, const v
   if (r.k <= 0) return gemm_k0(ctx, p, r, c);
   const IsaKernels& kk = detail::isa_kernels(ctx.isa);
   if (r.m <= kGemvMaxM) return gemv(ctx, kk, p, r, a, b, b_type, c);
-  if (b_type != WeightType::kF32 && r.m >= kBf16DotMinRows && !amx_enabled(ctx.isa)) {
-    const bool on_dot =
-        !p.keep_x_f32 && kk.gemm_nr == 32 && bf16_dot_takes_unpacked(ctx.isa, bf16_dot_policy(), r.m, b_type);
-    count_half_matmul(on_dot);
-    if (on_dot) return gemm_bf16_dot_stripes(ctx, p, r, a, b, b_type, c);
-  }
+  if (takes_bf16_dot(ctx, p, r.m, b_type, nullptr)) return gemm_bf16_dot_stripes(ctx, p, r, a, b, b_type, c);
 
   // Tasks are stripes of B panels: each packs its stripe once, then sweeps all of M.
   const int nr = kk.gemm_nr;
@@ -337,22 +345,12 @@ void gemm_prepacked(const KernelContext& ctx, const GemmParams& p, const float* 
   const IsaKernels& kk = detail::isa_kernels(b.isa());
   RLX_ASSERT(kk.gemm_nr == b.nr());
   if (r.m <= kGemvMaxM) return gemv_prepacked(ctx, kk, p, r, a, b, c);
-  if (r.m >= amx_min_rows() && b.nr() == 32 && b.type() != WeightType::kF32 && amx_enabled(ctx.isa)) {
-    GemmParams q = p;
-    q.lda = r.lda;
-    q.ldc = r.ldc;
-    return amx_gemm_prepacked(ctx, q, a, b, c);
-  }
-  if (b.type() != WeightType::kF32 && r.m >= kBf16DotMinRows && !amx_enabled(ctx.isa)) {
-    const bool on_dot = !p.keep_x_f32 && bf16_dot_takes(ctx.isa, bf16_dot_policy(), r.m, b);
-    count_half_matmul(on_dot);
-    if (on_dot) {
-      GemmParams q = p;
-      q.lda = r.lda;
-      q.ldc = r.ldc;
-      return bf16_dot_gemm_prepacked(ctx, q, a, b, c);
-    }
-  }
+  GemmParams resolved = p;  // what the many-row kernels of other files take
+  resolved.lda = r.lda;
+  resolved.ldc = r.ldc;
+  if (r.m >= amx_min_rows() && b.nr() == 32 && b.type() != WeightType::kF32 && amx_enabled(ctx.isa))
+    return amx_gemm_prepacked(ctx, resolved, a, b, c);
+  if (takes_bf16_dot(ctx, p, r.m, b.type(), &b)) return bf16_dot_gemm_prepacked(ctx, resolved, a, b, c);
   const int64_t n_panels = ceil_div(r.n, kk.gemm_nr);
   const int64_t mc = mc_rows(kk.gemm_mr);
   const int64_t m_blocks = ceil_div(r.m, mc);
