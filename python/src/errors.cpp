@@ -18,6 +18,7 @@ std::string python_code_name(ErrorCode code) {
     case ErrorCode::kParse: return "parse";
     case ErrorCode::kVerify: return "verify";
     case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kResourceExhausted: return "resource_exhausted";
   }
   return "internal";
 }
@@ -31,7 +32,7 @@ void register_errors(py::module_& m) {
       "rlx.Error",
       "An error reported by RLX (bad input, a malformed model file, an unsupported request). "
       "str(e) is the C++ message; e.code names its kind (invalid_argument, invalid_file, "
-      "not_found, unsupported, io, parse, verify, internal).",
+      "not_found, unsupported, io, parse, verify, internal, resource_exhausted).",
       PyExc_RuntimeError, nullptr);
   if (!error_type) throw py::error_already_set();
   m.add_object("Error", error_type);

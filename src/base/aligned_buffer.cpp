@@ -9,7 +9,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
+#include <cstring>
 #include <new>
+#include <vector>
 
 #include "rlx/base/status.h"
 
@@ -20,7 +23,10 @@ AlignedBuffer::AlignedBuffer(size_t size, size_t alignment) : size_(size), align
   if (size == 0) return;
   constexpr size_t kPage = 4096;
   if (size >= kMapThreshold && alignment <= kPage) {
-    void* p = ::mmap(nullptr, align_up(size, kPage), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // MAP_NORESERVE: a large buffer (a paged KV cache reserved for every sequence's whole
+    // context) is address space until touched; callers check what they will use.
+    void* p = ::mmap(nullptr, align_up(size, kPage), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p != MAP_FAILED) {
 #ifdef MADV_HUGEPAGE
       (void)::madvise(p, align_up(size, kPage), MADV_HUGEPAGE);  // a hint; failure is harmless
@@ -32,6 +38,50 @@ AlignedBuffer::AlignedBuffer(size_t size, size_t alignment) : size_(size), align
   }
   data_ = static_cast<uint8_t*>(::operator new(align_up(size, alignment), std::align_val_t(alignment)));
   std::memset(data_, 0, size);
+}
+
+size_t AlignedBuffer::page_bytes() const {
+  static const size_t huge = [] {
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    const size_t base = page_size > 0 ? static_cast<size_t>(page_size) : 4096;
+    // "[always]" or "[madvise]" (the constructor asks for huge pages): 2 MiB units.
+    std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return base;
+    char line[128] = {};
+    const bool read = std::fgets(line, sizeof line, f) != nullptr;
+    std::fclose(f);
+    return read && std::strstr(line, "[never]") == nullptr ? std::max<size_t>(base, size_t{2} << 20) : base;
+  }();
+  return base_pages_ ? 4096 : huge;
+}
+
+void AlignedBuffer::use_base_pages() {
+  if (!mapped_ || base_pages_) return;
+  base_pages_ = true;
+#ifdef MADV_NOHUGEPAGE
+  (void)::madvise(data_, align_up(size_, 4096), MADV_NOHUGEPAGE);
+#endif
+}
+
+void AlignedBuffer::release_pages(size_t offset, size_t len) {
+  if (!mapped_ || offset >= size_) return;
+  len = std::min(len, size_ - offset);
+  const size_t page = 4096;  // madvise works on base pages (a huge page is split)
+  const auto begin = align_up(reinterpret_cast<uintptr_t>(data_ + offset), page);
+  auto end = (reinterpret_cast<uintptr_t>(data_ + offset) + len) & ~(uintptr_t{page} - 1);
+  // The mapping ends on a page boundary past size_: its last partial page may go too.
+  if (offset + len == size_) end = reinterpret_cast<uintptr_t>(data_) + align_up(size_, page);
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+size_t AlignedBuffer::resident_bytes() const {
+  if (!mapped_) return size_;
+  const size_t page = 4096, pages = align_up(size_, page) / page;
+  std::vector<unsigned char> in(pages);
+  if (::mincore(data_, pages * page, in.data()) != 0) return size_;
+  size_t n = 0;
+  for (unsigned char c : in) n += c & 1;
+  return std::min(n * page, size_);
 }
 
 void ByteView::release_pages(size_t offset, size_t len) const {

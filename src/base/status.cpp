@@ -16,6 +16,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kParse: return "parse error";
     case ErrorCode::kVerify: return "verify error";
     case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kResourceExhausted: return "resource exhausted";
   }
   return "error";
 }

@@ -160,6 +160,25 @@ class GroupHandle final : public HandleStorage {
     for (const auto& r : ranks_) TRY(r->copy_sequence_rows(batch, rows, src, dst, n));
     return {};
   }
+  // Paged: every rank backs and releases the same rows of its part.
+  int64_t page_bytes() const override {
+    int64_t p = 0;
+    for (const auto& r : ranks_) p = std::max(p, r->page_bytes());
+    return p * static_cast<int64_t>(ranks_.size());
+  }
+  Status back_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) override {
+    for (const auto& r : ranks_) TRY(r->back_rows(batch, rows, seq, first, n));
+    return {};
+  }
+  Status release_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) override {
+    for (const auto& r : ranks_) TRY(r->release_rows(batch, rows, seq, first, n));
+    return {};
+  }
+  int64_t resident_bytes() const override {
+    int64_t b = 0;
+    for (const auto& r : ranks_) b += r->resident_bytes();
+    return b;
+  }
   const std::vector<std::shared_ptr<HandleStorage>>& ranks() const { return ranks_; }
 
  private:

@@ -47,16 +47,33 @@ class AlignedBuffer {
     std::swap(size_, o.size_);
     std::swap(alignment_, o.alignment_);
     std::swap(mapped_, o.mapped_);
+    std::swap(base_pages_, o.base_pages_);
   }
 
   /// Size from which the constructor maps memory instead of using the heap.
   static constexpr size_t kMapThreshold = size_t{1} << 20;
+
+  /// True when the buffer is an anonymous mapping (then memory backs it page by page,
+  /// on first touch, and release_pages can give pages back).
+  bool mapped() const { return mapped_; }
+  /// The unit in which memory backs a mapped buffer: the transparent huge page size
+  /// when the kernel grants huge pages to the mapping, else the base page size.
+  size_t page_bytes() const;
+  /// Asks the kernel to back a mapped buffer with base pages only (no transparent huge
+  /// pages): memory then follows first touches and release_pages in 4 KiB steps.
+  void use_base_pages();
+  /// Gives back the memory of the whole pages inside [offset, offset + len) of a mapped
+  /// buffer (they read as zeros afterwards); nothing for a heap buffer.
+  void release_pages(size_t offset, size_t len);
+  /// Bytes of the buffer that memory backs now (mincore); size() for a heap buffer.
+  size_t resident_bytes() const;
 
  private:
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
   size_t alignment_ = kDefaultAlignment;
   bool mapped_ = false;  // storage is an anonymous mapping (munmap on destruction)
+  bool base_pages_ = false;  // use_base_pages() was called
 };
 
 /// Rounds `n` up to a multiple of `alignment` (a power of two).

@@ -24,6 +24,7 @@ enum class ErrorCode {
   kParse,            ///< text (IR, TOML, JSON) could not be parsed
   kVerify,           ///< a graph broke an IR invariant
   kInternal,         ///< our own bug surfaced as an error instead of a crash
+  kResourceExhausted,  ///< a budget or the machine's memory cannot give what was asked
 };
 
 const char* error_code_name(ErrorCode code);
@@ -74,6 +75,10 @@ class [[nodiscard]] Error {
   template <typename... Args>
   static Error internal(fmt::format_string<Args...> f, Args&&... args) {
     return Error(ErrorCode::kInternal, fmt::format(f, std::forward<Args>(args)...));
+  }
+  template <typename... Args>
+  static Error resource_exhausted(fmt::format_string<Args...> f, Args&&... args) {
+    return Error(ErrorCode::kResourceExhausted, fmt::format(f, std::forward<Args>(args)...));
   }
 
  private:

@@ -41,7 +41,52 @@ class HandleStorage {
     (void)batch, (void)rows, (void)src, (void)dst, (void)n;
     return Error::unsupported("copying between sequences of a handle is not supported on {}", where());
   }
+
+  // Paged storage. A large handle (a stacked KV cache seen as [batch, rows, row bytes])
+  // may be a reserved address range that memory backs page by page: the rows a sequence
+  // has written take memory, the context it has not reached takes none. Storage that is
+  // not paged keeps the defaults (all of it backed from the start).
+
+  /// The unit memory backs the storage in (bytes; ranges are rounded out to whole
+  /// pages); 0 when the storage is not paged.
+  virtual int64_t page_bytes() const { return 0; }
+  /// Backs rows [first, first + n) of sequence `seq` (the storage seen as [batch, rows,
+  /// row bytes]) with memory before a run writes or reads them; pages backed here read
+  /// as zeros until written. Called between runs. Errors: arguments outside the storage,
+  /// or memory the device cannot give (kResourceExhausted). A paged storage that nobody
+  /// backs before its first run is backed whole then (a graph run directly behaves as if
+  /// the storage were not paged).
+  virtual Status back_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) {
+    (void)batch, (void)rows, (void)seq, (void)first, (void)n;
+    return {};
+  }
+  /// Gives back the memory of the whole pages inside rows [first, first + n) of sequence
+  /// `seq`: they read as zeros once backed again. Called between runs, never on rows a
+  /// later run reads before writing them.
+  virtual Status release_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) {
+    (void)batch, (void)rows, (void)seq, (void)first, (void)n;
+    return {};
+  }
+  /// Bytes of memory backing the storage now (bytes() when it is not paged).
+  virtual int64_t resident_bytes() const { return bytes(); }
 };
+
+/// Bytes [offset, offset + length) of rows [first, first + n) of sequence `seq` in a
+/// storage of `bytes` bytes seen as [batch, rows, row bytes], or the error naming the bad
+/// argument (back_rows / release_rows).
+struct ByteRange {
+  int64_t offset = 0, length = 0;
+};
+inline Expected<ByteRange> sequence_row_range(int64_t bytes, int64_t batch, int64_t rows, int64_t seq, int64_t first,
+                                              int64_t n) {
+  if (batch < 1 || rows < 1 || bytes % (batch * rows) != 0)
+    return Error::invalid_argument("{} bytes do not split into [{}, {}, row] rows", bytes, batch, rows);
+  if (seq < 0 || seq >= batch) return Error::invalid_argument("sequence {} outside [0, {})", seq, batch);
+  if (first < 0 || n < 0 || first > rows || n > rows - first)
+    return Error::invalid_argument("rows [{}, +{}) outside [0, {})", first, n, rows);
+  const int64_t seq_bytes = bytes / batch, row_bytes = seq_bytes / rows;
+  return ByteRange{seq * seq_bytes + first * row_bytes, n * row_bytes};
+}
 
 /// Where copy_sequence_rows reads and writes in a storage of `bytes` bytes: byte offsets
 /// of the source and destination rows and their length, or the error naming the bad

@@ -47,7 +47,9 @@ struct PackSite {
 // A handle's host memory, shared by the executables of one model (share_handle).
 class HostHandle final : public HandleStorage {
  public:
-  explicit HostHandle(size_t bytes) : buf(bytes, 64) {}
+  // A mapped handle (a large KV cache) takes base pages: memory follows the rows written
+  // in 4 KiB steps rather than 2 MiB ones.
+  explicit HostHandle(size_t bytes) : buf(bytes, 64) { buf.use_base_pages(); }
   int64_t bytes() const override { return static_cast<int64_t>(buf.size()); }
   std::string where() const override { return "cpu"; }
   Status copy_sequence_rows(int64_t batch, int64_t rows, int64_t src, int64_t dst, int64_t n) override {
@@ -55,7 +57,24 @@ class HostHandle final : public HandleStorage {
     std::memcpy(buf.data() + span.dst_offset, buf.data() + span.src_offset, static_cast<size_t>(span.length));
     return {};
   }
+  // A large handle is an anonymous mapping: the kernel backs a page when it is first
+  // touched, so back() only checks the range, and release() hands pages back.
+  int64_t page_bytes() const override {
+    return buf.mapped() ? static_cast<int64_t>(buf.page_bytes()) : 0;
+  }
+  Status back_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) override {
+    ASSIGN_OR_RETURN(const ByteRange r, sequence_row_range(bytes(), batch, rows, seq, first, n));
+    (void)r;
+    return {};
+  }
+  Status release_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) override {
+    ASSIGN_OR_RETURN(const ByteRange r, sequence_row_range(bytes(), batch, rows, seq, first, n));
+    buf.release_pages(static_cast<size_t>(r.offset), static_cast<size_t>(r.length));
+    return {};
+  }
+  int64_t resident_bytes() const override { return static_cast<int64_t>(buf.resident_bytes()); }
   AlignedBuffer buf;
+
 };
 
 class CpuExecutable final : public Executable {
