@@ -80,6 +80,7 @@ EnvConfig read_env() {
   c.cuda_int8_prefill = on("RLX_CUDA_INT8_PREFILL");
   c.cuda_mmq_pipelined = on("RLX_CUDA_MMQ_PIPELINE");
   c.cuda_moe_grouped = on("RLX_CUDA_MOE_GROUPED");
+  c.cuda_paged_handles = on("RLX_CUDA_PAGED_HANDLES");
   if (const std::string f = get("RLX_CUDA_FUSE"); !f.empty()) c.cuda_fuse = f;
   if (const std::string f = get("RLX_NCCL_LIBRARY"); !f.empty()) c.nccl_library = f;
   c.cuda_attention_tensor_cores = on("RLX_CUDA_ATTN_TC");

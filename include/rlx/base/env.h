@@ -33,6 +33,8 @@
 //                 the cp.async-pipelined one (default on; for comparing the two)
 //   RLX_CUDA_FUSE the CUDA decode-step fusions to apply: "all" (default), "0" / "off" /
 //                 "none", or a comma list of swiglu, rope_kv, gemv_rope_kv, norm_gemv
+//   RLX_CUDA_PAGED_HANDLES 0: large CUDA handles (KV caches) are allocated whole instead of
+//                 as reserved address ranges backed page by page (default on)
 //   RLX_CUDA_PROFILE 1: per-step GPU times of CUDA runs (default off)
 //   RLX_CUDA_REL_POS flash|gemm: the form of every CUDA rel_pos_attention (default: by
 //                 grid size; for comparing the two)
@@ -76,6 +78,7 @@ struct EnvConfig {
   bool cuda_int8_prefill = true;       ///< RLX_CUDA_INT8_PREFILL
   bool cuda_mmq_pipelined = true;      ///< RLX_CUDA_MMQ_PIPELINE (0: the register-staged int8 GEMM only)
   bool cuda_moe_grouped = true;        ///< RLX_CUDA_MOE_GROUPED (0: MoE prefill on the per-pair kernels)
+  bool cuda_paged_handles = true;      ///< RLX_CUDA_PAGED_HANDLES (0: KV caches allocated whole)
   /// RLX_NCCL_LIBRARY: the NCCL library a CUDA tensor-parallel group loads (default
   /// "libnccl.so.2", found by the dynamic loader's search path).
   std::string nccl_library = "libnccl.so.2";

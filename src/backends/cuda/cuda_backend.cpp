@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backends/cuda/cuda_step.h"
+#include "backends/cuda/paged_memory.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/nccl.h"
 #include "rlx/base/env.h"
@@ -90,24 +91,29 @@ void decide_split(Shared& sh) {
   }
 }
 
-// A handle's device memory, shared by the executables of one model (share_handle): a
-// range of a block that holds every handle of the executable that made it (one
-// allocation and one memset instead of one each a handle), kept alive by each of them.
-// (So an executable that takes shared storage for only some of its handles keeps its
-// whole block; a model's executables share every handle, which frees it.)
+// A handle's device memory, shared by the executables of one model (share_handle):
+// either a range of a block that holds the small handles of the executable that made it
+// (one allocation and one memset instead of one each a handle), kept alive by each of
+// them, or -- a large handle (a stacked KV cache) -- its own reserved address range that
+// memory backs as the model asks (paged: PagedDeviceMemory). (An executable that takes
+// shared storage for only some of its handles keeps its whole block; a model's
+// executables share every handle, which frees it.)
 class DeviceHandle final : public HandleStorage {
  public:
   DeviceHandle(std::shared_ptr<DeviceBuffer> block, int64_t offset, int64_t size, int ordinal)
       : block_(std::move(block)), offset_(offset), size_(size), ordinal(ordinal) {}
+  DeviceHandle(std::unique_ptr<PagedDeviceMemory> paged, int ordinal)
+      : paged_(std::move(paged)), size_(paged_->bytes()), ordinal(ordinal) {}
   int64_t bytes() const override { return size_; }
   std::string where() const override { return fmt::format("cuda:{}", ordinal); }
-  uint8_t* data() const { return block_->data() + offset_; }
+  uint8_t* data() const { return paged_ ? paged_->data() : block_->data() + offset_; }
   // Between runs (the scheduler calls it when no run is in flight): a device-to-device
   // copy, waited for, so the next run on any stream sees it.
   Status copy_sequence_rows(int64_t batch, int64_t rows, int64_t src, int64_t dst, int64_t n) override {
     ASSIGN_OR_RETURN(const SequenceRowsSpan span, sequence_rows_span(bytes(), batch, rows, src, dst, n));
     if (span.length == 0) return {};
     const std::string what = fmt::format("copy_sequence_rows on {}", where());
+    TRY(ready());
     RLX_CUDA_TRY(cudaSetDevice(ordinal), what);
     RLX_CUDA_TRY(cudaMemcpy(data() + span.dst_offset, data() + span.src_offset, static_cast<size_t>(span.length),
                             cudaMemcpyDeviceToDevice),
@@ -115,31 +121,80 @@ class DeviceHandle final : public HandleStorage {
     RLX_CUDA_TRY(cudaDeviceSynchronize(), what);
     return {};
   }
+  int64_t page_bytes() const override { return paged_ ? paged_->page_bytes() : 0; }
+  Status back_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) override {
+    ASSIGN_OR_RETURN(const ByteRange r, sequence_row_range(bytes(), batch, rows, seq, first, n));
+    return paged_ ? paged_->back(r.offset, r.length) : Status{};
+  }
+  Status release_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) override {
+    ASSIGN_OR_RETURN(const ByteRange r, sequence_row_range(bytes(), batch, rows, seq, first, n));
+    return paged_ ? paged_->release(r.offset, r.length) : Status{};
+  }
+  int64_t resident_bytes() const override { return paged_ ? paged_->resident_bytes() : size_; }
+  // Before a run or a copy: a paged handle nobody manages is backed whole.
+  Status ready() const { return paged_ ? paged_->back_all_unless_managed() : Status{}; }
+  // The whole handle to / from host memory (bytes() bytes); on a paged handle, what is
+  // not backed reads as zeros.
+  Status read(void* host) const {
+    TRY(ready());
+    if (paged_) return paged_->copy_to_host(host);
+    RLX_CUDA_TRY(cudaSetDevice(ordinal), where());
+    RLX_CUDA_TRY(cudaMemcpy(host, data(), static_cast<size_t>(size_), cudaMemcpyDeviceToHost), where());
+    return {};
+  }
+  Status write(const void* host, int64_t n) {
+    TRY(ready());
+    if (paged_ && n == size_) return paged_->copy_from_host(host);
+    if (paged_) return Error::internal("{}: a paged handle is written whole", where());
+    RLX_CUDA_TRY(cudaSetDevice(ordinal), where());
+    RLX_CUDA_TRY(cudaMemcpy(data(), host, static_cast<size_t>(n), cudaMemcpyHostToDevice), where());
+    return {};
+  }
+  bool paged() const { return paged_ != nullptr; }
 
  private:
   std::shared_ptr<DeviceBuffer> block_;
+  std::unique_ptr<PagedDeviceMemory> paged_;
   int64_t offset_ = 0, size_ = 0;
 
  public:
   int ordinal = 0;
 };
 
-// Handles of the sizes `bytes` (each at least 8) in one zeroed block on the current device.
+// Handles from this size up get their own paged address range (when the device has
+// virtual memory management and RLX_CUDA_PAGED_HANDLES is not 0): a KV cache reserved for
+// every sequence's whole context takes memory only for the rows the model backs.
+constexpr int64_t kPagedHandleMinBytes = int64_t{8} << 20;
+
+bool paged_handles_enabled(int ordinal) {
+  return env_config().cuda_paged_handles && PagedDeviceMemory::supported(ordinal);
+}
+
+// Handles of the sizes `bytes` (each at least 8): the small ones in one zeroed block on the
+// current device, the large ones paged (nothing backed until asked, or the first run).
 Expected<std::vector<std::shared_ptr<DeviceHandle>>> make_handles(const std::vector<int64_t>& bytes, int ordinal,
                                                                   const std::string& what) {
-  std::vector<std::shared_ptr<DeviceHandle>> out;
+  std::vector<std::shared_ptr<DeviceHandle>> out(bytes.size());
   if (bytes.empty()) return out;
-  std::vector<int64_t> offsets;
+  const bool paging = paged_handles_enabled(ordinal);
+  std::vector<int64_t> offsets(bytes.size(), -1);
   int64_t total = 0;
-  for (int64_t b : bytes) {
-    offsets.push_back(total);
-    total += (std::max<int64_t>(b, 8) + 255) / 256 * 256;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (paging && bytes[i] >= kPagedHandleMinBytes) {
+      ASSIGN_OR_RETURN(std::unique_ptr<PagedDeviceMemory> m, PagedDeviceMemory::reserve(bytes[i], ordinal, what));
+      out[i] = std::make_shared<DeviceHandle>(std::move(m), ordinal);
+      continue;
+    }
+    offsets[i] = total;
+    total += (std::max<int64_t>(bytes[i], 8) + 255) / 256 * 256;
   }
+  if (total == 0) return out;
   ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::create(total, what));
   RLX_CUDA_TRY(cudaMemset(buf.data(), 0, static_cast<size_t>(total)), what);
   auto block = std::make_shared<DeviceBuffer>(std::move(buf));
   for (size_t i = 0; i < bytes.size(); ++i)
-    out.push_back(std::make_shared<DeviceHandle>(block, offsets[i], std::max<int64_t>(bytes[i], 8), ordinal));
+    if (offsets[i] >= 0)
+      out[i] = std::make_shared<DeviceHandle>(block, offsets[i], std::max<int64_t>(bytes[i], 8), ordinal);
   return out;
 }
 
@@ -574,8 +629,8 @@ Status CudaExecutable::write_handle(size_t index, const void* data, int64_t byte
   if (bytes != e.bytes) return Error::internal("handle '{}': {} bytes for {}", e.name, bytes, e.bytes);
   RLX_CUDA_TRY(cudaSetDevice(shared_->ordinal), "handle '" + e.name + "'");
   TRY(sync_pending());
-  RLX_CUDA_TRY(cudaMemcpy(handles_[index]->data(), data, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
-               "handle '" + e.name + "'");
+  if (Status st = handles_[index]->write(data, bytes); !st.ok())
+    return st.error().with_context("handle '" + e.name + "'");
   xfer_.host_to_device += bytes;
   return {};
 }
@@ -601,7 +656,7 @@ const void* CudaExecutable::handle_data(size_t index) const {
   host.resize(static_cast<size_t>(e.bytes));
   // Interface without an error channel: on failure the copy is left zeroed.
   if (cudaSetDevice(shared_->ordinal) != cudaSuccess || cudaStreamSynchronize(stream_.get()) != cudaSuccess ||
-      cudaMemcpy(host.data(), handles_[index]->data(), host.size(), cudaMemcpyDeviceToHost) != cudaSuccess)
+      !handles_[index]->read(host.data()).ok())
     std::fill(host.begin(), host.end(), uint8_t{0});
   xfer_.device_to_host += static_cast<int64_t>(host.size());
   return host.data();
@@ -731,6 +786,7 @@ Status CudaExecutable::commit_no_wait(std::span<const void* const> inputs) {
                               sh.ordinal);
   RLX_CUDA_TRY(cudaSetDevice(sh.ordinal), where("run"));
   TRY(sync_pending());  // staging buffers are reused
+  for (const auto& h : handles_) TRY(h->ready());  // paged handles nobody manages: backed whole
   if (prof_) prof_->t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < inputs.size(); ++i)
     std::memcpy(staging_ + sh.input_staging[i], inputs[i], static_cast<size_t>(sh.input_bytes[i]));
@@ -811,10 +867,17 @@ Expected<std::unique_ptr<Executable>> CudaExecutable::clone() const {
   std::vector<int64_t> sizes;
   for (const auto& h : handles_) sizes.push_back(h->bytes());
   ASSIGN_OR_RETURN(c->handles_, make_handles(sizes, shared_->ordinal, where("clone")));
-  for (size_t i = 0; i < handles_.size(); ++i)
+  for (size_t i = 0; i < handles_.size(); ++i) {
+    if (handles_[i]->paged() || c->handles_[i]->paged()) {  // chunk by chunk, through the host
+      std::vector<uint8_t> host(static_cast<size_t>(handles_[i]->bytes()));
+      TRY(handles_[i]->read(host.data()));
+      TRY(c->handles_[i]->write(host.data(), handles_[i]->bytes()));
+      continue;
+    }
     RLX_CUDA_TRY(cudaMemcpy(c->handles_[i]->data(), handles_[i]->data(), static_cast<size_t>(handles_[i]->bytes()),
                             cudaMemcpyDeviceToDevice),
                  where("clone"));
+  }
   c->handle_host_.resize(handles_.size());
   c->resolve();
   return std::unique_ptr<Executable>(std::move(c));

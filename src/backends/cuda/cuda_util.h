@@ -17,6 +17,9 @@
 namespace rlx::cuda_backend {
 
 inline Error cuda_error(cudaError_t e, const char* call, const std::string& where) {
+  if (e == cudaErrorMemoryAllocation)  // the device's memory, not a bug: say so
+    return Error::resource_exhausted("cuda backend: {} failed{}{}: the device has no memory left ({})", call,
+                                     where.empty() ? "" : " in ", where, cudaGetErrorName(e));
   return Error::internal("cuda backend: {} failed{}{}: {} ({})", call, where.empty() ? "" : " in ", where,
                          cudaGetErrorString(e), cudaGetErrorName(e));
 }
