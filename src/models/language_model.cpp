@@ -34,6 +34,9 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   if (options.kv_dtype != ir::DType::F32 && options.kv_dtype != ir::DType::F16)
     return Error::invalid_argument("KV cache dtype must be f32 or f16, got {}", ir::dtype_name(options.kv_dtype));
   TRY(check_thread_count(options.threads, "threads"));
+  if (options.kv_memory < 0)
+    return Error::invalid_argument("the KV memory budget must be positive (or 0: the whole cache), got {}",
+                                   options.kv_memory);
   std::unique_ptr<LanguageModel> m(new LanguageModel());
   m->options_ = options;
   if (m->options_.max_chunk == 0) {
@@ -65,7 +68,9 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
     const double kv_bytes = 2.0 * static_cast<double>(options.batch) * static_cast<double>(c.n_layer) *
                             static_cast<double>(options.ctx) * static_cast<double>(c.n_head_kv) *
                             static_cast<double>(c.head_dim) * (options.kv_dtype == ir::DType::F16 ? 2 : 4);
-    TRY(check_memory_request(kv_bytes, fmt::format("the KV cache for ctx {}", options.ctx)));
+    // A budget below the whole cache (a paged cache) is what must fit.
+    const double held = options.kv_memory > 0 ? std::min(kv_bytes, static_cast<double>(options.kv_memory)) : kv_bytes;
+    TRY(check_memory_request(held, fmt::format("the KV cache for ctx {}", options.ctx)));
   }
   if (m->config_.fused_projections) m->weights_ = split_fused_projections(std::move(m->weights_), m->config_);
   // Every stored tensor must be read by the model or be known to be safe to ignore: a
@@ -133,6 +138,8 @@ Status LanguageModel::copy_prefix(int64_t src, int64_t dst, int64_t n) {
                                    "one cache row per token");
   if (!shared_state_) return Error::unsupported("copy_prefix: this backend's caches cannot be copied in place");
   if (state_.empty() && n > 0) return Error::invalid_argument("copy_prefix: no cache exists before the first run");
+  const std::pair<int64_t, int64_t> end{dst, n};
+  TRY(kv_back({&end, 1}));
   for (const auto& [name, storage] : state_)
     if (Status st = storage->copy_sequence_rows(batch, options_.ctx, src, dst, n); !st.ok()) {
       // Some caches may hold the copy and others not: the sequence holds nothing certain.
@@ -155,7 +162,7 @@ Status LanguageModel::prepare(CompiledGraph& graph) {
   if (state_.empty()) {
     state_ = graph.handle_storage();
     if (state_.empty() && !graph.manifest().handles.empty()) shared_state_ = false;
-    return {};
+    return index_state();
   }
   for (const auto& [name, storage] : state_) TRY(graph.bind_handle_storage(name, storage));
   return {};
@@ -326,6 +333,8 @@ Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool 
   const int64_t rows = bucket_rows(n);
   ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick));
   TRY(move_cache_to(v));
+  const std::pair<int64_t, int64_t> end{0, n_past_[0] + rows};
+  TRY(kv_back({&end, 1}));
 
   std::vector<int32_t> tok(static_cast<size_t>(rows), 0), pos(static_cast<size_t>(rows));
   std::copy(tokens.begin(), tokens.end(), tok.begin());
@@ -429,8 +438,7 @@ Expected<std::vector<float>> LanguageModel::forward(std::span<const int32_t> tok
   return result;
 }
 
-Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::vector<int32_t>> tokens,
-                                                           bool all_rows, const Pick& pick) {
+Expected<LanguageModel::BatchPlan> LanguageModel::plan_batch(std::span<const std::vector<int32_t>> tokens) {
   const int64_t batch = options_.batch, ctx = options_.ctx;
   if (static_cast<int64_t>(tokens.size()) != batch)
     return Error::invalid_argument("forward_batch: {} token lists for a model of {} sequences", tokens.size(), batch);
@@ -478,15 +486,26 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
             "run the longer inputs in a separate call",
             b, n_past_[static_cast<size_t>(b)], rows, ctx);
   }
+  BatchPlan plan{seqs, rows, longest, std::vector<int64_t>(static_cast<size_t>(seqs))};
+  // A full sequence given no tokens writes its padding over its last cache rows: it
+  // takes no token before a truncate, which may then keep only the rows before them.
+  for (int64_t b = 0; b < seqs; ++b)
+    plan.start[static_cast<size_t>(b)] = std::min(n_past_[static_cast<size_t>(b)], ctx - rows);
+  return plan;
+}
+
+Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::vector<int32_t>> tokens,
+                                                           bool all_rows, const Pick& pick) {
+  ASSIGN_OR_RETURN(const BatchPlan plan, plan_batch(tokens));
+  const int64_t seqs = plan.seqs, rows = plan.rows;
   ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick, seqs));
   TRY(move_cache_to(v));
+  TRY(kv_back(plan_ends(plan)));
   const size_t total = static_cast<size_t>(seqs * rows);
   std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(seqs)), seq(static_cast<size_t>(2 * seqs));
   for (int64_t b = 0; b < seqs; ++b) {
     const auto& t = tokens[static_cast<size_t>(b)];
-    // A full sequence given no tokens writes its padding over its last cache rows: it
-    // takes no token before a truncate, which may then keep only the rows before them.
-    const int64_t start = std::min(n_past_[static_cast<size_t>(b)], ctx - rows);
+    const int64_t start = plan.start[static_cast<size_t>(b)];
     if (start < n_past_[static_cast<size_t>(b)])
       intact_[static_cast<size_t>(b)] = std::min(intact_[static_cast<size_t>(b)], start);
     for (int64_t i = 0; i < rows; ++i) {
@@ -507,7 +526,7 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
   if (config_.has_recurrent_layers()) inputs.push_back({"seq", TensorView{ir::DType::I32, seq_shape, seq.data()}});
   // One sequence: the executable of an unbatched run, whose active extent (run_chunk's
   // rows of real tokens) persists: set it for this run, computing only the given rows.
-  if (seqs == 1 && rows > 1) TRY(v->graph->set_active_extent(longest, rows));
+  if (seqs == 1 && rows > 1) TRY(v->graph->set_active_extent(plan.longest, rows));
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   for (int64_t b = 0; b < seqs; ++b) n_past_[static_cast<size_t>(b)] += static_cast<int64_t>(tokens[static_cast<size_t>(b)].size());
   last_run_sequences_ = seqs;

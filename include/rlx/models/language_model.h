@@ -65,7 +65,30 @@ struct LoadOptions {
   /// recompiled, never trusted.
   bool compile_cache = true;
   std::string cache_dir;
+  /// Memory the KV cache may hold, in bytes (0: all of it, batch x ctx rows of every
+  /// layer). Where the backend pages its caches (the CPU's memory mappings, CUDA's
+  /// virtual memory), memory backs a sequence's rows as its runs reach them, so a server
+  /// of many sequences with a long context holds what its streams use, not batch x ctx.
+  /// A run that would take the cache past this budget is an error (kResourceExhausted)
+  /// until release_sequence gives memory back (kv_shortfall says how much is missing).
+  /// A backend that allocates the whole cache up front needs a budget of all of it.
+  int64_t kv_memory = 0;
 };
+
+/// Where the KV cache's memory stands (LanguageModel::kv_memory_state).
+struct KvMemoryState {
+  bool paged = false;     ///< memory backs the cache as sequences grow
+  int64_t budget = 0;     ///< LoadOptions::kv_memory, or the whole cache
+  int64_t reserved = 0;   ///< the whole cache: batch x ctx rows of every layer (and the states)
+  int64_t backed = 0;     ///< bytes the model has asked the backend to back (counts against budget)
+  int64_t resident = 0;   ///< bytes the backend's memory holds now, as it measures them
+  int64_t page_rows = 1;  ///< rows a sequence's backing grows by
+};
+
+/// Rows past the last one a run writes that are backed with it on a GPU: attention
+/// kernels may load a whole tile of keys past the last one they attend to (and ignore
+/// it), and device memory that nothing backs faults (host memory reads as zeros).
+inline constexpr int64_t kKvReadAheadRows = 256;
 
 /// The compile profile preset a family's prefill or decode phase uses by default
 /// (llama32_*, qwen3_*, qwen35_*, gemma_* with _prefill / _decode).
@@ -144,6 +167,17 @@ class LanguageModel {
                                                       bool mark_non_finite = false);
   /// Forgets the cached context of every sequence (next forward starts at position 0).
   void reset();
+  /// Forgets sequence `seq`'s cache (n_past 0) and gives its memory back (a paged KV
+  /// cache; nothing else to free otherwise): a server evicting a cached prefix.
+  Status release_sequence(int64_t seq);
+  /// Bytes by which forward_batch(tokens) would take the KV cache past its budget (0: it
+  /// fits), counting what the run must back after rows no sequence holds any more are
+  /// given back. The same argument errors as forward_batch.
+  Expected<int64_t> kv_shortfall(std::span<const std::vector<int32_t>> tokens);
+  /// The KV cache's budget, reservation, backed and resident bytes (zeros before the
+  /// first run made the cache); resident only with `measure_resident` (on the CPU it
+  /// walks the mapping's pages).
+  KvMemoryState kv_memory_state(bool measure_resident = true) const;
   /// Keeps only the first `n_keep` cached tokens of sequence `seq` (the next forward
   /// writes from position n_keep): a prefix cache reuses what a sequence already holds
   /// (a shared system prompt, earlier turns) and recomputes only the rest. Rows past
@@ -227,6 +261,14 @@ class LanguageModel {
     int64_t rows = 0;
     int64_t seqs = 0;
   };
+  /// How a batched run lays out: sequences covered, rows a sequence, and where each
+  /// sequence's rows start in its cache.
+  struct BatchPlan {
+    int64_t seqs = 0, rows = 0;
+    int64_t longest = 0;  ///< most tokens given to one sequence
+    std::vector<int64_t> start;
+  };
+  Expected<BatchPlan> plan_batch(std::span<const std::vector<int32_t>> tokens);
   /// forward_batch / forward_batch_greedy: the checks, the padded run, the positions.
   Expected<BatchRun> run_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows, const Pick& pick);
   /// One run over at most max_chunk tokens: the executable's only output.
@@ -255,6 +297,43 @@ class LanguageModel {
   std::vector<int64_t> n_past_;     // per sequence
   std::vector<int64_t> intact_;     // per sequence: cache rows below this are its own (padding wrote past it)
   std::vector<std::string> unused_;  // see unused_tensors()
+
+  // KV memory (language_model_kv.cpp): which handles are paged, what each sequence has
+  // backed, the budget.
+  struct StateHandle {
+    HandleStorage* storage = nullptr;
+    int64_t rows = 1;  // rows a sequence: ctx for a KV cache, 1 for a recurrent state
+    bool paged = false;
+  };
+  /// After the first executable made the caches: sorts them into paged and not.
+  Status index_state();
+  /// Rows a sequence holding `n` rows keeps backed: whole pages, at most ctx.
+  int64_t kv_rows_held(int64_t n) const;
+  /// Bytes backing `rows` rows (and the recurrent state) of one sequence.
+  int64_t kv_sequence_bytes(int64_t rows) const;
+  /// Rows each sequence has backed for a run writing rows up to `ends` (sequence, last
+  /// row written + 1; kKvReadAheadRows more): with `release`, a sequence keeps only its
+  /// cached tokens' pages; without, all it has backed.
+  std::vector<int64_t> kv_targets(std::span<const std::pair<int64_t, int64_t>> ends, bool release) const;
+  /// Bytes the caches take when the sequences back `rows` rows each.
+  int64_t kv_bytes_of(const std::vector<int64_t>& rows) const;
+  int64_t kv_budget() const;
+  static std::vector<std::pair<int64_t, int64_t>> plan_ends(const BatchPlan& plan);
+  /// Backs (more rows) or gives back (fewer) sequence `seq`'s rows of every paged cache
+  /// from what it has backed to `rows`; its recurrent states go with its first row.
+  Status kv_resize(int64_t seq, int64_t rows);
+  /// Backs the rows a run writes; past the budget, gives back rows no sequence holds
+  /// first, else kResourceExhausted.
+  Status kv_back(std::span<const std::pair<int64_t, int64_t>> ends);
+  std::vector<StateHandle> state_index_;
+  bool kv_paged_ = false;
+  int64_t kv_row_bytes_ = 0;     // one row of every paged KV cache, one sequence
+  int64_t kv_state_bytes_ = 0;   // one sequence's paged recurrent states
+  int64_t kv_fixed_bytes_ = 0;   // storage that is not paged (backed from the start)
+  int64_t kv_reserved_ = 0;      // all of the caches
+  int64_t kv_page_rows_ = 1;
+  int64_t kv_read_ahead_ = 0;       // rows past a run's last written row backed with it
+  std::vector<int64_t> kv_backed_;  // per sequence: rows backed (0 .. ctx)
 };
 
 }  // namespace rlx::models
