@@ -150,6 +150,18 @@ Expected<std::unique_ptr<InProcess>> start(const std::string& path, int slots, c
   return p;
 }
 
+// A gauge of the server's GET /metrics (-1 when the server or the line is missing): the
+// KV cache's memory after a level, in- or out-of-process alike.
+double metric_value(int port, const std::string& name) {
+  httplib::Client cli("127.0.0.1", port);
+  auto res = cli.Get("/metrics");
+  if (!res || res->status != 200) return -1;
+  std::istringstream in(res->body);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + " ", 0) == 0) return std::atof(line.c_str() + name.size() + 1);
+  return -1;
+}
+
 int fail(const rlx::Error& e) {
   std::fprintf(stderr, "rlx_serve_load: %s\n", e.to_string().c_str());
   return 1;
@@ -211,8 +223,8 @@ int run(const Args& a) {
     std::printf("in-process server: %s, %d slots, context %lld\n", shared->model->config().summary().c_str(), most,
                 static_cast<long long>(a.ctx));
   }
-  std::printf("%-8s %6s %10s %8s %12s %12s %12s %12s %7s%s\n", "streams", "slots", "out tok/s", "tokens",
-              "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "failed",
+  std::printf("%-8s %6s %10s %8s %12s %12s %12s %12s %7s %9s %9s%s\n", "streams", "slots", "out tok/s", "tokens",
+              "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "failed", "KV MiB", "of MiB",
               a.port == 0 ? "   steps  model ms  model tok/s   prompt tok  computed  copied" : "");
   for (int c : levels) {
     std::unique_ptr<InProcess> own;
@@ -245,6 +257,10 @@ int run(const Args& a) {
                 static_cast<double>(s.tokens) / wall, static_cast<long long>(s.tokens), 1e3 * percentile(s.ttft, 0.5),
                 1e3 * percentile(s.ttft, 0.99), 1e3 * percentile(s.gaps, 0.5), 1e3 * percentile(s.gaps, 0.99),
                 static_cast<long long>(s.failed));
+    // The KV cache's memory after the level (backed rows) and all of it reserved.
+    const double kv_backed = metric_value(port, "rlx_kv_backed_bytes");
+    const double kv_reserved = metric_value(port, "rlx_kv_reserved_bytes");
+    std::printf(" %9.1f %9.1f", kv_backed / 1048576.0, kv_reserved / 1048576.0);
     // The limit in the same run: the model's batched runs alone (tokens over the time
     // spent inside forward_batch), without HTTP, threads and scheduling around them.
     if (server) {

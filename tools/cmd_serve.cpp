@@ -28,6 +28,7 @@ struct ServeArgs {
   std::string model, host = "127.0.0.1", device = "cpu", api_key, name;
   int port = 8080, threads = 0;
   int64_t parallel = 4, ctx = 2048, max_queue = 64, prefill_chunk = 64;
+  int64_t kv_memory_mb = 0;
   size_t max_body = size_t{4} << 20;
   bool no_cache = false;
   // Encoders.
@@ -169,6 +170,7 @@ int run_serve(const ServeArgs& a) {
   lo.threads = a.threads;
   lo.batch = a.parallel;
   lo.compile_cache = !a.no_cache;
+  lo.kv_memory = a.kv_memory_mb << 20;
   const std::shared_ptr<Progress> preparing = attach_load_progress(lo, "rlx serve: preparing the model");
   auto model = models::LanguageModel::load(where->path, lo);
   if (!model) return report(model.error());
@@ -185,6 +187,14 @@ int run_serve(const ServeArgs& a) {
   const Status warmed = warm_up(**model, chunk);
   preparing->finish();
   if (!warmed.ok()) return report(warmed.error());
+  if (const models::KvMemoryState kv = (*model)->kv_memory_state(); kv.reserved > 0)
+    std::fprintf(stderr, "rlx serve: KV cache %.1f MiB for %lld slots x %lld tokens, %s, budget %.1f MiB\n",
+                 static_cast<double>(kv.reserved) / 1048576.0, static_cast<long long>(a.parallel),
+                 static_cast<long long>(a.ctx),
+                 kv.paged ? fmt::format("paged: memory backs each slot's rows as they fill ({} rows a page)",
+                                        kv.page_rows).c_str()
+                          : "allocated whole",
+                 static_cast<double>(kv.budget) / 1048576.0);
 
   serve::Metrics metrics;
   serve::SchedulerOptions so;
@@ -215,6 +225,10 @@ void add_serve_command(CLI::App& app, Runner* run) {
   cmd->add_option("--parallel", a->parallel, "sequences decoded together (slots)")
       ->check(CLI::Range(int64_t{1}, int64_t{256}));
   cmd->add_option("--ctx", a->ctx, "context length of each slot, in tokens")->check(kTokenCount);
+  cmd->add_option("--kv-memory", a->kv_memory_mb,
+                  "MiB the KV cache may hold (0: every slot's whole context); memory backs the slots' rows as "
+                  "they fill, idle slots' cached prefixes are evicted past this")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--api-key", a->api_key, "require \"Authorization: Bearer KEY\" on /v1/*");
   cmd->add_option("--name", a->name, "model id of /v1/models and requests (default: the file name's stem)");
   cmd->add_option("--threads", a->threads, "CPU threads (0 = RLX_THREADS or all cores)")->check(kThreadCount);

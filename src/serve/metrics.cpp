@@ -71,6 +71,18 @@ std::string Metrics::prometheus() const {
                requests_cancelled);
   write_scalar(out, "rlx_queue_length", "gauge", "Requests waiting for a slot (or for the embedder).", queue_length);
   write_scalar(out, "rlx_slots_busy", "gauge", "Slots running a request.", slots_busy);
+  write_scalar(out, "rlx_kv_budget_bytes", "gauge", "Memory the KV cache may hold (--kv-memory, or all of it).",
+               kv_budget_bytes);
+  write_scalar(out, "rlx_kv_reserved_bytes", "gauge", "The whole KV cache: every slot's full context.",
+               kv_reserved_bytes);
+  write_scalar(out, "rlx_kv_backed_bytes", "gauge", "KV cache memory the slots' rows have asked for (pages).",
+               kv_backed_bytes);
+  write_scalar(out, "rlx_kv_resident_bytes", "gauge", "KV cache memory the backend holds, as it measures it.",
+               kv_resident_bytes);
+  write_scalar(out, "rlx_kv_evicted_tokens_total", "counter",
+               "Cached tokens of idle slots given back to keep the KV cache within its budget.", kv_evicted_tokens);
+  write_scalar(out, "rlx_kv_refused_requests_total", "counter",
+               "Running requests ended because the KV cache budget could not hold them.", kv_refused_requests);
   write_scalar(out, "rlx_slots_total", "gauge", "Slots (sequences served at once).", slots_total);
   time_to_first_token.write(out, "rlx_time_to_first_token_seconds", "Time from arrival to the first token.");
   inter_token.write(out, "rlx_inter_token_seconds", "Time between consecutive tokens of a request.");

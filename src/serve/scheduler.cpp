@@ -50,6 +50,7 @@ struct Scheduler::Slot {
   std::optional<models::TextStream> text;
   std::vector<int32_t> generated;
   Clock::time_point last_token;
+  Clock::time_point last_used;  // when a request last joined or left it (eviction order)
 };
 
 namespace {
@@ -262,6 +263,7 @@ void Scheduler::admit(std::deque<std::shared_ptr<RequestHandle>>& incoming) {
     metrics_.prompt_tokens += static_cast<int64_t>(prompt.size());
     metrics_.prefix_hit_tokens += static_cast<int64_t>(reuse);
     best->req = std::move(req);
+    best->last_used = Clock::now();
     ++metrics_.slots_busy;
   }
 }
@@ -269,10 +271,11 @@ void Scheduler::admit(std::deque<std::shared_ptr<RequestHandle>>& incoming) {
 void Scheduler::finish(Slot& slot, GenerationEvent e) {
   if (e.finish == FinishReason::kCancelled) ++metrics_.requests_cancelled;
   if (e.finish == FinishReason::kError) {
-    // The cache may be half written: forget it.
+    // The cache may be half written: forget it, and give its memory back.
     slot.cached.clear();
-    (void)model_.truncate(static_cast<int64_t>(&slot - slots_.data()), 0);
+    (void)model_.release_sequence(static_cast<int64_t>(&slot - slots_.data()));
   }
+  slot.last_used = Clock::now();
   metrics_.request_duration.observe(seconds_since(slot.req->arrival_));
   // The counters first: a client that sees the final event sees the slot free.
   --metrics_.slots_busy;
@@ -331,6 +334,8 @@ void Scheduler::step() {
     (void)model_.truncate(static_cast<int64_t>(b), keep);
   }
 
+  if (!fit_kv_budget(tokens)) return;
+
   // Greedy streams only: the executable picks each token (on a GPU, a run copies back
   // one token a sequence instead of its logits, and the host samples nothing).
   const bool greedy = all_greedy();
@@ -349,7 +354,14 @@ void Scheduler::step() {
   }
   metrics_.step_duration.observe(seconds_since(t0));
   ++metrics_.decode_steps;
+  publish_kv_memory();
   if (!run.ok()) {
+    // The device's memory ran out backing the KV cache (a budget larger than the device
+    // holds): make room as for the budget -- an idle slot's cached prefix, else the newest
+    // request -- and run the step again on the next turn. Nothing ran, nothing moved.
+    if (run.error().code() == ErrorCode::kResourceExhausted &&
+        make_room(fmt::format("KV memory: {}", run.error().message())) >= 0)
+      return;
     for (Slot& s : slots_)
       if (s.req) finish(s, ended(FinishReason::kError, run.error().message()));
     return;
@@ -372,6 +384,49 @@ void Scheduler::step() {
       emit(s, b, picked[b], {});
     }
   }
+}
+
+bool Scheduler::fit_kv_budget(std::vector<std::vector<int32_t>>& tokens) {
+  for (;;) {
+    Expected<int64_t> short_by = model_.kv_shortfall(tokens);
+    if (!short_by || *short_by == 0) return true;  // (an error surfaces from the run itself)
+    const int64_t refused = make_room(fmt::format(
+        "KV memory: the cache's budget cannot hold this request next to the others running (short by {:.1f} MiB); "
+        "retry later or start the server with more --kv-memory", static_cast<double>(*short_by) / 1048576.0));
+    if (refused < 0) return false;
+    if (refused < static_cast<int64_t>(tokens.size())) tokens[static_cast<size_t>(refused)].clear();
+    if (std::all_of(tokens.begin(), tokens.end(), [](const auto& t) { return t.empty(); })) return false;
+  }
+}
+
+int64_t Scheduler::make_room(const std::string& why) {
+  // First the cached prefixes of free slots, least recently used first.
+  Slot* victim = nullptr;
+  for (Slot& s : slots_)
+    if (!s.req && !s.cached.empty() && (!victim || s.last_used < victim->last_used)) victim = &s;
+  if (victim) {
+    metrics_.kv_evicted_tokens += static_cast<int64_t>(victim->cached.size());
+    victim->cached.clear();
+    (void)model_.release_sequence(static_cast<int64_t>(victim - slots_.data()));
+    return static_cast<int64_t>(slots_.size());
+  }
+  // Then the request that came last: the older ones keep their memory and finish.
+  Slot* newest = nullptr;
+  for (Slot& s : slots_)
+    if (s.req && (!newest || s.req->arrival_ > newest->req->arrival_)) newest = &s;
+  if (!newest) return -1;
+  ++metrics_.kv_refused_requests;
+  finish(*newest, ended(FinishReason::kError, why));
+  return static_cast<int64_t>(newest - slots_.data());
+}
+
+void Scheduler::publish_kv_memory() {
+  const bool measure = kv_steps_++ % 32 == 0;
+  const models::KvMemoryState m = model_.kv_memory_state(measure);
+  metrics_.kv_budget_bytes = m.budget;
+  metrics_.kv_reserved_bytes = m.reserved;
+  metrics_.kv_backed_bytes = m.backed;
+  if (measure) metrics_.kv_resident_bytes = m.resident;
 }
 
 bool Scheduler::all_greedy() const {

@@ -404,5 +404,85 @@ TEST_F(SchedulerTest, StreamChunksParse) {
   EXPECT_EQ(k["choices"][0]["logprobs"]["token_logprobs"][0], -0.5);
 }
 
+// A KV budget (LoadOptions::kv_memory) below what the slots would hold: a request that
+// needs memory an idle slot's cached prefix holds gets it (the prefix is evicted), and a
+// request the budget cannot hold even alone fails with a clear error while the server
+// keeps serving. Sizes are counted in pages of every cache (the CPU's 4 KiB pages).
+TEST_F(SchedulerTest, KvBudgetEvictsIdlePrefixesThenRefusesWhatCannotFit) {
+  constexpr int64_t kCtx = 4096;  // caches of 1 MiB and more are paged
+  auto load_with = [&](int64_t kv_memory) {
+    models::LoadOptions lo;
+    lo.batch = 2;
+    lo.ctx = kCtx;
+    lo.threads = 2;
+    lo.kv_memory = kv_memory;
+    auto m = models::LanguageModel::load(tiny_model(), lo);
+    EXPECT_TRUE(m) << m.error().to_string();
+    return m ? std::move(*m) : nullptr;
+  };
+  int64_t page = 0;  // one page of every cache, one sequence
+  {
+    auto probe = load_with(0);
+    ASSERT_TRUE(probe);
+    const std::vector<int32_t> one{1};
+    ASSERT_TRUE(probe->forward_batch(std::vector<std::vector<int32_t>>{one, {}}, false));
+    ASSERT_TRUE(probe->kv_memory_state().paged);
+    page = probe->kv_memory_state().backed;
+  }
+  auto model = load_with(31 * page);
+  ASSERT_TRUE(model);
+  SchedulerOptions so;
+  so.prefill_chunk = 16;
+  Scheduler s(*model, *tok, metrics, so);
+  auto tokens_from = [](int32_t first, size_t n) {
+    std::vector<int32_t> p{first};
+    for (size_t k = 1; k < n; ++k) p.push_back(static_cast<int32_t>(3 + (first * 13 + static_cast<int>(k) * 7) % 500));
+    return p;
+  };
+  // a: 900 prompt tokens in chunks of 16 (57 steps; rows up to 912: 29 pages) in slot 0;
+  // b, submitted meanwhile, runs in slot 1.
+  const std::vector<int32_t> a = tokens_from(5, 900), b = tokens_from(9, 10);
+  auto ha = submit(s, greedy(a, 2));
+  auto hb = submit(s, greedy(b, 2));
+  ASSERT_TRUE(ha && hb);
+  collect(*hb);
+  if (metrics.slots_busy.load() == 0) GTEST_SKIP() << "request a ended before b ran beside it";
+  const Outcome oa = collect(*ha);
+  ASSERT_EQ(oa.error, "");
+  // (its last token was sent, never fed: the cache holds the others)
+  const int64_t a_cached = static_cast<int64_t>(a.size() + oa.tokens.size()) - 1;
+
+  // c extends b (slot 1, reusing b's prompt) to 200 tokens: 7 pages next to a's 29 pass
+  // the budget of 31, so slot 0's idle cache goes.
+  std::vector<int32_t> c = b;
+  const std::vector<int32_t> tail = tokens_from(11, 190);
+  c.insert(c.end(), tail.begin(), tail.end());
+  auto hc = submit(s, greedy(c, 3));
+  ASSERT_TRUE(hc);
+  const Outcome oc = collect(*hc);
+  EXPECT_EQ(oc.error, "");
+  EXPECT_EQ(hc->cached_tokens(), static_cast<int64_t>(b.size()));
+  EXPECT_EQ(metrics.kv_evicted_tokens.load(), a_cached);
+  EXPECT_EQ(oc.tokens, alone(c, 3, kCtx));
+
+  // d: 1000 prompt tokens need 32 pages, more than the whole budget: after evicting c's
+  // cache it still does not fit, so d alone fails, naming the KV memory.
+  auto hd = submit(s, greedy(tokens_from(13, 1000), 2));
+  ASSERT_TRUE(hd);
+  const Outcome od = collect(*hd);
+  EXPECT_EQ(od.finish, FinishReason::kError);
+  EXPECT_NE(od.error.find("KV memory"), std::string::npos) << od.error;
+  EXPECT_EQ(metrics.kv_refused_requests.load(), 1);
+  EXPECT_LE(metrics.kv_backed_bytes.load(), 31 * page);
+  EXPECT_EQ(metrics.kv_budget_bytes.load(), 31 * page);
+
+  // The server keeps serving.
+  auto he = submit(s, greedy(tokens_from(17, 20), 2));
+  ASSERT_TRUE(he);
+  const Outcome oe = collect(*he);
+  EXPECT_EQ(oe.error, "");
+  EXPECT_EQ(oe.tokens, alone(tokens_from(17, 20), 2, kCtx));
+}
+
 }  // namespace
 }  // namespace rlx::serve

@@ -45,6 +45,14 @@ struct Metrics {
   std::atomic<int64_t> queue_length{0};        ///< requests waiting for a slot or the embedder (gauge)
   std::atomic<int64_t> slots_busy{0};          ///< slots running a request (gauge)
   std::atomic<int64_t> slots_total{0};         ///< --parallel (gauge)
+  // The KV cache's memory (LanguageModel::kv_memory_state after each step; gauges) and
+  // the cached prefixes evicted to stay within its budget.
+  std::atomic<int64_t> kv_budget_bytes{0};
+  std::atomic<int64_t> kv_backed_bytes{0};
+  std::atomic<int64_t> kv_resident_bytes{0};
+  std::atomic<int64_t> kv_reserved_bytes{0};
+  std::atomic<int64_t> kv_evicted_tokens{0};   ///< cached tokens of idle slots given back
+  std::atomic<int64_t> kv_refused_requests{0};  ///< running requests failed for KV memory
   Histogram time_to_first_token;  ///< submit -> first sampled token
   Histogram inter_token;          ///< between a request's consecutive tokens
   Histogram request_duration;     ///< submit -> finish

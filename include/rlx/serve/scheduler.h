@@ -155,6 +155,17 @@ class Scheduler {
   /// the step can take forward_batch_greedy (one token a sequence back from the device
   /// instead of its logits, and no sampling on the host).
   bool all_greedy() const;
+  /// A paged KV cache over its budget for the step of `tokens`: gives back the cached
+  /// prefixes of free slots (least recently used first), then ends the newest running
+  /// requests with an error (their tokens cleared) until the step fits. False when no
+  /// token is left to run.
+  bool fit_kv_budget(std::vector<std::vector<int32_t>>& tokens);
+  /// Frees KV memory: gives back the cached prefix of the least recently used free slot
+  /// (returns slots()), else ends the newest running request with `why` (returns its
+  /// slot); -1 when there is neither.
+  int64_t make_room(const std::string& why);
+  /// The KV memory gauges of /metrics (resident measured every 32 steps).
+  void publish_kv_memory();
   void finish(Slot& slot, GenerationEvent e);
 
   models::LanguageModel& model_;
@@ -162,6 +173,7 @@ class Scheduler {
   Metrics& metrics_;
   SchedulerOptions options_;
   std::vector<Slot> slots_;  // only the scheduler thread touches these
+  int64_t kv_steps_ = 0;     // steps since start (publish_kv_memory)
 
   std::mutex mu_;
   std::condition_variable cv_;
