@@ -156,6 +156,14 @@ Status LanguageModel::prepare(CompiledGraph& graph) {
   // and every executable binds them in place, so none copies a weight.
   if (!params_) params_ = std::make_unique<ParamStore>();
   TRY(bind_weights(*weights_, *params_, graph, source_, options_.on_weight_progress));
+  // One run memory (activations, scratch) for every executable: they run in turn, so the
+  // largest one's block serves all (32 variants of a server would otherwise each hold
+  // their own).
+  if (!run_memory_) {
+    run_memory_ = graph.run_memory();
+  } else if (Status st = graph.share_run_memory(run_memory_); !st.ok() && st.error().code() != ErrorCode::kUnsupported) {
+    return st;
+  }
   // The KV cache: the first executable's storage (allocated by the backend, on the
   // device) is the model's; every later executable binds it.
   if (!shared_state_) return {};
@@ -329,6 +337,7 @@ Status LanguageModel::move_cache_to(const Variant& next) {
 }
 
 Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool all_rows, const Pick& pick) {
+  kv_failed_ = false;
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t rows = bucket_rows(n);
   ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick));
@@ -496,6 +505,7 @@ Expected<LanguageModel::BatchPlan> LanguageModel::plan_batch(std::span<const std
 
 Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::vector<int32_t>> tokens,
                                                            bool all_rows, const Pick& pick) {
+  kv_failed_ = false;
   ASSIGN_OR_RETURN(const BatchPlan plan, plan_batch(tokens));
   const int64_t seqs = plan.seqs, rows = plan.rows;
   ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick, seqs));

@@ -31,8 +31,11 @@ Status LanguageModel::index_state() {
     // ([batch, ...]) are one block a sequence.
     const bool kv = name.starts_with("cache.k.") || name.starts_with("cache.v.");
     h.rows = kv ? ctx : 1;
+    // Paged where a sequence's rows fill whole pages: then backing and releasing one
+    // sequence's rows never touches a page of another, and the budget counts what memory
+    // holds (a sequence of 512 rows of 2 KiB on CUDA's 2 MiB pages would share its pages).
     const int64_t page = storage->page_bytes();
-    h.paged = page > 0 && bytes % (batch * h.rows) == 0;
+    h.paged = page > 0 && bytes % batch == 0 && (bytes / batch) % page == 0 && (bytes / batch) % h.rows == 0;
     if (!h.paged) {
       kv_fixed_bytes_ += bytes;
     } else if (kv) {
@@ -50,12 +53,13 @@ Status LanguageModel::index_state() {
     // Every row is backed from the start.
     std::fill(kv_backed_.begin(), kv_backed_.end(), ctx);
     if (options_.kv_memory > 0 && kv_reserved_ > options_.kv_memory)
-      return Error::invalid_argument(
+      kv_error_ = Error::invalid_argument(
           "the {} backend allocates the whole KV cache up front ({:.1f} MiB for {} sequences of {} tokens), more "
           "than the KV memory budget of {:.1f} MiB",
           options_.device.to_string(), static_cast<double>(kv_reserved_) / 1048576.0, batch, ctx,
           static_cast<double>(options_.kv_memory) / 1048576.0);
   }
+  if (kv_error_) return *kv_error_;  // (kept: every later run reports it too)
   RLX_LOG_DEBUG("kv cache: {:.1f} MiB reserved, {} (pages of {} rows), budget {:.1f} MiB",
                 static_cast<double>(kv_reserved_) / 1048576.0, kv_paged_ ? "paged" : "backed whole", kv_page_rows_,
                 static_cast<double>(options_.kv_memory > 0 ? options_.kv_memory : kv_reserved_) / 1048576.0);
@@ -91,7 +95,15 @@ int64_t LanguageModel::kv_bytes_of(const std::vector<int64_t>& rows) const {
 int64_t LanguageModel::kv_budget() const { return options_.kv_memory > 0 ? options_.kv_memory : kv_reserved_; }
 
 Status LanguageModel::kv_back(std::span<const std::pair<int64_t, int64_t>> ends) {
+  kv_failed_ = false;
+  if (kv_error_) return *kv_error_;
   if (!kv_paged_) return {};
+  Status st = kv_back_paged(ends);
+  kv_failed_ = !st.ok() && st.error().code() == ErrorCode::kResourceExhausted;
+  return st;
+}
+
+Status LanguageModel::kv_back_paged(std::span<const std::pair<int64_t, int64_t>> ends) {
   std::vector<int64_t> target = kv_targets(ends, /*release=*/false);
   if (kv_bytes_of(target) > kv_budget()) {
     // Past the budget: give back the rows no sequence holds any more (a finished
@@ -115,14 +127,22 @@ Status LanguageModel::kv_resize(int64_t seq, int64_t rows) {
   int64_t& have = kv_backed_[static_cast<size_t>(seq)];
   const bool grow = rows > have;
   const int64_t from = std::min(rows, have), n = std::max(rows, have) - from;
-  for (const StateHandle& h : state_index_) {
-    if (!h.paged) continue;
-    // A KV cache's rows [from, from + n); a recurrent state whole, with the first row.
-    const bool kv = h.rows == options_.ctx;
-    if (!kv && from != 0) continue;
-    const int64_t first = kv ? from : 0, count = kv ? n : 1;
-    TRY(grow ? h.storage->back_rows(options_.batch, h.rows, seq, first, count)
-             : h.storage->release_rows(options_.batch, h.rows, seq, first, count));
+  auto apply = [&](bool back) -> Status {
+    for (const StateHandle& h : state_index_) {
+      if (!h.paged) continue;
+      // A KV cache's rows [from, from + n); a recurrent state whole, with the first row.
+      const bool kv = h.rows == options_.ctx;
+      if (!kv && from != 0) continue;
+      const int64_t first = kv ? from : 0, count = kv ? n : 1;
+      TRY(back ? h.storage->back_rows(options_.batch, h.rows, seq, first, count)
+               : h.storage->release_rows(options_.batch, h.rows, seq, first, count));
+    }
+    return {};
+  };
+  if (Status st = apply(grow); !st.ok()) {
+    // A grow that failed part way (the device out of memory) gives back what it backed.
+    if (grow) (void)apply(false);
+    return st;
   }
   have = rows;
   return {};

@@ -334,7 +334,10 @@ void Scheduler::step() {
     (void)model_.truncate(static_cast<int64_t>(b), keep);
   }
 
-  if (!fit_kv_budget(tokens)) return;
+  if (!fit_kv_budget(tokens)) {
+    publish_kv_memory();
+    return;
+  }
 
   // Greedy streams only: the executable picks each token (on a GPU, a run copies back
   // one token a sequence instead of its logits, and the host samples nothing).
@@ -359,9 +362,7 @@ void Scheduler::step() {
     // The device's memory ran out backing the KV cache (a budget larger than the device
     // holds): make room as for the budget -- an idle slot's cached prefix, else the newest
     // request -- and run the step again on the next turn. Nothing ran, nothing moved.
-    if (run.error().code() == ErrorCode::kResourceExhausted &&
-        make_room(fmt::format("KV memory: {}", run.error().message())) >= 0)
-      return;
+    if (model_.kv_memory_failed() && make_room(fmt::format("KV memory: {}", run.error().message())) >= 0) return;
     for (Slot& s : slots_)
       if (s.req) finish(s, ended(FinishReason::kError, run.error().message()));
     return;
@@ -400,10 +401,18 @@ bool Scheduler::fit_kv_budget(std::vector<std::vector<int32_t>>& tokens) {
 }
 
 int64_t Scheduler::make_room(const std::string& why) {
-  // First the cached prefixes of free slots, least recently used first.
+  // First the cached prefixes of free slots, least recently used first; those that hold
+  // more than a page first (a slot a run covers backs a page for its padding anyway, so
+  // evicting a shorter prefix may free nothing).
+  const auto page_rows = static_cast<size_t>(model_.kv_memory_state(false).page_rows);
   Slot* victim = nullptr;
-  for (Slot& s : slots_)
-    if (!s.req && !s.cached.empty() && (!victim || s.last_used < victim->last_used)) victim = &s;
+  for (const bool small : {false, true}) {
+    for (Slot& s : slots_)
+      if (!s.req && !s.cached.empty() && (small || s.cached.size() > page_rows) &&
+          (!victim || s.last_used < victim->last_used))
+        victim = &s;
+    if (victim) break;
+  }
   if (victim) {
     metrics_.kv_evicted_tokens += static_cast<int64_t>(victim->cached.size());
     victim->cached.clear();
@@ -421,7 +430,7 @@ int64_t Scheduler::make_room(const std::string& why) {
 }
 
 void Scheduler::publish_kv_memory() {
-  const bool measure = kv_steps_++ % 32 == 0;
+  const bool measure = kv_steps_++ % 256 == 0;  // (the CPU walks the mapping's pages)
   const models::KvMemoryState m = model_.kv_memory_state(measure);
   metrics_.kv_budget_bytes = m.budget;
   metrics_.kv_reserved_bytes = m.reserved;

@@ -21,7 +21,12 @@ class AlignedBuffer {
   /// Buffers of kMapThreshold bytes or more are anonymous memory mappings (transparent
   /// huge pages requested): allocation is O(1) and pages are zeroed on first touch, so
   /// compiling an executable with a large arena costs no time until it runs.
-  explicit AlignedBuffer(size_t size, size_t alignment = kDefaultAlignment);
+  explicit AlignedBuffer(size_t size, size_t alignment = kDefaultAlignment, bool reserve_only = false);
+  /// A buffer that memory backs only where touched (a paged KV cache reserved for every
+  /// sequence's whole context): from kMapThreshold bytes an anonymous mapping without a
+  /// swap reservation (MAP_NORESERVE) on base pages, so first touches and release_pages
+  /// move memory in base-page steps; the caller bounds what it touches. Zero-filled.
+  static AlignedBuffer reserve(size_t size);
   ~AlignedBuffer();
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;

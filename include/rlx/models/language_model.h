@@ -178,6 +178,10 @@ class LanguageModel {
   /// first run made the cache); resident only with `measure_resident` (on the CPU it
   /// walks the mapping's pages).
   KvMemoryState kv_memory_state(bool measure_resident = true) const;
+  /// True when the last forward_batch / forward failed because its KV rows could not be
+  /// backed (the budget, or the device's memory): nothing ran, and the same run succeeds
+  /// once memory is given back.
+  bool kv_memory_failed() const { return kv_failed_; }
   /// Keeps only the first `n_keep` cached tokens of sequence `seq` (the next forward
   /// writes from position n_keep): a prefix cache reuses what a sequence already holds
   /// (a shared system prompt, earlier turns) and recomputes only the rest. Rows past
@@ -288,6 +292,9 @@ class LanguageModel {
   std::unique_ptr<WeightSource> weights_;
   std::unique_ptr<ModelCompilePipeline> pipeline_;
   std::unique_ptr<ParamStore> params_;  // views of the weights (file mapping), bound into every variant
+  // The first executable's run memory (arena, scratch), shared by every later one (null
+  // where the backend keeps none apart).
+  std::shared_ptr<RunMemory> run_memory_;
   // The KV cache: the first executable's handle storage, bound into every later one.
   std::vector<std::pair<std::string, std::shared_ptr<HandleStorage>>> state_;
   bool shared_state_ = true;  // false: the backend cannot share handles; caches are copied
@@ -319,6 +326,7 @@ class LanguageModel {
   int64_t kv_bytes_of(const std::vector<int64_t>& rows) const;
   int64_t kv_budget() const;
   static std::vector<std::pair<int64_t, int64_t>> plan_ends(const BatchPlan& plan);
+  Status kv_back_paged(std::span<const std::pair<int64_t, int64_t>> ends);
   /// Backs (more rows) or gives back (fewer) sequence `seq`'s rows of every paged cache
   /// from what it has backed to `rows`; its recurrent states go with its first row.
   Status kv_resize(int64_t seq, int64_t rows);
@@ -334,6 +342,8 @@ class LanguageModel {
   int64_t kv_page_rows_ = 1;
   int64_t kv_read_ahead_ = 0;       // rows past a run's last written row backed with it
   std::vector<int64_t> kv_backed_;  // per sequence: rows backed (0 .. ctx)
+  std::optional<Error> kv_error_;   // a budget the caches can never meet (index_state)
+  bool kv_failed_ = false;          // the last run failed backing its KV rows (kv_back)
 };
 
 }  // namespace rlx::models

@@ -103,6 +103,11 @@ class CompiledGraph {
   /// dtype and at least its bytes; a larger one is bound by its first bytes): no copy;
   /// from now on this graph reads and writes that memory.
   Status bind_handle_storage(std::string_view name, std::shared_ptr<HandleStorage> storage);
+  /// The executable's run memory (Executable::run_memory), and binding another's: the
+  /// variants of one model, run in turn, hold one block (null / kUnsupported where the
+  /// backend keeps none apart).
+  std::shared_ptr<RunMemory> run_memory() { return exe_->run_memory(); }
+  Status share_run_memory(std::shared_ptr<RunMemory> memory) { return exe_->share_run_memory(std::move(memory)); }
   /// Bytes moved between the host and the device so far (zero on the CPU).
   TransferStats transfer_stats() const { return exe_->transfer_stats(); }
 

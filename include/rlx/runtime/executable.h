@@ -71,6 +71,17 @@ class HandleStorage {
   virtual int64_t resident_bytes() const { return bytes(); }
 };
 
+/// The memory a run uses and leaves nothing in (activations, step scratch, workspaces)
+/// where a backend keeps it, as something several executables can hold: executables
+/// that never run at the same time (the variants of one model, run in turn by one
+/// thread) need one block, as large as the largest of them. Opaque to callers: a backend
+/// accepts only its own kind (share_run_memory checks).
+class RunMemory {
+ public:
+  virtual ~RunMemory() = default;
+  virtual int64_t bytes() const = 0;
+};
+
 /// Bytes [offset, offset + length) of rows [first, first + n) of sequence `seq` in a
 /// storage of `bytes` bytes seen as [batch, rows, row bytes], or the error naming the bad
 /// argument (back_rows / release_rows).
@@ -167,6 +178,16 @@ class Executable {
     (void)index;
     (void)storage;
     return Error::unsupported("shared handles are not supported by this backend");
+  }
+  /// This executable's run memory (allocated now if it was not), for share_run_memory of
+  /// another executable; null when the backend keeps no such memory apart.
+  virtual std::shared_ptr<RunMemory> run_memory() { return nullptr; }
+  /// Makes this executable run in `memory` (another executable's run_memory on the same
+  /// backend and device), growing it when this one needs more. Only for executables whose
+  /// runs never overlap. Backends that cannot keep the default (kUnsupported).
+  virtual Status share_run_memory(std::shared_ptr<RunMemory> memory) {
+    (void)memory;
+    return Error::unsupported("shared run memory is not supported by this backend");
   }
   /// Binds this executable's end of a tensor-parallel group (its all_reduce /
   /// all_gather steps call through it) before it runs; a communicator of a kind the

@@ -164,7 +164,7 @@ class Scheduler {
   /// (returns slots()), else ends the newest running request with `why` (returns its
   /// slot); -1 when there is neither.
   int64_t make_room(const std::string& why);
-  /// The KV memory gauges of /metrics (resident measured every 32 steps).
+  /// The KV memory gauges of /metrics (resident measured every 256 steps).
   void publish_kv_memory();
   void finish(Slot& slot, GenerationEvent e);
 

@@ -49,7 +49,7 @@ class HostHandle final : public HandleStorage {
  public:
   // A mapped handle (a large KV cache) takes base pages: memory follows the rows written
   // in 4 KiB steps rather than 2 MiB ones.
-  explicit HostHandle(size_t bytes) : buf(bytes, 64) { buf.use_base_pages(); }
+  explicit HostHandle(size_t bytes) : buf(AlignedBuffer::reserve(bytes)) {}
   int64_t bytes() const override { return static_cast<int64_t>(buf.size()); }
   std::string where() const override { return "cpu"; }
   Status copy_sequence_rows(int64_t batch, int64_t rows, int64_t src, int64_t dst, int64_t n) override {
