@@ -16,10 +16,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "backends/cuda/cuda_step.h"
-#include "backends/cuda/paged_memory.h"
+#include "backends/cuda/device_storage.h"
 #include "backends/cuda/cuda_util.h"
 #include "backends/cuda/nccl.h"
 #include "rlx/base/env.h"
@@ -91,113 +92,6 @@ void decide_split(Shared& sh) {
   }
 }
 
-// A handle's device memory, shared by the executables of one model (share_handle):
-// either a range of a block that holds the small handles of the executable that made it
-// (one allocation and one memset instead of one each a handle), kept alive by each of
-// them, or -- a large handle (a stacked KV cache) -- its own reserved address range that
-// memory backs as the model asks (paged: PagedDeviceMemory). (An executable that takes
-// shared storage for only some of its handles keeps its whole block; a model's
-// executables share every handle, which frees it.)
-class DeviceHandle final : public HandleStorage {
- public:
-  DeviceHandle(std::shared_ptr<DeviceBuffer> block, int64_t offset, int64_t size, int ordinal)
-      : block_(std::move(block)), offset_(offset), size_(size), ordinal(ordinal) {}
-  DeviceHandle(std::unique_ptr<PagedDeviceMemory> paged, int ordinal)
-      : paged_(std::move(paged)), size_(paged_->bytes()), ordinal(ordinal) {}
-  int64_t bytes() const override { return size_; }
-  std::string where() const override { return fmt::format("cuda:{}", ordinal); }
-  uint8_t* data() const { return paged_ ? paged_->data() : block_->data() + offset_; }
-  // Between runs (the scheduler calls it when no run is in flight): a device-to-device
-  // copy, waited for, so the next run on any stream sees it.
-  Status copy_sequence_rows(int64_t batch, int64_t rows, int64_t src, int64_t dst, int64_t n) override {
-    ASSIGN_OR_RETURN(const SequenceRowsSpan span, sequence_rows_span(bytes(), batch, rows, src, dst, n));
-    if (span.length == 0) return {};
-    const std::string what = fmt::format("copy_sequence_rows on {}", where());
-    TRY(ready());
-    RLX_CUDA_TRY(cudaSetDevice(ordinal), what);
-    RLX_CUDA_TRY(cudaMemcpy(data() + span.dst_offset, data() + span.src_offset, static_cast<size_t>(span.length),
-                            cudaMemcpyDeviceToDevice),
-                 what);
-    RLX_CUDA_TRY(cudaDeviceSynchronize(), what);
-    return {};
-  }
-  int64_t page_bytes() const override { return paged_ ? paged_->page_bytes() : 0; }
-  Status back_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) override {
-    ASSIGN_OR_RETURN(const ByteRange r, sequence_row_range(bytes(), batch, rows, seq, first, n));
-    return paged_ ? paged_->back(r.offset, r.length) : Status{};
-  }
-  Status release_rows(int64_t batch, int64_t rows, int64_t seq, int64_t first, int64_t n) override {
-    ASSIGN_OR_RETURN(const ByteRange r, sequence_row_range(bytes(), batch, rows, seq, first, n));
-    return paged_ ? paged_->release(r.offset, r.length) : Status{};
-  }
-  int64_t resident_bytes() const override { return paged_ ? paged_->resident_bytes() : size_; }
-  // Before a run or a copy: a paged handle nobody manages is backed whole.
-  Status ready() const { return paged_ ? paged_->back_all_unless_managed() : Status{}; }
-  // The whole handle to / from host memory (bytes() bytes); on a paged handle, what is
-  // not backed reads as zeros.
-  Status read(void* host) const {
-    TRY(ready());
-    if (paged_) return paged_->copy_to_host(host);
-    RLX_CUDA_TRY(cudaSetDevice(ordinal), where());
-    RLX_CUDA_TRY(cudaMemcpy(host, data(), static_cast<size_t>(size_), cudaMemcpyDeviceToHost), where());
-    return {};
-  }
-  Status write(const void* host, int64_t n) {
-    TRY(ready());
-    if (paged_ && n == size_) return paged_->copy_from_host(host);
-    if (paged_) return Error::internal("{}: a paged handle is written whole", where());
-    RLX_CUDA_TRY(cudaSetDevice(ordinal), where());
-    RLX_CUDA_TRY(cudaMemcpy(data(), host, static_cast<size_t>(n), cudaMemcpyHostToDevice), where());
-    return {};
-  }
-  bool paged() const { return paged_ != nullptr; }
-
- private:
-  std::shared_ptr<DeviceBuffer> block_;
-  std::unique_ptr<PagedDeviceMemory> paged_;
-  int64_t offset_ = 0, size_ = 0;
-
- public:
-  int ordinal = 0;
-};
-
-// Handles from this size up get their own paged address range (when the device has
-// virtual memory management and RLX_CUDA_PAGED_HANDLES is not 0): a KV cache reserved for
-// every sequence's whole context takes memory only for the rows the model backs.
-constexpr int64_t kPagedHandleMinBytes = int64_t{8} << 20;
-
-bool paged_handles_enabled(int ordinal) {
-  return env_config().cuda_paged_handles && PagedDeviceMemory::supported(ordinal);
-}
-
-// Handles of the sizes `bytes` (each at least 8): the small ones in one zeroed block on the
-// current device, the large ones paged (nothing backed until asked, or the first run).
-Expected<std::vector<std::shared_ptr<DeviceHandle>>> make_handles(const std::vector<int64_t>& bytes, int ordinal,
-                                                                  const std::string& what) {
-  std::vector<std::shared_ptr<DeviceHandle>> out(bytes.size());
-  if (bytes.empty()) return out;
-  const bool paging = paged_handles_enabled(ordinal);
-  std::vector<int64_t> offsets(bytes.size(), -1);
-  int64_t total = 0;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    if (paging && bytes[i] >= kPagedHandleMinBytes) {
-      ASSIGN_OR_RETURN(std::unique_ptr<PagedDeviceMemory> m, PagedDeviceMemory::reserve(bytes[i], ordinal, what));
-      out[i] = std::make_shared<DeviceHandle>(std::move(m), ordinal);
-      continue;
-    }
-    offsets[i] = total;
-    total += (std::max<int64_t>(bytes[i], 8) + 255) / 256 * 256;
-  }
-  if (total == 0) return out;
-  ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::create(total, what));
-  RLX_CUDA_TRY(cudaMemset(buf.data(), 0, static_cast<size_t>(total)), what);
-  auto block = std::make_shared<DeviceBuffer>(std::move(buf));
-  for (size_t i = 0; i < bytes.size(); ++i)
-    if (offsets[i] >= 0)
-      out[i] = std::make_shared<DeviceHandle>(block, offsets[i], std::max<int64_t>(bytes[i], 8), ordinal);
-  return out;
-}
-
 class CudaExecutable final : public Executable {
  public:
   ~CudaExecutable() override { report_profile(); }
@@ -205,11 +99,17 @@ class CudaExecutable final : public Executable {
 
   const ir::IoManifest& manifest() const override { return shared_->manifest; }
   Status set_param(size_t index, const void* data, int64_t bytes, DType dtype) override;
+  Status set_param_shared(size_t index, ByteView bytes) override;
   bool param_is_set(size_t index) const override { return params_[index] != nullptr; }
   Status write_handle(size_t index, const void* data, int64_t bytes) override;
   const void* handle_data(size_t index) const override;
   std::shared_ptr<HandleStorage> handle_storage(size_t index) override { return handles_[index]; }
   Status share_handle(size_t index, std::shared_ptr<HandleStorage> storage) override;
+  std::shared_ptr<RunMemory> run_memory() override {
+    if (!ensure_run_block().ok()) return nullptr;
+    return run_block_;
+  }
+  Status share_run_memory(std::shared_ptr<RunMemory> memory) override;
   Status bind_communicator(std::shared_ptr<Communicator> comm) override {
     auto nccl = std::dynamic_pointer_cast<NcclCommunicator>(comm);
     if (!nccl || nccl->ordinal() != shared_->ordinal)
@@ -235,7 +135,10 @@ class CudaExecutable final : public Executable {
   }
 
  private:
-  Status allocate();  // per-executable device state (arena, handles, stream, plans)
+  Status allocate();  // per-executable device state (counters, handles, stream, plans)
+  // The run block exists (this executable's own when none was shared) and the steps point
+  // into its current memory.
+  Status ensure_run_block();
   Status copy_inputs(cudaStream_t st);   // pinned staging -> arena
   Status enqueue(cudaStream_t st);       // every step
   Status copy_outputs(cudaStream_t st);  // arena -> pinned output buffer, error word
@@ -251,9 +154,14 @@ class CudaExecutable final : public Executable {
   std::vector<std::shared_ptr<DeviceHandle>> handles_;  // may be shared with other executables
   mutable std::vector<std::vector<uint8_t>> handle_host_;
   mutable TransferStats xfer_;  // host <-> device bytes (transfer_stats)
-  // One device block for the run's own memory (one allocation instead of six): the
-  // arena, step scratch, the cuBLASLt workspace (when a step multiplies through it), the
-  // zeroed counters with the error word after them, and the check record.
+  // The run memory (possibly shared with the other executables of a model): the arena,
+  // step scratch and the cuBLASLt workspace (when a step multiplies through it); made at
+  // the first run or run_memory() unless share_run_memory gave one before.
+  std::shared_ptr<RunBlock> run_block_;
+  uint64_t run_generation_ = ~uint64_t{0};  // the block generation the steps point into
+  int64_t run_bytes_ = 0;                   // what this executable needs of it
+  // This executable's own device words: the zeroed counters with the error word after
+  // them, and the check record (they carry state from run to run: never shared).
   DeviceBuffer block_;
   uint8_t* arena_ = nullptr;
   uint8_t* scratch_ = nullptr;
@@ -372,13 +280,10 @@ Status CudaExecutable::allocate() {
     const int64_t workspace = gemms ? static_cast<int64_t>(kWorkspaceBytes) : 0;
     const int64_t zeroed = round(std::max<int64_t>(sh.zeroed_bytes, 256));
     const int64_t finite = sh.check_finite ? round(static_cast<int64_t>(sizeof(FiniteRecord))) : 0;
-    ASSIGN_OR_RETURN(block_, DeviceBuffer::create(arena + scratch + workspace + zeroed + 256 + finite,
-                                                  where("arena, scratch and counters")));
-    arena_ = block_.data();
-    scratch_ = arena_ + arena;
-    workspace_ = workspace > 0 ? scratch_ + scratch : nullptr;
+    run_bytes_ = arena + scratch + workspace;
     workspace_bytes_ = workspace;
-    zeroed_ = scratch_ + scratch + workspace;
+    ASSIGN_OR_RETURN(block_, DeviceBuffer::create(zeroed + 256 + finite, where("counters")));
+    zeroed_ = block_.data();
     err_ = zeroed_ + zeroed;
     finite_ = sh.check_finite ? err_ + 256 : nullptr;
     RLX_CUDA_TRY(cudaMemset(zeroed_, 0, static_cast<size_t>(zeroed + 256)), where("counters"));
@@ -624,6 +529,24 @@ Status CudaExecutable::set_param(size_t index, const void* data, int64_t bytes, 
   return {};
 }
 
+Status CudaExecutable::set_param_shared(size_t index, ByteView bytes) {
+  const ir::ManifestEntry& e = shared_->manifest.params[index];
+  if (!bytes.owner() || static_cast<int64_t>(bytes.size()) != e.bytes)
+    return Error::unsupported("param '{}': only owned views of its exact bytes are shared", e.name);
+  const DeviceWeightCache::Key key{bytes.owner().get(), bytes.data(), bytes.size(), static_cast<int>(e.type.dtype),
+                                   static_cast<bool>(shared_->param_split[index]), shared_->ordinal};
+  if (std::shared_ptr<DeviceBuffer> hit = DeviceWeightCache::get().find(key, bytes.owner())) {
+    TRY(sync_pending());
+    params_[index] = std::move(hit);
+    resolve();
+    return {};
+  }
+  params_[index] = nullptr;  // a fresh buffer: never write into one another executable shares
+  TRY(set_param(index, bytes.data(), e.bytes, e.type.dtype));
+  DeviceWeightCache::get().put(key, bytes.owner(), params_[index]);
+  return {};
+}
+
 Status CudaExecutable::write_handle(size_t index, const void* data, int64_t bytes) {
   const ir::ManifestEntry& e = shared_->manifest.handles[index];
   if (bytes != e.bytes) return Error::internal("handle '{}': {} bytes for {}", e.name, bytes, e.bytes);
@@ -632,6 +555,40 @@ Status CudaExecutable::write_handle(size_t index, const void* data, int64_t byte
   if (Status st = handles_[index]->write(data, bytes); !st.ok())
     return st.error().with_context("handle '" + e.name + "'");
   xfer_.host_to_device += bytes;
+  return {};
+}
+
+Status CudaExecutable::ensure_run_block() {
+  if (!run_block_) {
+    run_block_ = std::make_shared<RunBlock>();
+    run_block_->ordinal = shared_->ordinal;
+  }
+  if (run_block_->buf.size() < run_bytes_)
+    TRY(grow_run_block(*run_block_, run_bytes_, where("arena, scratch and workspace")));
+  if (run_generation_ == run_block_->generation && arena_) return {};
+  const auto round = [](int64_t b) { return (b + 255) / 256 * 256; };
+  const int64_t arena = round(std::max<int64_t>(shared_->arena_bytes, 256));
+  const int64_t scratch = round(std::max<int64_t>(shared_->scratch_bytes, 256));
+  arena_ = run_block_->buf.data();
+  scratch_ = arena_ + arena;
+  workspace_ = workspace_bytes_ > 0 ? scratch_ + scratch : nullptr;
+  resolve();  // (drops captured graphs: they baked the old pointers in)
+  run_generation_ = run_block_->generation;
+  return {};
+}
+
+Status CudaExecutable::share_run_memory(std::shared_ptr<RunMemory> memory) {
+  auto block = std::dynamic_pointer_cast<RunBlock>(memory);
+  if (!block || block->ordinal != shared_->ordinal)
+    return Error::invalid_argument("run memory from another backend or device cannot be shared on cuda:{}",
+                                   shared_->ordinal);
+  TRY(sync_pending());
+  if (block == run_block_) return {};
+  // Grow to this executable's need: the other sharers move with it (nothing of theirs
+  // runs now: sharers run in turn).
+  if (block->buf.size() < run_bytes_) TRY(grow_run_block(*block, run_bytes_, where("shared arena, scratch and workspace")));
+  run_block_ = std::move(block);
+  run_generation_ = ~uint64_t{0};
   return {};
 }
 
@@ -656,7 +613,7 @@ const void* CudaExecutable::handle_data(size_t index) const {
   host.resize(static_cast<size_t>(e.bytes));
   // Interface without an error channel: on failure the copy is left zeroed.
   if (cudaSetDevice(shared_->ordinal) != cudaSuccess || cudaStreamSynchronize(stream_.get()) != cudaSuccess ||
-      !handles_[index]->read(host.data()).ok())
+      !handles_[index]->read(host.data(), static_cast<int64_t>(host.size())).ok())
     std::fill(host.begin(), host.end(), uint8_t{0});
   xfer_.device_to_host += static_cast<int64_t>(host.size());
   return host.data();
@@ -786,6 +743,7 @@ Status CudaExecutable::commit_no_wait(std::span<const void* const> inputs) {
                               sh.ordinal);
   RLX_CUDA_TRY(cudaSetDevice(sh.ordinal), where("run"));
   TRY(sync_pending());  // staging buffers are reused
+  TRY(ensure_run_block());
   for (const auto& h : handles_) TRY(h->ready());  // paged handles nobody manages: backed whole
   if (prof_) prof_->t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -870,7 +828,7 @@ Expected<std::unique_ptr<Executable>> CudaExecutable::clone() const {
   for (size_t i = 0; i < handles_.size(); ++i) {
     if (handles_[i]->paged() || c->handles_[i]->paged()) {  // chunk by chunk, through the host
       std::vector<uint8_t> host(static_cast<size_t>(handles_[i]->bytes()));
-      TRY(handles_[i]->read(host.data()));
+      TRY(handles_[i]->read(host.data(), handles_[i]->bytes()));
       TRY(c->handles_[i]->write(host.data(), handles_[i]->bytes()));
       continue;
     }

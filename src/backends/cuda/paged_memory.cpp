@@ -66,6 +66,24 @@ Error driver_error(CUresult r, const char* call, const std::string& what) {
   return Error::internal("cuda backend: {} failed in {} (CUresult {})", call, what, static_cast<int>(r));
 }
 
+// Makes `ordinal` the calling thread's device for a scope and restores the one before
+// (the model's thread keeps the device its executables set).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int ordinal) {
+    if (cudaGetDevice(&before_) != cudaSuccess) before_ = -1;
+    ok_ = cudaSetDevice(ordinal) == cudaSuccess;
+  }
+  ~DeviceScope() {
+    if (before_ >= 0) (void)cudaSetDevice(before_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  int before_ = -1;
+  bool ok_ = false;
+};
+
 }  // namespace
 
 bool PagedDeviceMemory::supported(int ordinal) {
@@ -102,6 +120,7 @@ Expected<std::unique_ptr<PagedDeviceMemory>> PagedDeviceMemory::reserve(int64_t 
 
 PagedDeviceMemory::~PagedDeviceMemory() {
   if (!base_) return;
+  DeviceScope device(ordinal_);
   if (mapped_ > 0) (void)cudaDeviceSynchronize();
   for (size_t i = 0; i < chunks_.size(); ++i) unmap_chunk(i);
   driver().free(static_cast<CUdeviceptr>(base_), reserved_);
@@ -150,16 +169,31 @@ Status PagedDeviceMemory::back(int64_t offset, int64_t length) {
   if (length == 0) return {};
   const size_t first = static_cast<size_t>(offset) / granularity_;
   const size_t last = (static_cast<size_t>(offset + length) - 1) / granularity_;
-  RLX_CUDA_TRY(cudaSetDevice(ordinal_), what_);
-  bool any = false;
+  DeviceScope device(ordinal_);
+  if (!device.ok()) return Error::internal("cuda backend: cannot select cuda:{} ({})", ordinal_, what_);
+  // Map every missing chunk first; on a failure give back what this call mapped, so a
+  // failed back leaves nothing behind.
+  std::vector<size_t> fresh;
   for (size_t i = first; i <= last; ++i) {
     if (chunks_[i]) continue;
-    TRY(map_chunk(i));
-    // New memory reads as zeros, as the rest of a handle does before it is written.
-    RLX_CUDA_TRY(cudaMemset(data() + i * granularity_, 0, granularity_), what_);
-    any = true;
+    if (Status st = map_chunk(i); !st.ok()) {
+      for (size_t j : fresh) unmap_chunk(j);
+      return st;
+    }
+    fresh.push_back(i);
   }
-  if (any) RLX_CUDA_TRY(cudaDeviceSynchronize(), what_);
+  if (fresh.empty()) return {};
+  // New memory reads as zeros, as the rest of a handle does before it is written; the
+  // wait orders the zeroing before any stream's next work.
+  cudaError_t e = cudaSuccess;
+  for (size_t i : fresh)
+    if (e == cudaSuccess) e = cudaMemset(data() + i * granularity_, 0, granularity_);
+  const cudaError_t waited = cudaDeviceSynchronize();
+  if (e == cudaSuccess) e = waited;
+  if (e != cudaSuccess) {
+    for (size_t j : fresh) unmap_chunk(j);
+    return cuda_error(e, "cudaMemset of new KV memory", what_);
+  }
   return {};
 }
 
@@ -175,7 +209,7 @@ Status PagedDeviceMemory::release(int64_t offset, int64_t length) {
   bool any = false;
   for (size_t i = begin; i < end; ++i) any = any || chunks_[i] != 0;
   if (!any) return {};
-  RLX_CUDA_TRY(cudaSetDevice(ordinal_), what_);
+  DeviceScope device(ordinal_);
   RLX_CUDA_TRY(cudaDeviceSynchronize(), what_);
   for (size_t i = begin; i < end; ++i) unmap_chunk(i);
   return {};
@@ -195,31 +229,33 @@ int64_t PagedDeviceMemory::resident_bytes() const {
   return mapped_;
 }
 
-Status PagedDeviceMemory::copy_to_host(void* dst) const {
+Status PagedDeviceMemory::copy_to_host(void* dst, int64_t n) const {
   std::lock_guard<std::mutex> lock(mu_);
-  RLX_CUDA_TRY(cudaSetDevice(ordinal_), what_);
+  if (n < 0 || n > bytes_) return Error::internal("{}: {} bytes read of {}", what_, n, bytes_);
+  DeviceScope device(ordinal_);
   auto* out = static_cast<uint8_t*>(dst);
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const size_t at = i * granularity_;
-    if (static_cast<int64_t>(at) >= bytes_) break;
-    const size_t n = std::min(granularity_, static_cast<size_t>(bytes_) - at);
-    if (chunks_[i]) RLX_CUDA_TRY(cudaMemcpy(out + at, data() + at, n, cudaMemcpyDeviceToHost), what_);
-    else std::memset(out + at, 0, n);
+    if (static_cast<int64_t>(at) >= n) break;
+    const size_t len = std::min(granularity_, static_cast<size_t>(n) - at);
+    if (chunks_[i]) RLX_CUDA_TRY(cudaMemcpy(out + at, data() + at, len, cudaMemcpyDeviceToHost), what_);
+    else std::memset(out + at, 0, len);
   }
   return {};
 }
 
-Status PagedDeviceMemory::copy_from_host(const void* src) {
+Status PagedDeviceMemory::copy_from_host(const void* src, int64_t n) {
   std::lock_guard<std::mutex> lock(mu_);
-  RLX_CUDA_TRY(cudaSetDevice(ordinal_), what_);
+  if (n < 0 || n > bytes_) return Error::internal("{}: {} bytes written to {}", what_, n, bytes_);
+  DeviceScope device(ordinal_);
   const auto* in = static_cast<const uint8_t*>(src);
   for (size_t i = 0; i < chunks_.size(); ++i) {
     const size_t at = i * granularity_;
-    if (static_cast<int64_t>(at) >= bytes_) break;
-    const size_t n = std::min(granularity_, static_cast<size_t>(bytes_) - at);
+    if (static_cast<int64_t>(at) >= n) break;
+    const size_t len = std::min(granularity_, static_cast<size_t>(n) - at);
     if (chunks_[i]) {
-      RLX_CUDA_TRY(cudaMemcpy(data() + at, in + at, n, cudaMemcpyHostToDevice), what_);
-    } else if (std::any_of(in + at, in + at + n, [](uint8_t b) { return b != 0; })) {
+      RLX_CUDA_TRY(cudaMemcpy(data() + at, in + at, len, cudaMemcpyHostToDevice), what_);
+    } else if (std::any_of(in + at, in + at + len, [](uint8_t b) { return b != 0; })) {
       return Error::invalid_argument("{}: bytes from {} are not backed by memory (a paged handle); back them first",
                                      what_, at);
     }

@@ -45,12 +45,12 @@ class PagedDeviceMemory {
   /// directly: the storage then behaves as a plain allocation).
   Status back_all_unless_managed();
   int64_t resident_bytes() const;
-  /// Copies the range to host memory (`dst`, bytes() bytes): mapped chunks as they are,
-  /// unmapped ones as zeros.
-  Status copy_to_host(void* dst) const;
-  /// Copies `src` (bytes() bytes of host memory) into the mapped chunks (the others must
-  /// read as zeros in `src`, else an error: they would need memory).
-  Status copy_from_host(const void* src);
+  /// Copies the first `n` bytes to host memory: mapped chunks as they are, unmapped ones
+  /// as zeros.
+  Status copy_to_host(void* dst, int64_t n) const;
+  /// Copies `n` bytes of host memory over the first `n` bytes: into mapped chunks; where a
+  /// chunk is not mapped, `src` must hold zeros (else an error: it would need memory).
+  Status copy_from_host(const void* src, int64_t n);
 
  private:
   PagedDeviceMemory() = default;

@@ -1,0 +1,145 @@
+// Device memory the executables of a model share on CUDA. Run memory
+// (Executable::run_memory / share_run_memory): executables that run in turn hold one
+// arena / scratch / workspace block, as large as the largest; a sharer that needs more
+// replaces the block and the others follow it (their captured graphs re-made), with
+// results equal to each executable alone. Weights bound from the same host bytes
+// (set_param_shared) are uploaded once; a later set_param gives that executable its own
+// copy. The CPU backend keeps no run memory apart (null, kUnsupported). CUDA parts skip
+// without a device.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cuda/cuda_test_util.h"
+
+namespace rlx {
+namespace {
+
+using cuda_test::f32;
+using ir::DType;
+using ir::GraphBuilder;
+
+// y = silu(x . w) . w2 over `rows` rows: a graph whose arena grows with `rows`.
+ir::Graph mlp(int64_t rows) {
+  GraphBuilder b;
+  auto x = b.input("x", DType::F32, {rows, 64});
+  auto w = b.param("w", DType::F32, {64, 256});
+  auto w2 = b.param("w2", DType::F32, {256, 64});
+  b.output(b.matmul(b.activation(ir::ActKind::Silu, b.matmul(x, w)), w2), "y");
+  auto g = b.build();
+  EXPECT_TRUE(g.has_value()) << g.error().to_string();
+  return std::move(*g);
+}
+
+CompiledGraph compile_mlp(const Session& s, int64_t rows) {
+  auto cg = s.compile(mlp(rows));
+  EXPECT_TRUE(cg.has_value()) << cg.error().to_string();
+  const Tensor w = f32({64, 256}, 1), w2 = f32({256, 64}, 2);
+  EXPECT_TRUE(cg->set_param("w", *w.to_f32()).ok());
+  EXPECT_TRUE(cg->set_param("w2", *w2.to_f32()).ok());
+  return std::move(*cg);
+}
+
+std::vector<float> run_y(CompiledGraph& cg, const Tensor& x) {
+  auto out = cg.run({{"x", x.view()}});
+  EXPECT_TRUE(out.has_value()) << out.error().to_string();
+  return out ? *(*out)[0].to_f32() : std::vector<float>{};
+}
+
+TEST(CudaRunMemory, SharersRunInTurnAndMatchAlone) {
+  REQUIRE_CUDA();
+  auto s = Session::create(Device::cuda());
+  ASSERT_TRUE(s.has_value());
+  CompiledGraph small = compile_mlp(*s, 4), large = compile_mlp(*s, 512), alone_small = compile_mlp(*s, 4),
+                alone_large = compile_mlp(*s, 512);
+  const Tensor xs = f32({4, 64}, 3), xl = f32({512, 64}, 4);
+  const std::vector<float> want_small = run_y(alone_small, xs), want_large = run_y(alone_large, xl);
+
+  std::shared_ptr<RunMemory> m = small.run_memory();
+  ASSERT_TRUE(m);
+  const int64_t small_bytes = m->bytes();
+  EXPECT_LT(cuda_test::rel_l2(run_y(small, xs), want_small), 1e-6);  // (its steps now point into the block)
+  ASSERT_TRUE(large.share_run_memory(m).ok());
+  EXPECT_GT(m->bytes(), small_bytes) << "the block grew to the larger sharer";
+  EXPECT_EQ(large.run_memory().get(), m.get());
+  // In turn, several times each (the second run of a shape replays a captured graph; the
+  // small one re-points its steps at the grown block first).
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_LT(cuda_test::rel_l2(run_y(small, xs), want_small), 1e-6) << "round " << round;
+    EXPECT_LT(cuda_test::rel_l2(run_y(large, xl), want_large), 1e-6) << "round " << round;
+  }
+  // A smaller sharer joining does not shrink or move the block.
+  CompiledGraph other = compile_mlp(*s, 8);
+  const int64_t before = m->bytes();
+  ASSERT_TRUE(other.share_run_memory(m).ok());
+  EXPECT_EQ(m->bytes(), before);
+  EXPECT_LT(cuda_test::rel_l2(run_y(large, xl), want_large), 1e-6);
+}
+
+// Free device memory now (cudaMemGetInfo), in bytes.
+int64_t device_free() {
+  size_t free = 0, total = 0;
+  EXPECT_EQ(cudaMemGetInfo(&free, &total), cudaSuccess);
+  return static_cast<int64_t>(free);
+}
+
+TEST(CudaRunMemory, WeightsOfTheSameBytesAreUploadedOnce) {
+  REQUIRE_CUDA();
+  auto s = Session::create(Device::cuda());
+  ASSERT_TRUE(s.has_value());
+  // w of 64 x 65536 f32 = 16 MiB, held once on the host; w2 small.
+  GraphBuilder b;
+  auto x = b.input("x", DType::F32, {4, 64});
+  auto w = b.param("w", DType::F32, {64, 65536});
+  b.output(b.matmul(x, w), "y");
+  auto g = b.build();
+  ASSERT_TRUE(g.has_value());
+  const Tensor wt = f32({64, 65536}, 7), other = f32({64, 65536}, 8), xt = f32({4, 64}, 9);
+  auto host = std::make_shared<AlignedBuffer>(wt.bytes().size());
+  std::memcpy(host->data(), wt.bytes().data(), host->size());
+  const ByteView view = ByteView::of(host);
+  auto first = s->compile(*g), second = s->compile(*g);
+  ASSERT_TRUE(first && second);
+  ASSERT_TRUE(first->executable().set_param_shared(0, view).ok());
+  const std::vector<float> want = run_y(*first, xt);
+  const int64_t before = device_free();
+  ASSERT_TRUE(second->executable().set_param_shared(0, view).ok());
+  EXPECT_LT(before - device_free(), int64_t{8} << 20) << "the second executable uploaded the weight again";
+  auto run = [&](CompiledGraph& cg) {
+    auto out = cg.run({{"x", xt.view()}});
+    EXPECT_TRUE(out.has_value()) << out.error().to_string();
+    return out ? *(*out)[0].to_f32() : std::vector<float>{};
+  };
+  EXPECT_LT(cuda_test::rel_l2(run(*second), want), 1e-6);
+  // A later set_param gives the second its own copy: the first keeps the shared bytes.
+  ASSERT_TRUE(second->set_param("w", *other.to_f32()).ok());
+  EXPECT_LT(cuda_test::rel_l2(run(*first), want), 1e-6);
+  EXPECT_GT(cuda_test::rel_l2(run(*second), want), 1e-2);
+}
+
+TEST(CudaRunMemory, CpuKeepsNoneApart) {
+  auto s = Session::create(Device::cpu());
+  ASSERT_TRUE(s.has_value());
+  CompiledGraph a = compile_mlp(*s, 4), b = compile_mlp(*s, 8);
+  EXPECT_EQ(a.run_memory(), nullptr);
+  auto st = b.share_run_memory(nullptr);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.error().code(), ErrorCode::kUnsupported);
+  if (!is_available(Device::cuda())) return;
+  // Run memory of one backend is refused by another.
+  auto cs = Session::create(Device::cuda());
+  ASSERT_TRUE(cs.has_value());
+  CompiledGraph g = compile_mlp(*cs, 4);
+  ASSERT_TRUE(g.run_memory());
+  CompiledGraph h = compile_mlp(*cs, 4);
+  struct Foreign final : RunMemory {
+    int64_t bytes() const override { return 1; }
+  };
+  EXPECT_FALSE(h.share_run_memory(std::make_shared<Foreign>()).ok());
+}
+
+}  // namespace
+}  // namespace rlx
