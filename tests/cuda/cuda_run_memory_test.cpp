@@ -4,8 +4,7 @@
 // replaces the block and the others follow it (their captured graphs re-made), with
 // results equal to each executable alone. Weights bound from the same host bytes
 // (set_param_shared) are uploaded once; a later set_param gives that executable its own
-// copy. The CPU backend keeps no run memory apart (null, kUnsupported). CUDA parts skip
-// without a device.
+// copy. The CPU backend shares its arenas the same way. CUDA parts skip without a device.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -49,9 +48,10 @@ std::vector<float> run_y(CompiledGraph& cg, const Tensor& x) {
   return out ? *(*out)[0].to_f32() : std::vector<float>{};
 }
 
-TEST(CudaRunMemory, SharersRunInTurnAndMatchAlone) {
-  REQUIRE_CUDA();
-  auto s = Session::create(Device::cuda());
+// Three executables of one backend share run memory: it grows to the largest, and each
+// gives what an unshared one gives, run in any order (graph replay included on CUDA).
+void check_sharers(const Device& device) {
+  auto s = Session::create(device);
   ASSERT_TRUE(s.has_value());
   CompiledGraph small = compile_mlp(*s, 4), large = compile_mlp(*s, 512), alone_small = compile_mlp(*s, 4),
                 alone_large = compile_mlp(*s, 512);
@@ -65,8 +65,8 @@ TEST(CudaRunMemory, SharersRunInTurnAndMatchAlone) {
   ASSERT_TRUE(large.share_run_memory(m).ok());
   EXPECT_GT(m->bytes(), small_bytes) << "the block grew to the larger sharer";
   EXPECT_EQ(large.run_memory().get(), m.get());
-  // In turn, several times each (the second run of a shape replays a captured graph; the
-  // small one re-points its steps at the grown block first).
+  // In turn, several times each (on CUDA the second run of a shape replays a captured
+  // graph; the small one re-points its steps at the grown block first).
   for (int round = 0; round < 3; ++round) {
     EXPECT_LT(cuda_test::rel_l2(run_y(small, xs), want_small), 1e-6) << "round " << round;
     EXPECT_LT(cuda_test::rel_l2(run_y(large, xl), want_large), 1e-6) << "round " << round;
@@ -77,7 +77,20 @@ TEST(CudaRunMemory, SharersRunInTurnAndMatchAlone) {
   ASSERT_TRUE(other.share_run_memory(m).ok());
   EXPECT_EQ(m->bytes(), before);
   EXPECT_LT(cuda_test::rel_l2(run_y(large, xl), want_large), 1e-6);
+  // Run memory of another kind is refused.
+  struct Foreign final : RunMemory {
+    int64_t bytes() const override { return 1; }
+  };
+  EXPECT_FALSE(other.share_run_memory(std::make_shared<Foreign>()).ok());
+  EXPECT_FALSE(other.share_run_memory(nullptr).ok());
 }
+
+TEST(CudaRunMemory, SharersRunInTurnAndMatchAlone) {
+  REQUIRE_CUDA();
+  check_sharers(Device::cuda());
+}
+
+TEST(CudaRunMemory, CpuSharersRunInTurnAndMatchAlone) { check_sharers(Device::cpu()); }
 
 // Free device memory now (cudaMemGetInfo), in bytes.
 int64_t device_free() {
@@ -118,27 +131,6 @@ TEST(CudaRunMemory, WeightsOfTheSameBytesAreUploadedOnce) {
   ASSERT_TRUE(second->set_param("w", *other.to_f32()).ok());
   EXPECT_LT(cuda_test::rel_l2(run(*first), want), 1e-6);
   EXPECT_GT(cuda_test::rel_l2(run(*second), want), 1e-2);
-}
-
-TEST(CudaRunMemory, CpuKeepsNoneApart) {
-  auto s = Session::create(Device::cpu());
-  ASSERT_TRUE(s.has_value());
-  CompiledGraph a = compile_mlp(*s, 4), b = compile_mlp(*s, 8);
-  EXPECT_EQ(a.run_memory(), nullptr);
-  auto st = b.share_run_memory(nullptr);
-  ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.error().code(), ErrorCode::kUnsupported);
-  if (!is_available(Device::cuda())) return;
-  // Run memory of one backend is refused by another.
-  auto cs = Session::create(Device::cuda());
-  ASSERT_TRUE(cs.has_value());
-  CompiledGraph g = compile_mlp(*cs, 4);
-  ASSERT_TRUE(g.run_memory());
-  CompiledGraph h = compile_mlp(*cs, 4);
-  struct Foreign final : RunMemory {
-    int64_t bytes() const override { return 1; }
-  };
-  EXPECT_FALSE(h.share_run_memory(std::make_shared<Foreign>()).ok());
 }
 
 }  // namespace

@@ -79,7 +79,8 @@ class CompiledGraph {
 
   /// The fast path: inputs by manifest position (checked), no name lookups and no
   /// allocation. Returns (byte offset, byte length) of every output relative to
-  /// arena_ptr(); valid until the next run.
+  /// arena_ptr(); valid until the next run (of this executable, or of any that shares its
+  /// run memory).
   Expected<std::span<const OutputSlot>> run_slots(std::span<const TensorView> inputs);
   const uint8_t* arena_ptr() const { return exe_->arena_ptr(); }
 

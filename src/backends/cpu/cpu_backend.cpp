@@ -77,6 +77,24 @@ class HostHandle final : public HandleStorage {
 
 };
 
+// The arena and step scratch of one or more executables (a model's variants, run in
+// turn, share one block as large as the largest: run_memory / share_run_memory). When a
+// sharer needs more, the buffers are replaced and `generation` moves on: each executable
+// points its steps at the new memory before its next run. Mapped buffers take memory only
+// where runs touch them.
+struct HostRunBlock final : RunMemory {
+  AlignedBuffer arena, scratch;
+  uint64_t generation = 0;
+  int64_t bytes() const override { return static_cast<int64_t>(arena.size() + scratch.size()); }
+  // Grows either buffer to at least the given sizes (contents are not kept).
+  void grow(size_t arena_bytes, size_t scratch_bytes) {
+    if (arena.size() >= arena_bytes && scratch.size() >= scratch_bytes) return;
+    ++generation;
+    if (arena.size() < arena_bytes) arena = AlignedBuffer(arena_bytes, 64);
+    if (scratch.size() < scratch_bytes) scratch = AlignedBuffer(scratch_bytes, 64);
+  }
+};
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable() = default;
@@ -106,14 +124,23 @@ class CpuExecutable final : public Executable {
     return {};
   }
   Status run(std::span<const void* const> inputs) override;
-  const uint8_t* arena_ptr() const override { return arena_.data(); }
+  const uint8_t* arena_ptr() const override { return run_->arena.data(); }
+  std::shared_ptr<RunMemory> run_memory() override { return run_; }
+  Status share_run_memory(std::shared_ptr<RunMemory> memory) override {
+    auto block = std::dynamic_pointer_cast<HostRunBlock>(memory);
+    if (!block) return Error::invalid_argument("cpu backend: run memory of another backend cannot be shared");
+    block->grow(arena_bytes_, scratch_bytes_);
+    run_ = std::move(block);
+    resolve();
+    return {};
+  }
   std::span<const OutputSlot> output_slots() const override { return out_slots_; }
   Status set_active_extent(int64_t actual, int64_t upper) override;
   Expected<std::unique_ptr<Executable>> clone() const override;
   std::string describe() const override {
     const auto packed = std::count_if(packed_.begin(), packed_.end(), [](const auto& p) { return p != nullptr; });
     return fmt::format("cpu executable: {} steps, arena {} bytes, {} threads, {} weights pre-packed", n_live_steps_,
-                       arena_.size(), pool_ ? pool_->size() : 1, packed);
+                       arena_bytes_, pool_ ? pool_->size() : 1, packed);
   }
 
  private:
@@ -126,8 +153,9 @@ class CpuExecutable final : public Executable {
   std::shared_ptr<const std::vector<int64_t>> param_bytes_;  // declared bytes per param
   std::vector<Step> steps_;
   int n_live_steps_ = 0;
-  AlignedBuffer arena_;
-  AlignedBuffer scratch_;
+  std::shared_ptr<HostRunBlock> run_;  // arena and scratch; may be shared (share_run_memory)
+  size_t arena_bytes_ = 0, scratch_bytes_ = 0;  // what this executable needs of them
+  uint64_t run_generation_ = 0;                 // the block generation the steps point into
   // Every param's bytes, empty until set: a caller's shared bytes (set_param_shared,
   // never written), or a view of owned_[i] (set_param).
   std::vector<ByteView> params_;
@@ -193,14 +221,14 @@ void CpuExecutable::report_profile() const {
 
 uint8_t* CpuExecutable::base(StorageKind k, int32_t index) const {
   switch (k) {
-    case StorageKind::kArena: return const_cast<uint8_t*>(arena_.data());
+    case StorageKind::kArena: return const_cast<uint8_t*>(run_->arena.data());
     case StorageKind::kParam: {
       return const_cast<uint8_t*>(params_[static_cast<size_t>(index)].data());
     }
     case StorageKind::kHandle: return handles_[static_cast<size_t>(index)]->buf.data();
     case StorageKind::kConstant:
       return const_cast<uint8_t*>(constants_[static_cast<size_t>(index)]->data());
-    case StorageKind::kScratch: return const_cast<uint8_t*>(scratch_.data());
+    case StorageKind::kScratch: return const_cast<uint8_t*>(run_->scratch.data());
     case StorageKind::kNone: return nullptr;
   }
   return nullptr;
@@ -220,7 +248,8 @@ void CpuExecutable::resolve() {
     steps_[pack_sites_[i].step].packed[pack_sites_[i].slot] = packed_[i].get();
   ctx_.pool = pool_.get();
   ctx_.n_threads = pool_ ? pool_->size() : 1;
-  ctx_.scratch = scratch_.data();
+  ctx_.scratch = run_->scratch.data();
+  run_generation_ = run_->generation;
 }
 
 void CpuExecutable::pack_param(size_t index) {
@@ -364,8 +393,10 @@ Status CpuExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, s
       out_slots_.emplace_back(off, e.bytes);
     }
   }
-  arena_ = AlignedBuffer(static_cast<size_t>(std::max<int64_t>(arena_size, 64)), 64);
-  scratch_ = AlignedBuffer(static_cast<size_t>(std::max<int64_t>(scratch_bytes, 64)), 64);
+  arena_bytes_ = static_cast<size_t>(std::max<int64_t>(arena_size, 64));
+  scratch_bytes_ = static_cast<size_t>(std::max<int64_t>(scratch_bytes, 64));
+  run_ = std::make_shared<HostRunBlock>();
+  run_->grow(arena_bytes_, scratch_bytes_);
   resolve();
   return {};
 }
@@ -439,7 +470,8 @@ Status CpuExecutable::run(std::span<const void* const> inputs) {
   }
   if (inputs.size() != input_offsets_.size())
     return Error::internal("cpu executable: {} inputs for {}", inputs.size(), input_offsets_.size());
-  uint8_t* arena = arena_.data();
+  if (run_generation_ != run_->generation) resolve();  // another sharer grew the block
+  uint8_t* arena = run_->arena.data();
   for (size_t i = 0; i < inputs.size(); ++i) {
     uint8_t* dst = arena + input_offsets_[i];
     if (dst != inputs[i]) std::memcpy(dst, inputs[i], static_cast<size_t>(input_bytes_[i]));
@@ -511,8 +543,10 @@ Expected<std::unique_ptr<Executable>> CpuExecutable::clone() const {
   c->param_bytes_ = param_bytes_;
   c->steps_ = steps_;
   c->n_live_steps_ = n_live_steps_;
-  c->arena_ = AlignedBuffer(arena_.size(), 64);
-  c->scratch_ = AlignedBuffer(scratch_.size(), 64);
+  c->arena_bytes_ = arena_bytes_;
+  c->scratch_bytes_ = scratch_bytes_;
+  c->run_ = std::make_shared<HostRunBlock>();  // a clone runs apart: its own block
+  c->run_->grow(arena_bytes_, scratch_bytes_);
   c->params_ = params_;  // owned_ shared until one side sets a param again
   c->owned_ = owned_;
   c->param_set_ = param_set_;
