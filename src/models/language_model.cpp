@@ -337,7 +337,12 @@ Status LanguageModel::move_cache_to(const Variant& next) {
 }
 
 Expected<Tensor> LanguageModel::run_chunk(std::span<const int32_t> tokens, bool all_rows, const Pick& pick) {
-  kv_failed_ = false;
+  Expected<Tensor> r = run_chunk_once(tokens, all_rows, pick);
+  kv_failed_ = !r && r.error().code() == ErrorCode::kResourceExhausted;
+  return r;
+}
+
+Expected<Tensor> LanguageModel::run_chunk_once(std::span<const int32_t> tokens, bool all_rows, const Pick& pick) {
   const auto n = static_cast<int64_t>(tokens.size());
   const int64_t rows = bucket_rows(n);
   ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick));
@@ -505,7 +510,16 @@ Expected<LanguageModel::BatchPlan> LanguageModel::plan_batch(std::span<const std
 
 Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::vector<int32_t>> tokens,
                                                            bool all_rows, const Pick& pick) {
-  kv_failed_ = false;
+  // Memory that could not be had (KV rows past the budget, the device's memory for the
+  // caches or a new executable's run block) fails a run before anything ran: a server
+  // frees memory and runs it again.
+  Expected<BatchRun> r = run_batch_once(tokens, all_rows, pick);
+  kv_failed_ = !r && r.error().code() == ErrorCode::kResourceExhausted;
+  return r;
+}
+
+Expected<LanguageModel::BatchRun> LanguageModel::run_batch_once(std::span<const std::vector<int32_t>> tokens,
+                                                                bool all_rows, const Pick& pick) {
   ASSIGN_OR_RETURN(const BatchPlan plan, plan_batch(tokens));
   const int64_t seqs = plan.seqs, rows = plan.rows;
   ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick, seqs));

@@ -95,12 +95,9 @@ int64_t LanguageModel::kv_bytes_of(const std::vector<int64_t>& rows) const {
 int64_t LanguageModel::kv_budget() const { return options_.kv_memory > 0 ? options_.kv_memory : kv_reserved_; }
 
 Status LanguageModel::kv_back(std::span<const std::pair<int64_t, int64_t>> ends) {
-  kv_failed_ = false;
   if (kv_error_) return *kv_error_;
   if (!kv_paged_) return {};
-  Status st = kv_back_paged(ends);
-  kv_failed_ = !st.ok() && st.error().code() == ErrorCode::kResourceExhausted;
-  return st;
+  return kv_back_paged(ends);
 }
 
 Status LanguageModel::kv_back_paged(std::span<const std::pair<int64_t, int64_t>> ends) {

@@ -71,6 +71,17 @@ void check_sharers(const Device& device) {
     EXPECT_LT(cuda_test::rel_l2(run_y(small, xs), want_small), 1e-6) << "round " << round;
     EXPECT_LT(cuda_test::rel_l2(run_y(large, xl), want_large), 1e-6) << "round " << round;
   }
+  // Committed back to back without waiting: the second waits for the first's work.
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<NamedTensorView> in_l{{"x", xl.view()}}, in_s{{"x", xs.view()}};
+    ASSERT_TRUE(large.commit_no_wait(in_l).ok());
+    ASSERT_TRUE(small.commit_no_wait(in_s).ok());
+    auto ys = small.sync_pending();
+    auto yl = large.sync_pending();
+    ASSERT_TRUE(ys && yl);
+    EXPECT_LT(cuda_test::rel_l2(*(*ys)[0].to_f32(), want_small), 1e-6) << "pipelined round " << round;
+    EXPECT_LT(cuda_test::rel_l2(*(*yl)[0].to_f32(), want_large), 1e-6) << "pipelined round " << round;
+  }
   // A smaller sharer joining does not shrink or move the block.
   CompiledGraph other = compile_mlp(*s, 8);
   const int64_t before = m->bytes();

@@ -178,9 +178,9 @@ class LanguageModel {
   /// first run made the cache); resident only with `measure_resident` (on the CPU it
   /// walks the mapping's pages).
   KvMemoryState kv_memory_state(bool measure_resident = true) const;
-  /// True when the last forward_batch / forward failed because its KV rows could not be
-  /// backed (the budget, or the device's memory): nothing ran, and the same run succeeds
-  /// once memory is given back.
+  /// True when the last forward_batch / forward failed for memory (kResourceExhausted: its
+  /// KV rows past the budget or the device's memory, or the device's memory for a new
+  /// executable): nothing ran, and the same run can succeed once memory is given back.
   bool kv_memory_failed() const { return kv_failed_; }
   /// Keeps only the first `n_keep` cached tokens of sequence `seq` (the next forward
   /// writes from position n_keep): a prefix cache reuses what a sequence already holds
@@ -275,8 +275,10 @@ class LanguageModel {
   Expected<BatchPlan> plan_batch(std::span<const std::vector<int32_t>> tokens);
   /// forward_batch / forward_batch_greedy: the checks, the padded run, the positions.
   Expected<BatchRun> run_batch(std::span<const std::vector<int32_t>> tokens, bool all_rows, const Pick& pick);
+  Expected<BatchRun> run_batch_once(std::span<const std::vector<int32_t>> tokens, bool all_rows, const Pick& pick);
   /// One run over at most max_chunk tokens: the executable's only output.
   Expected<Tensor> run_chunk(std::span<const int32_t> tokens, bool all_rows, const Pick& pick);
+  Expected<Tensor> run_chunk_once(std::span<const int32_t> tokens, bool all_rows, const Pick& pick);
   /// forward_greedy / forward_sample: earlier chunks fill the cache, the last picks.
   Expected<int32_t> forward_pick(std::span<const int32_t> tokens, const Pick& pick);
   /// The argument checks of forward, forward_greedy and forward_sample.
@@ -343,7 +345,7 @@ class LanguageModel {
   int64_t kv_read_ahead_ = 0;       // rows past a run's last written row backed with it
   std::vector<int64_t> kv_backed_;  // per sequence: rows backed (0 .. ctx)
   std::optional<Error> kv_error_;   // a budget the caches can never meet (index_state)
-  bool kv_failed_ = false;          // the last run failed backing its KV rows (kv_back)
+  bool kv_failed_ = false;          // the last run failed for memory before it ran (kv_memory_failed)
 };
 
 }  // namespace rlx::models

@@ -127,6 +127,8 @@ class CpuExecutable final : public Executable {
   const uint8_t* arena_ptr() const override { return run_->arena.data(); }
   std::shared_ptr<RunMemory> run_memory() override { return run_; }
   Status share_run_memory(std::shared_ptr<RunMemory> memory) override {
+    if (check_)  // rows past a run's extent would hold another executable's values
+      return Error::unsupported("cpu backend: run memory is not shared in check mode");
     auto block = std::dynamic_pointer_cast<HostRunBlock>(memory);
     if (!block) return Error::invalid_argument("cpu backend: run memory of another backend cannot be shared");
     block->grow(arena_bytes_, scratch_bytes_);

@@ -150,6 +150,7 @@ class CudaExecutable final : public Executable {
   std::shared_ptr<const Shared> shared_;
   std::vector<Step> steps_;
   std::vector<std::shared_ptr<DeviceBuffer>> params_;
+  std::vector<bool> param_cached_;  // params_[i] is DeviceWeightCache's (never written in place)
   std::shared_ptr<NcclCommunicator> nccl_;  // bind_communicator's (a tensor-parallel rank)
   std::vector<std::shared_ptr<DeviceHandle>> handles_;  // may be shared with other executables
   mutable std::vector<std::vector<uint8_t>> handle_host_;
@@ -460,6 +461,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
     for (const Step& st : sh->steps) RLX_LOG_DEBUG("cuda step {}: {}", st.index, *st.what);
   shared_ = sh;
   params_.assign(m.params.size(), nullptr);
+  param_cached_.assign(m.params.size(), false);
   const double steps_ms = ms_since(t_start);
   const auto t_alloc = std::chrono::steady_clock::now();
   TRY(allocate());
@@ -497,7 +499,7 @@ Status CudaExecutable::set_param(size_t index, const void* data, int64_t bytes, 
   RLX_CUDA_TRY(cudaSetDevice(shared_->ordinal), what);
   TRY(sync_pending());
   auto& buf = params_[index];
-  if (!buf || buf.use_count() > 1) {  // unset, or shared with a clone: a private copy
+  if (!buf || buf.use_count() > 1 || param_cached_[index]) {  // unset, shared, or the cache's: a private copy
     ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::create(std::max<int64_t>(e.bytes, 8), what));
     buf = std::make_shared<DeviceBuffer>(std::move(b));
   }
@@ -525,6 +527,7 @@ Status CudaExecutable::set_param(size_t index, const void* data, int64_t bytes, 
     RLX_CUDA_TRY(cudaMemcpy(buf->data(), conv.data(), conv.size(), cudaMemcpyHostToDevice), what);
   }
   xfer_.host_to_device += e.bytes;
+  param_cached_[index] = false;
   resolve();
   return {};
 }
@@ -538,12 +541,14 @@ Status CudaExecutable::set_param_shared(size_t index, ByteView bytes) {
   if (std::shared_ptr<DeviceBuffer> hit = DeviceWeightCache::get().find(key, bytes.owner())) {
     TRY(sync_pending());
     params_[index] = std::move(hit);
+    param_cached_[index] = true;
     resolve();
     return {};
   }
   params_[index] = nullptr;  // a fresh buffer: never write into one another executable shares
   TRY(set_param(index, bytes.data(), e.bytes, e.type.dtype));
   DeviceWeightCache::get().put(key, bytes.owner(), params_[index]);
+  param_cached_[index] = true;  // a later set_param copies instead of writing into it
   return {};
 }
 
@@ -578,6 +583,8 @@ Status CudaExecutable::ensure_run_block() {
 }
 
 Status CudaExecutable::share_run_memory(std::shared_ptr<RunMemory> memory) {
+  if (shared_->check_finite)  // rows past a run's extent would hold another's values
+    return Error::unsupported("cuda backend: run memory is not shared in check mode");
   auto block = std::dynamic_pointer_cast<RunBlock>(memory);
   if (!block || block->ordinal != shared_->ordinal)
     return Error::invalid_argument("run memory from another backend or device cannot be shared on cuda:{}",
@@ -757,9 +764,20 @@ Status CudaExecutable::commit_no_wait(std::span<const void* const> inputs) {
       seen_keys_.push_back(key);
     }
   }
+  // Another sharer of the run memory may still be running (committed, not waited for).
+  RunBlock& rb = *run_block_;
+  if (rb.last_user != this && rb.last_user != nullptr && rb.done)
+    RLX_CUDA_TRY(cudaStreamWaitEvent(stream_.get(), rb.done.get(), 0), where("run memory"));
   TRY(copy_inputs(stream_.get()));
   TRY(replay ? launch_graph(key) : enqueue(stream_.get()));
   TRY(copy_outputs(stream_.get()));
+  if (!rb.done) {
+    cudaEvent_t ev = nullptr;
+    RLX_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), where("run memory"));
+    rb.done.reset(ev);
+  }
+  RLX_CUDA_TRY(cudaEventRecord(rb.done.get(), stream_.get()), where("run memory"));
+  rb.last_user = this;
   pending_ = true;
   return {};
 }
@@ -816,6 +834,7 @@ Expected<std::unique_ptr<Executable>> CudaExecutable::clone() const {
   c->allow_tf32_ = allow_tf32_;
   c->graphs_ = graphs_;
   c->params_ = params_;  // shared until either side sets them again
+  c->param_cached_ = param_cached_;
   c->nccl_ = nccl_;
   c->extent_on_ = extent_on_;
   c->actual_ = actual_;

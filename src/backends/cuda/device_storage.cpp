@@ -45,8 +45,16 @@ Status grow_run_block(RunBlock& block, int64_t bytes, const std::string& what) {
   RLX_CUDA_TRY(cudaSetDevice(block.ordinal), what);
   RLX_CUDA_TRY(cudaDeviceSynchronize(), what);  // nothing may still run in the old memory
   ++block.generation;
+  const int64_t old = block.buf.size();
   block.buf = DeviceBuffer();
-  ASSIGN_OR_RETURN(block.buf, DeviceBuffer::create(bytes, what));
+  Expected<DeviceBuffer> grown = DeviceBuffer::create(bytes, what);
+  if (!grown) {
+    // Keep the sharers that fit able to run: the old size again (freed just now).
+    if (old > 0)
+      if (Expected<DeviceBuffer> again = DeviceBuffer::create(old, what)) block.buf = std::move(*again);
+    return grown.error();
+  }
+  block.buf = std::move(*grown);
   return {};
 }
 

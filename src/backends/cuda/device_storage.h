@@ -136,6 +136,10 @@ struct RunBlock final : RunMemory {
   DeviceBuffer buf;
   uint64_t generation = 0;
   int ordinal = 0;
+  // The sharer whose run was enqueued last and an event after its work: another sharer's
+  // run waits for it on its own stream, so runs committed back to back never overlap.
+  const void* last_user = nullptr;
+  EventPtr done;
   int64_t bytes() const override { return buf.size(); }
 };
 
