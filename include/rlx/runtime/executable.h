@@ -82,6 +82,12 @@ class RunMemory {
   virtual int64_t bytes() const = 0;
 };
 
+/// Where copy_sequence_rows reads and writes in a storage of `bytes` bytes: byte offsets
+/// of the source and destination rows and their length, or the error naming the bad
+/// argument.
+struct SequenceRowsSpan {
+  int64_t src_offset = 0, dst_offset = 0, length = 0;
+};
 /// Bytes [offset, offset + length) of rows [first, first + n) of sequence `seq` in a
 /// storage of `bytes` bytes seen as [batch, rows, row bytes], or the error naming the bad
 /// argument (back_rows / release_rows).
@@ -98,24 +104,16 @@ inline Expected<ByteRange> sequence_row_range(int64_t bytes, int64_t batch, int6
   const int64_t seq_bytes = bytes / batch, row_bytes = seq_bytes / rows;
   return ByteRange{seq * seq_bytes + first * row_bytes, n * row_bytes};
 }
-
-/// Where copy_sequence_rows reads and writes in a storage of `bytes` bytes: byte offsets
-/// of the source and destination rows and their length, or the error naming the bad
-/// argument.
-struct SequenceRowsSpan {
-  int64_t src_offset = 0, dst_offset = 0, length = 0;
-};
+/// copy_sequence_rows' source and destination ranges (the first `n` rows of `src` and
+/// `dst`, which must differ) by sequence_row_range.
 inline Expected<SequenceRowsSpan> sequence_rows_span(int64_t bytes, int64_t batch, int64_t rows, int64_t src,
                                                      int64_t dst, int64_t n) {
-  if (batch < 1 || rows < 1 || bytes % (batch * rows) != 0)
-    return Error::invalid_argument("copy_sequence_rows: {} bytes do not split into [{}, {}, row] rows", bytes, batch,
-                                   rows);
-  if (src < 0 || src >= batch || dst < 0 || dst >= batch || src == dst)
-    return Error::invalid_argument("copy_sequence_rows: sequences {} -> {} outside [0, {}) or the same", src, dst,
-                                   batch);
-  if (n < 0 || n > rows) return Error::invalid_argument("copy_sequence_rows: {} rows outside [0, {}]", n, rows);
-  const int64_t seq_bytes = bytes / batch, row_bytes = seq_bytes / rows;
-  return SequenceRowsSpan{src * seq_bytes, dst * seq_bytes, n * row_bytes};
+  if (src == dst) return Error::invalid_argument("copy_sequence_rows: sequences {} -> {} are the same", src, dst);
+  Expected<ByteRange> from = sequence_row_range(bytes, batch, rows, src, 0, n);
+  if (!from) return from.error().with_context("copy_sequence_rows");
+  Expected<ByteRange> to = sequence_row_range(bytes, batch, rows, dst, 0, n);
+  if (!to) return to.error().with_context("copy_sequence_rows");
+  return SequenceRowsSpan{from->offset, to->offset, from->length};
 }
 
 /// Bytes an executable moved between the host and its device since it was made (zero
