@@ -406,7 +406,25 @@ void append_repr(std::string& out, std::string_view s) {
   const bool has_double = s.find('"') != std::string_view::npos;
   const char quote = (has_single && !has_double) ? '"' : '\'';
   out.push_back(quote);
-  for (char32_t c : decode(s)) {
+  size_t i = 0;
+  while (i < s.size()) {
+    // Runs of printable ASCII other than the quote and backslash are copied as they are.
+    const size_t run_start = i;
+    while (i < s.size()) {
+      const auto b = static_cast<unsigned char>(s[i]);
+      if (b < 0x20 || b >= 0x7F || b == static_cast<unsigned char>(quote) || b == '\\') break;
+      ++i;
+    }
+    out.append(s.data() + run_start, i - run_start);
+    if (i == s.size()) break;
+    char32_t c = 0;
+    const size_t n = decode_one(s, i, &c);
+    if (n == 0) {  // an invalid byte, escaped as decode() does
+      c = 0xDC00 + static_cast<unsigned char>(s[i]);
+      ++i;
+    } else {
+      i += n;
+    }
     if (c == static_cast<char32_t>(quote) || c == '\\') {
       out.push_back('\\');
       out.push_back(static_cast<char>(c));
