@@ -186,6 +186,22 @@ class GroupHandle final : public HandleStorage {
   std::string where_;
 };
 
+/// The run memory of one group executable: one block per rank, each rank's executables
+/// sharing theirs (a group's runs are serialized, so its executables never overlap).
+class GroupRunMemory final : public RunMemory {
+ public:
+  explicit GroupRunMemory(std::vector<std::shared_ptr<RunMemory>> ranks) : ranks_(std::move(ranks)) {}
+  int64_t bytes() const override {
+    int64_t b = 0;
+    for (const auto& r : ranks_) b += r->bytes();
+    return b;
+  }
+  const std::vector<std::shared_ptr<RunMemory>>& ranks() const { return ranks_; }
+
+ private:
+  std::vector<std::shared_ptr<RunMemory>> ranks_;
+};
+
 /// How one param of the group splits: parts along axis (parts 1: every rank takes all).
 struct ParamSplit {
   int64_t axis = -1, parts = 1;
@@ -239,6 +255,28 @@ class GroupExecutable final : public Executable {
                                      manifest_->handles[index].name, storage ? storage->where() : "nowhere",
                                      group_->device.to_string());
     for (size_t r = 0; r < ranks_.size(); ++r) TRY(ranks_[r]->share_handle(index, g->ranks()[r]));
+    return {};
+  }
+  std::shared_ptr<RunMemory> run_memory() override {
+    if (run_) return run_;
+    std::vector<std::shared_ptr<RunMemory>> parts;
+    for (const auto& r : ranks_) {
+      std::shared_ptr<RunMemory> m = r->run_memory();
+      if (!m) return nullptr;
+      parts.push_back(std::move(m));
+    }
+    run_ = std::make_shared<GroupRunMemory>(std::move(parts));
+    return run_;
+  }
+  Status share_run_memory(std::shared_ptr<RunMemory> memory) override {
+    auto g = std::dynamic_pointer_cast<GroupRunMemory>(memory);
+    if (!g || g->ranks().size() != ranks_.size())
+      return Error::invalid_argument("run memory of another kind cannot be bound by the group {}",
+                                     group_->device.to_string());
+    for (size_t r = 0; r < ranks_.size(); ++r)
+      if (Status st = ranks_[r]->share_run_memory(g->ranks()[r]); !st.ok())
+        return st.error().with_context(fmt::format("rank {} of {}", r, group_->device.to_string()));
+    run_ = std::move(g);
     return {};
   }
   TransferStats transfer_stats() const override {
@@ -345,6 +383,7 @@ class GroupExecutable final : public Executable {
   std::shared_ptr<const std::vector<ParamSplit>> splits_;
   std::vector<bool> set_;  // per param: set on every rank
   size_t unset_ = 0;
+  std::shared_ptr<GroupRunMemory> run_;  // the ranks' run memory, once asked for or shared
 };
 
 class GroupBackend final : public Backend {

@@ -4,7 +4,8 @@
 // replaces the block and the others follow it (their captured graphs re-made), with
 // results equal to each executable alone. Weights bound from the same host bytes
 // (set_param_shared) are uploaded once; a later set_param gives that executable its own
-// copy. The CPU backend shares its arenas the same way. CUDA parts skip without a device.
+// copy. The CPU backend and tensor-parallel groups (a block per rank) share their run
+// memory the same way. CUDA parts skip without a device.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -102,6 +103,14 @@ TEST(CudaRunMemory, SharersRunInTurnAndMatchAlone) {
 }
 
 TEST(CudaRunMemory, CpuSharersRunInTurnAndMatchAlone) { check_sharers(Device::cpu()); }
+
+// A tensor-parallel group's executables share one block per rank the same way.
+TEST(CudaRunMemory, CpuGroupSharersRunInTurnAndMatchAlone) { check_sharers(*Device::parse("cpu:0,1")); }
+
+TEST(CudaRunMemory, GroupSharersRunInTurnAndMatchAlone) {
+  if (!is_available(Device::cuda(1))) GTEST_SKIP() << "fewer than two CUDA devices: skipped";
+  check_sharers(*Device::parse("cuda:0,1"));
+}
 
 // Free device memory now (cudaMemGetInfo), in bytes.
 int64_t device_free() {
