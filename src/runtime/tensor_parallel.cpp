@@ -216,7 +216,8 @@ class GroupExecutable final : public Executable {
         ranks_(std::move(ranks)),
         manifest_(std::move(manifest)),
         splits_(std::move(splits)),
-        set_(manifest_->params.size(), false) {
+        set_(manifest_->params.size(), false),
+        kept_parts_(manifest_->params.size() * ranks_.size()) {
     for (size_t i = 0; i < set_.size(); ++i)  // (a clone's ranks hold their params already)
       set_[i] = std::all_of(ranks_.begin(), ranks_.end(), [&](const auto& r) { return r->param_is_set(i); });
     unset_ = static_cast<size_t>(std::count(set_.begin(), set_.end(), false));
@@ -311,8 +312,9 @@ class GroupExecutable final : public Executable {
       TRY(c->bind_communicator(group_->comms[r]));
       copies.push_back(std::move(c));
     }
-    return std::unique_ptr<Executable>(
-        std::make_unique<GroupExecutable>(group_, std::move(copies), manifest_, splits_));
+    auto copy = std::make_unique<GroupExecutable>(group_, std::move(copies), manifest_, splits_);
+    copy->kept_parts_ = kept_parts_;
+    return std::unique_ptr<Executable>(std::move(copy));
   }
   std::string describe() const override {
     return fmt::format("tensor parallel over {} ({} ranks); rank 0: {}", group_->device.to_string(), ranks_.size(),
@@ -363,6 +365,10 @@ class GroupExecutable final : public Executable {
     const ir::DType declared = manifest_->params[index].type.dtype;
     for (size_t r = 0; r < ranks_.size(); ++r) {
       ASSIGN_OR_RETURN(ByteView p, part(index, whole, dtype, static_cast<int>(r)));
+      // A part copied out of the whole weight lives while this executable does: the
+      // group's other executables (a model's variants, clones) then get the same part,
+      // which a backend that uploads shared weights once (CUDA) finds as already there.
+      if (p.owner() && p.owner() != whole.owner()) kept_parts_[index * ranks_.size() + r] = p;
       if (shared && dtype == declared && p.owner()) {
         Status s = ranks_[r]->set_param_shared(index, p);
         if (s.ok()) continue;
@@ -384,6 +390,7 @@ class GroupExecutable final : public Executable {
   std::vector<bool> set_;  // per param: set on every rank
   size_t unset_ = 0;
   std::shared_ptr<GroupRunMemory> run_;  // the ranks' run memory, once asked for or shared
+  std::vector<ByteView> kept_parts_;     // [param][rank]: the copied parts this executable set
 };
 
 class GroupBackend final : public Backend {

@@ -153,5 +153,68 @@ TEST(CudaRunMemory, WeightsOfTheSameBytesAreUploadedOnce) {
   EXPECT_GT(cuda_test::rel_l2(run(*second), want), 1e-2);
 }
 
+// On a group, a weight split along its inner axis (a row-parallel linear) is copied into
+// one part per rank; the group's second executable bound to the same whole bytes gets
+// the same parts, which CUDA then does not upload again (measured on cuda:0 when
+// `measure_cuda0`).
+void check_group_parts(const Device& group, bool measure_cuda0) {
+  auto s = Session::create(group);
+  ASSERT_TRUE(s.has_value()) << s.error().to_string();
+  // Rank r: y_r = x . w_r with w_r columns [32768 r, 32768 (r + 1)) of w[64, 65536] (8 MiB
+  // a part, not contiguous in w); all_gather stacks the ranks' y.
+  GraphBuilder b;
+  auto x = b.input("x", DType::F32, {4, 64});
+  auto w = b.param("w", DType::F32, {64, 32768});
+  b.output(b.all_gather(b.matmul(x, w), 2), "y");
+  auto g = b.build();
+  ASSERT_TRUE(g.has_value()) << g.error().to_string();
+  g->mutable_node(w).attrs = ir::ParamAttrs{"w", 1, 2};
+  const Tensor wt = f32({64, 65536}, 7), xt = f32({4, 64}, 9);
+  auto host = std::make_shared<AlignedBuffer>(wt.bytes().size());
+  std::memcpy(host->data(), wt.bytes().data(), host->size());
+  const ByteView view = ByteView::of(host);
+  auto first = s->compile(*g), second = s->compile(*g);
+  ASSERT_TRUE(first && second) << (first ? second.error().to_string() : first.error().to_string());
+  ASSERT_TRUE(first->executable().set_param_shared(0, view).ok());
+  auto run = [&](CompiledGraph& cg) {
+    auto out = cg.run({{"x", xt.view()}});
+    EXPECT_TRUE(out.has_value()) << out.error().to_string();
+    return out ? *(*out)[0].to_f32() : std::vector<float>{};
+  };
+  const std::vector<float> want = run(*first);
+  // The reference: y[r, i, j] = sum_k x[i, k] w[k, 32768 r + j].
+  const std::vector<float> xs = *xt.to_f32(), ws = *wt.to_f32();
+  ASSERT_EQ(want.size(), size_t{2 * 4 * 32768});
+  std::vector<float> ref(want.size());
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 32768; ++j) {
+        double acc = 0;
+        for (int k = 0; k < 64; ++k) acc += double(xs[size_t(i * 64 + k)]) * ws[size_t(k * 65536 + 32768 * r + j)];
+        ref[size_t((r * 4 + i) * 32768 + j)] = static_cast<float>(acc);
+      }
+  EXPECT_LT(cuda_test::rel_l2(want, ref), 1e-5);
+  int64_t before = 0;
+  if (measure_cuda0) {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    before = device_free();
+  }
+  ASSERT_TRUE(second->executable().set_param_shared(0, view).ok());
+  if (measure_cuda0) {
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    EXPECT_LT(before - device_free(), int64_t{4} << 20) << "the second executable uploaded rank 0's part again";
+  }
+  EXPECT_LT(cuda_test::rel_l2(run(*second), want), 1e-6);
+}
+
+TEST(CudaRunMemory, CpuGroupWeightPartsSplitAlongTheInnerAxis) {
+  check_group_parts(*Device::parse("cpu:0,1"), /*measure_cuda0=*/false);
+}
+
+TEST(CudaRunMemory, GroupWeightPartsAreUploadedOnce) {
+  if (!is_available(Device::cuda(1))) GTEST_SKIP() << "fewer than two CUDA devices: skipped";
+  check_group_parts(*Device::parse("cuda:0,1"), /*measure_cuda0=*/true);
+}
+
 }  // namespace
 }  // namespace rlx
