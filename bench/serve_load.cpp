@@ -238,6 +238,8 @@ int run(const Args& a) {
       own = std::move(*p);
       port = own->port;
       slots = c;
+    } else {  // a running server says how many slots it has
+      slots = static_cast<int>(metric_value(port, "rlx_slots_total"));
     }
     {
       Samples warm;  // compiles (or loads) the executables of this level's batch shapes
