@@ -368,7 +368,7 @@ class GroupExecutable final : public Executable {
       // A part copied out of the whole weight lives while this executable does: the
       // group's other executables (a model's variants, clones) then get the same part,
       // which a backend that uploads shared weights once (CUDA) finds as already there.
-      if (p.owner() && p.owner() != whole.owner()) kept_parts_[index * ranks_.size() + r] = p;
+      kept_parts_[index * ranks_.size() + r] = whole.owner() && p.owner() != whole.owner() ? p : ByteView();
       if (shared && dtype == declared && p.owner()) {
         Status s = ranks_[r]->set_param_shared(index, p);
         if (s.ok()) continue;
