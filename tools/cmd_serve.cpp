@@ -24,11 +24,16 @@
 namespace rlx::cli {
 namespace {
 
+// --step-rows on the CPU: 16 slots x 16-row chunks. A step of 256 rows of a 1B model takes
+// about half a second on two cores, where 16 x 64 rows took two (bench/NOTES.md).
+constexpr int64_t kCpuStepRows = 256;
+
 struct ServeArgs {
   std::string model, host = "127.0.0.1", device = "cpu", api_key, name;
   int port = 8080, threads = 0;
   int64_t parallel = 4, ctx = 2048, max_queue = 64, prefill_chunk = 64;
   int64_t kv_memory_mb = 0;
+  int64_t step_rows = -1;  // -1: the device's default (kCpuStepRows on the CPU, no limit elsewhere)
   size_t max_body = size_t{4} << 20;
   bool no_cache = false;
   // Encoders.
@@ -200,6 +205,7 @@ int run_serve(const ServeArgs& a) {
   serve::SchedulerOptions so;
   so.max_queue = a.max_queue;
   so.prefill_chunk = chunk;
+  so.step_rows = a.step_rows >= 0 ? a.step_rows : device->kind == DeviceKind::kCpu ? kCpuStepRows : 0;
   serve::Scheduler scheduler(**model, **tok, metrics, so);
   serve::ServerOptions opt = server_options(a, *where);
   opt.threads = static_cast<int>(a.parallel + a.max_queue + 8);
@@ -236,6 +242,11 @@ void add_serve_command(CLI::App& app, Runner* run) {
       ->check(CLI::Range(int64_t{0}, int64_t{100000}));
   cmd->add_option("--prefill-chunk", a->prefill_chunk, "prompt tokens a request prefills per step")
       ->check(kTokenCount);
+  cmd->add_option("--step-rows", a->step_rows,
+                  "while streams decode, the most rows a step computes (slots x padded prompt chunk): prompts "
+                  "prefill in smaller chunks so decoding streams are not held up (default 256 on the CPU, no "
+                  "limit on CUDA; 0: no limit)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("--max-body", a->max_body, "largest request body in bytes (4 MiB); larger get 413")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
   cmd->add_flag("--no-cache", a->no_cache, "do not use the AOT compile cache on disk");

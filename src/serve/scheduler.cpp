@@ -295,7 +295,7 @@ void Scheduler::step() {
   // Tokens per running slot: the sampled token of a decoding one, the next prompt chunk
   // of a prefilling one. Every run pads all sequences to its row count, so the chunk is
   // bounded by the room left in every running sequence's cache.
-  int64_t chunk = options_.prefill_chunk;
+  int64_t chunk = step_chunk();
   bool any = false;
   for (const Slot& s : slots_)
     if (s.req) {
@@ -385,6 +385,26 @@ void Scheduler::step() {
       emit(s, b, picked[b], {});
     }
   }
+}
+
+int64_t chunk_within_step_rows(int64_t chunk, int64_t step_rows, int64_t seqs, int64_t min_bucket) {
+  if (step_rows <= 0) return chunk;
+  int64_t cap = std::max<int64_t>(min_bucket, 1);
+  while (cap < chunk && std::max<int64_t>(seqs, 1) * cap * 2 <= step_rows) cap *= 2;
+  return std::min(chunk, cap);
+}
+
+int64_t Scheduler::step_chunk() const {
+  bool decoding = false;
+  int64_t last = 0;  // the run covers the slots up to the last busy one
+  for (size_t b = 0; b < slots_.size(); ++b)
+    if (slots_[b].req) {
+      last = static_cast<int64_t>(b) + 1;
+      decoding = decoding || slots_[b].next_token >= 0;
+    }
+  if (!decoding) return options_.prefill_chunk;  // no stream waits on this step
+  return chunk_within_step_rows(options_.prefill_chunk, options_.step_rows, model_.run_sequences(last),
+                                model_.min_bucket());
 }
 
 bool Scheduler::fit_kv_budget(std::vector<std::vector<int32_t>>& tokens) {

@@ -120,11 +120,14 @@ class SchedulerTest : public ::testing::Test {
     EXPECT_TRUE(r) << (r ? "" : r.error().to_string());
     return r ? r->tokens : std::vector<int32_t>{};
   }
+  void check_concurrent_greedy(const SchedulerOptions& so);
   std::unique_ptr<Tokenizer> tok;
   Metrics metrics;
 };
 
-TEST_F(SchedulerTest, ConcurrentGreedyEqualsAloneAndGenerate) {
+// Requests run alone and together (more than the slots, so newcomers join while others
+// decode) give what generate() gives on a one-sequence model.
+void SchedulerTest::check_concurrent_greedy(const SchedulerOptions& so) {
   constexpr int kRequests = 7;  // more than the slots: some wait in the queue
   constexpr int32_t kMax = 12;
   auto solo = load(1);
@@ -139,8 +142,6 @@ TEST_F(SchedulerTest, ConcurrentGreedyEqualsAloneAndGenerate) {
   }
   auto model = load(4);
   ASSERT_TRUE(model);
-  SchedulerOptions so;
-  so.prefill_chunk = 16;  // prompts longer than this prefill over several steps
   Scheduler s(*model, *tok, metrics, so);
   for (int i = 0; i < kRequests; ++i) {  // one at a time
     auto h = submit(s, greedy(prompt_of(i, 5 + 9 * static_cast<size_t>(i)), kMax));
@@ -159,6 +160,34 @@ TEST_F(SchedulerTest, ConcurrentGreedyEqualsAloneAndGenerate) {
   }
   EXPECT_EQ(metrics.slots_busy.load(), 0);
   EXPECT_EQ(metrics.queue_length.load(), 0);
+}
+
+TEST_F(SchedulerTest, ConcurrentGreedyEqualsAloneAndGenerate) {
+  SchedulerOptions so;
+  so.prefill_chunk = 16;  // prompts longer than this prefill over several steps
+  check_concurrent_greedy(so);
+}
+
+// With a step-rows limit, a newcomer prefills in 16-row chunks while others decode (4
+// sequences x 16 rows) and in 64-row chunks otherwise: the same tokens.
+TEST_F(SchedulerTest, StepRowsLimitKeepsResults) {
+  SchedulerOptions so;
+  so.prefill_chunk = 64;
+  so.step_rows = 64;
+  check_concurrent_greedy(so);
+}
+
+TEST(SchedulerStepRows, ChunkIsTheLargestPowerOfTwoWithinTheLimit) {
+  // (chunk, step_rows, sequences, min_bucket) -> chunk
+  EXPECT_EQ(chunk_within_step_rows(64, 256, 16, 16), 16);
+  EXPECT_EQ(chunk_within_step_rows(64, 256, 4, 16), 64);
+  EXPECT_EQ(chunk_within_step_rows(64, 256, 8, 16), 32);
+  EXPECT_EQ(chunk_within_step_rows(64, 256, 1, 16), 64);   // never above the chunk
+  EXPECT_EQ(chunk_within_step_rows(64, 256, 64, 16), 16);  // a multi-token run pads to min_bucket anyway
+  EXPECT_EQ(chunk_within_step_rows(64, 0, 64, 16), 64);    // 0: no limit
+  EXPECT_EQ(chunk_within_step_rows(512, 4096, 16, 16), 256);
+  EXPECT_EQ(chunk_within_step_rows(512, 100, 2, 8), 32);   // 2 x 32 <= 100 < 2 x 64
+  EXPECT_EQ(chunk_within_step_rows(64, 256, 16, 0), 16);   // a min_bucket below 1 counts as 1
 }
 
 TEST_F(SchedulerTest, SharedPrefixPrefillsOnlyNewTokens) {

@@ -130,6 +130,9 @@ class LanguageModel {
   /// Fewest rows of a multi-token run (LoadOptions::min_bucket): forward_batch pads a run
   /// of n > 1 tokens to the power of two >= max(n, min_bucket) when that fits every cache.
   int64_t min_bucket() const { return options_.min_bucket; }
+  /// Sequences a batched run covers (forward_batch) when the last sequence given tokens
+  /// is sequence n - 1: a bucket of them where the caches are shared, else batch().
+  int64_t run_sequences(int64_t n) const { return shared_state_ ? sequence_bucket(n) : options_.batch; }
 
   /// Feeds `tokens` at positions n_past .. n_past+len-1, appending them to the KV
   /// cache, and returns logits [len, n_vocab] (all_rows) or [1, n_vocab] of the

@@ -110,7 +110,17 @@ class RequestHandle {
 struct SchedulerOptions {
   int64_t max_queue = 64;      ///< requests waiting for a slot; submit refuses more
   int64_t prefill_chunk = 64;  ///< prompt tokens a request prefills per batched run
+  /// While a stream decodes, the most rows one run may compute: its sequences times the
+  /// padded chunk (every sequence of a run is padded to its rows, decoding ones too).
+  /// Prompts then prefill in smaller chunks (down to the model's min_bucket) instead of
+  /// holding every decoding stream behind one long step. 0: no limit.
+  int64_t step_rows = 0;
 };
+
+/// The prompt chunk of a step over `seqs` sequences while a stream decodes, so that
+/// seqs x chunk stays within `step_rows` (0: no limit): the largest power of two from
+/// `min_bucket` up (a multi-token run pads to one anyway), never above `chunk`.
+int64_t chunk_within_step_rows(int64_t chunk, int64_t step_rows, int64_t seqs, int64_t min_bucket);
 
 /// Why submit refused a request.
 enum class SubmitRefusal : uint8_t { kNone, kQueueFull, kStopping, kInvalid };
@@ -160,6 +170,9 @@ class Scheduler {
   /// requests with an error (their tokens cleared) until the step fits. False when no
   /// token is left to run.
   bool fit_kv_budget(std::vector<std::vector<int32_t>>& tokens);
+  /// The prefill chunk of this step: options_.prefill_chunk, within options_.step_rows
+  /// while a stream decodes (chunk_within_step_rows).
+  int64_t step_chunk() const;
   /// Frees KV memory: gives back the cached prefix of the least recently used free slot
   /// (returns slots()), else ends the newest running request with `why` (returns its
   /// slot); -1 when there is neither.
