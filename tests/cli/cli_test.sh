@@ -91,6 +91,7 @@ check prefill_zero fail "--prefill: Value 0 not in range 1 to" -- bench --model 
 check repeat_zero fail "--repeat: Value 0 not in range 1 to 100" -- bench --model "$model" --repeat 0
 check kv_type fail "--kv: .*f32" -- bench --model "$model" --kv q4
 check top_p fail "--top-p: Value 2 not in range" -- run --top-p 2
+check serve_step_rows fail "--step-rows: Value -5 not in range 0 to" -- serve --model "$model" --step-rows -5
 check quantize_type fail "'q9_x' is not a quantization mix \(f32" -- quantize "$model" "$work/out.gguf" q9_x
 check quantize_args fail "expected MODEL OUT\.gguf MIX, got 2 arguments" -- quantize "$model" "$work/out.gguf"
 check version ok "^rlx [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-z-]+\)" -- --version
