@@ -287,7 +287,7 @@ Status LanguageModel::prepare_batch(int64_t max_rows, bool greedy) {
   pick.greedy = greedy;
   TRY(make_state());
   for (int64_t active = 1;; active = active * kSequenceBucketGrowth) {
-    const int64_t seqs = shared_state_ ? sequence_bucket(active) : options_.batch;
+    const int64_t seqs = run_sequences(active);
     // Row buckets as run_batch picks them: 1, then min_bucket doubling up to the one
     // that holds max_rows (a bucket past the context is never picked).
     for (int64_t rows = 1; rows <= options_.ctx;) {
@@ -474,7 +474,7 @@ Expected<LanguageModel::BatchPlan> LanguageModel::plan_batch(std::span<const std
   int64_t active = 0;
   for (int64_t b = 0; b < batch; ++b)
     if (!tokens[static_cast<size_t>(b)].empty()) active = b + 1;
-  const int64_t seqs = shared_state_ ? sequence_bucket(active) : batch;
+  const int64_t seqs = run_sequences(active);
   // Every sequence writes S cache rows from its position; a sequence given fewer tokens
   // pads (rows past its own are never attended to by its real rows and are overwritten
   // by its next tokens). Pick S so that all writes stay inside the caches.

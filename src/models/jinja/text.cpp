@@ -44,23 +44,22 @@ size_t decode_one(std::string_view s, size_t i, char32_t* cp) {
 // Upper/lower pairs laid out as alternating code points (upper even or odd).
 bool in_alternating(char32_t c, char32_t lo, char32_t hi) { return c >= lo && c <= hi; }
 
+// The code point at s[i], moving i past it; an invalid byte becomes U+DC80..U+DCFF
+// (surrogateescape).
+char32_t next_code_point(std::string_view s, size_t& i) {
+  char32_t cp = 0;
+  const size_t n = decode_one(s, i, &cp);
+  if (n == 0) return 0xDC00 + static_cast<unsigned char>(s[i++]);
+  i += n;
+  return cp;
+}
+
 }  // namespace
 
 std::u32string decode(std::string_view s) {
   std::u32string out;
   out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    char32_t cp = 0;
-    const size_t n = decode_one(s, i, &cp);
-    if (n == 0) {
-      out.push_back(0xDC00 + static_cast<unsigned char>(s[i]));
-      ++i;
-    } else {
-      out.push_back(cp);
-      i += n;
-    }
-  }
+  for (size_t i = 0; i < s.size();) out.push_back(next_code_point(s, i));
   return out;
 }
 
@@ -417,14 +416,7 @@ void append_repr(std::string& out, std::string_view s) {
     }
     out.append(s.data() + run_start, i - run_start);
     if (i == s.size()) break;
-    char32_t c = 0;
-    const size_t n = decode_one(s, i, &c);
-    if (n == 0) {  // an invalid byte, escaped as decode() does
-      c = 0xDC00 + static_cast<unsigned char>(s[i]);
-      ++i;
-    } else {
-      i += n;
-    }
+    const char32_t c = next_code_point(s, i);
     if (c == static_cast<char32_t>(quote) || c == '\\') {
       out.push_back('\\');
       out.push_back(static_cast<char>(c));
