@@ -11,12 +11,20 @@ if(RLX_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# The kind of library each layer is (RLX_SHARED_LAYERS in the top CMakeLists.txt).
+if(RLX_SHARED_LAYERS)
+  set(RLX_LAYER_KIND SHARED)
+else()
+  set(RLX_LAYER_KIND STATIC)
+endif()
+
 # rlx_apply_flags(target): project warnings for our own code.
 function(rlx_apply_flags target)
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${RLX_WARNINGS}>")
 endfunction()
 
-# rlx_layer(name [GLUE] DEPS ... [SOURCES_GLOB patterns...]): static library rlx_<name>
+# rlx_layer(name [GLUE] DEPS ... [SOURCES_GLOB patterns...]): library rlx_<name> (static,
+# or shared under RLX_SHARED_LAYERS)
 # built from src/<name>/*.cpp, with include/ and src/ on its include path. GLUE marks a
 # layer without hot loops (IR, passes, parsers, model assembly, the server): -O2 instead
 # of -O3 in optimized builds, which compiles it faster for the same program speed.
@@ -35,7 +43,7 @@ function(rlx_layer name)
     file(WRITE ${stub} "// ${name}: no sources yet\n")
     set(sources ${stub})
   endif()
-  add_library(rlx_${name} STATIC ${sources})
+  add_library(rlx_${name} ${RLX_LAYER_KIND} ${sources})
   target_include_directories(rlx_${name} PUBLIC ${CMAKE_SOURCE_DIR}/include PRIVATE ${CMAKE_SOURCE_DIR}/src)
   target_link_libraries(rlx_${name} PUBLIC ${L_DEPS})
   rlx_apply_flags(rlx_${name})

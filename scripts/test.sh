@@ -24,9 +24,11 @@ fuzz_dir="${build_dir}-fuzz"
 fuzz_seconds="${RLX_FUZZ_SECONDS:-40}"
 jobs="${RLX_JOBS:-2}"
 
-stage "configure (Debug, ASan+UBSan, -Werror) in ${build_dir}"
+stage "configure (Debug, ASan+UBSan, -Werror, shared layers) in ${build_dir}"
+# Shared layers: the programs share one copy of each layer (the build takes 3.2 GB of disk
+# where static layers took 8.9 GB, and a CI machine's disk once ran out).
 cmake -S . -B "${build_dir}" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRLX_SANITIZE=ON -DRLX_WERROR=ON \
-  -DRLX_BUILD_BENCH=ON -DRLX_CUDA_ARCHS=90-real >/dev/null
+  -DRLX_SHARED_LAYERS=ON -DRLX_BUILD_BENCH=ON -DRLX_CUDA_ARCHS=90-real >/dev/null
 stage "build"
 cmake --build "${build_dir}" -j"${jobs}"
 
