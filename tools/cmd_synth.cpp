@@ -19,7 +19,7 @@ void add_synth_command(CLI::App& app, Runner* run) {
   auto out = std::make_shared<std::string>();
   cmd->add_option("--arch", o->arch, "model family (default: the preset's family; llama for tiny)")
       ->check(CLI::IsMember({"llama", "qwen3", "gemma2", "qwen3moe", "bert", "qwen35"}));
-  cmd->add_option("--preset", o->preset, "shapes of a real model (qwen3-30b-a3b-4l: a mixture of experts, 4 layers)")
+  cmd->add_option("--preset", o->preset, "shapes of a real model (qwen3-30b-a3b-4l: a mixture of experts, 4 layers; moe-tiny: the same at test size)")
       ->check(CLI::IsMember(models::synth_presets()));
   cmd->add_option("--type", o->type, "weight type mix (as rlx quantize): " + models::quant_mix_names())
       ->check(CLI::IsMember(models::synth_types()));

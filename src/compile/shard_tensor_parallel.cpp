@@ -1,7 +1,8 @@
 // shard_tensor_parallel: the HIR pass that makes one rank's graph of a tensor-parallel
-// group (see passes.h). Decides per attention block, feed-forward and LM head whether
-// it splits (heads / hidden units / vocabulary divide by the world size, packed blocks
-// stay whole, the weights are the block's alone), then rebuilds the graph: split
+// group (see passes.h). Decides per attention block, feed-forward (dense or mixture of
+// experts) and LM head whether it splits (heads / hidden units / vocabulary divide by
+// the world size, packed blocks stay whole, the weights are the block's alone), then
+// rebuilds the graph: split
 // weights and KV caches get their part's shape, split attention blocks their per-rank
 // head counts, and the collectives follow the blocks.
 #include <algorithm>
@@ -85,6 +86,14 @@ struct Planner {
     for (size_t i = 1; i + 1 < in.size(); ++i) parts.push_back({in[i], 0});  // gate, up: rows
     parts.push_back({in.back(), 1});                                         // down: columns
     return split_all(parts);
+  }
+
+  // A mixture of experts: every expert's hidden units split like a dense feed-forward's
+  // (gate / up [E, F, D] by F, down [E, D, F] by its columns); the router stays whole, so
+  // each rank computes the same choice of experts and its part of each chosen expert.
+  std::string moe(const Node& n) {
+    const auto& in = n.inputs;
+    return split_all({{in[2], 1}, {in[3], 1}, {in[4], 2}});
   }
 
   // A feed-forward written out as products (Gemma's f16-rounded GELU form): `down`
@@ -205,6 +214,9 @@ Expected<ir::HirModule> shard_tensor_parallel(const ir::HirModule& m, int world,
     } else if (n.op == OpKind::HirSwiGLUFfn || n.op == OpKind::HirGeluFfn) {
       s = Split::kFfn;
       why = p.ffn(n);
+    } else if (n.op == OpKind::MoeFfn) {
+      s = Split::kFfn;
+      why = p.moe(n);
     } else if (n.op == OpKind::HirLinear && !feeds_compute[static_cast<size_t>(v)]) {
       s = Split::kLmHead;
       why = p.lm_head(n);

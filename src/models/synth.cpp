@@ -55,6 +55,8 @@ Expected<Preset> find_preset(const std::string& name) {
       // Qwen3-30B-A3B's layer shapes (128 experts of width 768, 8 per token) with 4 of its
       // 48 layers: what one MoE layer costs, at a size a benchmark host can hold.
       {"qwen3-30b-a3b-4l", {2048, 4, 32, 4, 128, 768, 32000, 4096, 1000000.0, "qwen3moe", false, 128, 8}},
+      // The same layout at test size: 8 experts of width 64, 2 per token.
+      {"moe-tiny", {64, 2, 4, 2, 16, 64, 512, 512, 1000000.0, "qwen3moe", false, 8, 2}},
       // BERT-base's shapes (bge-base, all-mpnet-style embedders): an encoder with a WordPiece vocabulary.
       {"bert-base", {768, 12, 12, 12, 64, 3072, 30522, 512, 10000.0, "bert", false}},
       {"bert-tiny", {128, 2, 4, 4, 32, 256, 1024, 128, 10000.0, "bert", false}},
@@ -67,7 +69,7 @@ Expected<Preset> find_preset(const std::string& name) {
   auto it = kPresets.find(name);
   if (it == kPresets.end())
     return Error::invalid_argument(
-        "unknown preset '{}' (tiny, tiny-untied, tiny-256, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l, bert-base, bert-tiny, "
+        "unknown preset '{}' (tiny, tiny-untied, tiny-256, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma-2-2b, qwen3-30b-a3b-4l, moe-tiny, bert-base, bert-tiny, "
         "qwen35-hybrid-8l, qwen35-tiny)", name);
   return it->second;
 }
@@ -240,7 +242,7 @@ Expected<Plan> make_plan(const SynthOptions& o) {
   if (a == "qwen35" && p.full_every == 0)
     return Error::invalid_argument("--arch qwen35 needs a hybrid preset (qwen35-hybrid-8l, qwen35-tiny)");
   if (a == "qwen3moe" && p.n_expert == 0)
-    return Error::invalid_argument("--arch qwen3moe needs a mixture-of-experts preset (qwen3-30b-a3b-4l)");
+    return Error::invalid_argument("--arch qwen3moe needs a mixture-of-experts preset (qwen3-30b-a3b-4l, moe-tiny)");
   bool type_ok = false;
   for (const auto& t : synth_types()) type_ok |= t == o.type;
   if (!type_ok) return Error::invalid_argument("unknown --type '{}' ({})", o.type, quant_mix_names());
@@ -395,7 +397,7 @@ Expected<Plan> make_plan(const SynthOptions& o) {
 
 std::vector<std::string> synth_presets() {
   return {"tiny",     "tiny-untied", "tiny-256", "llama-3.2-1b", "llama-3-8b", "qwen3-0.6b",       "gemma-2-2b", "qwen3-30b-a3b-4l",
-          "bert-base", "bert-tiny",   "qwen35-hybrid-8l", "qwen35-tiny"};
+          "moe-tiny",  "bert-base", "bert-tiny",   "qwen35-hybrid-8l", "qwen35-tiny"};
 }
 std::vector<std::string> synth_types() { return quant_mixes(); }
 

@@ -161,6 +161,51 @@ TEST(ShardTensorParallel, WrittenOutFeedForwardSplitsLikeAFusedOne) {
   EXPECT_EQ(param(kept->graph, "ffn_gate")->shape.static_dims(), (std::vector<int64_t>{128, 64}));
 }
 
+// A mixture of experts over 8 experts of width `ffn`: the router linear, moe_route,
+// moe_ffn of stacked gate / up [8, ffn, 64] and down [8, 64, ffn] weights of `down_type`.
+ir::HirModule moe_layer(int64_t ffn, ir::DType down_type) {
+  using namespace ir;
+  GraphBuilder b;
+  const ValueId x = b.input("x", DType::F32, {4, 64});
+  const ValueId router = b.param("ffn_gate_inp", DType::F32, {8, 64});
+  const ValueId wg = b.param("ffn_gate_exps", DType::F32, {8, ffn, 64});
+  const ValueId wu = b.param("ffn_up_exps", DType::F32, {8, ffn, 64});
+  const ValueId wd = b.param("ffn_down_exps", down_type, {8, 64, ffn});
+  const ValueId route = b.moe_route(b.op(OpKind::HirLinear, {x, router}, FusedMatMulAttrs{}), MoeRouteAttrs{2});
+  b.output(b.add(x, b.moe_ffn(x, route, wg, wu, wd)), "y");
+  return HirModule{std::move(b.build()).value(), FusionPolicy::Direct};
+}
+
+TEST(ShardTensorParallel, MixtureOfExpertsSplitsEveryExpert) {
+  ShardReport rep;
+  auto r = shard_tensor_parallel(moe_layer(64, ir::DType::F32), 2, &rep);
+  ASSERT_TRUE(r) << r.error().to_string();
+  EXPECT_EQ(rep.ffn_split, 1) << rep.to_string();
+  EXPECT_TRUE(rep.kept_whole.empty()) << rep.to_string();
+  const ir::Graph& g = r->graph;
+  EXPECT_EQ(param(g, "ffn_gate_exps")->shape.static_dims(), (std::vector<int64_t>{8, 32, 64}));
+  EXPECT_EQ(param(g, "ffn_gate_exps")->attr<ir::ParamAttrs>().shard_axis, 1);
+  EXPECT_EQ(param(g, "ffn_up_exps")->shape.static_dims(), (std::vector<int64_t>{8, 32, 64}));
+  EXPECT_EQ(param(g, "ffn_down_exps")->shape.static_dims(), (std::vector<int64_t>{8, 64, 32}));
+  EXPECT_EQ(param(g, "ffn_down_exps")->attr<ir::ParamAttrs>().shard_axis, 2);
+  // The router stays whole: every rank picks the same experts.
+  EXPECT_EQ(param(g, "ffn_gate_inp")->shape.static_dims(), (std::vector<int64_t>{8, 64}));
+  EXPECT_EQ(param(g, "ffn_gate_inp")->attr<ir::ParamAttrs>().shard_parts, 1);
+  EXPECT_EQ(count(g, OpKind::AllReduce), 1);
+  for (const ir::Node& n : g.nodes())
+    if (n.op == OpKind::AllReduce) {
+      EXPECT_EQ(g.node(n.inputs[0]).op, OpKind::MoeFfn);
+    }
+
+  // Q4_K down projections of width 256: a half would cut their 256-element blocks.
+  auto kept = shard_tensor_parallel(moe_layer(256, ir::DType::Q4_K), 2, &rep);
+  ASSERT_TRUE(kept) << kept.error().to_string();
+  EXPECT_EQ(rep.ffn_split, 0);
+  ASSERT_EQ(rep.kept_whole.size(), 1u) << rep.to_string();
+  EXPECT_NE(rep.kept_whole[0].find("would cut its 256-element q4_k blocks"), std::string::npos) << rep.to_string();
+  EXPECT_EQ(count(kept->graph, OpKind::AllReduce), 0);
+}
+
 TEST(ShardTensorParallel, WorldOneIsIdentityAndZeroIsAnError) {
   const ir::HirModule hir = testing::llama(small(), ir::FusionPolicy::Direct);
   auto one = shard_tensor_parallel(hir, 1);

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 TEST(Synth, EveryPresetHasUniquePiecesAndValidTypes) {
   const std::map<std::string, std::string> family = {{"llama-3.2-1b", "llama"}, {"llama-3-8b", "llama"}, {"qwen3-0.6b", "qwen3"},
-                                                     {"gemma-2-2b", "gemma2"}, {"qwen3-30b-a3b-4l", "qwen3moe"},
+                                                     {"gemma-2-2b", "gemma2"}, {"qwen3-30b-a3b-4l", "qwen3moe"}, {"moe-tiny", "qwen3moe"},
                                                      {"bert-base", "bert"},     {"bert-tiny", "bert"},
                                                      {"qwen35-hybrid-8l", "qwen35"}, {"qwen35-tiny", "qwen35"}};
   for (const std::string arch : {"", "llama", "qwen3", "gemma2", "qwen3moe", "bert", "qwen35"})

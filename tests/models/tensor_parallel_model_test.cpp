@@ -145,11 +145,13 @@ TEST(TensorParallelModelBatch, CopiedPrefixEqualsOneDevice) {
 }
 
 // tiny ties its LM head to the embedding (the head stays whole on every rank);
-// tiny-untied has its own, split by vocabulary and all-gathered.
+// tiny-untied has its own, split by vocabulary and all-gathered; moe-tiny splits each of
+// its 8 experts' hidden units.
 INSTANTIATE_TEST_SUITE_P(Types, TensorParallelModel,
                          ::testing::Values(Case{"llama", "tiny", "f32"}, Case{"llama", "tiny-untied", "f32"},
                                            Case{"llama", "tiny-untied", "q8_0"}, Case{"qwen3", "tiny", "f16"},
-                                           Case{"gemma2", "tiny", "f32"}),
+                                           Case{"gemma2", "tiny", "f32"}, Case{"qwen3moe", "moe-tiny", "f32"},
+                                           Case{"qwen3moe", "moe-tiny", "q8_0"}),
                          [](const auto& info) {
                            std::string n = info.param.arch + "_" + info.param.preset + "_" + info.param.type;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -29,7 +29,8 @@ struct ShardReport {
 ///    projection by its input columns, the KV cache (handles) by KV heads; an
 ///    all_reduce sums the ranks' partial outputs after the block;
 ///  - feed-forwards (SwiGLU / GELU): gate and up split by rows, down by columns, then
-///    an all_reduce;
+///    an all_reduce; a mixture of experts (moe_ffn) the same within every expert, with
+///    the router whole on every rank;
 ///  - the LM head (a final linear no other compute follows): split by vocabulary rows,
 ///    its logits all_gathered and put back in vocabulary order.
 /// A block whose heads or hidden size do not divide by `world`, whose packed weight
