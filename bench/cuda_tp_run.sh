@@ -5,7 +5,7 @@
 # any subset, in that order):
 #   tests  - the tensor-parallel tests: NCCL missing, group collectives on cuda:0,1 against
 #            the CPU group, and the CPU group suites;
-#   models - logits of the packed conformance models on cuda:0,1 against cuda:0 (1e-3);
+#   models - logits of the packed conformance models and a synthetic MoE (moe-tiny) on cuda:0,1 against cuda:0 (1e-3);
 #   synth  - writes an 8B-shaped f16 model (rlx synth --preset llama-3-8b) to .devrun/8b.gguf
 #            unless it is there (the machine keeps it while it stays warm);
 #   bench  - on that model: logits cuda:0,1 against cuda:0, decode tokens/s at CTX (default
@@ -32,6 +32,8 @@ if has tests; then
 fi
 if has models; then
   echo "== conformance models: cuda:0,1 against cuda:0"
+  # and a small mixture of experts (every expert's hidden units split)
+  mkdir -p $D/models && $D/rlx synth --arch qwen3moe --preset moe-tiny --type q8_0 -o $D/models/moe-tiny-q8_0.gguf > /dev/null 2>&1
   models=$(ls $D/models/*.gguf 2>/dev/null | tr '\n' ',' | sed 's/,$//')
   RLX_TP_MODELS="$models" RLX_TP_CPU_REF=1 timeout 240 $D/rlx_cuda_tests --gtest_filter='CudaTensorParallel.ModelLogitsEqualOneGpu' 2>&1 |
     tee "$OUT/tp_models.log" | grep -E 'tensor parallel|against the cpu|^\[(  FAILED|  PASSED)|Failure|error' | head -40
