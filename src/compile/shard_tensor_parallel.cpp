@@ -2,9 +2,8 @@
 // group (see passes.h). Decides per attention block, feed-forward (dense or mixture of
 // experts) and LM head whether it splits (heads / hidden units / vocabulary divide by
 // the world size, packed blocks stay whole, the weights are the block's alone), then
-// rebuilds the graph: split
-// weights and KV caches get their part's shape, split attention blocks their per-rank
-// head counts, and the collectives follow the blocks.
+// rebuilds the graph: split weights and KV caches get their part's shape, split
+// attention blocks their per-rank head counts, and the collectives follow the blocks.
 #include <algorithm>
 #include <map>
 #include <optional>
