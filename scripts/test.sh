@@ -6,7 +6,7 @@
 # as the README does and runs its pytest suite, then runs each libFuzzer target for a
 # bounded time. This is what CI runs.
 #
-#   scripts/test.sh                 # full run (fuzz 40 s per target)
+#   scripts/test.sh                 # full run (fuzz 25 s per target)
 #   RLX_FUZZ_SECONDS=10 scripts/test.sh
 #   RLX_TEST_BUILD_DIR=build-test scripts/test.sh
 #   RLX_JOBS=4 scripts/test.sh     # parallel compile jobs (default 2)
@@ -21,7 +21,7 @@ bash scripts/install-deps.sh
 
 build_dir="${RLX_TEST_BUILD_DIR:-build-test}"
 fuzz_dir="${build_dir}-fuzz"
-fuzz_seconds="${RLX_FUZZ_SECONDS:-40}"
+fuzz_seconds="${RLX_FUZZ_SECONDS:-25}"
 jobs="${RLX_JOBS:-2}"
 
 stage "configure (Debug, ASan+UBSan, -Werror, shared layers) in ${build_dir}"
