@@ -65,6 +65,7 @@ EnvConfig read_env() {
     else c.warnings.push_back(fmt::format("RLX_CPU_GEMV_PREFETCH={} is no multiple of 64; ignored", *n));
   }
   if (const std::string zmm = r.choice("RLX_CPU_GEMV_ZMM", {"0", "1"}); !zmm.empty()) c.cpu_gemv_zmm = zmm == "1";
+  if (auto n = r.integer("RLX_CPU_GEMV_SPLIT", 1, 64)) c.cpu_gemv_split = static_cast<int>(*n);
   c.cpu_prepack = r.choice("RLX_CPU_PREPACK", {"0", "1"}) != "0";
   if (auto n = r.integer("RLX_PACKED_CACHE_MB", 0, 1ll << 30)) c.packed_cache_mb = *n;
   c.cpu_profile = r.choice("RLX_CPU_PROFILE", {"0", "1"}) == "1";

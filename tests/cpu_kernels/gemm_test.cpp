@@ -272,9 +272,11 @@ TEST(Gemm, Bf16DotRoundsOtherHalfWeights) {
 }
 
 // One-row products over packed f16 panels of 1 MiB or more (an f16 model's decode) feed
-// the prefetch-distance measurement as the quantized GEMVs do, and change no result bit.
+// the prefetch-distance and thread-split measurements as the quantized GEMVs do, and
+// change no result bit.
 TEST(Gemm, PanelGemvFeedsThePrefetchMeasurement) {
-  if (env_config().cpu_gemv_prefetch >= 0) GTEST_SKIP() << "RLX_CPU_GEMV_PREFETCH is set";
+  if (env_config().cpu_gemv_prefetch >= 0 || env_config().cpu_gemv_split >= 0)
+    GTEST_SKIP() << "RLX_CPU_GEMV_PREFETCH or RLX_CPU_GEMV_SPLIT is set";
   Rng rng;
   RLX_TRACE_SEED(rng);
   const int64_t k = 1024, n = 1024;  // f16: 2 MiB of panels

@@ -761,11 +761,13 @@ TEST(QMatmul, BadCallsReturnErrors) {
   }
 }
 
-// The decode GEMVs' prefetch distance is measured on real one-row calls of 1 MiB or
-// more: every candidate in turn, then one stays. It moves prefetch hints only, so each
-// call's result is bit for bit the one before any tuning.
+// The decode GEMVs' prefetch distance and thread split are measured on real one-row
+// calls of 1 MiB or more: every candidate in turn, then one stays. They move prefetch
+// hints and which thread computes a row only, so each call's result is bit for bit the
+// one before any tuning.
 TEST(QMatmul, DecodePrefetchIsMeasuredAndChangesNoResult) {
-  if (env_config().cpu_gemv_prefetch >= 0) GTEST_SKIP() << "RLX_CPU_GEMV_PREFETCH is set";
+  if (env_config().cpu_gemv_prefetch >= 0 || env_config().cpu_gemv_split >= 0)
+    GTEST_SKIP() << "RLX_CPU_GEMV_PREFETCH or RLX_CPU_GEMV_SPLIT is set";
   Rng rng;
   const int64_t k = 2048, n = 1024;  // Q8_0: 2.1 MiB of weights
   const QWeights w = make_weights(rng, GgmlType::Q8_0, n, k);

@@ -65,6 +65,7 @@ struct EnvConfig {
   std::string cpu_bf16_dot;
   int cpu_gemv_prefetch = -1;  ///< RLX_CPU_GEMV_PREFETCH (0..1 MiB, multiple of 64); -1: not set
   int cpu_gemv_zmm = -1;       ///< RLX_CPU_GEMV_ZMM ("0" or "1"); -1: not set
+  int cpu_gemv_split = -1;     ///< RLX_CPU_GEMV_SPLIT (tasks a thread of a one-row GEMV, 1..64); -1: not set
   bool cpu_profile = false;    ///< RLX_CPU_PROFILE (true only for "1")
   std::string cache_dir;
   /// RLX_PACKED_CACHE_MB: most bytes (MiB) the CPU backend's folder of packed weights

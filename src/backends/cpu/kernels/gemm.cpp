@@ -164,8 +164,10 @@ void gemv_prepacked(const KernelContext& ctx, const IsaKernels& kk, const GemmPa
   const int nr = kk.gemm_nr;
   const int64_t n_panels = ceil_div(r.n, nr);
   const int threads = ctx.n_threads();
-  int64_t chunk = ceil_div(r.n, static_cast<int64_t>(threads) * 8);
-  chunk = std::clamp<int64_t>(ceil_div(chunk, 64) * 64, 64, 1024);
+  // One row: gemv_split() contiguous runs a thread (gemv_tuning.h).
+  const int split = r.m == 1 ? detail::gemv_split() : 8;
+  int64_t chunk = ceil_div(r.n, static_cast<int64_t>(threads) * split);
+  chunk = r.m == 1 ? ceil_div(chunk, 64) * 64 : std::clamp<int64_t>(ceil_div(chunk, 64) * 64, 64, 1024);
   const int64_t ppt = std::max<int64_t>(1, chunk / nr);
   const int64_t tasks = ceil_div(n_panels, ppt);
   const int m = static_cast<int>(r.m);
@@ -188,7 +190,8 @@ void gemv_prepacked(const KernelContext& ctx, const IsaKernels& kk, const GemmPa
   });
   if (timed)
     detail::gemv_tuning_record(
-        weight_bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), prefetch);
+        weight_bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), prefetch,
+        split);
 }
 
 // Whether m rows against weights of `type` (packed ahead: `packed`, else null) take the

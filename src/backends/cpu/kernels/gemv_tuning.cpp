@@ -1,10 +1,11 @@
-// Online choice of the decode GEMVs' far prefetch distance (gemv_tuning.h): the first
-// one-row GEMVs of at least 1 MiB rotate through the candidates, 128 MiB of weights per
-// turn for four rounds (about one token of a 1B Q8_0 model; the first round is not
-// counted, as it pays for first touches of the weights), then the distance with the
-// most bytes per second stays. Before that, and for good when RLX_CPU_GEMV_PREFETCH
-// is set, the vendor default applies (4 KiB on Intel, measured on a Sapphire Rapids
-// host; 0 elsewhere).
+// Online choice of the decode GEMVs' far prefetch distance, then of their thread split
+// (gemv_tuning.h): the first one-row GEMVs of at least 1 MiB rotate through the
+// candidates, 128 MiB of weights per turn for four rounds (about one token of a 1B Q8_0
+// model; the first round is not counted, as it pays for first touches of the weights),
+// then the candidate with the most bytes per second stays. Before that, and for good
+// when RLX_CPU_GEMV_PREFETCH / RLX_CPU_GEMV_SPLIT is set, the default applies (prefetch:
+// 4 KiB on Intel, measured on a Sapphire Rapids host, 0 elsewhere; split: 8 tasks a
+// thread).
 #include "backends/cpu/kernels/gemv_tuning.h"
 
 #include <algorithm>
@@ -27,15 +28,25 @@
 namespace rlx::cpu {
 namespace {
 
-constexpr std::array<int, 3> kCandidates = {0, 1024, 4096};
 constexpr size_t kTurnBytes = size_t{128} << 20;
 constexpr int kRounds = 4;  // the first one only warms up
 
-int vendor_default() { return cpu_features().vendor == "GenuineIntel" ? 4096 : 0; }
+int vendor_prefetch() { return cpu_features().vendor == "GenuineIntel" ? 4096 : 0; }
 
+// One setting measured on real one-row GEMVs: the candidates take turns of 128 MiB of
+// weights for kRounds rounds (the first not counted), then the one with the most bytes
+// a second stays. A value given in the environment is kept and nothing is measured.
 class Tuner {
  public:
-  Tuner() { start(); }
+  struct Spec {
+    std::string (*label)(int);   // how a candidate is printed: "4096 B", "2 runs"
+    std::array<int, 3> candidates;
+    int (*fallback)();           // the value before (or without) a measurement
+    int from_env;                // -1: not set
+    const char* env_name;
+  };
+
+  explicit Tuner(Spec spec) : spec_(spec) { start(); }
 
   // Back to the state before any measurement (the constructor; tests re-arm it).
   void start() {
@@ -44,50 +55,51 @@ class Tuner {
     turn_bytes_ = 0;
     bytes_ = {};
     seconds_ = {};
-    if (env_config().cpu_gemv_prefetch >= 0) {
-      current_ = env_config().cpu_gemv_prefetch;
-      how_ = "set by RLX_CPU_GEMV_PREFETCH";
+    if (spec_.from_env >= 0) {
+      current_ = spec_.from_env;
+      how_ = std::string("set by ") + spec_.env_name;
       active_ = false;
       return;
     }
-    current_ = vendor_default();
-    for (size_t i = 0; i < kCandidates.size(); ++i)
-      if (kCandidates[i] == current_) turn_ = static_cast<int>(i);
+    current_ = spec_.fallback();
+    for (size_t i = 0; i < spec_.candidates.size(); ++i)
+      if (spec_.candidates[i] == current_) turn_ = static_cast<int>(i);
     active_ = true;
-    how_ = "vendor default; not measured yet (no decode GEMV of 1 MiB or more so far)";
+    how_ = "default; not measured yet (no decode GEMV of 1 MiB or more so far)";
   }
 
   int current() const { return current_.load(std::memory_order_relaxed); }
   bool active() const { return active_.load(std::memory_order_relaxed); }
 
-  void record(size_t bytes, double seconds, int prefetch) {
+  void record(size_t bytes, double seconds, int value) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!active_) return;
+    const auto& cand = spec_.candidates;
     const int at = turn_;
-    // A call that began under another distance (a concurrent caller moved it) is dropped.
-    if (kCandidates[static_cast<size_t>(at)] != prefetch) return;
-    if (turns_ >= static_cast<int>(kCandidates.size())) {
+    // A call that began under another value (a concurrent caller moved it) is dropped.
+    if (cand[static_cast<size_t>(at)] != value) return;
+    if (turns_ >= static_cast<int>(cand.size())) {
       bytes_[static_cast<size_t>(at)] += static_cast<double>(bytes);
       seconds_[static_cast<size_t>(at)] += seconds;
     }
     turn_bytes_ += bytes;
     if (turn_bytes_ < kTurnBytes) return;
     turn_bytes_ = 0;
-    turn_ = (turn_ + 1) % static_cast<int>(kCandidates.size());
-    if (++turns_ < kRounds * static_cast<int>(kCandidates.size())) {
-      current_ = kCandidates[static_cast<size_t>(turn_)];
+    turn_ = (turn_ + 1) % static_cast<int>(cand.size());
+    if (++turns_ < kRounds * static_cast<int>(cand.size())) {
+      current_ = cand[static_cast<size_t>(turn_)];
       return;
     }
     size_t best = 0;
     std::string rates;
-    for (size_t i = 0; i < kCandidates.size(); ++i) {
+    for (size_t i = 0; i < cand.size(); ++i) {
       const double rate = seconds_[i] > 0 ? bytes_[i] / seconds_[i] : 0.0;
       if (rate > bytes_[best] / std::max(seconds_[best], 1e-12)) best = i;
       char buf[64];
-      std::snprintf(buf, sizeof buf, "%s%d B %.1f GB/s", i == 0 ? "" : ", ", kCandidates[i], rate / 1e9);
+      std::snprintf(buf, sizeof buf, "%s%s %.1f GB/s", i == 0 ? "" : ", ", spec_.label(cand[i]).c_str(), rate / 1e9);
       rates += buf;
     }
-    current_ = kCandidates[best];
+    current_ = cand[best];
     how_ = "measured on the first decode GEMVs: " + rates;
     active_ = false;
   }
@@ -98,17 +110,34 @@ class Tuner {
   }
 
  private:
+  const Spec spec_;
   mutable std::mutex mu_;
   std::atomic<int> current_{0};
   std::atomic<bool> active_{false};
   std::string how_;
   int turn_ = 0, turns_ = 0;
   size_t turn_bytes_ = 0;
-  std::array<double, kCandidates.size()> bytes_{}, seconds_{};
+  std::array<double, 3> bytes_{}, seconds_{};
 };
 
-Tuner& tuner() {
-  static Tuner t;
+std::string bytes_label(int v) { return std::to_string(v) + " B"; }
+std::string runs_label(int v) { return std::to_string(v) + (v == 1 ? " run" : " runs"); }
+
+// The far prefetch distance, measured first.
+Tuner& prefetch_tuner() {
+  static Tuner t({&bytes_label, {0, 1024, 4096}, &vendor_prefetch, env_config().cpu_gemv_prefetch,
+                  "RLX_CPU_GEMV_PREFETCH"});
+  return t;
+}
+
+// Then, with that distance, how a one-row GEMV's rows are cut into tasks: one or two
+// contiguous runs a thread (each thread streams its own part of the matrix) or eight
+// smaller ones (balance, when threads are late to start). On this project's Zen VM one
+// run a thread decoded 3-25 % faster than eight (bench/NOTES.md, session 35).
+int default_split() { return 8; }
+Tuner& split_tuner() {
+  static Tuner t({&runs_label, {1, 2, 8}, &default_split, env_config().cpu_gemv_split,
+                  "RLX_CPU_GEMV_SPLIT"});
   return t;
 }
 
@@ -206,19 +235,30 @@ const LoopShape& loop_shape() {
 
 bool detail::gemv_one_row_zmm() { return loop_shape().one_row; }
 
-int detail::gemv_far_prefetch() { return tuner().current(); }
+int detail::gemv_far_prefetch() { return prefetch_tuner().current(); }
 
-void detail::gemv_tuning_restart() { tuner().start(); }
+int detail::gemv_split() { return split_tuner().current(); }
 
-bool detail::gemv_tuning_active() { return tuner().active(); }
+void detail::gemv_tuning_restart() {
+  prefetch_tuner().start();
+  split_tuner().start();
+}
 
-void detail::gemv_tuning_record(size_t bytes, double seconds, int prefetch) {
-  tuner().record(bytes, seconds, prefetch);
+bool detail::gemv_tuning_active() { return prefetch_tuner().active() || split_tuner().active(); }
+
+void detail::gemv_tuning_record(size_t bytes, double seconds, int prefetch, int split) {
+  // One setting at a time: the split is measured once the distance has settled.
+  if (prefetch_tuner().active()) {
+    if (split == split_tuner().current()) prefetch_tuner().record(bytes, seconds, prefetch);
+    return;
+  }
+  if (prefetch == prefetch_tuner().current()) split_tuner().record(bytes, seconds, split);
 }
 
 std::string describe_gemv_tuning() {
   const LoopShape& shape = loop_shape();
-  return "L2 prefetch " + std::to_string(tuner().current()) + " B ahead (" + tuner().how() +
+  return "L2 prefetch " + std::to_string(prefetch_tuner().current()) + " B ahead (" + prefetch_tuner().how() +
+         "); one-row GEMV rows in " + runs_label(split_tuner().current()) + " a thread (" + split_tuner().how() +
          "); 512-bit one-row loops " + (shape.one_row ? "on" : "off") + " (" + shape.how + ")";
 }
 

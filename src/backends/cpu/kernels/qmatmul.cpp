@@ -168,10 +168,17 @@ void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* 
   const int64_t nb = c.k / formats::ggml_block_size(c.type);
   // Chunks of weight rows: enough tasks to balance, small enough (<= 256 KiB) to stay in
   // cache while every group of 4 activation rows passes over them.
+  // One row reuses no weight: its rows go in gemv_split() contiguous runs a thread, so
+  // that each thread streams its own part of the matrix.
   const int threads = ctx.n_threads();
-  int64_t chunk = ceil_div(c.n, static_cast<int64_t>(threads) * 8);
-  const int64_t cache_rows = std::max<int64_t>(16, (int64_t{256} << 10) / static_cast<int64_t>(c.w_row_bytes));
-  chunk = std::clamp<int64_t>(ceil_div(chunk, 16) * 16, 16, std::min<int64_t>(512, cache_rows));
+  const int split = c.m == 1 ? detail::gemv_split() : 8;
+  int64_t chunk = ceil_div(c.n, static_cast<int64_t>(threads) * split);
+  if (c.m == 1) {
+    chunk = ceil_div(chunk, 16) * 16;
+  } else {
+    const int64_t cache_rows = std::max<int64_t>(16, (int64_t{256} << 10) / static_cast<int64_t>(c.w_row_bytes));
+    chunk = std::clamp<int64_t>(ceil_div(chunk, 16) * 16, 16, std::min<int64_t>(512, cache_rows));
+  }
   const int64_t tasks = ceil_div(c.n, chunk);
   const size_t weight_bytes = static_cast<size_t>(c.n) * c.w_row_bytes;
   const bool timed = c.m == 1 && weight_bytes >= detail::kGemvTuneMinBytes && detail::gemv_tuning_active();
@@ -190,7 +197,7 @@ void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* 
   if (timed)
     detail::gemv_tuning_record(weight_bytes,
                                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                               prefetch);
+                               prefetch, split);
 }
 
 // ---------------------------------------------------------------- panel path
