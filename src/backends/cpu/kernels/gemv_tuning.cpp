@@ -133,7 +133,8 @@ Tuner& prefetch_tuner() {
 // Then, with that distance, how a one-row GEMV's rows are cut into tasks: one or two
 // contiguous runs a thread (each thread streams its own part of the matrix) or eight
 // smaller ones (balance, when threads are late to start). On this project's Zen VM one
-// run a thread decoded 3-25 % faster than eight (bench/NOTES.md, session 35).
+// run a thread decoded Q8_0 3-18 % and Q4_K_M 6-34 % faster than eight (bench/NOTES.md,
+// session 35).
 int default_split() { return 8; }
 Tuner& split_tuner() {
   static Tuner t({&runs_label, {1, 2, 8}, &default_split, env_config().cpu_gemv_split,
