@@ -166,10 +166,10 @@ void run_gemv(const KernelContext& ctx, const Call& c, const uint8_t* w, float* 
   const detail::QGemvFn fn = c.m == 1 && qk.gemv_one_row[kind] != nullptr && zmm ? qk.gemv_one_row[kind] : qk.gemv[kind];
   const int64_t max_rows = qk.max_rows_of[kind] != 0 ? qk.max_rows_of[kind] : qk.max_rows;
   const int64_t nb = c.k / formats::ggml_block_size(c.type);
-  // Chunks of weight rows: enough tasks to balance, small enough (<= 256 KiB) to stay in
-  // cache while every group of 4 activation rows passes over them.
-  // One row reuses no weight: its rows go in gemv_split() contiguous runs a thread, so
-  // that each thread streams its own part of the matrix.
+  // Chunks of weight rows. Several rows: enough tasks to balance, small enough (<= 256
+  // KiB) to stay in cache while every group of 4 activation rows passes over them. One
+  // row reuses no weight: its rows go in gemv_split() contiguous runs a thread, so that
+  // each thread streams its own part of the matrix.
   const int threads = ctx.n_threads();
   const int split = c.m == 1 ? detail::gemv_split() : 8;
   int64_t chunk = ceil_div(c.n, static_cast<int64_t>(threads) * split);
