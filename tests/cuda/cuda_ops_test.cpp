@@ -391,7 +391,7 @@ TEST(CudaOps, Attention) {
     bool qpos;
   };
   const Cfg cfgs[] = {
-      {37, 37, 4, 2, 64, ir::MaskKind::Causal, 0, 0, false},
+      {31, 37, 4, 2, 64, ir::MaskKind::Causal, 0, 0, false},  // (62 rows x heads: below the tensor-core path's 64)
       {37, 37, 4, 4, 32, ir::MaskKind::None, 0, 0, false},
       {21, 50, 6, 2, 128, ir::MaskKind::SlidingWindow, 9, 0, true},
       {9, 9, 2, 1, 256, ir::MaskKind::Causal, 0, 30.0, false},
@@ -452,11 +452,27 @@ TEST(CudaOps, AttentionF32QueriesOverHalfCache) {
   }
 }
 
-// The tensor-core prefill attention (64 or more query rows, head_dim 64 / 128 / 256; q, k, v
-// and the softmax weights rounded to f16 for the products): row counts that are not a
-// multiple of the 64-row block, GQA, masks, softcap, explicit positions over a longer
-// key range, f32/f16/bf16 inputs, against the CPU backend's f32 math. An f32 error above
-// 1e-5 also shows that this path ran (the f32 kernel matches to ~1e-7).
+// Relative L2 error of `b`'s first (float) output on CUDA against the CPU backend; a
+// failure to build or run is a test failure (and 1.0).
+double first_output_error(GraphBuilder& b, const Case& c) {
+  auto g = b.build();
+  EXPECT_TRUE(g.has_value()) << g.error().to_string();
+  if (!g) return 1.0;
+  auto cpu = run_on(Device::cpu(), *g, c);
+  EXPECT_TRUE(cpu.has_value()) << cpu.error().to_string();
+  auto gpu = run_on(Device::cuda(), *g, c);
+  EXPECT_TRUE(gpu.has_value()) << gpu.error().to_string();
+  if (!cpu || !gpu) return 1.0;
+  return rel_l2(*(*gpu)[0].to_f32(), *(*cpu)[0].to_f32());
+}
+
+// The tensor-core prefill attention (query rows x query heads per KV head >= 64, head_dim
+// 64 / 128 / 256; q, k, v and the softmax weights rounded to f16 for the products): row
+// counts that are not a multiple of the 64-row block, GQA (the group's heads share a
+// block: 16 rows x 4 heads, 8 x 8, 24 x 4 over two blocks), masks, softcap, explicit
+// positions over a longer key range, f32/f16/bf16 inputs, against the CPU backend's f32
+// math. An f32 error above 1e-5 also shows that this path ran (the f32 kernel matches to
+// ~1e-7).
 TEST(CudaOps, AttentionPrefillTensorCores) {
   REQUIRE_CUDA();
   struct Cfg {
@@ -477,6 +493,9 @@ TEST(CudaOps, AttentionPrefillTensorCores) {
       {77, 150, 4, 4, 128, DType::BF16, ir::MaskKind::Causal, 0, 0, true},
       {150, 150, 8, 2, 256, DType::F32, ir::MaskKind::Causal, 0, 0, false},  // Qwen3.5's gated attention heads
       {100, 180, 4, 2, 256, DType::F16, ir::MaskKind::SlidingWindow, 64, 50.0, true},  // Gemma 2's
+      {16, 900, 32, 8, 64, DType::F32, ir::MaskKind::Causal, 0, 0, true},  // a 16-row chunk late in a context
+      {8, 500, 16, 2, 128, DType::F32, ir::MaskKind::Causal, 0, 0, true},
+      {24, 300, 8, 2, 64, DType::BF16, ir::MaskKind::SlidingWindow, 40, 0, true},
   };
   uint32_t seed = 700;
   for (const Cfg& f : cfgs) {
@@ -497,18 +516,43 @@ TEST(CudaOps, AttentionPrefillTensorCores) {
     c.inputs["q"] = f32({f.S, f.H * f.hd}, seed++, -2, 2);
     c.inputs["k"] = f32({f.T, f.KV * f.hd}, seed++, -2, 2);
     c.inputs["v"] = f32({f.T, f.KV * f.hd}, seed++);
-    auto g = b.build();
-    ASSERT_TRUE(g.has_value()) << g.error().to_string();
-    auto cpu = run_on(Device::cpu(), *g, c);
-    ASSERT_TRUE(cpu.has_value()) << cpu.error().to_string();
-    auto gpu = run_on(Device::cuda(), *g, c);
-    ASSERT_TRUE(gpu.has_value()) << gpu.error().to_string();
-    const double e = rel_l2(*(*gpu)[0].to_f32(), *(*cpu)[0].to_f32());
+    const double e = first_output_error(b, c);
     EXPECT_LE(e, f.dt == DType::BF16 ? 1e-2 : 3e-3) << "relative L2 error " << e;
     if (f.dt == DType::F32) {
       EXPECT_GT(e, 1e-5) << "the f32 kernel ran, not the tensor-core one";
     }
   }
+}
+
+// A batched server step: three sequences of 16 query rows each at its own place in its
+// cache (positions from the start, the middle and the end of 200 rows; rows past a
+// sequence's position hold stale values the mask must hide), llama-3.2-1b's heads (four
+// query heads per KV head: one 64-row tensor-core block per KV head and sequence).
+TEST(CudaOps, AttentionBatchedRowsAtTheirOwnPositions) {
+  REQUIRE_CUDA();
+  const int64_t B = 3, S = 16, T = 200, H = 32, KV = 8, hd = 64;
+  GraphBuilder b;
+  ir::AttentionAttrs a;
+  a.n_heads = H;
+  a.n_kv_heads = KV;
+  a.head_dim = hd;
+  a.mask = ir::MaskKind::Causal;
+  auto q = b.input("q", DType::F32, {B, S, H * hd});
+  auto k = b.input("k", DType::F32, {B, T, KV * hd});
+  auto v = b.input("v", DType::F32, {B, T, KV * hd});
+  auto qp = b.input("qp", DType::I32, {B, S});
+  b.output(b.attention(q, k, v, a, qp), "o");
+  Case c;
+  c.inputs["q"] = f32({B, S, H * hd}, 901, -2, 2);
+  c.inputs["k"] = f32({B, T, KV * hd}, 902, -2, 2);
+  c.inputs["v"] = f32({B, T, KV * hd}, 903);
+  std::vector<int32_t> pv;
+  for (int32_t start : {0, 100, 184})
+    for (int32_t i = 0; i < S; ++i) pv.push_back(start + i);
+  c.inputs["qp"] = i32({B, S}, pv);
+  const double e = first_output_error(b, c);
+  EXPECT_LE(e, 3e-3) << "relative L2 error " << e;
+  EXPECT_GT(e, 1e-5) << "the f32 kernel ran, not the tensor-core one";
 }
 
 // The decode attention kernel (one query row over a long key cache): head dims from 16 to

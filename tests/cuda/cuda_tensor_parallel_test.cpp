@@ -162,7 +162,8 @@ RelErr worst_of(const std::vector<std::vector<float>>& a, const std::vector<std:
 // summation order anywhere upstream (the group's partial sums are one) moves values by
 // an ulp, and a deep model with random weights carries that to its logits; the group
 // must not differ from one GPU more than one GPU differs from the f32 reference, nor be
-// farther from that reference. RLX_TP_CTX sets the KV-cache rows (default 256).
+// farther from that reference than one GPU is or than one GPU's two schedules are from
+// each other. RLX_TP_CTX sets the KV-cache rows (default 256).
 TEST(CudaTensorParallel, ModelLogitsEqualOneGpu) {
   const char* list = std::getenv("RLX_TP_MODELS");
   if (list == nullptr) GTEST_SKIP() << "RLX_TP_MODELS is not set: skipped";
@@ -217,7 +218,11 @@ TEST(CudaTensorParallel, ModelLogitsEqualOneGpu) {
         std::printf("  against the cpu (f32 KV cache): cuda:0 L2 %.3g max %.3g, cuda:0,1 L2 %.3g max %.3g\n", r1.l2,
                     r1.max, r2.l2, r2.max);
         EXPECT_TRUE(within || e.l2 < r1.l2) << path << " (" << ir::dtype_name(kv) << " KV cache)";
-        EXPECT_LT(r2.l2, std::max(1e-3, 1.1 * r1.l2)) << path << " (" << ir::dtype_name(kv) << " KV cache)";
+        // (Nor farther from it than one GPU's two schedules are from each other: gemma2-tiny
+        // Q8_0 on an f32 cache lands within 2e-7 of the CPU on one GPU, and 2e-2 from both
+        // when a summation order anywhere changes -- its one-GPU schedules, or the group's.)
+        EXPECT_LT(r2.l2, std::max({1e-3, 1.1 * r1.l2, 1.5 * noise.l2})) << path << " (" << ir::dtype_name(kv)
+                                                                        << " KV cache)";
         continue;
       }
       EXPECT_TRUE(within) << path << " (" << ir::dtype_name(kv) << " KV cache): L2 per run" << runs;

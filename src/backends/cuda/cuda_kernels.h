@@ -293,8 +293,9 @@ struct AttentionParams {
   bool tensor_cores = false;
 };
 void launch_attention(const AttentionParams& p, cudaStream_t s);
-/// True when the tensor-core prefill kernel covers this shape (at least 64 query rows,
-/// head_dim 64 or 128).
+/// True when the tensor-core prefill kernel covers this shape: at least two query rows
+/// that, times the query heads per KV head, fill its 64-row block (16 rows at 4 heads
+/// per KV head); head_dim 64, 128 or 256.
 bool attention_tc_supported(int64_t S, int n_heads, int n_kv, int64_t hd);
 /// Head dims the attention kernel handles (1..256).
 bool attention_head_dim_supported(int64_t hd);

@@ -605,7 +605,11 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
 
 // ---- prefill attention on tensor cores -------------------------------------------------
 // Flash attention with mma.sync (m16n8k16, f16 operands, f32 accumulation): a block is
-// four warps and 64 query rows of one head, each warp 16 rows; key tiles of 64 are
+// four warps and 64 query rows of one KV head's group, each warp 16 rows. The rows of the
+// G = n_heads / n_kv query heads that share the KV head are interleaved (block row f is
+// query row f / G of head f % G), so that each K / V tile serves all of them and a run of
+// few rows a sequence (16 rows x 4 heads: a batched server step) still fills the block;
+// a block's rows then span 64 / G consecutive positions. Key tiles of 64 are
 // converted to f16 in shared memory (K as rows, V transposed), S = Q K^T comes out of
 // the tensor cores in accumulator fragments, the online softmax runs on them in f32,
 // and P (rounded to f16) is fed back as the A operand of O += P V without leaving
@@ -653,12 +657,19 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
   __shared__ __align__(16) __half v_s[HD * kRowV];       // [d][key]
   __shared__ int range_s[2];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int h = blockIdx.y;
+  const int kvh = blockIdx.y, G = p.n_heads / p.n_kv;
   const int64_t b = blockIdx.z;
-  const int kvh = h / (p.n_heads / p.n_kv);
   const int64_t qw = static_cast<int64_t>(p.n_heads) * HD, kw = static_cast<int64_t>(p.n_kv) * HD;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kTcRows + warp * 16 + g;
-  const int64_t rows[2] = {row0, row0 + 8};
+  // This thread's two block rows: query rows and heads (rows past S: S, computed for nothing).
+  const int64_t f0 = static_cast<int64_t>(blockIdx.x) * kTcRows + warp * 16 + g;
+  int64_t rows[2];
+  int heads[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t f = f0 + 8 * r;
+    rows[r] = f < p.S * G ? f / G : p.S;
+    heads[r] = kvh * G + static_cast<int>(f % G);
+  }
   // Visible keys [jb, je) of this thread's two rows (empty for rows past S).
   int jb[2], je[2];
 #pragma unroll
@@ -706,7 +717,7 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
         for (int r = 0; r < 2; ++r) {
           float a = 0.0f, c = 0.0f;
           if (rows[r] < p.S) {
-            const T* src = q + (b * p.S_full + rows[r]) * qw + static_cast<int64_t>(h) * HD + ks * 16 + hi * 8 + 2 * t;
+            const T* src = q + (b * p.S_full + rows[r]) * qw + static_cast<int64_t>(heads[r]) * HD + ks * 16 + hi * 8 + 2 * t;
             a = to_float(src[0]) * p.scale;
             c = to_float(src[1]) * p.scale;
           }
@@ -816,7 +827,7 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
   for (int r = 0; r < 2; ++r) {
     if (rows[r] >= p.S) continue;
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    const int64_t o_off = (b * p.S_full + rows[r]) * qw + static_cast<int64_t>(h) * HD + 2 * t;
+    const int64_t o_off = (b * p.S_full + rows[r]) * qw + static_cast<int64_t>(heads[r]) * HD + 2 * t;
 #pragma unroll
     for (int dn = 0; dn < DN; ++dn) {
       st_f(p.out_dt, p.out, o_off + dn * 8, acc[dn][2 * r] * inv);
@@ -841,7 +852,8 @@ int attention_decode_splits(int64_t batch, int64_t T, int groups, int sms) {
 }
 
 bool attention_tc_supported(int64_t S, int n_heads, int n_kv, int64_t hd) {
-  return S >= kTcRows && n_kv > 0 && n_heads % n_kv == 0 && (hd == 64 || hd == 128 || hd == 256);
+  return S >= 2 && n_kv > 0 && n_heads % n_kv == 0 && S * (n_heads / n_kv) >= kTcRows &&
+         (hd == 64 || hd == 128 || hd == 256);
 }
 
 bool attention_head_dim_supported(int64_t hd) { return hd >= 1 && hd <= 32 * kMaxChunks; }
@@ -886,7 +898,8 @@ void launch_attention(const AttentionParams& p, cudaStream_t s) {
     const bool aligned = reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
                          (p.n_kv * p.hd * esz) % 16 == 0;
     if (aligned && p.splits == 1) {
-      const dim3 grid(static_cast<unsigned>((p.S + kTcRows - 1) / kTcRows), static_cast<unsigned>(p.n_heads),
+      const int64_t block_rows = p.S * (p.n_heads / p.n_kv);  // a KV head's group, interleaved
+      const dim3 grid(static_cast<unsigned>((block_rows + kTcRows - 1) / kTcRows), static_cast<unsigned>(p.n_kv),
                       static_cast<unsigned>(p.batch));
       auto go = [&](auto tag) {
         using T = decltype(tag);
