@@ -100,7 +100,10 @@ inline std::vector<float> q8_0_like_llama_cpp(const std::vector<float>& x) {
 inline std::vector<float> x_as_cuda_sees_it(ir::DType t, const std::vector<float>& x, int64_t M, bool int8_x) {
   if (t == ir::DType::Q8_0 || t == ir::DType::Q4_0) return q8_0_like_llama_cpp(x);
   if (int8_x && M <= 5 &&  // (the GEMV's rows, kGemvX8MaxRows; more take cuBLAS or the int8 tensor cores)
-      (t == ir::DType::Q4_K || t == ir::DType::Q6_K || t == ir::DType::IQ4_XS || t == ir::DType::IQ4_NL))
+      (t == ir::DType::Q4_K || t == ir::DType::Q6_K || t == ir::DType::IQ4_XS || t == ir::DType::IQ4_NL ||
+       t == ir::DType::IQ3_S || t == ir::DType::IQ3_XXS || t == ir::DType::IQ2_S || t == ir::DType::IQ2_XS ||
+       t == ir::DType::IQ2_XXS || t == ir::DType::IQ1_S || t == ir::DType::IQ1_M || t == ir::DType::TQ1_0 ||
+       t == ir::DType::TQ2_0))
     return x8_like_gemv(x);
   return x;
 }

@@ -409,6 +409,11 @@ bool gemv_supported(DT w_dt, int64_t M, int64_t K, bool x8 = false);
 /// prologue's rows (GemvParams::norm), on the path it takes (8-bit or f32 x).
 bool gemv_norm_fits(const GemvParams& p);
 void launch_gemv(const GemvParams& p, cudaStream_t s);
+/// True for the codebook i-quants and ternary types (IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS,
+/// IQ2_XXS, IQ1_S, IQ1_M, TQ1_0, TQ2_0), whose GEMV chunks live in kernels_gemv_codebook.cu.
+bool gemv_codebook_type(DT w_dt);
+/// launch_gemv for a gemv_codebook_type (launch_gemv calls it; nothing for other types).
+void launch_gemv_codebook(const GemvParams& p, cudaStream_t s);
 
 /// moe_route over logits [rows, experts] (experts <= kMoeMaxExperts): the softmax (or
 /// sigmoid) probabilities of each row, the k largest kept (ties: the lower expert; NaN
