@@ -341,34 +341,26 @@ struct TQ1Chunk : CodebookDots<TQ1Chunk> {
     }
     r.d = __ldg(reinterpret_cast<const unsigned short*>(b + 52));
   }
-  // Digit n (first = most significant) of a byte, minus 1, as a byte.
-  static __device__ __forceinline__ uint32_t digit(uint32_t byte, int n) {
-    const uint32_t pow3 = n == 0 ? 1 : n == 1 ? 3 : n == 2 ? 9 : n == 3 ? 27 : 81;
-    return ((((byte * pow3) & 0xFFu) * 3u) >> 8) - 1u;
+  // Digit n (first = most significant) of each byte of v, minus 1, as four int8 bytes:
+  // ((byte * 3^n) mod 256) * 3 / 256, two bytes at a time in 16-bit lanes (at most
+  // 255 * 81 and 255 * 3 there, so nothing crosses a lane).
+  static __device__ __forceinline__ uint32_t digits4(uint32_t v, int n) {
+    const uint32_t pow3 = static_cast<uint32_t>((0x511B090301ull >> (8 * n)) & 0xFFu);  // 1, 3, 9, 27, 81
+    const uint32_t even = (((((v & 0x00FF00FFu) * pow3) & 0x00FF00FFu) * 3u) >> 8) & 0x00FF00FFu;
+    const uint32_t odd = ((((((v >> 8) & 0x00FF00FFu) * pow3) & 0x00FF00FFu) * 3u) >> 8) & 0x00FF00FFu;
+    return __vsub4(even | (odd << 8), 0x01010101u);
   }
+  // Word k (values 4k..4k+3) takes one digit of one word's four bytes: digit g of
+  // bytes 4k.. (groups 0-4); digit 2 (g - 5) + k / 4 of the bytes at 32 + 4 (k % 4)
+  // (groups 5, 6); in group 7, digit 4 of those bytes (k < 4), then digit k - 4 of the
+  // last four bytes.
   static __device__ __forceinline__ void values(const Regs& r, int64_t c, uint32_t (&w)[8], float& lo, float& hi) {
     const int g = static_cast<int>(c & 7);
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
-      uint32_t word = 0;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = 4 * k + e;  // the value's place in the group
-        uint32_t byte;
-        int n;
-        if (g < 5) {
-          byte = r.q[k] >> (8 * e);
-          n = g;
-        } else if (g < 7 || i < 16) {
-          byte = r.q[(i & 15) >> 2] >> (8 * e);
-          n = 2 * (g - 5) + (i >> 4);
-        } else {
-          byte = r.qh >> (8 * ((i - 16) & 3));
-          n = (i - 16) >> 2;
-        }
-        word |= (digit(byte & 0xFFu, n) & 0xFFu) << (8 * e);
-      }
-      w[k] = word;
+      const uint32_t src = g < 5 ? r.q[k] : (g < 7 || k < 4) ? r.q[k & 3] : r.qh;
+      const int n = g < 5 ? g : g < 7 ? 2 * (g - 5) + (k >> 2) : (k < 4 ? 4 : k - 4);
+      w[k] = digits4(src, n);
     }
     lo = hi = f16_bits(r.d);
   }
