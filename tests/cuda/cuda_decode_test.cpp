@@ -145,15 +145,20 @@ TEST(CudaDecode, GemvFloatWeightsMatchCpu) {
 // Packed weights at a long K and an odd N (several loads in flight per lane, a partial
 // row pair at the end), against float64 math on the dequantized weights; with the 8-bit
 // x path (M = 1, its types) against float64 math on x quantized as it does (tight) and
-// on x itself (the quantization's own error), and with that path off.
+// on x itself (the quantization's own error), and with that path off (the chunks' f32
+// dot). The codebook i-quants and ternary types also at 7 rows, which they keep on the
+// GEMV (no few-row prefill kernel takes them).
 TEST(CudaDecode, GemvPackedLongRowsMatchReference) {
   REQUIRE_CUDA();
   const int64_t N = 75, K = 4096;
   for (bool int8_x : {true, false}) {
     CudaGraphsMode mode(true, true, true, int8_x);
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q5_K}) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::IQ3_S, DType::IQ2_XXS,
+                    DType::IQ2_S, DType::IQ1_M, DType::TQ1_0, DType::TQ2_0}) {
       const auto [packed, deq] = packed_weights(t, N, K, 80);
-      for (int64_t M : {1, 2, 5}) {  // (several rows: batched decode of that many streams)
+      const std::vector<int64_t> rows =
+          is_codebook_type(t) ? std::vector<int64_t>{1, 2, 5, 7} : std::vector<int64_t>{1, 2, 5};
+      for (int64_t M : rows) {  // (several rows: batched decode of that many streams)
         SCOPED_TRACE(testing::Message() << ir::dtype_name(t) << " M=" << M << " int8 x " << int8_x);
         auto graph = dequant_matmul_graph(t, M, N, K);
         ASSERT_TRUE(graph.has_value()) << graph.error().to_string();

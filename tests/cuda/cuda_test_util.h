@@ -64,6 +64,15 @@ inline PackedWeights packed_weights(ir::DType t, int64_t rows, int64_t cols, uin
   return PackedWeights{Tensor(t, {rows, cols}, std::move(bytes)), std::move(deq)};
 }
 
+/// The codebook i-quants and the ternary types (the decode GEMV's kernels_gemv_codebook.cu).
+inline bool is_codebook_type(ir::DType t) {
+  using ir::DType;
+  for (DType c : {DType::IQ3_S, DType::IQ3_XXS, DType::IQ2_S, DType::IQ2_XS, DType::IQ2_XXS, DType::IQ1_S,
+                  DType::IQ1_M, DType::TQ1_0, DType::TQ2_0})
+    if (t == c) return true;
+  return false;
+}
+
 /// x as the decode GEMV's 8-bit path sees it (GemvParams::x_int8): every 16 elements of
 /// a row quantized to int8 with d = max|x| / 127 and dequantized again (x.size() a
 /// multiple of 16, as the path's K is).
@@ -99,11 +108,10 @@ inline std::vector<float> q8_0_like_llama_cpp(const std::vector<float>& x) {
 /// rounds to the weights' type).
 inline std::vector<float> x_as_cuda_sees_it(ir::DType t, const std::vector<float>& x, int64_t M, bool int8_x) {
   if (t == ir::DType::Q8_0 || t == ir::DType::Q4_0) return q8_0_like_llama_cpp(x);
-  if (int8_x && M <= 5 &&  // (the GEMV's rows, kGemvX8MaxRows; more take cuBLAS or the int8 tensor cores)
-      (t == ir::DType::Q4_K || t == ir::DType::Q6_K || t == ir::DType::IQ4_XS || t == ir::DType::IQ4_NL ||
-       t == ir::DType::IQ3_S || t == ir::DType::IQ3_XXS || t == ir::DType::IQ2_S || t == ir::DType::IQ2_XS ||
-       t == ir::DType::IQ2_XXS || t == ir::DType::IQ1_S || t == ir::DType::IQ1_M || t == ir::DType::TQ1_0 ||
-       t == ir::DType::TQ2_0))
+  if (int8_x && M <= 5 &&  // (the GEMV's rows, kGemvX8MaxRows; more take the f16 tiles or cuBLAS)
+      (t == ir::DType::Q4_K || t == ir::DType::Q6_K || t == ir::DType::IQ4_XS || t == ir::DType::IQ4_NL))
+    return x8_like_gemv(x);
+  if (int8_x && M <= 8 && is_codebook_type(t))  // (the GEMV's rows, kMaxGemvM: no few-row prefill kernel)
     return x8_like_gemv(x);
   return x;
 }

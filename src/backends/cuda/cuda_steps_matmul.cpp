@@ -234,9 +234,13 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     // GEMV, launch_gemv, rounds it itself while staging it; the others read it rounded).
     p->round_x = q8_0_activations(p->q.w_dt);
     // Rows from which a product leaves the GEMV for the prefill paths: 9, or for the types
-    // of the GEMV's 8-bit x past kGemvX8MaxRows, where its integer work (one dot product
-    // per row and weight chunk) costs more than dequantizing for cuBLAS.
-    prefill_from = ctx.gemv_int8_x && gemv_x8_type(p->q.w_dt) && !swiglu ? kGemvX8MaxRows + 1 : kMaxGemvM + 1;
+    // of the GEMV's 8-bit x that have a few-row prefill kernel (the int8 tensor cores, the
+    // f16 tiles of kernels_dqmma.cu) past kGemvX8MaxRows, where the GEMV's integer work
+    // (one dot product per row and weight chunk) measured slower than those. (The codebook
+    // i-quants have neither: 6-8 rows stay on the GEMV rather than dequantize all of W.)
+    const bool few_row_prefill = mmq_supported(p->q.w_dt) || dqmma_supported(p->q.w_dt);
+    prefill_from = ctx.gemv_int8_x && gemv_x8_type(p->q.w_dt) && few_row_prefill && !swiglu ? kGemvX8MaxRows + 1
+                                                                                           : kMaxGemvM + 1;
     if (g.M >= prefill_from && ctx.int8_prefill && mmq_supported(p->q.w_dt)) {  // prefill over Q8_0 / Q4_0: the int8 tensor cores
       p->mmq = true;
       p->round_x = false;

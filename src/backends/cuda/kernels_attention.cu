@@ -609,7 +609,7 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
 // G = n_heads / n_kv query heads that share the KV head are interleaved (block row f is
 // query row f / G of head f % G), so that each K / V tile serves all of them and a run of
 // few rows a sequence (16 rows x 4 heads: a batched server step) still fills the block;
-// a block's rows then span 64 / G consecutive positions. Key tiles of 64 are
+// a block's rows then span about 64 / G consecutive positions. Key tiles of 64 are
 // converted to f16 in shared memory (K as rows, V transposed), S = Q K^T comes out of
 // the tensor cores in accumulator fragments, the online softmax runs on them in f32,
 // and P (rounded to f16) is fed back as the A operand of O += P V without leaving

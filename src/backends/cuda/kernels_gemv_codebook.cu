@@ -7,8 +7,9 @@
 // Codebook entries (compact codes of rlx/formats/iq_grid_codes.h) expand four values at
 // a time by a byte permute over the type's levels; sign bits become byte masks. IQ1's
 // values (level +- 1/8) are exact as 8 * level +- 1 over a scale of dl / 8.
-// Measured on an H200 (CudaBench.PackedGemv): these types stream 470-890 GB/s of weights,
-// about the same 32-value groups a second as IQ4_XS (1,410 GB/s of 17-byte groups), so
+// Measured on an H200 (CudaBench.PackedGemv): these types stream 500-890 GB/s of weights
+// (TQ1_0, whose digits take more work, 349), about the same 32-value groups a second as
+// IQ4_XS (1,410 GB/s of 17-byte groups), so
 // the kernel is bound by its per-group work, not by the codebook lookups: copies of the
 // codebooks in shared memory measured no faster and were dropped.
 #include "backends/cuda/gemv_kernel.cuh"
