@@ -28,6 +28,8 @@ TEST(CudaBench, PackedGemv) {
   if (list == nullptr) GTEST_SKIP() << "RLX_CUDA_BENCH_GEMV is not set: benchmark skipped";
   REQUIRE_CUDA();
   const int64_t D = env_int("RLX_CUDA_BENCH_GEMV_DIM", 8192), L = env_int("RLX_CUDA_BENCH_GEMV_LAYERS", 16);
+  ASSERT_TRUE(D >= 256 && D % 256 == 0) << "RLX_CUDA_BENCH_GEMV_DIM must be a positive multiple of 256, not " << D;
+  ASSERT_GE(L, 1) << "RLX_CUDA_BENCH_GEMV_LAYERS must be at least 1";
   std::string names = list;
   if (names == "1")
     names = "f16 q8_0 q4_0 q4_k q6_k iq4_xs iq4_nl iq3_s iq3_xxs iq2_s iq2_xs iq2_xxs iq1_s iq1_m tq1_0 tq2_0";

@@ -7,8 +7,7 @@
 // A chunk type C provides: kPad (x's padding shift), kUnroll and kRows (loads in flight),
 // kQ8Act (f32 x rounded to Q8_0 blocks), Regs, chunks(K), load(regs, row, scale_row, c),
 // dot(regs, c, x) over f32 x, and, for the 8-bit x path (gemv_x8_type), seg_slot(s, nc)
-// and dot8(regs, c, X8). FloatChunk alone declares FloatWeightsTag (no 8-bit path); a
-// type that rows_per_warp always gives two rows may declare TwoRowsTag.
+// and dot8(regs, c, X8). FloatChunk alone declares FloatWeightsTag (no 8-bit path).
 // Everything here has internal linkage: each translation unit instantiates its own types.
 #pragma once
 
@@ -40,6 +39,17 @@ __device__ __forceinline__ int dp4a(uint32_t a, uint32_t b, int c) {
   return __dp4a(static_cast<int>(a), static_cast<int>(b), c);
 }
 constexpr uint32_t kLowNibbles = 0x0F0F0F0Fu;
+// The layout shared by chunk types whose chunk is one 32-value group with its two 16-value
+// halves in 8-bit slots c and nc + c (IQ4_XS / IQ4_NL, the codebook i-quants, TQ1_0 /
+// TQ2_0): x as it is (no Q8_0 rounding), two weight rows a warp.
+struct Groups32 {
+  static constexpr int kPad = 5;
+  static constexpr int kRows = 2;
+  static constexpr bool kQ8Act = false;
+  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 32; }
+  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) { return (s & 1) * nc + (s >> 1); }
+};
+
 // Byte k of v as a signed value.
 __device__ __forceinline__ float sbyte(uint32_t v, int k) { return static_cast<float>(static_cast<int8_t>(v >> (8 * k))); }
 
@@ -389,22 +399,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_kernel(const GemvParams p) {
 // The 8-bit x path: asked for, rows of f32 x with 16-byte alignment, packed weights.
 bool gemv_x8(const GemvParams& p) { return p.x_int8 && p.x_vec4 && p.x_dt == DT::F32 && gemv_x8_type(p.w_dt); }
 
-// Rows a warp computes: one for float weights, two for packed ones, except a SwiGLU over
-// K-quants on f32 x, which reads two weights a row: one row a warp keeps the same loads
-// in flight (measured on an H100: Q4_K faster with one row, Q8_0 with two; one row for
-// products of up to 4096 rows, for more blocks, was slower for Q4_K and Q6_K). On 8-bit
-// x two rows are faster for every packed type (q4_k_m decode on an H100: 1235 tok/s vs
-// 1165 with one row for the SwiGLU; four rows: slower on an H200).
-int rows_per_warp(const GemvParams& p) {
-  switch (p.w_dt) {
-    case DT::F32: case DT::F16: case DT::BF16: return 1;
-    case DT::Q4_K: case DT::Q6_K: return p.swiglu && !gemv_x8(p) ? 1 : 2;
-    default: return 2;
-  }
-}
-
-int64_t gemv_blocks(const GemvParams& p) {
-  const int64_t rows_per_block = static_cast<int64_t>(kWarps) * rows_per_warp(p);
+// Blocks of a launch whose warps compute R weight rows each (all parts of a grouped one).
+int64_t gemv_blocks(const GemvParams& p, int R) {
+  const int64_t rows_per_block = static_cast<int64_t>(kWarps) * R;
   int64_t blocks = 0;
   for (int i = 0; i < (p.n_parts > 1 ? p.n_parts : 1); ++i)
     blocks += ((p.n_parts > 1 ? p.part_N[i] : p.N) + rows_per_block - 1) / rows_per_block;
@@ -421,18 +418,11 @@ struct FloatWeights : std::false_type {};
 template <class C>
 struct FloatWeights<C, std::void_t<typename C::FloatWeightsTag>> : std::true_type {};
 
-// True for a chunk type that declares TwoRowsTag: rows_per_warp is 2 for every launch
-// of it, so no one-row kernels are compiled.
-template <class C, class = void>
-struct TwoRowsAlways : std::false_type {};
-template <class C>
-struct TwoRowsAlways<C, std::void_t<typename C::TwoRowsTag>> : std::true_type {};
-
+// Launches gemv_kernel over chunk type C with R weight rows a warp (the caller picks R:
+// one for float weights, else two but for launch_gemv's one case of one).
 template <typename C, typename X, int R>
 void launch_typed(const GemvParams& p, cudaStream_t s) {
-  if constexpr (R > 1 && !TwoRowsAlways<C>::value)
-    if (rows_per_warp(p) < R) return launch_typed<C, X, R / 2>(p, s);
-  const unsigned grid = static_cast<unsigned>(gemv_blocks(p));
+  const unsigned grid = static_cast<unsigned>(gemv_blocks(p, R));
   if constexpr (!FloatWeights<C>::value) {
     if (gemv_x8(p)) {
       const size_t smem8 = static_cast<size_t>(gemv_x8_smem_bytes(p.M, p.K) + (p.norm ? p.K * 8 : 0));  // (gemv_norm_fits)

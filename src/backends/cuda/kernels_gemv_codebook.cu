@@ -62,12 +62,7 @@ __device__ __forceinline__ uint32_t code_at(const Table& table, uint32_t i) {
 // The dot products every chunk type here shares: Chunk::values(r, c, w, lo, hi) gives
 // the 32 int8 values and the scales of their halves.
 template <class Chunk>
-struct CodebookDots {
-  using TwoRowsTag = void;  // (rows_per_warp: two rows for every launch of these types)
-  static constexpr int kPad = 5;
-  static constexpr int kRows = 2;
-  static constexpr bool kQ8Act = false;
-  static __device__ __forceinline__ int64_t chunks(int64_t K) { return K / 32; }
+struct CodebookDots : Groups32 {
   template <class Regs>
   static __device__ __forceinline__ float dot(const Regs& r, int64_t c, const float* xs) {
     uint32_t w[8];
@@ -86,7 +81,6 @@ struct CodebookDots {
     }
     return lo * s[0] + hi * s[1];
   }
-  static __device__ __forceinline__ int64_t seg_slot(int64_t s, int64_t nc) { return (s & 1) * nc + (s >> 1); }
   template <class Regs>
   static __device__ __forceinline__ float dot8(const Regs& r, int64_t c, const X8& x) {
     uint32_t w[8];

@@ -117,7 +117,7 @@ class Tuner {
   std::string how_;
   int turn_ = 0, turns_ = 0;
   size_t turn_bytes_ = 0;
-  std::array<double, 3> bytes_{}, seconds_{};
+  std::array<double, std::tuple_size_v<decltype(Spec::candidates)>> bytes_{}, seconds_{};  // per candidate
 };
 
 std::string bytes_label(int v) { return std::to_string(v) + " B"; }
