@@ -1,8 +1,11 @@
 // libFuzzer target for the Jinja renderer (chat templates): arbitrary bytes are parsed
-// as a template and, when they parse, rendered twice with a chat conversation (messages
-// with tool calls, tools, bos/eos) under small budgets. Checks: no crash, no leak, no
-// hang (every loop is bounded by the budgets), errors carry a message, and rendering is
-// deterministic (the second render equals the first).
+// as a template and, when they parse, rendered with a chat conversation (messages with
+// tool calls, tools, bos/eos) under small budgets. Checks: no crash, no leak, no hang
+// (every loop is bounded by the budgets), errors carry a message, and rendering is
+// deterministic: one input in four (picked by a hash of its bytes, so the same input
+// always gets the same checks) is rendered a second time and must give the same result.
+// Rendering dominates the time of an input; checking a quarter of them keeps the
+// determinism check and gives the renderer itself most of a long run's inputs.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -63,12 +66,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ro.max_depth = 200;
   ro.clock = fixed_clock;
   const auto first = t->render(variables(), ro);
+  if (first ? first->size() > ro.max_output_bytes : first.error().message().empty()) std::abort();
+  uint32_t hash = 2166136261u;  // FNV-1a of the input
+  for (size_t i = 0; i < size; ++i) hash = (hash ^ data[i]) * 16777619u;
+  if (hash % 4 != 0) return 0;
   const auto second = t->render(variables(), ro);
   if (first.has_value() != second.has_value()) std::abort();
-  if (first) {
-    if (*first != *second || first->size() > ro.max_output_bytes) std::abort();
-  } else if (first.error().message().empty() || first.error().message() != second.error().message()) {
-    std::abort();
-  }
+  if (first ? *first != *second : first.error().message() != second.error().message()) std::abort();
   return 0;
 }
