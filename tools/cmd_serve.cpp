@@ -36,6 +36,7 @@ struct ServeArgs {
   int64_t step_rows = -1;  // -1: the device's default (kCpuStepRows on the CPU, no limit elsewhere)
   size_t max_body = size_t{4} << 20;
   bool no_cache = false;
+  bool padded_steps = false;
   // Encoders.
   int64_t batch = 32;
   std::string pooling;
@@ -176,6 +177,7 @@ int run_serve(const ServeArgs& a) {
   lo.batch = a.parallel;
   lo.compile_cache = !a.no_cache;
   lo.kv_memory = a.kv_memory_mb << 20;
+  lo.compact_rows = !a.padded_steps;
   const std::shared_ptr<Progress> preparing = attach_load_progress(lo, "rlx serve: preparing the model");
   auto model = models::LanguageModel::load(where->path, lo);
   if (!model) return report(model.error());
@@ -250,6 +252,9 @@ void add_serve_command(CLI::App& app, Runner* run) {
   cmd->add_option("--max-body", a->max_body, "largest request body in bytes (4 MiB); larger get 413")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
   cmd->add_flag("--no-cache", a->no_cache, "do not use the AOT compile cache on disk");
+  cmd->add_flag("--padded-steps", a->padded_steps,
+                "compute every slot of a step padded to the step's longest input, as before compact rows "
+                "(a step's products otherwise run on its real rows only); for comparisons");
   cmd->add_option("--batch", a->batch, "encoders: most sequences per batched run")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--pooling", a->pooling, "encoders: cls | mean | last (default: what the model's files say)")

@@ -95,9 +95,14 @@ struct Lowerer {
     ValueId kc = kNoValue, vc = kNoValue;  // [ctx, W], or [batch, ctx, W]
     if (blk.qkv_bias) { bq = in[i]; bk = in[i + 1]; bv = in[i + 2]; i += 3; }
     if (blk.qk_norm) { qn = in[i]; kn = in[i + 1]; i += 2; }
+    ValueId slot_rows = kNoValue, row_slots = kNoValue;  // compact rows: padded row <-> compact row
     if (blk.kv_cache) {
       kc = in[i];
       vc = in[i + 1];
+      if (blk.compact_rows) {
+        slot_rows = in[i + 2];
+        row_slots = in[i + 3];
+      }
     }
     ASSIGN_OR_RETURN(ValueId q, linear(x, in[1], bq, ActKind::Identity, true, l + ".q"));
     ASSIGN_OR_RETURN(ValueId k, linear(x, in[2], bk, ActKind::Identity, true, l + ".k"));
@@ -143,8 +148,10 @@ struct Lowerer {
       RopeAttrs r = blk.rope;
       r.head_dim = a.head_dim;
       if (r.n_rot == 0) r.n_rot = a.head_dim;
-      q = b().rope(q, pos, r);
-      k = b().rope(k, pos, r);
+      // Compact rows turn at their padded rows' positions.
+      const ValueId rope_pos = blk.compact_rows ? b().gather(pos, row_slots, 0) : pos;
+      q = b().rope(q, rope_pos, r);
+      k = b().rope(k, rope_pos, r);
     }
     AttentionAttrs attn = a;
     if (blk.prescale_q) {
@@ -178,7 +185,14 @@ struct Lowerer {
     // slices of [B, ctx, W]. One write and one attention serve them all: sequence b's
     // rows go to its slice from its first position, and its queries see its keys up to
     // their own positions ([B, S]).
-    const Dim rows = b().type(x).shape[0];
+    // Compact rows: spread q/k/v to the padded layout (each padded row a copy of its
+    // compact row), and take each compact row's output back from its padded row below.
+    if (blk.compact_rows) {
+      q = b().gather(q, slot_rows, 0);
+      k = b().gather(k, slot_rows, 0);
+      v = b().gather(v, slot_rows, 0);
+    }
+    const Dim rows = b().type(blk.compact_rows ? slot_rows : x).shape[0];
     const Dim seq = *rows.div(batch);
     auto seqs = [&](ValueId t) { return b().reshape(t, Shape{Dim(batch), seq, b().type(t).shape.back()}); };
     const ValueId pos_b = b().reshape(pos, Shape{Dim(batch), seq});
@@ -189,7 +203,8 @@ struct Lowerer {
     const ValueId qs = seqs(q);  // (before the label: it names the next node made)
     b().label(l + ".attn");
     const ValueId o = b().op(OpKind::Attention, {qs, ks, vs, pos_b}, attn);
-    return out_proj(b().reshape(o, Shape{rows, b().type(o).shape.back()}));
+    const ValueId padded = b().reshape(o, Shape{rows, b().type(o).shape.back()});
+    return out_proj(blk.compact_rows ? b().gather(padded, row_slots, 0) : padded);
   }
 
   Expected<ValueId> lower_node(ValueId id) {

@@ -75,7 +75,8 @@ struct Planner {
     }
     if (a.qk_norm) i += 2;  // per head_dim: the same on every rank
     if (a.kv_cache)  // [ctx, kv heads * head_dim], or [batch, ctx, ...]: the last axis
-      for (; i < in.size(); ++i) parts.push_back({in[i], g.node(in[i]).shape.rank() - 1});
+      for (size_t j = i; j < i + 2; ++j) parts.push_back({in[j], g.node(in[j]).shape.rank() - 1});
+    // (compact rows' two index inputs follow the caches: the same on every rank)
     return split_all(parts);
   }
 

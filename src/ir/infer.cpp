@@ -662,16 +662,36 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       if (b.batch < 1 || b.batch > 4096 || (b.batch > 1 && !b.kv_cache))
         return bad(fmt::format("attention_block batch {} needs 1..4096 sequences (and a kv cache when > 1)", b.batch));
       if (b.key_lengths && b.kv_cache) return bad("attention_block key_lengths (the encoder form) takes no kv cache");
-      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) + (b.kv_cache ? 2 : 0) + (b.key_lengths ? 1 : 0);
+      if (b.compact_rows && (b.batch < 2 || !b.kv_cache))
+        return bad(fmt::format("attention_block compact_rows needs several sequences and a kv cache (batch {})", b.batch));
+      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) + (b.kv_cache ? 2 : 0) + (b.key_lengths ? 1 : 0) +
+                          (b.compact_rows ? 2 : 0);
       if (in.size() != want) return bad(fmt::format("attention_block needs {} inputs for its flags, got {}", want, in.size()));
       const TensorType& x = in[0];
       if (x.shape.rank() < 2) return bad("attention_block input must be [.., S, D]");
       if (b.batch > 1) {
-        if (x.shape.rank() != 2 || !x.shape[0].div(b.batch))
-          return bad(fmt::format("attention_block with batch {} needs [batch*S, D] rows, got {}", b.batch, str(x)));
-        if (in[5].shape != Shape{x.shape[0]})
-          return bad(fmt::format("attention_block positions must be [{}] (one per row), got {}", x.shape[0].to_string(),
-                                 str(in[5])));
+        if (x.shape.rank() != 2) return bad(fmt::format("attention_block with batch {} needs [rows, D], got {}", b.batch, str(x)));
+        // The padded rows batch*S: x's own rows, or with compact rows slot_rows' length.
+        Dim padded = x.shape[0];
+        if (b.compact_rows) {
+          if (in[want - 2].shape.rank() != 1)
+            return bad(fmt::format("attention_block slot_rows must be [batch*S], got {}", str(in[want - 2])));
+          padded = in[want - 2].shape[0];
+        }
+        if (!padded.div(b.batch))
+          return bad(fmt::format("attention_block with batch {} needs batch*S padded rows, got {}", b.batch,
+                                 padded.to_string()));
+        if (in[5].shape != Shape{padded})
+          return bad(fmt::format("attention_block positions must be [{}] (one per padded row), got {}",
+                                 padded.to_string(), str(in[5])));
+        if (b.compact_rows) {
+          const TensorType& row_slots = in[want - 1];
+          TRY(require_int_index(in[want - 2], "attention_block slot_rows"));
+          TRY(require_int_index(row_slots, "attention_block row_slots"));
+          if (row_slots.shape != Shape{x.shape[0]})
+            return bad(fmt::format("attention_block row_slots must be [{}] (one per row of x), got {}",
+                                   x.shape[0].to_string(), str(row_slots)));
+        }
       }
       if (b.key_lengths) {  // [B*S, D] rows, pos [S], kv_len [B]
         const TensorType& kv_len = in.back();

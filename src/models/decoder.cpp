@@ -45,8 +45,14 @@ ir::AttentionBlockAttrs attention_attrs(const ModelConfig& c, int64_t il, int64_
   return a;
 }
 
+/// A run's row inputs besides the tokens: positions, recurrent layers' per-sequence
+/// counts, and compact rows' two maps (kNoValue where absent).
+struct RowInputs {
+  ValueId pos = ir::kNoValue, seq = ir::kNoValue, slot_rows = ir::kNoValue, row_slots = ir::kNoValue;
+};
+
 Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, int64_t il, ValueId x,
-                        ValueId pos, ValueId seq) {
+                        const RowInputs& ri) {
   const std::string blk = fmt::format("blk.{}", il);
   ASSIGN_OR_RETURN(ValueId h, f.rms_norm(x, blk + ".attn_norm.weight", c.norm_eps));
   ValueId attn = ir::kNoValue;
@@ -63,7 +69,7 @@ Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, 
     ds.norm_eps = c.norm_eps;
     ds.batch = o.batch;
     ds.chunk = o.delta_chunk;
-    ASSIGN_OR_RETURN(attn, f.delta_net(h, seq, ds));
+    ASSIGN_OR_RETURN(attn, f.delta_net(h, ri.seq, ds));
   } else {
     AttentionSpec as;
     as.prefix = blk;
@@ -72,7 +78,9 @@ Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, 
     as.ctx = o.ctx;
     as.kv_dtype = o.kv_dtype;
     as.batch = o.batch;
-    ASSIGN_OR_RETURN(attn, f.attention(h, pos, as));
+    as.slot_rows = ri.slot_rows;
+    as.row_slots = ri.row_slots;
+    ASSIGN_OR_RETURN(attn, f.attention(h, ri.pos, as));
   }
   if (c.post_norms) {
     ASSIGN_OR_RETURN(attn, f.rms_norm(attn, blk + ".post_attention_norm.weight", c.norm_eps));
@@ -124,17 +132,23 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
     return Error::invalid_argument("decoder: batch {} needs >= 1 sequences (and a KV cache when > 1)", o.batch);
   const std::optional<ir::Dim> rows = ir::Dim::mul(ir::Dim(o.batch), o.seq);
   if (!rows) return Error::invalid_argument("decoder: batch {} x rows {} is not a dim", o.batch, o.seq.to_string());
+  if (o.compact_rows && (o.batch < 2 || o.ctx <= 0 || c.has_recurrent_layers()))
+    return Error::invalid_argument("decoder: compact rows need several sequences, a KV cache and no recurrent layers");
   Flow f(weights);
-  const ValueId tokens = f.input_ids("tokens", *rows);
-  const ValueId pos = f.input_ids("pos", *rows);
+  const ir::Dim x_rows = o.compact_rows ? *o.compact_rows : *rows;
+  const ValueId tokens = f.input_ids("tokens", x_rows);
+  RowInputs ri;
+  ri.pos = f.input_ids("pos", *rows);
   // Recurrent layers: i32[batch, 2] = (tokens seen, real rows) per sequence.
-  const ValueId seq = c.has_recurrent_layers()
-                          ? f.builder().input("seq", ir::DType::I32, ir::Shape::of({o.batch, 2}))
-                          : ir::kNoValue;
+  if (c.has_recurrent_layers()) ri.seq = f.builder().input("seq", ir::DType::I32, ir::Shape::of({o.batch, 2}));
+  if (o.compact_rows) {
+    ri.slot_rows = f.input_ids("slot_rows", *rows);
+    ri.row_slots = f.input_ids("row_slots", x_rows);
+  }
   const float scale = c.embed_scale ? std::sqrt(static_cast<float>(c.n_embd)) : 1.0f;
   ASSIGN_OR_RETURN(ValueId x, f.embedding(tokens, "token_embd.weight", c.n_vocab, c.n_embd, scale));
   for (int64_t il = 0; il < c.n_layer; ++il) {
-    ASSIGN_OR_RETURN(x, layer(f, c, o, il, x, pos, seq));
+    ASSIGN_OR_RETURN(x, layer(f, c, o, il, x, ri));
   }
   ASSIGN_OR_RETURN(x, f.rms_norm(x, "output_norm.weight", c.norm_eps));
   if (o.last_row_logits) x = f.builder().gather(x, f.input_ids("last", ir::Dim(o.batch)), 0);

@@ -117,6 +117,14 @@ Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& s
       handles_.push_back(hn);
     }
   }
+  if (spec.slot_rows != ir::kNoValue || spec.row_slots != ir::kNoValue) {
+    if (spec.slot_rows == ir::kNoValue || spec.row_slots == ir::kNoValue || spec.ctx <= 0 || spec.batch < 2)
+      return Error::invalid_argument("attention {}: compact rows need slot_rows, row_slots, a cache and several sequences",
+                                     spec.prefix);
+    attrs.compact_rows = true;
+    in.push_back(spec.slot_rows);
+    in.push_back(spec.row_slots);
+  }
   const ValueId out = b_.label(spec.prefix + ".attn").op(ir::OpKind::HirAttentionBlock, in, attrs);
   if (!spec.o_bias) return out;
   ASSIGN_OR_RETURN(ValueId bias, param(name(spec.names.o_bias), {dim}));

@@ -97,8 +97,16 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   size_t row_buckets = 1, seq_buckets = 1;
   for (int64_t r = std::max<int64_t>(o.min_bucket, 2); r / 2 < longest; r *= 2) ++row_buckets;
   for (int64_t s = 1; s < o.batch; s *= kSequenceBucketGrowth) ++seq_buckets;
-  ASSIGN_OR_RETURN(m->pipeline_,
-                   make_model_pipeline(options.device, options.threads, cache_dir, 4 * row_buckets * seq_buckets));
+  // and the compact-rows executables (buckets of real rows) under each layout of several
+  // sequences and rows.
+  size_t executables = row_buckets * seq_buckets;
+  if (o.compact_rows && !m->config_.has_recurrent_layers())
+    for (int64_t seqs = kSequenceBucketGrowth; seqs / kSequenceBucketGrowth < o.batch; seqs *= kSequenceBucketGrowth)
+      for (int64_t rows = std::max<int64_t>(o.min_bucket, 2); rows / 2 < longest; rows *= 2)
+        for (int64_t real = m->compact_bucket(2); 2 * real <= std::min(seqs, o.batch) * rows;
+             real = m->compact_bucket(real + 1))
+          ++executables;
+  ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, cache_dir, 4 * executables));
   return m;
 }
 
@@ -185,7 +193,8 @@ std::string default_profile_name(const ModelConfig& config, bool decode) {
   return fmt::format("{}_{}", family, decode ? "decode" : "prefill");
 }
 
-Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick, int64_t seqs) {
+Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_rows, const Pick& pick, int64_t seqs,
+                                                        int64_t compact) {
   if (seqs <= 0 || seqs > options_.batch) seqs = options_.batch;
   if (seqs < options_.batch) TRY(make_state());
   const bool decode = rows == 1;
@@ -208,6 +217,9 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   d.batch = seqs;
   d.delta_chunk = options_.delta_chunk;
   d.policy = profile->fusion.policy;
+  // Compact rows: the real rows are a second symbol, bound per bucket like SEQ.
+  const ir::SymbolId compact_symbol = ir::intern_symbol("ROWS");
+  if (compact > 0) d.compact_rows = ir::Dim::symbol(compact_symbol);
   const compile::CompileOptions co = profile->to_compile_options(pipeline_->session().backend()->target());
   // One key per (model file, profile, output kind, bucket); the graph itself is part of
   // the pipeline's template and AOT keys.
@@ -221,6 +233,7 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   h.i64(rows);
   h.i64(options_.delta_chunk);
   if (seqs != options_.batch) h.i64(seqs);  // (keys of the full batch as before)
+  if (compact > 0) h.i64(compact);           // (and of padded runs)
   const uint64_t key = h.digest();
   // What build_decoder's graph depends on besides this build: the model file and the
   // decoder options. It stands for the graph in the AOT key, so that a warm start reads
@@ -239,15 +252,18 @@ Expected<LanguageModel::Variant> LanguageModel::variant(int64_t rows, bool all_r
   gh.i64(d.batch);
   gh.i64(d.delta_chunk);
   gh.str(ir::fusion_policy_name(d.policy));
+  if (compact > 0) gh.str("compact_rows");
   const uint64_t graph_key = gh.digest();
-  const ir::DimBinding binding{{ir::SEQ, rows}};
+  ir::DimBinding binding{{ir::SEQ, rows}};
+  if (compact > 0) binding.set(compact_symbol, compact);
   const HirBuildFn build = [&]() -> Expected<ir::HirModule> {
     ASSIGN_OR_RETURN(BuiltModel built, build_decoder(config_, *weights_, d));
     return std::move(built.hir);
   };
   const VariantPrepareFn prep = [this](CompiledGraph& g) { return prepare(g); };
   if (options_.on_compile && !pipeline_->contains(key)) {
-    const std::string what = decode ? std::string("decode") : fmt::format("prefill, {} rows", rows);
+    std::string what = decode ? std::string("decode") : fmt::format("prefill, {} rows", rows);
+    if (compact > 0) what += fmt::format(" ({} real)", compact);
     options_.on_compile(seqs == options_.batch ? what : fmt::format("{}, {} of {} sequences", what, seqs, options_.batch));
   }
   const int64_t compiles_before = pipeline_->stats().backend_compiles;
@@ -292,12 +308,22 @@ Status LanguageModel::prepare_batch(int64_t max_rows, bool greedy) {
     // that holds max_rows (a bucket past the context is never picked).
     for (int64_t rows = 1; rows <= options_.ctx;) {
       TRY(variant(rows, false, pick, seqs));
+      // and the compact-rows executables plan_batch may pick under this layout
+      if (options_.compact_rows && seqs > 1 && rows > 1 && !config_.has_recurrent_layers())
+        for (int64_t real = compact_bucket(2); 2 * real <= seqs * rows; real = compact_bucket(real + 1))
+          TRY(variant(rows, false, pick, seqs, real));
       if (rows >= max_rows) break;
       rows = rows == 1 ? std::max<int64_t>(options_.min_bucket, 2) : rows * 2;
     }
     if (seqs >= options_.batch) break;
   }
   return {};
+}
+
+int64_t LanguageModel::compact_bucket(int64_t n) const {
+  const int64_t octave = bucket_rows(n);
+  const int64_t step = std::max<int64_t>(std::max<int64_t>(options_.min_bucket, 1), octave / 8);
+  return std::min(octave, (n + step - 1) / step * step);
 }
 
 int64_t LanguageModel::bucket_rows(int64_t n) const {
@@ -505,6 +531,13 @@ Expected<LanguageModel::BatchPlan> LanguageModel::plan_batch(std::span<const std
   // takes no token before a truncate, which may then keep only the rows before them.
   for (int64_t b = 0; b < seqs; ++b)
     plan.start[static_cast<size_t>(b)] = std::min(n_past_[static_cast<size_t>(b)], ctx - rows);
+  // Compact rows when the real rows, in their bucket, fill at most half the padded run.
+  if (options_.compact_rows && seqs > 1 && rows > 1 && !config_.has_recurrent_layers()) {
+    int64_t real = 0;
+    for (int64_t b = 0; b < seqs; ++b) real += static_cast<int64_t>(tokens[static_cast<size_t>(b)].size());
+    const int64_t bucket = compact_bucket(real);
+    if (2 * bucket <= seqs * rows) plan.compact = bucket;
+  }
   return plan;
 }
 
@@ -521,31 +554,53 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch(std::span<const std::
 Expected<LanguageModel::BatchRun> LanguageModel::run_batch_once(std::span<const std::vector<int32_t>> tokens,
                                                                 bool all_rows, const Pick& pick) {
   ASSIGN_OR_RETURN(const BatchPlan plan, plan_batch(tokens));
-  const int64_t seqs = plan.seqs, rows = plan.rows;
-  ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick, seqs));
+  const int64_t seqs = plan.seqs, rows = plan.rows, compact = plan.compact;
+  ASSIGN_OR_RETURN(Variant v, variant(rows, all_rows, pick, seqs, compact));
   TRY(move_cache_to(v));
   TRY(kv_back(plan_ends(plan)));
-  const size_t total = static_cast<size_t>(seqs * rows);
-  std::vector<int32_t> tok(total, 0), pos(total), last(static_cast<size_t>(seqs)), seq(static_cast<size_t>(2 * seqs));
+  // The rows the products see: every padded row, or with compact rows the sequences'
+  // tokens one after the other (then padding up to the bucket); slot_rows / row_slots
+  // map between those and the padded layout that the caches and attention keep.
+  const size_t padded = static_cast<size_t>(seqs * rows), total = compact > 0 ? static_cast<size_t>(compact) : padded;
+  std::vector<int32_t> tok(total, 0), pos(padded), last(static_cast<size_t>(seqs)), seq(static_cast<size_t>(2 * seqs));
+  std::vector<int32_t> slot_rows(compact > 0 ? padded : 0), row_slots(compact > 0 ? total : 0, 0);
+  std::vector<int64_t> first_row(static_cast<size_t>(seqs));
+  int64_t next_row = 0;  // compact rows used so far
   for (int64_t b = 0; b < seqs; ++b) {
     const auto& t = tokens[static_cast<size_t>(b)];
+    const auto len = static_cast<int64_t>(t.size());
     const int64_t start = plan.start[static_cast<size_t>(b)];
     if (start < n_past_[static_cast<size_t>(b)])
       intact_[static_cast<size_t>(b)] = std::min(intact_[static_cast<size_t>(b)], start);
+    const int64_t first = compact > 0 ? next_row : b * rows;
+    first_row[static_cast<size_t>(b)] = first;
     for (int64_t i = 0; i < rows; ++i) {
       const size_t r = static_cast<size_t>(b * rows + i);
-      if (i < static_cast<int64_t>(t.size())) tok[r] = t[static_cast<size_t>(i)];
       pos[r] = static_cast<int32_t>(start + i);
+      if (compact > 0) {
+        // A padding row copies the sequence's last real row (row 0 for a sequence given
+        // none): its k/v land past the sequence's tokens, as padding's always did.
+        slot_rows[r] = static_cast<int32_t>(len > 0 ? first + std::min(i, len - 1) : 0);
+        if (i < len) row_slots[static_cast<size_t>(first + i)] = static_cast<int32_t>(r);
+      }
+      if (i < len) tok[static_cast<size_t>(first + i)] = t[static_cast<size_t>(i)];
     }
-    last[static_cast<size_t>(b)] = static_cast<int32_t>(b * rows + std::max<int64_t>(static_cast<int64_t>(t.size()), 1) - 1);
+    // (a sequence given no tokens: any row; its pick is not read)
+    last[static_cast<size_t>(b)] = static_cast<int32_t>(len > 0 ? first + len - 1 : compact > 0 ? 0 : first);
+    next_row += len;
     seq[static_cast<size_t>(2 * b)] = static_cast<int32_t>(n_past_[static_cast<size_t>(b)]);
-    seq[static_cast<size_t>(2 * b + 1)] = static_cast<int32_t>(t.size());
+    seq[static_cast<size_t>(2 * b + 1)] = static_cast<int32_t>(len);
   }
-  const std::vector<int64_t> shape{seqs * rows}, lshape{seqs}, seq_shape{seqs, 2};
+  const std::vector<int64_t> shape{static_cast<int64_t>(total)}, pshape{static_cast<int64_t>(padded)}, lshape{seqs},
+      seq_shape{seqs, 2};
   std::vector<NamedTensorView> inputs{
       {"tokens", TensorView{ir::DType::I32, shape, tok.data()}},
-      {"pos", TensorView{ir::DType::I32, shape, pos.data()}},
+      {"pos", TensorView{ir::DType::I32, pshape, pos.data()}},
   };
+  if (compact > 0) {
+    inputs.push_back({"slot_rows", TensorView{ir::DType::I32, pshape, slot_rows.data()}});
+    inputs.push_back({"row_slots", TensorView{ir::DType::I32, shape, row_slots.data()}});
+  }
   if (!all_rows) inputs.push_back({"last", TensorView{ir::DType::I32, lshape, last.data()}});
   if (config_.has_recurrent_layers()) inputs.push_back({"seq", TensorView{ir::DType::I32, seq_shape, seq.data()}});
   // One sequence: the executable of an unbatched run, whose active extent (run_chunk's
@@ -554,20 +609,20 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch_once(std::span<const 
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   for (int64_t b = 0; b < seqs; ++b) n_past_[static_cast<size_t>(b)] += static_cast<int64_t>(tokens[static_cast<size_t>(b)].size());
   last_run_sequences_ = seqs;
-  return BatchRun{std::move(out[0]), rows, seqs};
+  return BatchRun{std::move(out[0]), rows, seqs, std::move(first_row)};
 }
 
 Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span<const std::vector<int32_t>> tokens,
                                                                       bool all_rows) {
   ASSIGN_OR_RETURN(BatchRun run, run_batch(tokens, all_rows, Pick{}));
-  const int64_t batch = options_.batch, rows = run.rows;
+  const int64_t batch = options_.batch;
   std::span<const float> logits = run.out.as<float>();
   const auto V = static_cast<size_t>(config_.n_vocab);
   std::vector<std::vector<float>> result(static_cast<size_t>(batch));
   for (int64_t b = 0; b < batch; ++b) {
     const size_t len = tokens[static_cast<size_t>(b)].size();
     if (len == 0) continue;
-    const size_t first = all_rows ? static_cast<size_t>(b * rows) * V : static_cast<size_t>(b) * V;
+    const size_t first = all_rows ? static_cast<size_t>(run.first_row[static_cast<size_t>(b)]) * V : static_cast<size_t>(b) * V;
     const size_t count = (all_rows ? len : 1) * V;
     result[static_cast<size_t>(b)].assign(logits.begin() + static_cast<std::ptrdiff_t>(first),
                                           logits.begin() + static_cast<std::ptrdiff_t>(first + count));

@@ -735,6 +735,57 @@ TEST(CudaDecode, BatchedStreamsMatchSeparateRuns) {
   }
 }
 
+// A server's mixed steps on the device (one token for each decoding stream, a chunk for
+// a newcomer) run on compact rows (products over the real rows only, attention over the
+// padded layout): the logits equal the same steps padded, the device's greedy pick is
+// the host argmax of them, and replayed graphs of the compact executables hold.
+TEST(CudaDecode, CompactRowsEqualPaddedRuns) {
+  REQUIRE_CUDA();
+  for (const char* type : {"f32", "q4_k_m"}) {
+    SCOPED_TRACE(type);
+    const std::string path = write_synth_model(type, "compact");
+    models::LoadOptions lo;
+    lo.device = Device::cuda();
+    lo.ctx = 256;
+    lo.batch = 8;
+    lo.compile_cache = false;
+    std::vector<std::string> made;
+    models::LoadOptions compact = lo, padded = lo;
+    padded.compact_rows = false;
+    compact.on_compile = [&](const std::string& what) { made.push_back(what); };
+    auto c = models::LanguageModel::load(path, compact);
+    auto p = models::LanguageModel::load(path, padded);
+    auto g = models::LanguageModel::load(path, compact);
+    ASSERT_TRUE(c && p && g);
+    std::vector<std::vector<int32_t>> in(8);
+    for (size_t b = 0; b < 8; ++b)
+      for (size_t i = 0; i < 2 + b; ++i) in[b].push_back(static_cast<int32_t>(1 + (i * 29 + b * 13) % 200));
+    // (packed weights: the products quantize x to 8 bits, and compact rows pick other
+    // kernels for their row count than the padded run)
+    const double bound = std::string(type) == "f32" ? 1e-5 : 2e-2;
+    for (int step = 0; step < 8; ++step) {
+      // Every other step one stream takes a chunk of 20 or 40 tokens while the rest decode.
+      if (step % 2 == 1) {
+        in[static_cast<size_t>(step)].clear();
+        for (int i = 0; i < (step < 4 ? 20 : 40); ++i) in[static_cast<size_t>(step)].push_back(3 + (i * 7 + step) % 150);
+      }
+      auto want = (*p)->forward_batch(in, false);
+      auto got = (*c)->forward_batch(in, false);
+      auto pick = (*g)->forward_batch_greedy(in);
+      ASSERT_TRUE(want && got && pick) << "step " << step;
+      for (size_t b = 0; b < 8; ++b) {
+        EXPECT_LT(rel_l2((*got)[b], (*want)[b]), bound) << "step " << step << ", stream " << b;
+        EXPECT_EQ((*pick)[b], models::argmax((*got)[b])) << "step " << step << ", stream " << b;
+        in[b] = {(*pick)[b]};
+      }
+    }
+    const auto compact_made =
+        std::count_if(made.begin(), made.end(), [](const std::string& w) { return w.find(" real)") != std::string::npos; });
+    EXPECT_GE(compact_made, 2);  // the 20- and 40-token steps' buckets
+    std::filesystem::remove(path);
+  }
+}
+
 // A prefix handed between sequences on the device (the server's cross-slot prefix cache:
 // LanguageModel::copy_prefix, a device-to-device copy of every cache's rows) continues
 // as if the receiving sequence had been fed it: its next logits equal one model's fed the

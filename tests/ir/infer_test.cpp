@@ -65,6 +65,13 @@ AttentionBlockAttrs block(bool kv_cache) {
   return b;
 }
 
+AttentionBlockAttrs compact_block() {
+  AttentionBlockAttrs b = block(true);
+  b.batch = 4;
+  b.compact_rows = true;
+  return b;
+}
+
 ConstantAttrs bytes(size_t n) {
   ConstantAttrs c;
   c.data.bytes = std::make_shared<const std::vector<uint8_t>>(n, uint8_t{0});
@@ -378,6 +385,27 @@ const std::vector<InferCase>& cases() {
        {"f32[SEQ, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]", "f16[4096, 32]",
         "f32[4096, 32]"},
        "", "error: kv caches must be"},
+      // compact rows: x holds ROWS real rows, positions and caches keep 4 sequences of SEQ
+      {"hir_attention_block_compact", K::HirAttentionBlock, compact_block(),
+       {"f32[ROWS, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[4*SEQ]", "f32[4, 4096, 32]",
+        "f32[4, 4096, 32]", "i32[4*SEQ]", "i32[ROWS]"},
+       "", "f32[ROWS, 64]"},
+      {"hir_attention_block_compact_row_slots", K::HirAttentionBlock, compact_block(),
+       {"f32[ROWS, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[4*SEQ]", "f32[4, 4096, 32]",
+        "f32[4, 4096, 32]", "i32[4*SEQ]", "i32[4*SEQ]"},
+       "", "error: attention_block row_slots must be [ROWS] (one per row of x), got i32[4*SEQ]"},
+      {"hir_attention_block_compact_positions", K::HirAttentionBlock, compact_block(),
+       {"f32[ROWS, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[ROWS]", "f32[4, 4096, 32]",
+        "f32[4, 4096, 32]", "i32[4*SEQ]", "i32[ROWS]"},
+       "", "error: attention_block positions must be [4*SEQ] (one per padded row), got i32[ROWS]"},
+      {"hir_attention_block_compact_one_sequence", K::HirAttentionBlock, [] {
+         AttentionBlockAttrs b = block(true);
+         b.compact_rows = true;
+         return b;
+       }(),
+       {"f32[ROWS, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]", "f32[4096, 32]",
+        "f32[4096, 32]", "i32[SEQ]", "i32[ROWS]"},
+       "", "error: attention_block compact_rows needs several sequences and a kv cache (batch 1)"},
       {"hir_attention_block_heads", K::HirAttentionBlock, [] {
          AttentionBlockAttrs b = block(false);
          b.attn.n_heads = int64_t{1} << 61;  // n_heads * head_dim overflows

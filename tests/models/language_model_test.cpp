@@ -4,6 +4,7 @@
 // determinism, and quantized copies staying close to the f32 model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -335,6 +336,57 @@ TEST(LanguageModel, Bf16MixMatchesItsDecodedWeights) {
   std::vector<int32_t> tokens;
   for (int i = 0; i < 24; ++i) tokens.push_back((kTokens[static_cast<size_t>(i) % kTokens.size()] + i) % 256 + 1);
   expect_mix_matches_decoded(q, tokens);
+}
+
+// A server's mixed step (one token for each decoding stream, a chunk for a newcomer)
+// run on compact rows (the products over the real rows only) gives the logits and picks
+// of the same step padded, and the compact executable is the one that ran. Models with
+// recurrent layers stay padded (no compact executable is made).
+TEST_P(FamilyTest, CompactRowsEqualPaddedRuns) {
+  LoadOptions lo;
+  lo.ctx = 64;
+  lo.threads = 2;
+  lo.min_bucket = 4;
+  lo.batch = 6;
+  std::vector<std::string> made;
+  LoadOptions compact = lo, padded = lo;
+  padded.compact_rows = false;
+  compact.on_compile = [&](const std::string& what) { made.push_back(what); };
+  auto c = LanguageModel::load(synth_model(GetParam(), "f32"), compact);
+  auto p = LanguageModel::load(synth_model(GetParam(), "f32"), padded);
+  ASSERT_TRUE(c && p) << (c ? p.error().to_string() : c.error().to_string());
+  using Call = std::vector<std::vector<int32_t>>;
+  const std::vector<Call> calls = {
+      {{1, 40, 300}, {9, 8}, {77}, {12, 499, 260, 8}, {5}, {100}},       // prompts of different lengths
+      {{7}, {3}, {}, {11}, {4}, {1, 40, 300, 77, 12, 499, 260, 8, 100}},  // decode + a 9-token chunk
+      {{2}, {6}, {5}, {}, {8}, {33}},                                     // decode only (one row)
+      {{}, {}, {1, 2, 3, 4, 5, 6, 7}, {}, {9}, {}},                       // a chunk beside one stream
+  };
+  for (size_t k = 0; k < calls.size(); ++k) {
+    auto want = (*p)->forward_batch(calls[k], true);
+    auto got = (*c)->forward_batch(calls[k], true);
+    ASSERT_TRUE(want && got) << (want ? got.error().to_string() : want.error().to_string());
+    for (size_t b = 0; b < calls[k].size(); ++b) {
+      ASSERT_EQ((*got)[b].size(), (*want)[b].size()) << "call " << k << " sequence " << b;
+      EXPECT_LT(max_abs_diff((*got)[b], (*want)[b]), 1e-5) << "call " << k << " sequence " << b;
+    }
+  }
+  // Greedy picks of a mixed step from the last rows.
+  const Call mixed = {{4}, {4}, {4}, {4, 5, 6, 7, 8, 9}, {4}, {4}};
+  auto want = (*p)->forward_batch_greedy(mixed);
+  auto got = (*c)->forward_batch_greedy(mixed);
+  ASSERT_TRUE(want && got) << (want ? got.error().to_string() : want.error().to_string());
+  EXPECT_EQ(*got, *want);
+  for (int64_t b = 0; b < 6; ++b) EXPECT_EQ((*c)->n_past(b), (*p)->n_past(b)) << b;
+  const auto compact_made = std::count_if(made.begin(), made.end(), [](const std::string& w) {
+    return w.find(" real)") != std::string::npos;
+  });
+  if (GetParam() == "qwen35") {
+    EXPECT_EQ(compact_made, 0);
+  } else {
+    // calls 1 and 3 (all rows) and the greedy step; call 0 fills half its 24 padded rows
+    EXPECT_GE(compact_made, 3);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyTest, ::testing::Values("llama", "qwen3", "gemma2", "qwen35"),

@@ -391,6 +391,15 @@ struct AttentionBlockAttrs {
   /// Gated attention (Qwen3.5): the q projection yields 2*head_dim per head, [q_h | g_h],
   /// and the heads' output is multiplied by sigmoid(g) before the output projection.
   bool q_gate = false;
+  /// Compact rows (batch > 1 with a kv cache): x holds only the T real rows of the run
+  /// ([T, D], no padding), so the projections and everything after the block compute T
+  /// rows, not batch*S. The positions input stays padded (i32[batch*S], sequence b at
+  /// [b*S, (b+1)*S)), and two inputs follow the caches: slot_rows i32[batch*S] (the
+  /// compact row whose k/v/q fill each padded row; any row for a padding one) and
+  /// row_slots i32[T] (the padded row of each compact row). Rope runs on the compact rows
+  /// at their padded positions; the cache write and the attention run on the padded
+  /// layout as without compact rows; each compact row takes its padded row's output.
+  bool compact_rows = false;
   template <class V> void fields(V&& v) {
     attn.fields(v);
     v("rope_n_rot", rope.n_rot); v("rope_layout", rope.layout); v("rope_theta", rope.theta);
@@ -402,6 +411,7 @@ struct AttentionBlockAttrs {
     v("use_rope", use_rope); v("qkv_bias", qkv_bias); v("qk_norm", qk_norm);
     v("qk_norm_eps", qk_norm_eps); v("kv_cache", kv_cache); v("prescale_q", prescale_q);
     v("batch", batch); v("key_lengths", key_lengths); v("q_gate", q_gate);
+    v("compact_rows", compact_rows);
   }
 };
 

@@ -6,6 +6,10 @@
 //   inputs   tokens i32[B*S], pos i32[B*S]  (sequence b at rows [b*S, (b+1)*S), with the
 //            absolute positions of its rows)
 //            last   i32[B]                  (only with last_row_logits: the rows to project)
+//            with compact_rows (T real rows, no padding in the products): tokens i32[T],
+//            pos i32[B*S] (padded, as above), slot_rows i32[B*S] (the row of tokens that
+//            fills each padded row; any one for padding) and row_slots i32[T] (the padded
+//            row of each row of tokens); logits, and the rows `last` names, are the T rows
 //   handles  cache.k.<layer>, cache.v.<layer>  kv_dtype[ctx, n_head_kv*head_dim]  (when ctx > 0;
 //            row p holds position p; a run writes its rows at pos[0]..); with B > 1
 //            kv_dtype[B, ctx, n_head_kv*head_dim], sequence b's cache the slice b, its
@@ -21,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +55,11 @@ struct DecoderOptions {
   /// seen before the run (0: a fresh state) and its real rows in this run.
   int64_t delta_chunk = 64;
   ir::FusionPolicy policy = ir::FusionPolicy::Direct;
+  /// Compact rows: the run's real rows T (e.g. a symbol bound per run) instead of B*S,
+  /// so the products compute no padding; attention still sees the padded [B, S] layout
+  /// (ir::AttentionBlockAttrs::compact_rows). Needs batch > 1, a cache and no recurrent
+  /// layers.
+  std::optional<ir::Dim> compact_rows;
 };
 
 

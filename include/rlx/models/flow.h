@@ -73,6 +73,11 @@ struct AttentionSpec {
   ir::ValueId kv_len = ir::kNoValue;
   /// Add <prefix>.<names.o_bias> to the output projection (BERT).
   bool o_bias = false;
+  /// Compact rows (attrs.compact_rows; batch > 1 with a cache): x holds the run's T real
+  /// rows and pos its batch*S padded positions; slot_rows i32[batch*S] names the compact
+  /// row of each padded row, row_slots i32[T] the padded row of each compact row.
+  ir::ValueId slot_rows = ir::kNoValue;
+  ir::ValueId row_slots = ir::kNoValue;
 };
 
 /// A gated delta-net token mixer (Qwen3.5's linear attention) over x [B*S, dim], with

@@ -45,6 +45,13 @@ struct LoadOptions {
   /// kSequenceBucketGrowth (its own executable, over the front of the stacked caches):
   /// fill the low sequences first, and a few streams cost what a few streams need.
   int64_t batch = 1;
+  /// A batched run whose real rows (the tokens given, summed over its sequences) fill at
+  /// most half of its sequences x rows runs its products on those rows alone, in a
+  /// bucket of them (each eighth of a power of two; an executable per bucket): a step
+  /// that decodes one token for each of 60 streams while a newcomer prefills 16 computes
+  /// 80 rows, not 64 x 16. Attention still covers the padded layout. Off: every run is
+  /// padded. Models with recurrent layers always pad.
+  bool compact_rows = true;
   /// Recurrent (delta-net) layers: rows per chunk of the delta rule's parallel prefill
   /// form inside one run (0: token by token). Any value gives the same results up to
   /// rounding; it trades parallel work against sequential steps.
@@ -220,7 +227,8 @@ class LanguageModel {
   Status prepare_generation(int64_t prompt_tokens, Output output);
   /// Compiles (or loads from the caches) every executable forward_batch (`greedy`:
   /// forward_batch_greedy) uses for runs of up to `max_rows` rows a sequence: each row
-  /// bucket for each sequence count. Afterwards a server's runs compile nothing (but
+  /// bucket for each sequence count, and under each such layout the compact-rows
+  /// buckets (LoadOptions::compact_rows) it may run. Afterwards a server's runs compile nothing (but
   /// for a run near the end of a context, which takes its exact row count).
   Status prepare_batch(int64_t max_rows, bool greedy);
   /// Tensors of the model file that the model does not read and that are not known to
@@ -249,6 +257,10 @@ class LanguageModel {
   };
   /// Rows of the executable that runs `n` tokens (a power-of-two bucket for a prefill).
   int64_t bucket_rows(int64_t n) const;
+  /// Rows of the compact-rows executable for `n` real rows: up to the next multiple of
+  /// an eighth of their power-of-two bucket (at least min_bucket), so a bucket wastes at
+  /// most a fifth of its rows once past a few min_buckets (1,072 real rows run 1,280).
+  int64_t compact_bucket(int64_t n) const;
   /// Sequences a batched run covers when the last one given tokens is sequence n - 1.
   int64_t sequence_bucket(int64_t n) const;
   /// The stacked caches belong to the first executable made (prepare): makes a full one
@@ -258,7 +270,9 @@ class LanguageModel {
   Status make_state();
   /// The executable for `rows` rows a sequence, this output kind and the first `seqs`
   /// sequences (0: all of batch()), from the pipeline.
-  Expected<Variant> variant(int64_t rows, bool all_rows, const Pick& pick, int64_t seqs = 0);
+  /// With `compact` > 0: the compact-rows executable of that many real rows (a bucket)
+  /// over the same padded layout (DecoderOptions::compact_rows).
+  Expected<Variant> variant(int64_t rows, bool all_rows, const Pick& pick, int64_t seqs = 0, int64_t compact = 0);
   /// Binds the weights and the KV cache into an executable the pipeline just compiled.
   Status prepare(CompiledGraph& graph);
   /// What one batched run returned: the executable's only output, the rows per sequence
@@ -267,6 +281,9 @@ class LanguageModel {
     Tensor out;
     int64_t rows = 0;
     int64_t seqs = 0;
+    /// Where each sequence's rows begin among the output's rows when all rows come back
+    /// (b x rows, or with compact rows the sequences' tokens one after the other).
+    std::vector<int64_t> first_row;
   };
   /// How a batched run lays out: sequences covered, rows a sequence, and where each
   /// sequence's rows start in its cache.
@@ -274,6 +291,7 @@ class LanguageModel {
     int64_t seqs = 0, rows = 0;
     int64_t longest = 0;  ///< most tokens given to one sequence
     std::vector<int64_t> start;
+    int64_t compact = 0;  ///< rows of the compact-rows executable (0: a padded run)
   };
   Expected<BatchPlan> plan_batch(std::span<const std::vector<int32_t>> tokens);
   /// forward_batch / forward_batch_greedy: the checks, the padded run, the positions.
