@@ -1,6 +1,7 @@
 // DequantMatMul microbenchmarks: decode GEMV 1 x 2048 x 8192 and 1 x 8192 x 2048 (K-quants,
 // Q8_0, Q4_0/Q4_1/Q5_0/Q5_1) in bytes/s against the read bandwidth, and prefill 512 x 2048 x 8192
 // in effective FLOP/s next to the f32 GEMM of the same shape; limits from bench_limits.h.
+// BM_Quantize: the encoders' values a second on one thread.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -204,6 +205,29 @@ BENCHMARK(BM_HalfGemm)
     ->ArgsProduct({{64, 256, 512}, {2048}, {8192}, {0, 1}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// ---- encoding (what `rlx quantize` spends per weight): one thread quantizes 16 rows of
+// 4096 Gaussian values; reported as values a second. The codebook i-quants use RLX's
+// exact grid search; the others ggml's reference quantizers.
+void BM_Quantize(benchmark::State& st) {
+  static const GgmlType kTypes[] = {GgmlType::Q8_0,    GgmlType::Q4_K,    GgmlType::IQ4_XS, GgmlType::IQ3_S,
+                                    GgmlType::IQ3_XXS, GgmlType::IQ2_S,   GgmlType::IQ2_XS, GgmlType::IQ2_XXS,
+                                    GgmlType::IQ1_M,   GgmlType::IQ1_S};
+  const GgmlType type = kTypes[st.range(0)];
+  constexpr int64_t kRows = 16, kK = 4096;
+  const std::vector<float> src = random_floats(kRows * kK, 11);
+  const size_t row = static_cast<size_t>(*formats::ggml_bytes_for(type, kK));
+  std::vector<uint8_t> out(row * kRows);
+  for (auto _ : st) {
+    for (int64_t r = 0; r < kRows; ++r)
+      if (!formats::quantize_row(type, src.data() + r * kK, out.data() + static_cast<size_t>(r) * row, kK).ok())
+        std::abort();
+    benchmark::ClobberMemory();
+  }
+  st.SetLabel(std::string(formats::ggml_type_name(type)));
+  st.SetItemsProcessed(st.iterations() * kRows * kK);
+}
+BENCHMARK(BM_Quantize)->DenseRange(0, 9)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
