@@ -1,19 +1,24 @@
 // Paged KV caches on CUDA (PagedDeviceMemory, LanguageModel's KV memory): a large cache
 // is a reserved address range that device memory backs chunk by chunk as sequences
 // grow; the results equal caches allocated whole, a sequence given back frees its
-// memory, a copied prefix lands in backed rows, and a graph run directly (nobody backing
-// its handle) behaves as if the handle were not paged. Skipped without a device.
+// memory, a copied prefix lands in backed rows, a run the full card cannot back fails
+// for memory and runs once memory is back, and a graph run directly (nobody backing its
+// handle) behaves as if the handle were not paged. Skipped without a device.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "cuda/cuda_test_util.h"
 #include "rlx/models/language_model.h"
 #include "rlx/models/synth.h"
+#ifdef RLX_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace rlx {
 namespace {
@@ -123,6 +128,75 @@ TEST(CudaPagedKv, BudgetRefusesARun) {
   ASSERT_FALSE(out);
   EXPECT_EQ(out.error().code(), ErrorCode::kResourceExhausted) << out.error().to_string();
   std::filesystem::remove(path);
+}
+
+// The card itself running out while caches grow (no KV budget; the rest of the card
+// taken by another allocation): the run that needs a new chunk fails for memory before
+// anything ran (kResourceExhausted, kv_memory_failed, the sequence's tokens unchanged),
+// and once memory is free again the same run succeeds with the logits of a model that
+// never failed: the server's retry (make room, run the step again) relies on this.
+TEST(CudaPagedKv, DeviceOutOfMemoryFailsARunThatRunsOnceMemoryIsBack) {
+  REQUIRE_CUDA();
+#ifdef RLX_HAVE_CUDA
+  const std::string path = synth_llama("oom");
+  constexpr int64_t kBatch = 4, kChunk = 2048;
+  models::LoadOptions lo;
+  lo.device = Device::cuda();
+  lo.batch = kBatch;
+  lo.ctx = 65536;
+  lo.compile_cache = false;
+  lo.compact_rows = false;  // one executable for every run below: nothing compiles while the card is full
+  auto m = models::LanguageModel::load(path, lo);
+  auto ref = models::LanguageModel::load(path, lo);
+  ASSERT_TRUE(m && ref);
+  std::vector<int32_t> chunk(static_cast<size_t>(kChunk));
+  for (int64_t i = 0; i < kChunk; ++i) chunk[static_cast<size_t>(i)] = static_cast<int32_t>(3 + (i * 37) % 480);
+  // Every sequence's first rows, through the executable of four sequences x kChunk rows.
+  std::vector<std::vector<int32_t>> first(kBatch);
+  first[0] = chunk;
+  first[3] = {5};
+  ASSERT_TRUE((*m)->forward_batch(first, false));
+  ASSERT_TRUE((*ref)->forward_batch(first, false));
+  const models::KvMemoryState st = (*m)->kv_memory_state();
+  if (!st.paged) GTEST_SKIP() << "caches not paged on this device";
+  // Take the card: blocks from 1 GiB down to 1 MiB while they can be had, so less than
+  // one 2 MiB chunk stays free (cudaMalloc's failures are cleared as they come).
+  std::vector<void*> hog;
+  for (size_t bytes = size_t{1} << 30; bytes >= (size_t{1} << 20); bytes /= 2)
+    for (void* p = nullptr; cudaMalloc(&p, bytes) == cudaSuccess; p = nullptr) hog.push_back(p);
+  (void)cudaGetLastError();
+  auto give_back = [&] {
+    for (void* p : hog) (void)cudaFree(p);
+    hog.clear();
+  };
+  std::vector<std::vector<int32_t>> grow(kBatch);
+  grow[1] = chunk;
+  std::optional<Error> failure;
+  const int64_t runs = st.page_rows / kChunk + 2;  // enough to need a chunk past the first
+  for (int64_t r = 0; r < runs && !failure; ++r) {
+    const int64_t before = (*m)->n_past(1);
+    auto out = (*m)->forward_batch(grow, false);
+    if (out) {
+      if (!(*ref)->forward_batch(grow, false)) {
+        give_back();
+        FAIL() << "the reference model failed beside it";
+      }
+      continue;
+    }
+    EXPECT_EQ((*m)->n_past(1), before) << "a failed run moved the sequence";
+    failure = out.error();
+  }
+  give_back();
+  ASSERT_TRUE(failure) << "no run needed memory the card did not have (" << runs << " runs of " << kChunk << ")";
+  EXPECT_EQ(failure->code(), ErrorCode::kResourceExhausted) << failure->to_string();
+  EXPECT_TRUE((*m)->kv_memory_failed());
+  auto again = (*m)->forward_batch(grow, false);
+  auto want = (*ref)->forward_batch(grow, false);
+  ASSERT_TRUE(again && want) << (again ? want.error().to_string() : again.error().to_string());
+  EXPECT_FALSE((*m)->kv_memory_failed());
+  EXPECT_LT(rel_l2((*again)[1], (*want)[1]), 1e-5);
+  std::filesystem::remove(path);
+#endif
 }
 
 // A large handle of a graph run directly (nobody backs it) is backed whole at the first
