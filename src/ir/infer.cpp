@@ -674,9 +674,15 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
         // The padded rows batch*S: x's own rows, or with compact rows slot_rows' length.
         Dim padded = x.shape[0];
         if (b.compact_rows) {
-          if (in[want - 2].shape.rank() != 1)
-            return bad(fmt::format("attention_block slot_rows must be [batch*S], got {}", str(in[want - 2])));
-          padded = in[want - 2].shape[0];
+          const TensorType &slot_rows = in[want - 2], &row_slots = in[want - 1];
+          TRY(require_int_index(slot_rows, "attention_block slot_rows"));
+          TRY(require_int_index(row_slots, "attention_block row_slots"));
+          if (slot_rows.shape.rank() != 1)
+            return bad(fmt::format("attention_block slot_rows must be [batch*S], got {}", str(slot_rows)));
+          if (row_slots.shape != Shape{x.shape[0]})
+            return bad(fmt::format("attention_block row_slots must be [{}] (one per row of x), got {}",
+                                   x.shape[0].to_string(), str(row_slots)));
+          padded = slot_rows.shape[0];
         }
         if (!padded.div(b.batch))
           return bad(fmt::format("attention_block with batch {} needs batch*S padded rows, got {}", b.batch,
@@ -684,14 +690,6 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
         if (in[5].shape != Shape{padded})
           return bad(fmt::format("attention_block positions must be [{}] (one per padded row), got {}",
                                  padded.to_string(), str(in[5])));
-        if (b.compact_rows) {
-          const TensorType& row_slots = in[want - 1];
-          TRY(require_int_index(in[want - 2], "attention_block slot_rows"));
-          TRY(require_int_index(row_slots, "attention_block row_slots"));
-          if (row_slots.shape != Shape{x.shape[0]})
-            return bad(fmt::format("attention_block row_slots must be [{}] (one per row of x), got {}",
-                                   x.shape[0].to_string(), str(row_slots)));
-        }
       }
       if (b.key_lengths) {  // [B*S, D] rows, pos [S], kv_len [B]
         const TensorType& kv_len = in.back();

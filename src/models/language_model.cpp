@@ -100,12 +100,9 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   // and the compact-rows executables (buckets of real rows) under each layout of several
   // sequences and rows.
   size_t executables = row_buckets * seq_buckets;
-  if (o.compact_rows && !m->config_.has_recurrent_layers())
-    for (int64_t seqs = kSequenceBucketGrowth; seqs / kSequenceBucketGrowth < o.batch; seqs *= kSequenceBucketGrowth)
-      for (int64_t rows = std::max<int64_t>(o.min_bucket, 2); rows / 2 < longest; rows *= 2)
-        for (int64_t real = m->compact_bucket(2); 2 * real <= std::min(seqs, o.batch) * rows;
-             real = m->compact_bucket(real + 1))
-          ++executables;
+  for (int64_t seqs = kSequenceBucketGrowth; seqs / kSequenceBucketGrowth < o.batch; seqs *= kSequenceBucketGrowth)
+    for (int64_t rows = std::max<int64_t>(o.min_bucket, 2); rows / 2 < longest; rows *= 2)
+      executables += m->compact_buckets(std::min(seqs, o.batch), rows).size();
   ASSIGN_OR_RETURN(m->pipeline_, make_model_pipeline(options.device, options.threads, cache_dir, 4 * executables));
   return m;
 }
@@ -309,9 +306,7 @@ Status LanguageModel::prepare_batch(int64_t max_rows, bool greedy) {
     for (int64_t rows = 1; rows <= options_.ctx;) {
       TRY(variant(rows, false, pick, seqs));
       // and the compact-rows executables plan_batch may pick under this layout
-      if (options_.compact_rows && seqs > 1 && rows > 1 && !config_.has_recurrent_layers())
-        for (int64_t real = compact_bucket(2); 2 * real <= seqs * rows; real = compact_bucket(real + 1))
-          TRY(variant(rows, false, pick, seqs, real));
+      for (int64_t real : compact_buckets(seqs, rows)) TRY(variant(rows, false, pick, seqs, real));
       if (rows >= max_rows) break;
       rows = rows == 1 ? std::max<int64_t>(options_.min_bucket, 2) : rows * 2;
     }
@@ -324,6 +319,17 @@ int64_t LanguageModel::compact_bucket(int64_t n) const {
   const int64_t octave = bucket_rows(n);
   const int64_t step = std::max<int64_t>(std::max<int64_t>(options_.min_bucket, 1), octave / 8);
   return std::min(octave, (n + step - 1) / step * step);
+}
+
+bool LanguageModel::compact_allowed(int64_t seqs, int64_t rows) const {
+  return options_.compact_rows && seqs > 1 && rows > 1 && !config_.has_recurrent_layers();
+}
+
+std::vector<int64_t> LanguageModel::compact_buckets(int64_t seqs, int64_t rows) const {
+  std::vector<int64_t> buckets;
+  if (!compact_allowed(seqs, rows)) return buckets;
+  for (int64_t real = compact_bucket(2); 2 * real <= seqs * rows; real = compact_bucket(real + 1)) buckets.push_back(real);
+  return buckets;
 }
 
 int64_t LanguageModel::bucket_rows(int64_t n) const {
@@ -531,8 +537,9 @@ Expected<LanguageModel::BatchPlan> LanguageModel::plan_batch(std::span<const std
   // takes no token before a truncate, which may then keep only the rows before them.
   for (int64_t b = 0; b < seqs; ++b)
     plan.start[static_cast<size_t>(b)] = std::min(n_past_[static_cast<size_t>(b)], ctx - rows);
-  // Compact rows when the real rows, in their bucket, fill at most half the padded run.
-  if (options_.compact_rows && seqs > 1 && rows > 1 && !config_.has_recurrent_layers()) {
+  // Compact rows when the real rows, in their bucket, fill at most half the padded run
+  // (one of compact_buckets(seqs, rows)).
+  if (compact_allowed(seqs, rows)) {
     int64_t real = 0;
     for (int64_t b = 0; b < seqs; ++b) real += static_cast<int64_t>(tokens[static_cast<size_t>(b)].size());
     const int64_t bucket = compact_bucket(real);
@@ -585,8 +592,7 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch_once(std::span<const 
       }
       if (i < len) tok[static_cast<size_t>(first + i)] = t[static_cast<size_t>(i)];
     }
-    // (a sequence given no tokens: any row; its pick is not read)
-    last[static_cast<size_t>(b)] = static_cast<int32_t>(len > 0 ? first + len - 1 : compact > 0 ? 0 : first);
+    last[static_cast<size_t>(b)] = static_cast<int32_t>(len > 0 ? first + len - 1 : 0);  // (none: its pick is unread)
     next_row += len;
     seq[static_cast<size_t>(2 * b)] = static_cast<int32_t>(n_past_[static_cast<size_t>(b)]);
     seq[static_cast<size_t>(2 * b + 1)] = static_cast<int32_t>(len);
@@ -609,7 +615,7 @@ Expected<LanguageModel::BatchRun> LanguageModel::run_batch_once(std::span<const 
   ASSIGN_OR_RETURN(std::vector<Tensor> out, v->graph->run(inputs));
   for (int64_t b = 0; b < seqs; ++b) n_past_[static_cast<size_t>(b)] += static_cast<int64_t>(tokens[static_cast<size_t>(b)].size());
   last_run_sequences_ = seqs;
-  return BatchRun{std::move(out[0]), rows, seqs, std::move(first_row)};
+  return BatchRun{std::move(out[0]), std::move(first_row)};
 }
 
 Expected<std::vector<std::vector<float>>> LanguageModel::forward_batch(std::span<const std::vector<int32_t>> tokens,

@@ -261,6 +261,12 @@ class LanguageModel {
   /// an eighth of their power-of-two bucket (at least min_bucket), so a bucket wastes at
   /// most a fifth of its rows once past a few min_buckets (1,072 real rows run 1,280).
   int64_t compact_bucket(int64_t n) const;
+  /// Whether a run of `seqs` sequences x `rows` rows may run on compact rows: they are
+  /// on, several sequences of several rows, and no recurrent layers.
+  bool compact_allowed(int64_t seqs, int64_t rows) const;
+  /// The compact-rows buckets such a run may take (those at most half its padded rows;
+  /// none where compact_allowed is false): what prepare_batch compiles.
+  std::vector<int64_t> compact_buckets(int64_t seqs, int64_t rows) const;
   /// Sequences a batched run covers when the last one given tokens is sequence n - 1.
   int64_t sequence_bucket(int64_t n) const;
   /// The stacked caches belong to the first executable made (prepare): makes a full one
@@ -275,14 +281,11 @@ class LanguageModel {
   Expected<Variant> variant(int64_t rows, bool all_rows, const Pick& pick, int64_t seqs = 0, int64_t compact = 0);
   /// Binds the weights and the KV cache into an executable the pipeline just compiled.
   Status prepare(CompiledGraph& graph);
-  /// What one batched run returned: the executable's only output, the rows per sequence
-  /// and the sequences it covered.
+  /// What one batched run returned: the executable's only output, and where each
+  /// sequence's rows begin among its rows when all rows come back (b x rows, or with
+  /// compact rows the sequences' tokens one after the other).
   struct BatchRun {
     Tensor out;
-    int64_t rows = 0;
-    int64_t seqs = 0;
-    /// Where each sequence's rows begin among the output's rows when all rows come back
-    /// (b x rows, or with compact rows the sequences' tokens one after the other).
     std::vector<int64_t> first_row;
   };
   /// How a batched run lays out: sequences covered, rows a sequence, and where each

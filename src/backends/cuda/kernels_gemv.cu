@@ -440,11 +440,11 @@ __global__ void repack_split_kernel(const uint8_t* raw, uint8_t* out, int64_t n_
 
 // Whether a K-quant (Q4_K, Q6_K) product takes one weight row a warp instead of two (float
 // weights always take one, other packed types two): a SwiGLU on f32 x, which reads two
-// weights a row, so that one row a warp keeps the same loads
-// in flight (measured on an H100: Q4_K faster with one row, Q8_0 with two; one row for
-// products of up to 4096 rows, for more blocks, was slower for Q4_K and Q6_K). On 8-bit
-// x two rows are faster for every packed type (q4_k_m decode on an H100: 1235 tok/s vs
-// 1165 with one row for the SwiGLU; four rows: slower on an H200).
+// weights a row, so one row a warp keeps the same loads in flight (measured on an H100:
+// Q4_K faster with one row, Q8_0 with two; one row for products of up to 4096 rows, for
+// more blocks, was slower for Q4_K and Q6_K). On 8-bit x two rows are faster for every
+// packed type (q4_k_m decode on an H100: 1235 tok/s vs 1165 with one row for the SwiGLU;
+// four rows: slower on an H200).
 bool k_quant_one_row(const GemvParams& p) { return p.swiglu && !gemv_x8(p); }
 
 }  // namespace
