@@ -346,7 +346,7 @@ int run_bench(const BenchArgs& a) {
     out["prefill"][std::to_string(n)] = {
         {"tokens_per_s", tps}, {"ms", ms}, {"ms_runs", runs_ms}, {"time_to_first_token_ms", ttft_ms}};
   }
-  const double kv_bytes_per_pos = 2.0 * static_cast<double>(c.n_layer * c.n_head_kv * c.head_dim) *
+  const double kv_bytes_per_pos = 2.0 * static_cast<double>(c.n_layer * c.kv_width()) *
                                   (a.kv == "f16" ? 2 : 4);
   for (int64_t ctx : a.contexts) {
     next_stage(fmt::format("decode at context {}", ctx));

@@ -83,6 +83,62 @@ struct Lowerer {
     return detail::emit_attention_primitives(b(), q, k, v, attn, q_pos);
   }
 
+  // Multi-head latent attention's q, k and v (AttentionBlockAttrs::latent) from x [rows, D],
+  // their rope parts turned at rope_pos, each head padded to attn.head_dim: [rows,
+  // H*head_dim] each. The block's latent inputs start at in[at]: kv_a_norm, then W_q_a and
+  // q_a_norm when q is low-rank.
+  struct Qkv {
+    ValueId q, k, v;
+  };
+  Expected<Qkv> latent_qkv(const AttentionBlockAttrs& blk, const std::vector<ValueId>& in, size_t at, ValueId rope_pos,
+                           const std::string& l) {
+    const int64_t H = blk.attn.n_heads, dh = blk.attn.head_dim;
+    const int64_t nope = blk.latent_nope_dim, rope = blk.latent_rope_dim, dv = blk.latent_v_dim, kv_rank = blk.latent_kv_rank;
+    const ValueId x = in[0];
+    if (b().type(x).shape.rank() != 2)
+      return Error::unsupported("{}: latent attention needs a [rows, D] input, got {}", l, b().type(x).to_string());
+    const Dim rows = b().type(x).shape[0];
+    ValueId q_in = x;
+    if (blk.latent_q_rank > 0) {
+      ASSIGN_OR_RETURN(ValueId qa, linear(x, in[at + 1], std::nullopt, ActKind::Identity, true, l + ".q_a"));
+      b().label(l + ".q_a_norm");
+      q_in = b().rms_norm(qa, in[at + 2], blk.qk_norm_eps);
+    }
+    ASSIGN_OR_RETURN(ValueId q, linear(q_in, in[1], std::nullopt, ActKind::Identity, true, l + ".q"));
+    ASSIGN_OR_RETURN(ValueId ckv, linear(x, in[2], std::nullopt, ActKind::Identity, true, l + ".kv_a"));
+    b().label(l + ".kv_a_norm");
+    const ValueId latent = b().rms_norm(b().narrow(ckv, 1, 0, Dim(kv_rank)), in[at], blk.qk_norm_eps);
+    ASSIGN_OR_RETURN(ValueId kv, linear(latent, in[3], std::nullopt, ActKind::Identity, true, l + ".kv_b"));
+    RopeAttrs r = blk.rope;
+    r.head_dim = r.n_rot = rope;
+    auto heads = [&](ValueId t, int64_t width) { return b().reshape(t, Shape{rows, Dim(H), Dim(width)}); };
+    // Each head's query [nope | rope], its rope part turned.
+    const ValueId qh = heads(q, nope + rope);
+    const ValueId q_pe = heads(b().rope(b().reshape(b().narrow(qh, 2, nope, Dim(rope)), Shape{rows, Dim(H * rope)}), rope_pos, r), rope);
+    // The keys' rope part: one vector every head shares; their nope parts and the values
+    // come from the latent, per head [nope | v].
+    const ValueId k_pe = b().rope(b().narrow(ckv, 1, kv_rank, Dim(rope)), rope_pos, r);
+    const ValueId kvh = heads(kv, nope + dv);
+    const ValueId k_pe_h = b().expand(b().reshape(k_pe, Shape{rows, Dim(1), Dim(rope)}), Shape{rows, Dim(H), Dim(rope)});
+    ValueId qs = q_pe, ks = k_pe_h;
+    if (nope > 0) {
+      qs = b().concat({b().narrow(qh, 2, 0, Dim(nope)), q_pe}, 2);
+      ks = b().concat({b().narrow(kvh, 2, 0, Dim(nope)), k_pe_h}, 2);
+    }
+    const ValueId vs = b().narrow(kvh, 2, nope, Dim(dv));
+    // Zero columns up to the head width the cache and the attention use (the zeros add
+    // nothing to q.k, and the output's padding columns are dropped before W_o).
+    auto padded = [&](ValueId t, int64_t width) {
+      if (width < dh) {
+        const DType dt = b().type(t).dtype;
+        const ValueId zero = b().constant(dt, Shape{Dim(1), Dim(1), Dim(1)}, std::vector<uint8_t>(static_cast<size_t>(dtype_info(dt).bytes_per_block), 0));
+        t = b().concat({t, b().expand(zero, Shape{rows, Dim(H), Dim(dh - width)})}, 2);
+      }
+      return b().reshape(t, Shape{rows, Dim(H * dh)});
+    };
+    return Qkv{padded(qs, nope + rope), padded(ks, nope + rope), padded(vs, dv)};
+  }
+
   Expected<ValueId> attention_block(ValueId id, const Node& n) {
     const auto& blk = n.attr<AttentionBlockAttrs>();
     const AttentionAttrs& a = blk.attn;
@@ -95,6 +151,8 @@ struct Lowerer {
     ValueId kc = kNoValue, vc = kNoValue;  // [ctx, W], or [batch, ctx, W]
     if (blk.qkv_bias) { bq = in[i]; bk = in[i + 1]; bv = in[i + 2]; i += 3; }
     if (blk.qk_norm) { qn = in[i]; kn = in[i + 1]; i += 2; }
+    const size_t latent_at = i;
+    if (blk.latent()) i += blk.latent_q_rank > 0 ? 3 : 1;
     ValueId slot_rows = kNoValue, row_slots = kNoValue;  // compact rows: padded row <-> compact row
     if (blk.kv_cache) {
       kc = in[i];
@@ -104,9 +162,18 @@ struct Lowerer {
         row_slots = in[i + 3];
       }
     }
-    ASSIGN_OR_RETURN(ValueId q, linear(x, in[1], bq, ActKind::Identity, true, l + ".q"));
-    ASSIGN_OR_RETURN(ValueId k, linear(x, in[2], bk, ActKind::Identity, true, l + ".k"));
-    ASSIGN_OR_RETURN(ValueId v, linear(x, in[3], bv, ActKind::Identity, true, l + ".v"));
+    ValueId q = kNoValue, k = kNoValue, v = kNoValue;
+    if (blk.latent()) {  // q, k and v come turned (the rope part of each head) and padded
+      const ValueId rope_pos = blk.compact_rows ? b().gather(pos, row_slots, 0) : pos;
+      ASSIGN_OR_RETURN(Qkv t, latent_qkv(blk, in, latent_at, rope_pos, l));
+      q = t.q;
+      k = t.k;
+      v = t.v;
+    } else {
+      ASSIGN_OR_RETURN(q, linear(x, in[1], bq, ActKind::Identity, true, l + ".q"));
+      ASSIGN_OR_RETURN(k, linear(x, in[2], bk, ActKind::Identity, true, l + ".k"));
+      ASSIGN_OR_RETURN(v, linear(x, in[3], bv, ActKind::Identity, true, l + ".v"));
+    }
     // Gated attention: each head's projection is [q_h | gate_h]; split them apart.
     std::optional<ValueId> gate;
     if (blk.q_gate) {
@@ -124,6 +191,11 @@ struct Lowerer {
     // The output projection, after the gate when there is one.
     auto out_proj = [&](ValueId o) {
       if (gate) o = b().mul(o, *gate);
+      if (blk.latent() && blk.latent_v_dim < a.head_dim) {  // each head's value columns, without the padding
+        const Dim rows = b().type(o).shape[0];
+        const ValueId heads = b().reshape(o, Shape{rows, Dim(a.n_heads), Dim(a.head_dim)});
+        o = b().reshape(b().narrow(heads, 2, 0, Dim(blk.latent_v_dim)), Shape{rows, Dim(a.n_heads * blk.latent_v_dim)});
+      }
       return linear(o, in[4], std::nullopt, ActKind::Identity, true, l + ".o");
     };
     if (blk.qk_norm) {
@@ -144,7 +216,7 @@ struct Lowerer {
       k = seqs(k);
       v = seqs(v);
     }
-    if (blk.use_rope) {
+    if (blk.use_rope && !blk.latent()) {
       RopeAttrs r = blk.rope;
       r.head_dim = a.head_dim;
       if (r.n_rot == 0) r.n_rot = a.head_dim;
@@ -154,6 +226,8 @@ struct Lowerer {
       k = b().rope(k, rope_pos, r);
     }
     AttentionAttrs attn = a;
+    if (blk.latent() && attn.scale == 0)  // the scale of the unpadded q.k
+      attn.scale = 1.0 / std::sqrt(static_cast<double>(blk.latent_nope_dim + blk.latent_rope_dim));
     if (blk.prescale_q) {
       const double scale = a.scale > 0 ? a.scale : 1.0 / std::sqrt(static_cast<double>(a.head_dim));
       q = b().mul(q, b().scalar(static_cast<float>(scale)));

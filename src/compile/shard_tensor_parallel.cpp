@@ -68,6 +68,15 @@ struct Planner {
       return fmt::format("{} query / {} KV heads do not divide by {}", a.attn.n_heads, a.attn.n_kv_heads, world);
     const auto& in = n.inputs;
     std::vector<std::pair<ValueId, int64_t>> parts{{in[1], 0}, {in[2], 0}, {in[3], 0}, {in[4], 1}};
+    if (a.latent()) {
+      // W_q and W_kv_b by heads, W_o by its heads' columns; W_kv_a, the latent norms and
+      // W_q_a are every rank's (each expands the same latent into its own heads).
+      parts = {{in[1], 0}, {in[3], 0}, {in[4], 1}};
+      const size_t at = 6 + (a.latent_q_rank > 0 ? 3 : 1);
+      if (a.kv_cache)
+        for (size_t j = at; j < at + 2; ++j) parts.push_back({in[j], g.node(in[j]).shape.rank() - 1});
+      return split_all(parts);
+    }
     size_t i = 6;
     if (a.qkv_bias) {
       for (int j = 0; j < 3; ++j) parts.push_back({in[i + static_cast<size_t>(j)], 0});

@@ -199,6 +199,62 @@ Status check_heads(const AttentionAttrs& a) {
   return {};
 }
 
+// The latent attention block's projections (AttentionBlockAttrs::latent): checks W_q
+// (after W_q_a and its norm when q is low-rank), W_kv_a, kv_a_norm, W_kv_b and W_o against
+// the latent sizes, and gives q, k and v as the attention sees them: [.., S, H*head_dim],
+// each head padded to attn.head_dim = max(nope + rope, v).
+Expected<TensorType> infer_latent_projections(const AttentionBlockAttrs& b, const Types& in, TensorType* k,
+                                              TensorType* v) {
+  const AttentionAttrs& a = b.attn;
+  const int64_t nope = b.latent_nope_dim, rope = b.latent_rope_dim, dv = b.latent_v_dim;
+  const int64_t kv_rank = b.latent_kv_rank, q_rank = b.latent_q_rank;
+  const int64_t limit = int64_t{1} << 20;
+  if (nope < 0 || rope <= 0 || rope % 2 != 0 || dv <= 0 || kv_rank > limit || q_rank < 0 || q_rank > limit ||
+      nope > limit || rope > limit || dv > limit)
+    return bad(fmt::format("attention_block latent sizes invalid: q rank {} kv rank {} nope {} rope {} v {}", q_rank,
+                           kv_rank, nope, rope, dv));
+  if (a.n_kv_heads != a.n_heads || a.head_dim != std::max(nope + rope, dv))
+    return bad(fmt::format("attention_block latent attention needs n_kv_heads = n_heads and head_dim = max(nope + rope, "
+                           "v) = {}, got {} / {} heads, head_dim {}", std::max(nope + rope, dv), a.n_heads,
+                           a.n_kv_heads, a.head_dim));
+  if (b.rope.n_rot != 0 && b.rope.n_rot != rope)
+    return bad(fmt::format("attention_block latent rope turns {} dims, not the rope part's {}", b.rope.n_rot, rope));
+  const TensorType& x = in[0];
+  const size_t extra = 6;  // kv_a_norm, then W_q_a and q_a_norm
+  TensorType q_in = x;
+  if (q_rank > 0) {
+    ASSIGN_OR_RETURN(q_in, infer_linear(x, in[extra + 1], true, true));
+    if (q_in.shape.back() != Dim(q_rank))
+      return bad(fmt::format("attention_block W_q_a gives {} values a row, not q rank {}", q_in.shape.back().to_string(), q_rank));
+    TRY(check_norm_weight(q_in, in[extra + 2], "attention_block q_a_norm"));
+  }
+  ASSIGN_OR_RETURN(TensorType q, infer_linear(q_in, in[1], true, true));
+  ASSIGN_OR_RETURN(TensorType ckv, infer_linear(x, in[2], true, true));
+  if (ckv.shape.back() != Dim(kv_rank + rope))
+    return bad(fmt::format("attention_block W_kv_a gives {} values a row, not kv rank + rope = {}",
+                           ckv.shape.back().to_string(), kv_rank + rope));
+  TensorType latent = ckv;
+  latent.shape = [&] {
+    std::vector<Dim> d(ckv.shape.begin(), ckv.shape.end() - 1);
+    d.emplace_back(kv_rank);
+    return Shape(d);
+  }();
+  TRY(check_norm_weight(latent, in[extra], "attention_block kv_a_norm"));
+  ASSIGN_OR_RETURN(TensorType kv, infer_linear(latent, in[3], true, true));
+  if (q.shape.back() != Dim(a.n_heads * (nope + rope)) || kv.shape.back() != Dim(a.n_heads * (nope + dv)))
+    return bad(fmt::format("attention_block latent projections do not match {} heads of nope {} + rope {} (v {}): W_q "
+                           "gives {}, W_kv_b {}", a.n_heads, nope, rope, dv, q.shape.back().to_string(),
+                           kv.shape.back().to_string()));
+  q.shape = [&] {
+    std::vector<Dim> d(q.shape.begin(), q.shape.end() - 1);
+    d.emplace_back(a.n_heads * a.head_dim);
+    return Shape(d);
+  }();
+  *k = q;
+  *v = q;
+  return q;
+}
+
 Expected<TensorType> infer_attention(const Types& in, const AttentionAttrs& a) {
   const TensorType &q = in[0], &k = in[1], &v = in[2];
   TRY(require_float(q, "attention q"));
@@ -664,8 +720,11 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       if (b.key_lengths && b.kv_cache) return bad("attention_block key_lengths (the encoder form) takes no kv cache");
       if (b.compact_rows && (b.batch < 2 || !b.kv_cache))
         return bad(fmt::format("attention_block compact_rows needs several sequences and a kv cache (batch {})", b.batch));
-      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) + (b.kv_cache ? 2 : 0) + (b.key_lengths ? 1 : 0) +
-                          (b.compact_rows ? 2 : 0);
+      if (b.latent() && (b.qkv_bias || b.qk_norm || b.q_gate || b.key_lengths || b.prescale_q))
+        return bad("attention_block: latent attention takes no biases, q-k norms, gate, key lengths or prescaled q");
+      const size_t latent_inputs = b.latent() ? (b.latent_q_rank > 0 ? 3 : 1) : 0;
+      const size_t want = 6 + (b.qkv_bias ? 3 : 0) + (b.qk_norm ? 2 : 0) + latent_inputs + (b.kv_cache ? 2 : 0) +
+                          (b.key_lengths ? 1 : 0) + (b.compact_rows ? 2 : 0);
       if (in.size() != want) return bad(fmt::format("attention_block needs {} inputs for its flags, got {}", want, in.size()));
       const TensorType& x = in[0];
       if (x.shape.rank() < 2) return bad("attention_block input must be [.., S, D]");
@@ -701,14 +760,20 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
           return bad(fmt::format("attention_block key_lengths: x has {} rows, not kv_len's B x pos's S ({} x {})",
                                  x.shape[0].to_string(), kv_len.shape[0].to_string(), in[5].shape[0].to_string()));
       }
-      ASSIGN_OR_RETURN(TensorType q, infer_linear(x, in[1], true, true));
-      ASSIGN_OR_RETURN(TensorType k, infer_linear(x, in[2], true, true));
-      ASSIGN_OR_RETURN(TensorType v, infer_linear(x, in[3], true, true));
       const auto& a = b.attn;
       TRY(check_heads(a));
+      TensorType q, k, v;
+      if (b.latent()) {
+        ASSIGN_OR_RETURN(q, infer_latent_projections(b, in, &k, &v));
+      } else {
+        ASSIGN_OR_RETURN(q, infer_linear(x, in[1], true, true));
+        ASSIGN_OR_RETURN(k, infer_linear(x, in[2], true, true));
+        ASSIGN_OR_RETURN(v, infer_linear(x, in[3], true, true));
+      }
       if (b.use_rope) {
         RopeAttrs r = b.rope;
         if (r.n_rot == 0) r.n_rot = a.head_dim;
+        if (b.latent()) r.head_dim = r.n_rot = b.latent_rope_dim;  // the rope part of each head
         TRY(check_rope_attrs(r));
       }
       if (q.shape.back() != Dim(a.n_heads * a.head_dim * (b.q_gate ? 2 : 1)) || k.shape.back() != Dim(a.n_kv_heads * a.head_dim) ||
@@ -727,6 +792,7 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
           if (in[i + j].shape != Shape{Dim(a.head_dim)}) return bad("qk norm weights must be [head_dim]");
         i += 2;
       }
+      i += latent_inputs;
       if (b.kv_cache) {  // [ctx, W], or [batch, ctx, W]: one stack of every sequence's cache
         for (size_t j = 0; j < 2; ++j) {
           const TensorType& c = in[i + j];
@@ -742,7 +808,7 @@ Expected<TensorType> infer_type(OpKind op, const Attrs& attrs, const Types& in, 
       TensorType heads = q;  // what reaches the output projection: the heads, without their gates
       heads.shape = [&] {
         std::vector<Dim> d(q.shape.begin(), q.shape.end() - 1);
-        d.emplace_back(a.n_heads * a.head_dim);
+        d.emplace_back(a.n_heads * (b.latent() ? b.latent_v_dim : a.head_dim));
         return Shape(d);
       }();
       return infer_linear(heads, in[4], true, true);

@@ -40,10 +40,12 @@ Expected<std::string> gguf_arch(const ModelConfig& c, const std::string& dir) {
       // dense and MoE do not.
       if (c.ssm_grouped_projections) return std::string("qwen3next");
       return std::string(c.n_expert > 0 ? "qwen35moe" : "qwen35");
+    case Arch::MiniCPM3: return std::string("minicpm3");
     default: break;
   }
   return Error::unsupported("{}: rlx convert does not write {} models yet (llama, mistral, mixtral, qwen2, qwen3, "
-                            "qwen3_moe, gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next)", dir, arch_name(c.arch));
+                            "qwen3_moe, gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next, "
+                            "minicpm3)", dir, arch_name(c.arch));
 }
 
 // llama.cpp's q/k permutation for its llama graph: within each head, HF's rows
@@ -121,7 +123,20 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
   TRY(u32("attention.head_count", c.n_head));
   TRY(u32("attention.head_count_kv", c.n_head_kv));
   TRY(u32("attention.key_length", c.head_dim));
-  TRY(u32("attention.value_length", c.head_dim));
+  TRY(u32("attention.value_length", c.latent_attention() ? c.v_head_dim : c.head_dim));
+  if (c.latent_attention()) {
+    if (c.latent_q_rank > 0) TRY(u32("attention.q_lora_rank", c.latent_q_rank));
+    TRY(u32("attention.kv_lora_rank", c.latent_kv_rank));
+  }
+  // MiniCPM's scales, always written for minicpm3 (a reader without them assumes
+  // MiniCPM3-4B's).
+  if (a == "minicpm3" || c.embedding_scale != 1.0 || c.residual_scale != 1.0 || c.logit_scale != 1.0) {
+    if (a != "minicpm3")
+      return Error::unsupported("{}: embedding, residual or logit scales, which GGUF's {} layout does not say", dir, a);
+    TRY(w.add_f32(a + ".embedding_scale", static_cast<float>(c.embedding_scale)));
+    TRY(w.add_f32(a + ".residual_scale", static_cast<float>(c.residual_scale)));
+    TRY(w.add_f32(a + ".logit_scale", static_cast<float>(c.logit_scale)));
+  }
   TRY(w.add_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.norm_eps)));
   TRY(w.add_f32(a + ".rope.freq_base", static_cast<float>(c.rope.theta)));
   TRY(u32("rope.dimension_count", c.rope.n_rot));

@@ -1,10 +1,12 @@
 // Decoder-only transformer (Llama, Mixtral, Qwen2/3, Qwen3-MoE, Gemma 1/2/3, Qwen3.5 and
-// Qwen3-Next — whose weights the source serves in Qwen3.5's layout) as a composition of
+// Qwen3-Next — whose weights the source serves in Qwen3.5's layout —, MiniCPM3 with its
+// latent attention and scaled embeddings, branches and logits) as a composition of
 // Flow blocks: embedding, N x (pre-norm attention — or a gated delta-net with a recurrent
 // state on the hybrids' linear layers — + pre-norm FFN or mixture of experts, with Gemma's
 // post-norms), final norm, LM head.
 #include "rlx/models/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -42,7 +44,23 @@ ir::AttentionBlockAttrs attention_attrs(const ModelConfig& c, int64_t il, int64_
   a.qk_norm_eps = c.norm_eps;
   a.prescale_q = c.prescale_q;
   a.q_gate = c.attn_output_gate;
+  if (c.latent_attention()) {  // heads [nope | rope], padded to the wider of q/k and v
+    a.latent_q_rank = c.latent_q_rank;
+    a.latent_kv_rank = c.latent_kv_rank;
+    a.latent_rope_dim = c.rope.n_rot;
+    a.latent_nope_dim = c.head_dim - c.rope.n_rot;
+    a.latent_v_dim = c.v_head_dim;
+    a.attn.head_dim = std::max(c.head_dim, c.v_head_dim);
+    if (a.attn.scale == 0) a.attn.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+    a.qk_norm = false;
+  }
   return a;
+}
+
+/// x + branch, the branch scaled first when the model says (MiniCPM's residual scale).
+ValueId add_branch(Flow& f, const ModelConfig& c, ValueId x, ValueId branch) {
+  if (c.residual_scale != 1.0) branch = f.builder().mul(branch, f.builder().scalar(static_cast<float>(c.residual_scale)));
+  return f.residual(x, branch);
 }
 
 /// A run's row inputs besides the tokens: positions, recurrent layers' per-sequence
@@ -85,7 +103,7 @@ Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, 
   if (c.post_norms) {
     ASSIGN_OR_RETURN(attn, f.rms_norm(attn, blk + ".post_attention_norm.weight", c.norm_eps));
   }
-  x = f.residual(x, attn);
+  x = add_branch(f, c, x, attn);
 
   // The Qwen3.5 family names its pre-FFN norm as llama.cpp does: post_attention_norm.
   const char* ffn_norm = c.arch == Arch::Qwen35 ? ".post_attention_norm.weight" : ".ffn_norm.weight";
@@ -115,7 +133,7 @@ Expected<ValueId> layer(Flow& f, const ModelConfig& c, const DecoderOptions& o, 
   if (c.post_norms) {
     ASSIGN_OR_RETURN(ff, f.rms_norm(ff, blk + ".post_ffw_norm.weight", c.norm_eps));
   }
-  return f.residual(x, ff);
+  return add_branch(f, c, x, ff);
 }
 
 }  // namespace
@@ -145,12 +163,13 @@ Expected<BuiltModel> build_decoder(const ModelConfig& c, const WeightSource& wei
     ri.slot_rows = f.input_ids("slot_rows", *rows);
     ri.row_slots = f.input_ids("row_slots", x_rows);
   }
-  const float scale = c.embed_scale ? std::sqrt(static_cast<float>(c.n_embd)) : 1.0f;
+  const float scale = c.embed_scale ? std::sqrt(static_cast<float>(c.n_embd)) : static_cast<float>(c.embedding_scale);
   ASSIGN_OR_RETURN(ValueId x, f.embedding(tokens, "token_embd.weight", c.n_vocab, c.n_embd, scale));
   for (int64_t il = 0; il < c.n_layer; ++il) {
     ASSIGN_OR_RETURN(x, layer(f, c, o, il, x, ri));
   }
   ASSIGN_OR_RETURN(x, f.rms_norm(x, "output_norm.weight", c.norm_eps));
+  if (c.logit_scale != 1.0) x = f.builder().mul(x, f.builder().scalar(static_cast<float>(1.0 / c.logit_scale)));
   if (o.last_row_logits) x = f.builder().gather(x, f.input_ids("last", ir::Dim(o.batch)), 0);
   const std::string head = c.tied_embeddings ? "token_embd.weight" : "output.weight";
   ASSIGN_OR_RETURN(ValueId logits, f.lm_head(x, head, c.n_vocab, c.n_embd, c.final_softcap));

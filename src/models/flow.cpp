@@ -83,14 +83,38 @@ Expected<ValueId> Flow::attention(ValueId x, ValueId pos, const AttentionSpec& s
   attrs.rope.head_dim = a.attn.head_dim;
 
   std::vector<ValueId> in{x};
-  const int64_t q_rows = a.q_gate ? 2 * q_width : q_width;  // gated: [q_h | gate_h] per head
-  for (auto [t, rows] : {std::pair{&spec.names.q, q_rows}, {&spec.names.k, kv_width}, {&spec.names.v, kv_width}}) {
-    ASSIGN_OR_RETURN(ValueId w, param(name(*t), {rows, dim}));
-    in.push_back(w);
+  if (a.latent()) {
+    // W_q (q_b after the q latent), W_kv_a, W_kv_b, W_o; after pos the latent norms and W_q_a.
+    const int64_t H = a.attn.n_heads, qk = a.latent_nope_dim + a.latent_rope_dim, q_rank = a.latent_q_rank;
+    attrs.rope.head_dim = attrs.rope.n_rot = a.latent_rope_dim;
+    const std::pair<const std::string*, std::vector<int64_t>> weights[] = {
+        {q_rank > 0 ? &spec.names.q_b : &spec.names.q, {H * qk, q_rank > 0 ? q_rank : dim}},
+        {&spec.names.kv_a, {a.latent_kv_rank + a.latent_rope_dim, dim}},
+        {&spec.names.kv_b, {H * (a.latent_nope_dim + a.latent_v_dim), a.latent_kv_rank}},
+        {&spec.names.o, {dim, H * a.latent_v_dim}}};
+    for (const auto& [t, shape] : weights) {
+      ASSIGN_OR_RETURN(ValueId w, param(name(*t), shape));
+      in.push_back(w);
+    }
+    in.push_back(pos);
+    ASSIGN_OR_RETURN(ValueId kv_norm, param(name(spec.names.kv_a_norm), {a.latent_kv_rank}));
+    in.push_back(kv_norm);
+    if (q_rank > 0) {
+      ASSIGN_OR_RETURN(ValueId wqa, param(name(spec.names.q_a), {q_rank, dim}));
+      ASSIGN_OR_RETURN(ValueId q_norm, param(name(spec.names.q_a_norm), {q_rank}));
+      in.push_back(wqa);
+      in.push_back(q_norm);
+    }
+  } else {
+    const int64_t q_rows = a.q_gate ? 2 * q_width : q_width;  // gated: [q_h | gate_h] per head
+    for (auto [t, rows] : {std::pair{&spec.names.q, q_rows}, {&spec.names.k, kv_width}, {&spec.names.v, kv_width}}) {
+      ASSIGN_OR_RETURN(ValueId w, param(name(*t), {rows, dim}));
+      in.push_back(w);
+    }
+    ASSIGN_OR_RETURN(ValueId wo, param(name(spec.names.o), {dim, q_width}));
+    in.push_back(wo);
+    in.push_back(pos);
   }
-  ASSIGN_OR_RETURN(ValueId wo, param(name(spec.names.o), {dim, q_width}));
-  in.push_back(wo);
-  in.push_back(pos);
   if (a.qkv_bias) {
     for (auto [t, rows] : {std::pair{&spec.names.q_bias, q_width}, {&spec.names.k_bias, kv_width},
                            {&spec.names.v_bias, kv_width}}) {

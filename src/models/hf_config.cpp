@@ -217,6 +217,36 @@ Status read_encoder(const Reader& r, const std::string& type, ModelConfig* c) {
   return {};
 }
 
+// MiniCPM3's multi-head latent attention: each query / key head is qk_nope_head_dim +
+// qk_rope_head_dim wide with the rope part last, keys and values expanded from a
+// kv_lora_rank latent, queries through a q_lora_rank one (absent or null: projected
+// directly); and MiniCPM's scales — embeddings times scale_emb, residual branches times
+// scale_depth / sqrt(layers), the final hidden state divided by hidden_size /
+// dim_model_base.
+Status read_latent_attention(const Reader& r, ModelConfig* c) {
+  ASSIGN_OR_RETURN(const int64_t nope, r.req_int("qk_nope_head_dim"));
+  ASSIGN_OR_RETURN(const int64_t rope, r.req_int("qk_rope_head_dim"));
+  ASSIGN_OR_RETURN(c->latent_kv_rank, r.req_int("kv_lora_rank"));
+  ASSIGN_OR_RETURN(c->latent_q_rank, r.opt_int("q_lora_rank", 0));
+  ASSIGN_OR_RETURN(c->v_head_dim, r.opt_int("v_head_dim", c->n_head > 0 ? c->n_embd / c->n_head : 0));
+  if (nope < 0 || rope <= 0 || nope > (1 << 14) || rope > (1 << 14))
+    return Error::invalid_file("{}: qk_nope_head_dim {} / qk_rope_head_dim {} are out of range", r.path, nope, rope);
+  c->head_dim = nope + rope;
+  c->rope.head_dim = c->head_dim;
+  c->rope.n_rot = rope;
+  if (c->n_head_kv != c->n_head)
+    return Error::invalid_file("{}: num_key_value_heads {} must equal num_attention_heads {} (latent attention expands "
+                               "every head's key and value)", r.path, c->n_head_kv, c->n_head);
+  ASSIGN_OR_RETURN(c->embedding_scale, r.opt_float("scale_emb", 1.0));
+  ASSIGN_OR_RETURN(const double depth, r.opt_float("scale_depth", 1.0));
+  ASSIGN_OR_RETURN(const double base, r.opt_float("dim_model_base", static_cast<double>(c->n_embd)));
+  if (!(base > 0 && std::isfinite(base)) || c->n_layer <= 0)
+    return Error::invalid_file("{}: 'dim_model_base' must be positive, got {}", r.path, base);
+  c->residual_scale = depth / std::sqrt(static_cast<double>(c->n_layer));
+  c->logit_scale = static_cast<double>(c->n_embd) / base;
+  return {};
+}
+
 }  // namespace
 
 Expected<ModelConfig> config_from_hf(const std::string& path) {
@@ -244,6 +274,7 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   else if (type == "nomic_bert") c.arch = Arch::NomicBert;
   else if (type == "modernbert") c.arch = Arch::ModernBert;
   else if (type == "qwen3_5_text" || type == "qwen3_5_moe_text" || type == "qwen3_next") c.arch = Arch::Qwen35;
+  else if (type == "minicpm3") c.arch = Arch::MiniCPM3;
   else if (is_media_model_type(type))
     return Error::unsupported("{}: model_type '{}' is a vision / audio encoder: rlx forward runs it (this command takes "
                               "language models and text encoders)", path, type);
@@ -252,8 +283,8 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
                               "command takes language models and text encoders)", path);
   else
     return Error::unsupported("{}: model_type '{}' is not supported (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, "
-                              "gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next; encoders bert, "
-                              "nomic_bert, modernbert)", path, type);
+                              "gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next, minicpm3; "
+                              "encoders bert, nomic_bert, modernbert)", path, type);
 
   // Older nomic_bert files name the sizes as GPT-2 does.
   const bool gpt2_keys = c.arch == Arch::NomicBert && r.find("n_embd");
@@ -278,6 +309,8 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
   c.rope.n_rot = c.head_dim;
   // Qwen3-Next rotates a quarter of each head unless the file says otherwise.
   if (type == "qwen3_next") c.rope.n_rot = c.head_dim / 4 / 2 * 2;
+  // MiniCPM3's heads: query / key [nope | rope] (its head_dim key is the rope part).
+  if (c.arch == Arch::MiniCPM3) TRY(read_latent_attention(r, &c));
   ASSIGN_OR_RETURN(c.rope.theta, r.opt_float("rope_theta", 10000.0));
   if (const json* v = r.find("partial_rotary_factor")) {  // top level (Phi, StableLM); rope_parameters may say it too
     json partial = json::object();
@@ -348,6 +381,8 @@ Expected<ModelConfig> config_from_hf(const std::string& path) {
       c.ssm_grouped_projections = type == "qwen3_next";
       TRY(read_linear_attention(r, &c));
       break;
+    case Arch::MiniCPM3:
+      break;  // read_latent_attention
     case Arch::Gemma:
     case Arch::Gemma2:
     case Arch::Gemma3:

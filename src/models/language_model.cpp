@@ -66,8 +66,8 @@ Expected<std::unique_ptr<LanguageModel>> LanguageModel::load(const std::string& 
   if (options.device.kind == DeviceKind::kCpu || options.device.kind == DeviceKind::kReference) {
     const ModelConfig& c = m->config_;
     const double kv_bytes = 2.0 * static_cast<double>(options.batch) * static_cast<double>(c.n_layer) *
-                            static_cast<double>(options.ctx) * static_cast<double>(c.n_head_kv) *
-                            static_cast<double>(c.head_dim) * (options.kv_dtype == ir::DType::F16 ? 2 : 4);
+                            static_cast<double>(options.ctx) * static_cast<double>(c.kv_width()) *
+                            (options.kv_dtype == ir::DType::F16 ? 2 : 4);
     // A budget below the whole cache (a paged cache) is what must fit.
     const double held = options.kv_memory > 0 ? std::min(kv_bytes, static_cast<double>(options.kv_memory)) : kv_bytes;
     TRY(check_memory_request(held, fmt::format("the KV cache for ctx {}", options.ctx)));
@@ -185,7 +185,8 @@ std::string default_profile_name(const ModelConfig& config, bool decode) {
   const char* family = config.arch == Arch::Qwen35 ? "qwen35"
                        : config.arch == Arch::Qwen3 || config.arch == Arch::Qwen2 || config.arch == Arch::Qwen3Moe
                            ? "qwen3"
-                       : config.arch == Arch::Llama || config.arch == Arch::Phi3 ? "llama32"
+                       : config.arch == Arch::Llama || config.arch == Arch::Phi3 || config.arch == Arch::MiniCPM3
+                           ? "llama32"
                                                                                 : "gemma";
   return fmt::format("{}_{}", family, decode ? "decode" : "prefill");
 }

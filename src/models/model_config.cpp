@@ -25,6 +25,7 @@ const char* arch_name(Arch a) {
     case Arch::NomicBert: return "nomic-bert";
     case Arch::ModernBert: return "modern-bert";
     case Arch::Qwen35: return "qwen35";
+    case Arch::MiniCPM3: return "minicpm3";
   }
   return "?";
 }
@@ -78,6 +79,10 @@ bool ModelConfig::has_recurrent_layers() const {
   return std::find(recurrent_layers.begin(), recurrent_layers.end(), true) != recurrent_layers.end();
 }
 
+int64_t ModelConfig::kv_width() const {
+  return latent_attention() ? n_head * std::max(head_dim, v_head_dim) : n_head_kv * head_dim;
+}
+
 Status ModelConfig::validate() const {
   auto positive = [](int64_t v, const char* field) -> Status {
     if (v <= 0) return Error::invalid_argument("model config: {} must be positive, got {}", field, v);
@@ -120,6 +125,24 @@ Status ModelConfig::validate() const {
       return Error::invalid_argument("model config: implausible delta-net sizes (conv {}, value heads {}, dims {}/{})",
                                      ssm_conv_kernel, ssm_n_v_heads, ssm_head_k_dim, ssm_head_v_dim);
   }
+  if (latent_q_rank != 0 || latent_kv_rank != 0) {
+    TRY(positive(latent_kv_rank, "latent kv rank"));
+    TRY(positive(v_head_dim, "v_head_dim"));
+    if (latent_q_rank < 0 || latent_q_rank > (1 << 16) || latent_kv_rank > (1 << 16) || v_head_dim > (1 << 14))
+      return Error::invalid_argument("model config: implausible latent attention sizes (q rank {}, kv rank {}, v {})",
+                                     latent_q_rank, latent_kv_rank, v_head_dim);
+    if (n_head_kv != n_head)
+      return Error::invalid_argument("model config: latent attention expands every head's key and value; n_head_kv {} "
+                                     "must equal n_head {}", n_head_kv, n_head);
+  }
+  auto scale_ok = [](double v, const char* field) -> Status {
+    if (!(std::isfinite(v) && v > 0 && v < 1e6))
+      return Error::invalid_argument("model config: {} must be positive and finite, got {}", field, v);
+    return {};
+  };
+  TRY(scale_ok(embedding_scale, "embedding_scale"));
+  TRY(scale_ok(residual_scale, "residual_scale"));
+  TRY(scale_ok(logit_scale, "logit_scale"));
   if (n_layer > 4096 || n_embd > (1 << 20) || n_vocab > (1 << 24))
     return Error::invalid_argument("model config: implausible sizes (layers {}, embd {}, vocab {})", n_layer, n_embd,
                                    n_vocab);
@@ -174,7 +197,10 @@ std::string ModelConfig::summary() const {
               ? fmt::format(", delta-net layers {} of {} (k heads {}, v heads {}, dims {}/{}, conv {})",
                             std::count(recurrent_layers.begin(), recurrent_layers.end(), true), n_layer, ssm_n_k_heads,
                             ssm_n_v_heads, ssm_head_k_dim, ssm_head_v_dim, ssm_conv_kernel)
-              : "");
+              : "") +
+         (latent_attention() ? fmt::format(", latent attention (q rank {}, kv rank {}, rope {}, v {})", latent_q_rank,
+                                           latent_kv_rank, rope.n_rot, v_head_dim)
+                             : "");
 }
 
 namespace {
@@ -226,9 +252,11 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
   else if (arch == "bert") c.arch = Arch::Bert;
   else if (arch == "nomic-bert") c.arch = Arch::NomicBert;
   else if (arch == "modern-bert") c.arch = Arch::ModernBert;
+  else if (arch == "minicpm3") c.arch = Arch::MiniCPM3;
   else
     return Error::unsupported("{}: architecture '{}' is not supported (llama, qwen2, qwen3, qwen3moe, gemma, gemma2, "
-                              "gemma3, phi3, qwen35, qwen35moe, qwen3next; encoders bert, nomic-bert, modern-bert)", f.name(), arch);
+                              "gemma3, phi3, qwen35, qwen35moe, qwen3next, minicpm3; encoders bert, nomic-bert, "
+                              "modern-bert)", f.name(), arch);
   if (auto n = f.get_string("general.name")) c.name = std::string(*n);
 
   auto req_int = [&](const std::string& key) -> Expected<int64_t> {
@@ -359,6 +387,22 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.n_ff_shared = opt_int("expert_shared_feed_forward_length", 0);
       c.shared_expert_gate = c.n_ff_shared > 0 && f.find_tensor("blk.0.ffn_gate_inp_shexp.weight") != nullptr;
       if (!c.has_recurrent_layers()) c.recurrent_layers.clear();
+      break;
+    }
+    case Arch::MiniCPM3: {
+      // llama.cpp's minicpm3 keys: the latent ranks, key_length = nope + rope and the rope
+      // part as rope.dimension_count; value heads n_embd / n_head wide unless value_length
+      // says. llama.cpp fixes MiniCPM3-4B's scales in its graph (embeddings x 12, residual
+      // branches x 1.4 / sqrt(layers), hidden state x 256 / n_embd before the head); the
+      // scale keys, which `rlx convert` writes, say others.
+      c.rope.layout = ir::RopeLayout::Neox;
+      c.latent_q_rank = opt_int("attention.q_lora_rank", 0);
+      ASSIGN_OR_RETURN(c.latent_kv_rank, req_int("attention.kv_lora_rank"));
+      c.v_head_dim = opt_int("attention.value_length", c.n_head > 0 ? c.n_embd / c.n_head : 0);
+      c.n_head_kv = c.n_head;
+      c.embedding_scale = opt_float("embedding_scale", 12.0);
+      c.residual_scale = opt_float("residual_scale", c.n_layer > 0 ? 1.4 / std::sqrt(static_cast<double>(c.n_layer)) : 1.0);
+      c.logit_scale = opt_float("logit_scale", static_cast<double>(c.n_embd) / 256.0);
       break;
     }
     case Arch::Bert:

@@ -211,6 +211,13 @@ std::string hf_to_gguf_name(std::string_view hf, bool post_norms) {
       {"self_attn.q_norm.weight", "attn_q_norm.weight"},
       {"self_attn.k_norm.weight", "attn_k_norm.weight"},
       {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // Phi-3: q | k | v rows
+      // multi-head latent attention (MiniCPM3)
+      {"self_attn.q_a_proj.weight", "attn_q_a.weight"},
+      {"self_attn.q_a_layernorm.weight", "attn_q_a_norm.weight"},
+      {"self_attn.q_b_proj.weight", "attn_q_b.weight"},
+      {"self_attn.kv_a_proj_with_mqa.weight", "attn_kv_a_mqa.weight"},
+      {"self_attn.kv_a_layernorm.weight", "attn_kv_a_norm.weight"},
+      {"self_attn.kv_b_proj.weight", "attn_kv_b.weight"},
       {"mlp.gate_up_proj.weight", "ffn_up.weight"},       // Phi-3: gate | up rows
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},

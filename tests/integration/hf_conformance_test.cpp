@@ -88,7 +88,7 @@ TEST_P(HfConformance, MatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Models, HfConformance,
                          ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma",
                                            "gemma2", "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5", "qwen3.5-moe",
-                                           "qwen3-next"),
+                                           "qwen3-next", "minicpm3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)
@@ -284,7 +284,7 @@ TEST_P(HfConvertedToGguf, MatchesTransformers) {
 INSTANTIATE_TEST_SUITE_P(Models, HfConvertedToGguf,
                          ::testing::Values("llama", "llama3-ropescaled", "qwen2", "qwen3", "mistral-swa", "gemma",
                                            "gemma2", "gemma3", "phi3", "qwen3-moe", "mixtral", "qwen3.5", "qwen3.5-moe",
-                                           "qwen3-next"),
+                                           "qwen3-next", "minicpm3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n)

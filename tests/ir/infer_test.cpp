@@ -65,6 +65,21 @@ AttentionBlockAttrs block(bool kv_cache) {
   return b;
 }
 
+// Latent attention: 4 heads of q/k [nope 8 | rope 8] and values of 24 (so heads are
+// padded to 24), q rank 32, kv rank 16, D 64.
+AttentionBlockAttrs latent_block() {
+  AttentionBlockAttrs b;
+  b.attn = attn(4, 4, 24);
+  b.rope = rope(8, 8);
+  b.kv_cache = true;
+  b.latent_q_rank = 32;
+  b.latent_kv_rank = 16;
+  b.latent_nope_dim = 8;
+  b.latent_rope_dim = 8;
+  b.latent_v_dim = 24;
+  return b;
+}
+
 AttentionBlockAttrs compact_block() {
   AttentionBlockAttrs b = block(true);
   b.batch = 4;
@@ -413,6 +428,55 @@ const std::vector<InferCase>& cases() {
        }(),
        {"f32[SEQ, 64]", "f32[64, 64]", "f32[32, 64]", "f32[32, 64]", "f32[64, 64]", "i32[SEQ]"}, "",
        "error: attention heads invalid: n_heads=2305843009213693952 n_kv_heads=2 head_dim=16"},
+      // latent attention: x, W_q_b, W_kv_a, W_kv_b, W_o, pos, kv_a_norm, W_q_a, q_a_norm, caches
+      {"hir_attention_block_latent", K::HirAttentionBlock, latent_block(),
+       {"f32[SEQ, 64]", "f32[64, 32]", "f32[24, 64]", "f32[128, 16]", "f32[64, 96]", "i32[SEQ]", "f32[16]",
+        "f32[32, 64]", "f32[32]", "f32[4096, 96]", "f32[4096, 96]"},
+       "", "f32[SEQ, 64]"},
+      {"hir_attention_block_latent_direct_q", K::HirAttentionBlock, [] {
+         AttentionBlockAttrs b = latent_block();
+         b.latent_q_rank = 0;
+         return b;
+       }(),
+       {"f32[SEQ, 64]", "f32[64, 64]", "f32[24, 64]", "f32[128, 16]", "f32[64, 96]", "i32[SEQ]", "f32[16]",
+        "f32[4096, 96]", "f32[4096, 96]"},
+       "", "f32[SEQ, 64]"},
+      {"hir_attention_block_latent_kv_b", K::HirAttentionBlock, latent_block(),
+       {"f32[SEQ, 64]", "f32[64, 32]", "f32[24, 64]", "f32[127, 16]", "f32[64, 96]", "i32[SEQ]", "f32[16]",
+        "f32[32, 64]", "f32[32]", "f32[4096, 96]", "f32[4096, 96]"},
+       "", "error: attention_block latent projections do not match 4 heads of nope 8 + rope 8 (v 24)"},
+      {"hir_attention_block_latent_kv_a", K::HirAttentionBlock, latent_block(),
+       {"f32[SEQ, 64]", "f32[64, 32]", "f32[16, 64]", "f32[128, 16]", "f32[64, 96]", "i32[SEQ]", "f32[16]",
+        "f32[32, 64]", "f32[32]", "f32[4096, 96]", "f32[4096, 96]"},
+       "", "error: attention_block W_kv_a gives 16 values a row, not kv rank + rope = 24"},
+      {"hir_attention_block_latent_norm", K::HirAttentionBlock, latent_block(),
+       {"f32[SEQ, 64]", "f32[64, 32]", "f32[24, 64]", "f32[128, 16]", "f32[64, 96]", "i32[SEQ]", "f32[24]",
+        "f32[32, 64]", "f32[32]", "f32[4096, 96]", "f32[4096, 96]"},
+       "", "error: attention_block kv_a_norm must be [16], got f32[24]"},
+      {"hir_attention_block_latent_cache", K::HirAttentionBlock, latent_block(),
+       {"f32[SEQ, 64]", "f32[64, 32]", "f32[24, 64]", "f32[128, 16]", "f32[64, 96]", "i32[SEQ]", "f32[16]",
+        "f32[32, 64]", "f32[32]", "f32[4096, 64]", "f32[4096, 64]"},
+       "", "error: kv caches must be f32 (or f16/bf16)[ctx, 96], got f32[4096, 64]"},
+      {"hir_attention_block_latent_output", K::HirAttentionBlock, latent_block(),
+       {"f32[SEQ, 64]", "f32[64, 32]", "f32[24, 64]", "f32[128, 16]", "f32[64, 64]", "i32[SEQ]", "f32[16]",
+        "f32[32, 64]", "f32[32]", "f32[4096, 96]", "f32[4096, 96]"},
+       "", "error: inner dims differ"},
+      {"hir_attention_block_latent_heads", K::HirAttentionBlock, [] {
+         AttentionBlockAttrs b = latent_block();
+         b.attn.n_kv_heads = 2;
+         return b;
+       }(),
+       {"f32[SEQ, 64]", "f32[64, 32]", "f32[24, 64]", "f32[128, 16]", "f32[64, 96]", "i32[SEQ]", "f32[16]",
+        "f32[32, 64]", "f32[32]", "f32[4096, 96]", "f32[4096, 96]"},
+       "", "error: attention_block latent attention needs n_kv_heads = n_heads and head_dim = max(nope + rope, v) = 24"},
+      {"hir_attention_block_latent_flags", K::HirAttentionBlock, [] {
+         AttentionBlockAttrs b = latent_block();
+         b.qk_norm = true;
+         return b;
+       }(),
+       {"f32[SEQ, 64]", "f32[64, 32]", "f32[24, 64]", "f32[128, 16]", "f32[64, 96]", "i32[SEQ]", "f32[16]",
+        "f32[32, 64]", "f32[32]", "f32[4096, 96]", "f32[4096, 96]"},
+       "", "error: attention_block: latent attention takes no biases, q-k norms"},
       {"hir_rms_norm", K::HirRmsNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[64]"}, "", "f32[SEQ, 64]"},
       {"hir_rms_norm_gamma", K::HirRmsNorm, NormAttrs{}, {"f32[SEQ, 64]", "f32[SEQ]"}, "",
        "error: norm gamma must be [64], got f32[SEQ]"},

@@ -400,6 +400,25 @@ struct AttentionBlockAttrs {
   /// at their padded positions; the cache write and the attention run on the padded
   /// layout as without compact rows; each compact row takes its padded row's output.
   bool compact_rows = false;
+  /// Multi-head latent attention (MiniCPM3; DeepSeek-V2's projections), on when
+  /// latent_kv_rank > 0. Each head's query and key are [nope | rope] (latent_nope_dim +
+  /// latent_rope_dim wide); keys and values are expanded per head from one latent
+  /// c = rms_norm((x W_kv_a)[:kv rank]) by W_kv_b, and the rotary part of every head's key
+  /// is one vector shared by the heads, (x W_kv_a)[kv rank:]. Inputs 1..4 are then W_q
+  /// [H*(nope+rope), q rank or D], W_kv_a [kv rank + rope, D], W_kv_b [H*(nope+v), kv rank]
+  /// and W_o [D, H*v]; after the positions come kv_a_norm [kv rank] and, when
+  /// latent_q_rank > 0, W_q_a [q rank, D] and q_a_norm [q rank] (then q = rms_norm(x W_q_a)
+  /// W_q). The norms use qk_norm_eps. rope turns the rope part (rope.n_rot =
+  /// latent_rope_dim); attn.n_kv_heads equals attn.n_heads, and attn.head_dim is
+  /// max(nope + rope, v): the width per head of the cache and the attention, q/k/v
+  /// zero-padded to it; attn.scale 0 means 1/sqrt(nope + rope). No biases, q-k norms,
+  /// gate or encoder form.
+  int64_t latent_q_rank = 0;
+  int64_t latent_kv_rank = 0;
+  int64_t latent_rope_dim = 0;
+  int64_t latent_nope_dim = 0;
+  int64_t latent_v_dim = 0;
+  bool latent() const { return latent_kv_rank > 0; }
   template <class V> void fields(V&& v) {
     attn.fields(v);
     v("rope_n_rot", rope.n_rot); v("rope_layout", rope.layout); v("rope_theta", rope.theta);
@@ -411,7 +430,8 @@ struct AttentionBlockAttrs {
     v("use_rope", use_rope); v("qkv_bias", qkv_bias); v("qk_norm", qk_norm);
     v("qk_norm_eps", qk_norm_eps); v("kv_cache", kv_cache); v("prescale_q", prescale_q);
     v("batch", batch); v("key_lengths", key_lengths); v("q_gate", q_gate);
-    v("compact_rows", compact_rows);
+    v("compact_rows", compact_rows); v("latent_q_rank", latent_q_rank); v("latent_kv_rank", latent_kv_rank);
+    v("latent_rope_dim", latent_rope_dim); v("latent_nope_dim", latent_nope_dim); v("latent_v_dim", latent_v_dim);
   }
 };
 

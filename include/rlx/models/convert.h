@@ -23,7 +23,8 @@ struct ConvertOptions {
 };
 
 /// Converts the Hugging Face folder `hf_dir` (llama, mistral, mixtral, qwen2, qwen3,
-/// qwen3_moe, gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next)
+/// qwen3_moe, gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next,
+/// minicpm3)
 /// to the GGUF file `out` (written atomically) in llama.cpp's layout for that family.
 /// Llama-architecture q/k rows are permuted to the interleaved rotary layout llama.cpp's
 /// llama graph expects; Llama 3 rope scaling becomes rope_freqs.weight, linear and YaRN

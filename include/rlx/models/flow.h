@@ -58,6 +58,9 @@ struct AttentionNames {
   std::string q_bias = "attn_q.bias", k_bias = "attn_k.bias", v_bias = "attn_v.bias";
   std::string o_bias = "attn_output.bias";  ///< read when AttentionSpec::o_bias
   std::string q_norm = "attn_q_norm.weight", k_norm = "attn_k_norm.weight";
+  /// Latent attention (attrs.latent()): W_q is q_b when q is low-rank, else q.
+  std::string q_a = "attn_q_a.weight", q_a_norm = "attn_q_a_norm.weight", q_b = "attn_q_b.weight";
+  std::string kv_a = "attn_kv_a_mqa.weight", kv_a_norm = "attn_kv_a_norm.weight", kv_b = "attn_kv_b.weight";
 };
 
 struct AttentionSpec {

@@ -23,6 +23,9 @@ enum class Arch : uint8_t {
   /// Qwen3.5 (qwen3_5_text, qwen3_5_moe_text) and Qwen3-Next (qwen3_next): gated delta-net
   /// layers between gated full-attention layers
   Qwen35,
+  /// MiniCPM3: multi-head latent attention (latent_kv_rank), scaled embeddings, residual
+  /// branches and logits
+  MiniCPM3,
 };
 const char* arch_name(Arch a);
 /// True for the bidirectional encoders (Bert, NomicBert, ModernBert): no LM head, no
@@ -126,6 +129,23 @@ struct ModelConfig {
   /// tensors above (attn_qkv, attn_gate, ssm_beta, ssm_alpha); the graph is Qwen3.5's.
   bool ssm_grouped_projections = false;
 
+  // Multi-head latent attention (MiniCPM3; latent_kv_rank > 0): head_dim is a query /
+  // key head's width, rope.n_rot its rotary part (the last n_rot dims; the first
+  // head_dim - n_rot are not turned), and n_head_kv equals n_head. q is projected through
+  // a rank-latent_q_rank bottleneck (blk.N.attn_q_a, attn_q_a_norm, attn_q_b; 0: attn_q
+  // directly), keys and values expanded per head from one rank-latent_kv_rank latent
+  // (attn_kv_a_mqa, attn_kv_a_norm, attn_kv_b); value heads are v_head_dim wide.
+  int64_t latent_q_rank = 0;
+  int64_t latent_kv_rank = 0;
+  int64_t v_head_dim = 0;
+  /// MiniCPM's scales: the embeddings times embedding_scale, every residual branch times
+  /// residual_scale before it is added, the final hidden state divided by logit_scale
+  /// before the LM head (1: none; GGUF keys <arch>.embedding_scale / residual_scale /
+  /// logit_scale).
+  double embedding_scale = 1.0;
+  double residual_scale = 1.0;
+  double logit_scale = 1.0;
+
   // Encoders (is_encoder(arch)): LayerNorm everywhere, bidirectional attention.
   int64_t n_token_types = 0;      ///< token-type (segment) embeddings, token_types.weight (0: none)
   int64_t n_positions = 0;        ///< learned absolute positions, position_embd.weight (0: rotary)
@@ -146,6 +166,11 @@ struct ModelConfig {
   bool layer_is_recurrent(int64_t il) const;
   /// True if any layer keeps a recurrent state.
   bool has_recurrent_layers() const;
+  /// True for multi-head latent attention.
+  bool latent_attention() const { return latent_kv_rank > 0; }
+  /// Values a KV-cache row holds per layer (keys or values): n_head_kv * head_dim, or for
+  /// latent attention n_head * max(head_dim, v_head_dim), the width its heads are padded to.
+  int64_t kv_width() const;
   /// Checks internal consistency (positive sizes, heads divide, n_rot fits); errors name the field.
   Status validate() const;
   std::string summary() const;
@@ -160,7 +185,7 @@ inline constexpr const char* kGgufExactGeluKey = "rlx.gelu_exact";
 Expected<ModelConfig> config_from_gguf(const formats::GgufFile& file);
 
 /// Reads a Hugging Face `config.json` (llama, mistral, mixtral, qwen2, qwen3, qwen3_moe,
-/// gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next; the
+/// gemma, gemma2, gemma3_text, phi3, qwen3_5_text, qwen3_5_moe_text, qwen3_next, minicpm3; the
 /// encoders bert, nomic_bert, modernbert).
 /// Errors name the file and the key.
 Expected<ModelConfig> config_from_hf(const std::string& config_json_path);
