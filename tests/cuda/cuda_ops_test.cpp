@@ -427,7 +427,11 @@ TEST(CudaOps, Attention) {
 // An f16 cache computes with llama.cpp's f16-cache numerics on both devices (q rounded
 // to f16, normalised probabilities rounded to f16 before P.V): CUDA's two-pass kernel
 // against the CPU's attention_f16kv. Masks, softcap, head_dim 8 (stories260K) and a row
-// of 13,000 keys (scores beyond 48 KB of shared memory).
+// of 13,000 keys (scores beyond 48 KB of shared memory). Few rows over more than 512
+// keys take the split form (chunks of keys over four kernels): decode at Llama 3.2 1B's
+// heads, head_dim 128 / 256, a sliding window and softcap, 40,000 keys (past the
+// whole-row form's shared-memory limit), and a window of 200 of 1,000 keys (a row of one
+// chunk: done whole by the first kernel).
 TEST(CudaOps, AttentionF32QueriesOverHalfCache) {
   REQUIRE_CUDA();
   struct Cfg {
@@ -439,7 +443,9 @@ TEST(CudaOps, AttentionF32QueriesOverHalfCache) {
   uint32_t seed = 90;
   for (const Cfg& f : {Cfg{9, 9, 4, 2, 64}, Cfg{1, 300, 8, 2, 64}, Cfg{1, 40, 4, 4, 32}, Cfg{70, 70, 4, 2, 64},
                        Cfg{64, 64, 8, 4, 8}, Cfg{33, 33, 4, 2, 16, ir::MaskKind::SlidingWindow, 8, 5.0},
-                       Cfg{2, 13000, 2, 1, 32}}) {
+                       Cfg{2, 13000, 2, 1, 32}, Cfg{1, 5000, 32, 8, 64}, Cfg{1, 1300, 4, 2, 128},
+                       Cfg{1, 2000, 4, 2, 256, ir::MaskKind::SlidingWindow, 700, 30.0}, Cfg{1, 40000, 2, 2, 64},
+                       Cfg{1, 1000, 4, 2, 64, ir::MaskKind::SlidingWindow, 200}}) {
     GraphBuilder b;
     const auto [q, k, v, a] = attention_inputs(b, f.S, f.T, f.H, f.KV, f.hd, f.mask, f.window, f.softcap);
     b.output(b.attention(q, b.cast(k, DType::F16), b.cast(v, DType::F16), a), "o");

@@ -833,20 +833,28 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   k.dt = to_dt(dt);
   k.out_dt = to_dt(n.dtype);
   // An f16 cache computes as llama.cpp's (and the CPU backend's) f16 cache does, which
-  // the flash kernels' online softmax cannot: the exact two-pass kernel, no splits.
+  // the flash kernels' online softmax cannot: the exact two-pass kernels, whole rows,
+  // or (few rows over many keys: decode) rows split into chunks of keys, with its scratch.
   p->f16_exact = k.dt == DT::F16;
-  if (p->f16_exact && k.T_full > attention_f16_exact_max_keys())
-    return step_error(ctx, "an f16 KV cache of {} positions (at most {} on CUDA; an f32 cache has no such limit)",
-                      k.T_full, attention_f16_exact_max_keys());
+  const bool f16_split = p->f16_exact && attention_f16_split(k.batch, k.S, k.n_heads, k.T_full, ctx.sms);
+  if (p->f16_exact && k.hd % 2 != 0)  // the kernels read rows in f16 pairs
+    return step_error(ctx, "an f16 KV cache with an odd head_dim {} (an f32 cache takes it)", k.hd);
+  if (p->f16_exact && !f16_split && k.T_full > attention_f16_exact_max_keys())
+    return step_error(ctx, "an f16 KV cache of {} positions for {} query rows (at most {} on CUDA; an f32 cache has "
+                      "no such limit)", k.T_full, k.S, attention_f16_exact_max_keys());
+  if (f16_split) {  // scratch, and a counter per row (the last block of a row adds its parts)
+    p->partial_off = ctx.scratch(attention_f16_split_scratch_bytes(k.batch, k.S_full, k.n_heads, k.T_full, k.hd));
+    p->counters_off = ctx.zeroed(k.batch * k.S_full * k.n_heads * static_cast<int64_t>(sizeof(unsigned)));
+  }
   k.decode = !p->f16_exact && attention_decode_supported(k.S, k.n_heads, k.n_kv, k.hd);
   k.decode_wave = ctx.sms;
   k.tensor_cores =
       !k.decode && !p->f16_exact && ctx.attention_tc && attention_tc_supported(k.S, k.n_heads, k.n_kv, k.hd);
-  k.splits = p->f16_exact     ? 1
+  k.splits = p->f16_exact     ? (f16_split ? 2 : 1)
              : k.decode       ? attention_decode_splits(k.batch, k.T, k.n_kv, ctx.sms)
              : k.tensor_cores ? 1
                               : attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);
-  if (k.splits > 1)
+  if (k.splits > 1 && !p->f16_exact)
     p->partial_off = ctx.scratch(static_cast<int64_t>(k.splits) * k.batch * k.n_heads * k.S * (k.hd + 2) * 4);
   if (k.decode && k.splits > 1)
     p->counters_off = ctx.zeroed(k.batch * k.n_heads * static_cast<int64_t>(sizeof(unsigned)));
