@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <set>
 
@@ -525,6 +526,18 @@ std::unique_ptr<WeightSource> regroup_delta_net_projections(std::unique_ptr<Weig
   return std::make_unique<RowGatherSource>(std::move(inner), std::move(gathers));
 }
 
+namespace {
+
+// Whether a stored tensor's first value sits at an address its type may be read from.
+// The safetensors writer pads its header to 8 bytes, but nothing in a file guarantees it:
+// kernels never read an unaligned view (the sources serve an aligned copy).
+bool aligned_for(const uint8_t* data, ir::DType dtype) {
+  const size_t size = dtype == ir::DType::F32 ? 4 : 2;
+  return reinterpret_cast<uintptr_t>(data) % size == 0;
+}
+
+}  // namespace
+
 Expected<WeightView> SafetensorsWeightSource::take_gathered(std::string_view name, const RowGather& g) const {
   const formats::SafetensorsTensor* t = model_->find(g.source);
   if (t == nullptr) return Error::invalid_file("{}: tensor '{}' is missing ({} is made from it)", path_, g.source, name);
@@ -587,7 +600,7 @@ Expected<WeightView> SafetensorsWeightSource::take_stacked(std::string_view name
   ASSIGN_OR_RETURN(w.dtype, float_dtype(first, path_, experts[0]));
   bool adjacent = true;
   for (size_t e = 1; e < parts.size(); ++e) adjacent = adjacent && parts[e]->data == parts[e - 1]->data + first.n_bytes;
-  if (adjacent) {
+  if (adjacent && aligned_for(first.data, w.dtype)) {
     w.bytes = std::span<const uint8_t>(first.data, first.n_bytes * parts.size());
     w.owner = model_;
     w.file_mapped = std::all_of(model_->shards().begin(), model_->shards().end(),
@@ -648,6 +661,13 @@ Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const 
     w.dtype = ir::DType::F32;
     w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(values->data()), values->size() * 4);
     w.owner = values;
+    return w;
+  }
+  if (!aligned_for(t->data, w.dtype)) {  // a file whose header leaves the data unaligned: an aligned copy
+    auto copy = std::make_shared<std::vector<float>>((t->n_bytes + 3) / 4);
+    std::memcpy(copy->data(), t->data, t->n_bytes);
+    w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(copy->data()), t->n_bytes);
+    w.owner = copy;
     return w;
   }
   w.bytes = t->bytes();
