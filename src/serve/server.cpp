@@ -15,9 +15,6 @@
 namespace rlx::serve {
 namespace {
 
-// A request that found no event for this long writes an SSE comment: a client that went
-// away is then noticed (the write fails) even while the request still waits in the queue.
-constexpr std::chrono::milliseconds kKeepAlive{1000};
 // Connections the kernel may hold for accept() (capped by net.core.somaxconn).
 constexpr int kListenBacklog = 1024;
 
@@ -35,6 +32,43 @@ std::string path_label(const std::string& path) {
     if (path == known) return known;
   return "other";
 }
+
+// A non-streamed completion as its events come in: the text, tokens and log
+// probabilities so far, and how it ended.
+struct CompletionState {
+  std::shared_ptr<RequestHandle> handle;
+  ApiRequest request;
+  ResponseMeta meta;
+  Completion completion;
+  bool done = false;
+  FinishReason end = FinishReason::kNone;  // kError / kCancelled: no body but an error
+  std::string error;
+
+  void absorb(GenerationEvent& e) {
+    completion.text += e.text;
+    completion.tokens.insert(completion.tokens.end(), e.tokens.begin(), e.tokens.end());
+    for (StepLogprobs& s : e.logprobs) completion.logprobs.push_back(std::move(s));
+    if (e.finish == FinishReason::kNone) return;
+    done = true;
+    end = e.finish;
+    error = std::move(e.error);
+    completion.finish = e.finish;
+    completion.cached_tokens = handle->cached_tokens();
+  }
+  /// Takes events until the completion is done or `until` passes (waiting at least a
+  /// millisecond for one, so that a caller looping on it never spins).
+  void wait(std::chrono::steady_clock::time_point until) {
+    using namespace std::chrono;
+    for (bool first = true; !done; first = false) {
+      milliseconds left = ceil<milliseconds>(until - steady_clock::now());
+      if (left.count() <= 0) {
+        if (!first) return;
+        left = milliseconds(1);
+      }
+      if (std::optional<GenerationEvent> e = handle->next(left)) absorb(*e);
+    }
+  }
+};
 
 // The state a streamed response keeps between calls of its content provider.
 struct StreamState {
@@ -182,24 +216,44 @@ struct Server::Impl {
                                   (random_seed() & ~uint64_t{0xffff}) | (next_id++ & 0xffff)),
                       created, options.model_name};
     if (req->stream) return stream(res, std::move(handle), std::move(*req), std::move(meta));
+    complete(res, std::move(handle), std::move(*req), std::move(meta));
+  }
 
-    Completion c;
-    c.prompt_tokens = static_cast<int64_t>(handle->params().prompt.size());
-    for (;;) {
-      std::optional<GenerationEvent> e = handle->next(kKeepAlive);
-      if (!e) continue;
-      c.text += e->text;
-      c.tokens.insert(c.tokens.end(), e->tokens.begin(), e->tokens.end());
-      for (StepLogprobs& s : e->logprobs) c.logprobs.push_back(std::move(s));
-      if (e->finish == FinishReason::kNone) continue;
-      if (e->finish == FinishReason::kError) return send_error(res, 500, e->error, "server_error");
-      if (e->finish == FinishReason::kCancelled)
+  // A non-streamed completion (ServerOptions::patience / keep_alive): done within the
+  // patience, one body with its own status; else a chunked 200 whose spaces show whether
+  // the client is still there, then the body.
+  void complete(httplib::Response& res, std::shared_ptr<RequestHandle> handle, ApiRequest req, ResponseMeta meta) {
+    auto state = std::make_shared<CompletionState>();
+    state->handle = std::move(handle);
+    state->request = std::move(req);
+    state->meta = std::move(meta);
+    state->completion.prompt_tokens = static_cast<int64_t>(state->handle->params().prompt.size());
+    state->wait(std::chrono::steady_clock::now() + options.patience);
+    if (state->done) {
+      if (state->end == FinishReason::kError) return send_error(res, 500, state->error, "server_error");
+      if (state->end == FinishReason::kCancelled)
         return send_error(res, 503, "the request was cancelled (the server is shutting down)", "server_error");
-      c.finish = e->finish;
-      break;
+      return res.set_content(body_of(*state), "application/json");
     }
-    c.cached_tokens = handle->cached_tokens();
-    res.set_content(completion_body(endpoint, meta, c, *req, *tokenizer), "application/json");
+    res.set_chunked_content_provider(
+        "application/json",
+        [this, state](size_t, httplib::DataSink& sink) {
+          state->wait(std::chrono::steady_clock::now() + options.keep_alive);
+          if (!state->done) return sink.write(" ", 1);  // false: the client went away
+          const std::string body = state->end == FinishReason::kError ? error_body(state->error, "server_error")
+                                   : state->end == FinishReason::kCancelled
+                                       ? error_body("the request was cancelled (the server is shutting down)", "server_error")
+                                       : body_of(*state);
+          if (!sink.write(body.data(), body.size())) return false;
+          sink.done();
+          return true;
+        },
+        // Done or the client gone: a request still running is cancelled and its slot freed.
+        [state](bool) { state->handle->cancel(); });
+  }
+
+  std::string body_of(const CompletionState& s) const {
+    return completion_body(s.request.endpoint, s.meta, s.completion, s.request, *tokenizer);
   }
 
   void embeddings(const httplib::Request& http_req, httplib::Response& res) {
@@ -234,7 +288,7 @@ struct Server::Impl {
       return send_error(res, 400, error, "invalid_request_error");
     }
     std::optional<Expected<std::vector<std::vector<float>>>> result;
-    while (!result) result = job->wait(kKeepAlive);
+    while (!result) result = job->wait(options.keep_alive);
     if (!*result) {  // never run (the server is stopping), or the model failed
       if (job->shared_with() == 0) return send_error(res, 503, result->error().message(), "server_error");
       return send_error(res, 500, result->error().message(), "server_error");
@@ -248,7 +302,7 @@ struct Server::Impl {
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, state](size_t, httplib::DataSink& sink) {
-          std::optional<GenerationEvent> e = state->handle->next(kKeepAlive);
+          std::optional<GenerationEvent> e = state->handle->next(options.keep_alive);
           if (!e) {
             static constexpr std::string_view kComment = ": keep-alive\n\n";
             return sink.write(kComment.data(), kComment.size());

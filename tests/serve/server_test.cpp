@@ -1,7 +1,8 @@
 // The HTTP front end of `rlx serve` in-process on a loopback port, driven by cpp-httplib's
 // client (so CI covers it without node): routes, OpenAI bodies, SSE streaming, the API key,
-// 4xx refusals (embeddings asked of a language model among them), and a client that
-// leaves mid-stream freeing its slot. Waits are bounded
+// 4xx refusals (embeddings asked of a language model among them), a client that
+// leaves mid-stream freeing its slot, and the same for a non-streamed request answered
+// with keep-alive spaces. Waits are bounded
 // only to end a hang; nothing is timed.
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -52,12 +53,15 @@ class ServerTest : public ::testing::Test {
     so.api_key = kKey;
     so.model_name = "tiny";
     so.max_body_bytes = 64 * 1024;
+    adjust(so);
     server = std::make_unique<Server>(*scheduler, *tok, std::move(*chat), metrics, so);
     auto bound = server->bind();
     ASSERT_TRUE(bound) << bound.error().to_string();
     port = *bound;
     serving = std::thread([this] { (void)server->serve(); });
   }
+
+  virtual void adjust(ServerOptions&) {}
 
   void TearDown() override {
     if (scheduler) scheduler->stop();
@@ -205,6 +209,48 @@ TEST_F(ServerTest, ClientLeavingMidStreamFreesItsSlot) {
   };
   (void)c.send(req);
   if (finished) GTEST_SKIP() << "the request ended before the client left";
+  for (int i = 0; i < 6000 && (metrics.slots_busy.load() != 0 || metrics.requests_cancelled.load() == 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(metrics.slots_busy.load(), 0);
+  EXPECT_EQ(metrics.requests_cancelled.load(), 1);
+}
+
+// Non-streamed answers that start at once (patience 0) and send a space every
+// millisecond until their body: still one JSON body for the client; a client that leaves
+// is seen. (A 400-token generation cannot end within the first millisecond, so the first
+// bytes are a space.)
+class ImpatientServerTest : public ServerTest {
+ protected:
+  void adjust(ServerOptions& so) override {
+    so.patience = std::chrono::milliseconds(0);
+    so.keep_alive = std::chrono::milliseconds(1);
+  }
+};
+
+TEST_F(ImpatientServerTest, AnAnswerPastItsPatienceIsOneJsonBody) {
+  auto r = client().Post("/v1/chat/completions", kChat, "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const Json j = Json::parse(r->body);  // (spaces before the value are JSON's whitespace)
+  EXPECT_EQ(j["object"], "chat.completion");
+  EXPECT_GE(j["usage"]["completion_tokens"].get<int>(), 1);
+}
+
+TEST_F(ImpatientServerTest, ClientLeavingANonStreamedRequestFreesItsSlot) {
+  auto c = client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.set_header("Content-Type", "application/json");
+  req.set_header("Authorization", std::string("Bearer ") + kKey);
+  req.body = R"({"model": "tiny", "prompt": "a long story", "max_tokens": 400, "temperature": 1, "seed": 3})";
+  std::string first;
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    first.assign(data, len);
+    return false;  // leave at the first bytes
+  };
+  (void)c.send(req);
+  EXPECT_EQ(first.find_first_not_of(' '), std::string::npos) << "not a keep-alive space: " << first;
   for (int i = 0; i < 6000 && (metrics.slots_busy.load() != 0 || metrics.requests_cancelled.load() == 0); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(metrics.slots_busy.load(), 0);
