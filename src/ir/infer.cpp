@@ -213,6 +213,13 @@ Expected<TensorType> infer_latent_projections(const AttentionBlockAttrs& b, cons
       nope > limit || rope > limit || dv > limit)
     return bad(fmt::format("attention_block latent sizes invalid: q rank {} kv rank {} nope {} rope {} v {}", q_rank,
                            kv_rank, nope, rope, dv));
+  int64_t q_width = 0, kv_width = 0;
+  if (__builtin_mul_overflow(a.n_heads, nope + rope, &q_width) || __builtin_mul_overflow(a.n_heads, nope + dv, &kv_width))
+    return bad(fmt::format("attention_block latent widths overflow: {} heads of {} / {}", a.n_heads, nope + rope,
+                           nope + dv));
+  if (!b.use_rope) return bad("attention_block latent attention always turns its rope part (use_rope must be set)");
+  if (in[0].shape.rank() != 2)
+    return bad(fmt::format("attention_block latent attention needs x [rows, D], got {}", str(in[0])));
   if (a.n_kv_heads != a.n_heads || a.head_dim != std::max(nope + rope, dv))
     return bad(fmt::format("attention_block latent attention needs n_kv_heads = n_heads and head_dim = max(nope + rope, "
                            "v) = {}, got {} / {} heads, head_dim {}", std::max(nope + rope, dv), a.n_heads,
@@ -241,7 +248,7 @@ Expected<TensorType> infer_latent_projections(const AttentionBlockAttrs& b, cons
   }();
   TRY(check_norm_weight(latent, in[extra], "attention_block kv_a_norm"));
   ASSIGN_OR_RETURN(TensorType kv, infer_linear(latent, in[3], true, true));
-  if (q.shape.back() != Dim(a.n_heads * (nope + rope)) || kv.shape.back() != Dim(a.n_heads * (nope + dv)))
+  if (q.shape.back() != Dim(q_width) || kv.shape.back() != Dim(kv_width))
     return bad(fmt::format("attention_block latent projections do not match {} heads of nope {} + rope {} (v {}): W_q "
                            "gives {}, W_kv_b {}", a.n_heads, nope, rope, dv, q.shape.back().to_string(),
                            kv.shape.back().to_string()));

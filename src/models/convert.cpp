@@ -127,6 +127,7 @@ Status add_metadata(formats::GgufWriter& w, const ModelConfig& c, const std::str
   if (c.latent_attention()) {
     if (c.latent_q_rank > 0) TRY(u32("attention.q_lora_rank", c.latent_q_rank));
     TRY(u32("attention.kv_lora_rank", c.latent_kv_rank));
+    if (c.latent_norm_eps != c.norm_eps) TRY(w.add_f32(kGgufLatentNormEpsKey, static_cast<float>(c.latent_norm_eps)));
   }
   // MiniCPM's scales, always written for minicpm3 (a reader without them assumes
   // MiniCPM3-4B's).

@@ -53,6 +53,7 @@ ir::AttentionBlockAttrs attention_attrs(const ModelConfig& c, int64_t il, int64_
     a.attn.head_dim = std::max(c.head_dim, c.v_head_dim);
     if (a.attn.scale == 0) a.attn.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
     a.qk_norm = false;
+    a.qk_norm_eps = c.latent_norm_eps;  // the latent norms'
   }
   return a;
 }

@@ -217,30 +217,66 @@ Status read_encoder(const Reader& r, const std::string& type, ModelConfig* c) {
   return {};
 }
 
-// MiniCPM3's multi-head latent attention: each query / key head is qk_nope_head_dim +
-// qk_rope_head_dim wide with the rope part last, keys and values expanded from a
-// kv_lora_rank latent, queries through a q_lora_rank one (absent or null: projected
-// directly); and MiniCPM's scales — embeddings times scale_emb, residual branches times
-// scale_depth / sqrt(layers), the final hidden state divided by hidden_size /
-// dim_model_base.
+// MiniCPM3's multi-head latent attention, with the defaults of transformers'
+// MiniCPM3Config (MiniCPM3-4B's) for absent keys: each query / key head is
+// qk_nope_head_dim + qk_rope_head_dim wide with the rope part last, keys and values
+// expanded from a kv_lora_rank latent, queries through a q_lora_rank one (null: projected
+// directly), value heads v_head_dim wide (absent or null: hidden_size / heads). MiniCPM's
+// scales: embeddings times scale_emb, residual branches times scale_depth / sqrt(layers)
+// (null: 1), the final hidden state divided by hidden_size / dim_model_base (null: 1).
+// The latent norms are transformers' RMSNorm at its default epsilon, 1e-6.
 Status read_latent_attention(const Reader& r, ModelConfig* c) {
-  ASSIGN_OR_RETURN(const int64_t nope, r.req_int("qk_nope_head_dim"));
-  ASSIGN_OR_RETURN(const int64_t rope, r.req_int("qk_rope_head_dim"));
-  ASSIGN_OR_RETURN(c->latent_kv_rank, r.req_int("kv_lora_rank"));
-  ASSIGN_OR_RETURN(c->latent_q_rank, r.opt_int("q_lora_rank", 0));
+  auto is_null = [&](const char* key) {
+    auto it = r.j.find(key);
+    return it != r.j.end() && it->is_null();
+  };
+  if (is_null("kv_lora_rank")) return Error::invalid_file("{}: 'kv_lora_rank' must be an integer, got null", r.path);
+  ASSIGN_OR_RETURN(const int64_t nope, r.opt_int("qk_nope_head_dim", 64));
+  ASSIGN_OR_RETURN(const int64_t rope, r.opt_int("qk_rope_head_dim", 32));
+  ASSIGN_OR_RETURN(c->latent_kv_rank, r.opt_int("kv_lora_rank", 256));
+  if (is_null("q_lora_rank")) {
+    c->latent_q_rank = 0;
+  } else {
+    ASSIGN_OR_RETURN(c->latent_q_rank, r.opt_int("q_lora_rank", 768));
+  }
   ASSIGN_OR_RETURN(c->v_head_dim, r.opt_int("v_head_dim", c->n_head > 0 ? c->n_embd / c->n_head : 0));
-  if (nope < 0 || rope <= 0 || nope > (1 << 14) || rope > (1 << 14))
-    return Error::invalid_file("{}: qk_nope_head_dim {} / qk_rope_head_dim {} are out of range", r.path, nope, rope);
+  if (nope < 0 || rope <= 0 || rope % 2 != 0 || nope > (1 << 14) || rope > (1 << 14))
+    return Error::invalid_file("{}: qk_nope_head_dim {} / qk_rope_head_dim {} are out of range (the rope part even "
+                               "and positive)", r.path, nope, rope);
+  if (c->latent_kv_rank <= 0 || c->latent_q_rank < 0)
+    return Error::invalid_file("{}: 'kv_lora_rank' {} must be positive and 'q_lora_rank' {} positive or null", r.path,
+                               c->latent_kv_rank, c->latent_q_rank);
   c->head_dim = nope + rope;
   c->rope.head_dim = c->head_dim;
   c->rope.n_rot = rope;
   if (c->n_head_kv != c->n_head)
     return Error::invalid_file("{}: num_key_value_heads {} must equal num_attention_heads {} (latent attention expands "
                                "every head's key and value)", r.path, c->n_head_kv, c->n_head);
-  ASSIGN_OR_RETURN(c->embedding_scale, r.opt_float("scale_emb", 1.0));
-  ASSIGN_OR_RETURN(const double depth, r.opt_float("scale_depth", 1.0));
-  ASSIGN_OR_RETURN(const double base, r.opt_float("dim_model_base", static_cast<double>(c->n_embd)));
-  if (!(base > 0 && std::isfinite(base)) || c->n_layer <= 0)
+  ASSIGN_OR_RETURN(const bool bias, r.opt_bool("attention_bias", false));
+  if (bias)
+    return Error::unsupported("{}: 'attention_bias' (biases on q_a_proj, kv_a_proj_with_mqa and o_proj) is not "
+                              "supported for minicpm3", r.path);
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {  // YaRN's softmax-scale term
+    const json* rs = r.find(key);
+    if (rs && rs->is_object() && rs->contains("mscale_all_dim") && (*rs)["mscale_all_dim"].is_number() &&
+        (*rs)["mscale_all_dim"].get<double>() != 0)
+      return Error::unsupported("{}: '{}.mscale_all_dim' (YaRN's scaling of the attention softmax) is not supported "
+                                "for minicpm3", r.path, key);
+  }
+  ASSIGN_OR_RETURN(c->norm_eps, r.opt_float("rms_norm_eps", 1e-5));
+  ASSIGN_OR_RETURN(c->tied_embeddings, r.opt_bool("tie_word_embeddings", true));
+  c->latent_norm_eps = 1e-6;
+  ASSIGN_OR_RETURN(c->embedding_scale, r.opt_float("scale_emb", 12.0));
+  if (c->n_layer <= 0 || c->n_layer > 4096) return {};  // validate() names the layer count
+  double depth = std::sqrt(static_cast<double>(c->n_layer));
+  if (!is_null("scale_depth")) {
+    ASSIGN_OR_RETURN(depth, r.opt_float("scale_depth", 1.4));
+  }
+  double base = static_cast<double>(c->n_embd);
+  if (!is_null("dim_model_base")) {
+    ASSIGN_OR_RETURN(base, r.opt_float("dim_model_base", 256.0));
+  }
+  if (!(base > 0 && std::isfinite(base)))
     return Error::invalid_file("{}: 'dim_model_base' must be positive, got {}", r.path, base);
   c->residual_scale = depth / std::sqrt(static_cast<double>(c->n_layer));
   c->logit_scale = static_cast<double>(c->n_embd) / base;

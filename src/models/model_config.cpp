@@ -125,6 +125,8 @@ Status ModelConfig::validate() const {
       return Error::invalid_argument("model config: implausible delta-net sizes (conv {}, value heads {}, dims {}/{})",
                                      ssm_conv_kernel, ssm_n_v_heads, ssm_head_k_dim, ssm_head_v_dim);
   }
+  if (arch == Arch::MiniCPM3 && latent_kv_rank <= 0)
+    return Error::invalid_argument("model config: minicpm3 needs a positive kv lora rank, got {}", latent_kv_rank);
   if (latent_q_rank != 0 || latent_kv_rank != 0) {
     TRY(positive(latent_kv_rank, "latent kv rank"));
     TRY(positive(v_head_dim, "v_head_dim"));
@@ -134,6 +136,8 @@ Status ModelConfig::validate() const {
     if (n_head_kv != n_head)
       return Error::invalid_argument("model config: latent attention expands every head's key and value; n_head_kv {} "
                                      "must equal n_head {}", n_head_kv, n_head);
+    if (!(std::isfinite(latent_norm_eps) && latent_norm_eps >= 0 && latent_norm_eps < 1))
+      return Error::invalid_argument("model config: latent norm eps must be in [0, 1), got {}", latent_norm_eps);
   }
   auto scale_ok = [](double v, const char* field) -> Status {
     if (!(std::isfinite(v) && v > 0 && v < 1e6))
@@ -399,6 +403,8 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       c.latent_q_rank = opt_int("attention.q_lora_rank", 0);
       ASSIGN_OR_RETURN(c.latent_kv_rank, req_int("attention.kv_lora_rank"));
       c.v_head_dim = opt_int("attention.value_length", c.n_head > 0 ? c.n_embd / c.n_head : 0);
+      c.latent_norm_eps = c.norm_eps;
+      if (auto eps = f.get_float(kGgufLatentNormEpsKey)) c.latent_norm_eps = *eps;
       c.n_head_kv = c.n_head;
       c.embedding_scale = opt_float("embedding_scale", 12.0);
       c.residual_scale = opt_float("residual_scale", c.n_layer > 0 ? 1.4 / std::sqrt(static_cast<double>(c.n_layer)) : 1.0);

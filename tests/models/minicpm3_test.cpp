@@ -31,6 +31,7 @@ struct Shape {
   int64_t vocab = 40, dim = 24, layers = 2, heads = 3, ff = 20;
   int64_t q_rank = 12, kv_rank = 8, nope = 6, rope = 4, v = 10;
   double scale_emb = 3.0, scale_depth = 1.3, dim_base = 8.0, theta = 10000.0;
+  double eps = 0.02;  // the model's norms; the latent norms use transformers' default, 1e-6
 };
 
 struct Weights {
@@ -86,11 +87,14 @@ fs::path write_folder(const std::string& name, const Shape& s, const Weights& w,
                       {"qk_nope_head_dim", s.nope},     {"qk_rope_head_dim", s.rope},
                       {"v_head_dim", s.v},              {"scale_emb", s.scale_emb},
                       {"scale_depth", s.scale_depth},   {"dim_model_base", s.dim_base},
-                      {"rms_norm_eps", 1e-6},           {"max_position_embeddings", 64},
+                      {"rms_norm_eps", s.eps},          {"max_position_embeddings", 64},
                       {"head_dim", s.rope},             {"rope_theta", s.theta},
                       {"tie_word_embeddings", false}};
   c["q_lora_rank"] = s.q_rank > 0 ? nlohmann::json(s.q_rank) : nlohmann::json(nullptr);
-  if (!extra.empty()) c.merge_patch(nlohmann::json::parse(extra));
+  if (!extra.empty()) {  // each member set as given (null included; a JSON merge patch would drop it)
+    const nlohmann::json edits = nlohmann::json::parse(extra);
+    for (const auto& [k, v] : edits.items()) c[k] = v;
+  }
   std::ofstream(dir / "config.json") << c.dump();
   nlohmann::json header = nlohmann::json::object();
   std::vector<uint8_t> data;
@@ -127,7 +131,7 @@ Mat linear(const Mat& x, const Mat& wt, int64_t in, int64_t out) {
   return y;
 }
 
-Mat rms_norm(const Mat& x, const Mat& g, int64_t n, double eps = 1e-6) {
+Mat rms_norm(const Mat& x, const Mat& g, int64_t n, double eps = 1e-6) {  // (1e-6: the latent norms)
   Mat y(x.size());
   for (size_t r = 0; r < x.size() / static_cast<size_t>(n); ++r) {
     double ss = 0;
@@ -157,7 +161,7 @@ Mat reference_logits(const Shape& s, const Weights& w, const std::vector<int32_t
     for (int64_t i = 0; i < D; ++i) x[t * D + i] = w["model.embed_tokens.weight"][tokens[t] * D + i] * s.scale_emb;
   for (int64_t il = 0; il < s.layers; ++il) {
     const std::string p = "model.layers." + std::to_string(il) + ".";
-    const Mat h = rms_norm(x, w[p + "input_layernorm.weight"], D);
+    const Mat h = rms_norm(x, w[p + "input_layernorm.weight"], D, s.eps);
     const Mat q = s.q_rank > 0 ? linear(rms_norm(linear(h, w[p + "self_attn.q_a_proj.weight"], D, s.q_rank),
                                                  w[p + "self_attn.q_a_layernorm.weight"], s.q_rank),
                                         w[p + "self_attn.q_b_proj.weight"], s.q_rank, H * qk)
@@ -194,14 +198,14 @@ Mat reference_logits(const Shape& s, const Weights& w, const std::vector<int32_t
       }
     const Mat attn = linear(o, w[p + "self_attn.o_proj.weight"], H * s.v, D);
     for (size_t i = 0; i < x.size(); ++i) x[i] += attn[i] * rs;
-    const Mat h2 = rms_norm(x, w[p + "post_attention_layernorm.weight"], D);
+    const Mat h2 = rms_norm(x, w[p + "post_attention_layernorm.weight"], D, s.eps);
     Mat g = linear(h2, w[p + "mlp.gate_proj.weight"], D, s.ff);
     const Mat u = linear(h2, w[p + "mlp.up_proj.weight"], D, s.ff);
     for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
     const Mat f = linear(g, w[p + "mlp.down_proj.weight"], s.ff, D);
     for (size_t i = 0; i < x.size(); ++i) x[i] += f[i] * rs;
   }
-  Mat hn = rms_norm(x, w["model.norm.weight"], D);
+  Mat hn = rms_norm(x, w["model.norm.weight"], D, s.eps);
   for (double& v : hn) v /= static_cast<double>(D) / s.dim_base;
   return linear(hn, w["lm_head.weight"], D, s.vocab);
 }
@@ -339,9 +343,14 @@ TEST(MiniCPM3Config, BadConfigsNameTheKey) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"num_key_value_heads": 1})", "num_key_value_heads"},
       {R"({"kv_lora_rank": null})", "kv_lora_rank"},
+      {R"({"kv_lora_rank": 0})", "kv_lora_rank"},
       {R"({"qk_rope_head_dim": 0})", "qk_rope_head_dim"},
+      {R"({"qk_rope_head_dim": 5})", "qk_rope_head_dim"},
       {R"({"dim_model_base": 0})", "dim_model_base"},
       {R"({"scale_emb": "12"})", "scale_emb"},
+      {R"({"attention_bias": true})", "attention_bias"},
+      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16,
+                             "mscale_all_dim": 1.0}})", "mscale_all_dim"},
   };
   for (const auto& [edit, key] : cases) {
     const fs::path dir = write_folder("bad", s, w, edit);
@@ -350,6 +359,44 @@ TEST(MiniCPM3Config, BadConfigsNameTheKey) {
     EXPECT_NE(c.error().to_string().find(key), std::string::npos) << c.error().to_string();
     fs::remove_all(dir);
   }
+}
+
+// Absent keys take transformers' MiniCPM3Config defaults (MiniCPM3-4B's); null ones its
+// no-op meanings.
+TEST(MiniCPM3Config, AbsentAndNullKeysFollowTransformers) {
+  const Shape s;
+  const Weights w = random_weights(s, 1);
+  const fs::path dir = write_folder("defaults", s, w);
+  nlohmann::json c = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  for (const char* key : {"scale_emb", "scale_depth", "dim_model_base", "q_lora_rank", "rms_norm_eps",
+                          "tie_word_embeddings", "v_head_dim", "qk_nope_head_dim", "qk_rope_head_dim", "kv_lora_rank"})
+    c.erase(key);
+  std::ofstream(dir / "config.json") << c.dump();
+  auto d = config_from_hf((dir / "config.json").string());
+  ASSERT_TRUE(d) << d.error().to_string();
+  EXPECT_DOUBLE_EQ(d->embedding_scale, 12.0);
+  EXPECT_DOUBLE_EQ(d->residual_scale, 1.4 / std::sqrt(2.0));
+  EXPECT_DOUBLE_EQ(d->logit_scale, 24.0 / 256.0);
+  EXPECT_EQ(d->latent_q_rank, 768);
+  EXPECT_EQ(d->latent_kv_rank, 256);
+  EXPECT_EQ(d->head_dim, 64 + 32);
+  EXPECT_EQ(d->rope.n_rot, 32);
+  EXPECT_EQ(d->v_head_dim, 24 / 3);
+  EXPECT_DOUBLE_EQ(d->norm_eps, 1e-5);
+  EXPECT_DOUBLE_EQ(d->latent_norm_eps, 1e-6);
+  EXPECT_TRUE(d->tied_embeddings);
+  c["q_lora_rank"] = nullptr;
+  c["scale_depth"] = nullptr;
+  c["dim_model_base"] = nullptr;
+  c["v_head_dim"] = nullptr;
+  std::ofstream(dir / "config.json") << c.dump();
+  auto n = config_from_hf((dir / "config.json").string());
+  ASSERT_TRUE(n) << n.error().to_string();
+  EXPECT_EQ(n->latent_q_rank, 0);  // q projected directly
+  EXPECT_DOUBLE_EQ(n->residual_scale, 1.0);
+  EXPECT_DOUBLE_EQ(n->logit_scale, 1.0);
+  EXPECT_EQ(n->v_head_dim, 24 / 3);
+  fs::remove_all(dir);
 }
 
 TEST(MiniCPM3Weights, AWrongLatentShapeNamesTheTensor) {

@@ -138,6 +138,9 @@ struct ModelConfig {
   int64_t latent_q_rank = 0;
   int64_t latent_kv_rank = 0;
   int64_t v_head_dim = 0;
+  /// Epsilon of the latent RMSNorms (attn_q_a_norm, attn_kv_a_norm): transformers' 1e-6;
+  /// llama.cpp's GGUF graph uses norm_eps (key kGgufLatentNormEpsKey says otherwise).
+  double latent_norm_eps = 1e-6;
   /// MiniCPM's scales: the embeddings times embedding_scale, every residual branch times
   /// residual_scale before it is added, the final hidden state divided by logit_scale
   /// before the LM head (1: none; GGUF keys <arch>.embedding_scale / residual_scale /
@@ -179,6 +182,9 @@ struct ModelConfig {
 /// A GGUF key `rlx convert` writes (true) for decoders whose checkpoint computes GELU
 /// exactly; without it RLX rounds a decoder's GELU through f16 as llama.cpp does.
 inline constexpr const char* kGgufExactGeluKey = "rlx.gelu_exact";
+/// A GGUF key `rlx convert` writes for latent attention (f32): the latent norms' epsilon,
+/// where the checkpoint's differs from the model's norm epsilon.
+inline constexpr const char* kGgufLatentNormEpsKey = "rlx.latent_norm_rms_epsilon";
 
 /// Reads `general.architecture` and the `<arch>.*` keys of a GGUF file.
 /// Unsupported architectures and missing keys are errors naming the file and key.
