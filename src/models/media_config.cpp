@@ -150,7 +150,7 @@ class HfMediaWeights : public WeightSource {
       w.bytes = t->bytes();
       w.owner = model_;
       w.file_mapped = true;
-      return w;
+      return aligned_view(std::move(w));
     }
     auto copy = std::make_shared<std::vector<float>>(static_cast<size_t>(t->n_elements()));
     for (int64_t i = 0; i < t->n_elements(); ++i) (*copy)[static_cast<size_t>(i)] = static_cast<float>(element(dt, t->data, i));

@@ -124,6 +124,21 @@ Expected<WeightView> GgufWeightSource::take(std::string_view name) const {
   w.owner = file_;
   w.file_mapped = file_->mapping() != nullptr;  // null: parsed from bytes in memory
   if (w.file_mapped) note_file(w, *file_->mapping());
+  return aligned_view(std::move(w));
+}
+
+WeightView aligned_view(WeightView w) {
+  const ir::DTypeInfo& info = ir::dtype_info(w.dtype);
+  const size_t need = info.kind == ir::DTypeKind::kPacked ? 4 : std::min<size_t>(4, static_cast<size_t>(info.bytes_per_block));
+  if (w.bytes.empty() || reinterpret_cast<uintptr_t>(w.bytes.data()) % need == 0) return w;
+  auto copy = std::make_shared<std::vector<uint64_t>>((w.bytes.size() + 7) / 8);
+  std::memcpy(copy->data(), w.bytes.data(), w.bytes.size());
+  w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(copy->data()), w.bytes.size());
+  w.owner = copy;
+  w.file_mapped = false;
+  w.file_identity.clear();
+  w.file_start = nullptr;
+  w.file_size = 0;
   return w;
 }
 
@@ -526,18 +541,6 @@ std::unique_ptr<WeightSource> regroup_delta_net_projections(std::unique_ptr<Weig
   return std::make_unique<RowGatherSource>(std::move(inner), std::move(gathers));
 }
 
-namespace {
-
-// Whether a stored tensor's first value sits at an address its type may be read from.
-// The safetensors writer pads its header to 8 bytes, but nothing in a file guarantees it:
-// kernels never read an unaligned view (the sources serve an aligned copy).
-bool aligned_for(const uint8_t* data, ir::DType dtype) {
-  const size_t size = dtype == ir::DType::F32 ? 4 : 2;
-  return reinterpret_cast<uintptr_t>(data) % size == 0;
-}
-
-}  // namespace
-
 Expected<WeightView> SafetensorsWeightSource::take_gathered(std::string_view name, const RowGather& g) const {
   const formats::SafetensorsTensor* t = model_->find(g.source);
   if (t == nullptr) return Error::invalid_file("{}: tensor '{}' is missing ({} is made from it)", path_, g.source, name);
@@ -600,12 +603,12 @@ Expected<WeightView> SafetensorsWeightSource::take_stacked(std::string_view name
   ASSIGN_OR_RETURN(w.dtype, float_dtype(first, path_, experts[0]));
   bool adjacent = true;
   for (size_t e = 1; e < parts.size(); ++e) adjacent = adjacent && parts[e]->data == parts[e - 1]->data + first.n_bytes;
-  if (adjacent && aligned_for(first.data, w.dtype)) {
+  if (adjacent) {
     w.bytes = std::span<const uint8_t>(first.data, first.n_bytes * parts.size());
     w.owner = model_;
     w.file_mapped = std::all_of(model_->shards().begin(), model_->shards().end(),
                                 [](const formats::SafetensorsFile& f) { return f.mapping() != nullptr; });
-    return w;
+    return aligned_view(std::move(w));
   }
   auto copy = std::make_shared<std::vector<uint8_t>>(first.n_bytes * parts.size());
   for (size_t e = 0; e < parts.size(); ++e)
@@ -663,13 +666,6 @@ Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const 
     w.owner = values;
     return w;
   }
-  if (!aligned_for(t->data, w.dtype)) {  // a file whose header leaves the data unaligned: an aligned copy
-    auto copy = std::make_shared<std::vector<float>>((t->n_bytes + 3) / 4);
-    std::memcpy(copy->data(), t->data, t->n_bytes);
-    w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(copy->data()), t->n_bytes);
-    w.owner = copy;
-    return w;
-  }
   w.bytes = t->bytes();
   w.owner = model_;
   w.file_mapped = std::all_of(model_->shards().begin(), model_->shards().end(),
@@ -677,7 +673,7 @@ Expected<WeightView> SafetensorsWeightSource::take(std::string_view name) const 
   for (const formats::SafetensorsFile& f : model_->shards()) {
     if (w.file_mapped && w.file_start == nullptr) note_file(w, *f.mapping());
   }
-  return w;
+  return aligned_view(std::move(w));
 }
 
 }  // namespace rlx::models

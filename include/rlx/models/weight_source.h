@@ -42,6 +42,12 @@ struct WeightView {
   size_t file_size = 0;
 };
 
+/// `w` itself when its bytes start where its values may be read from (4 bytes; 2 for
+/// f16 / bf16; any for 1-byte types), else `w` over an aligned copy of them (owned by the
+/// result, no longer file-mapped). Files do not guarantee it (a safetensors header of odd
+/// length, a GGUF general.alignment below 4): the sources serve their views through this.
+WeightView aligned_view(WeightView w);
+
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
