@@ -2,7 +2,7 @@
 // claiming everything and on a primitives-only backend.
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <ctime>
 #include <filesystem>
 
 #include "rlx/compile/memory_plan.h"
@@ -36,8 +36,10 @@ TEST(Pipeline, LlamaDirectAllOpsPlansAndVerifies) {
 
 // Compile time grows about linearly with the graph: a text-IR chain of 20,000 nodes once
 // took 11 s (quadratic passes). A Llama-shaped HIR of 2,400 layers, over 40,000 nodes,
-// compiles, its plan checked. Not a speed test: the bound only catches a quadratic pass
-// (minutes); it takes about 1 s in Release and a few seconds under the sanitizers.
+// compiles, its plan checked. Not a speed test: the bound only catches a quadratic pass.
+// It is on the process's CPU time, which other work on the machine does not stretch (a CI
+// run beside a build once took 135 s of wall time for 65 s of CPU): about 3 s in Release,
+// about 70 s under the sanitizers.
 TEST(Pipeline, FortyThousandNodesCompile) {
   LlamaShape s;
   s.layers = 2400;
@@ -45,12 +47,12 @@ TEST(Pipeline, FortyThousandNodesCompile) {
   s.kv_cache = true;
   const HirModule hir = testing::llama(s, FusionPolicy::Fusable);
   ASSERT_GE(hir.graph.size(), 40000);
-  const auto start = std::chrono::steady_clock::now();
+  const std::clock_t start = std::clock();
   auto r = compile_hir(hir, CompileOptions{}, OpSet::all_mir(), "cpu");
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double cpu_seconds = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
   ASSERT_TRUE(r.has_value()) << r.error().to_string();
   EXPECT_TRUE(check_plan(r->lir).ok());
-  EXPECT_LT(seconds, 120.0) << hir.graph.size() << " nodes";
+  EXPECT_LT(cpu_seconds, 300.0) << hir.graph.size() << " nodes";
 }
 
 TEST(Pipeline, PrimitivesOnlyBackendRewritesEverything) {
