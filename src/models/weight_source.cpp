@@ -127,21 +127,6 @@ Expected<WeightView> GgufWeightSource::take(std::string_view name) const {
   return aligned_view(std::move(w));
 }
 
-WeightView aligned_view(WeightView w) {
-  const ir::DTypeInfo& info = ir::dtype_info(w.dtype);
-  const size_t need = info.kind == ir::DTypeKind::kPacked ? 4 : std::min<size_t>(4, static_cast<size_t>(info.bytes_per_block));
-  if (w.bytes.empty() || reinterpret_cast<uintptr_t>(w.bytes.data()) % need == 0) return w;
-  auto copy = std::make_shared<std::vector<uint64_t>>((w.bytes.size() + 7) / 8);
-  std::memcpy(copy->data(), w.bytes.data(), w.bytes.size());
-  w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(copy->data()), w.bytes.size());
-  w.owner = copy;
-  w.file_mapped = false;
-  w.file_identity.clear();
-  w.file_start = nullptr;
-  w.file_size = 0;
-  return w;
-}
-
 namespace {
 
 // Row views of fused matrices (see split_fused_projections).

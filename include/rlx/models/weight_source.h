@@ -3,7 +3,9 @@
 // the GGUF convention (blk.N.attn_q.weight), with Hugging Face names mapped.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,7 +48,22 @@ struct WeightView {
 /// f16 / bf16; any for 1-byte types), else `w` over an aligned copy of them (owned by the
 /// result, no longer file-mapped). Files do not guarantee it (a safetensors header of odd
 /// length, a GGUF general.alignment below 4): the sources serve their views through this.
-WeightView aligned_view(WeightView w);
+/// (Inline: the config fuzz targets link the media loader without the weight sources.)
+inline WeightView aligned_view(WeightView w) {
+  const ir::DTypeInfo& info = ir::dtype_info(w.dtype);
+  const size_t need =
+      info.kind == ir::DTypeKind::kPacked ? 4 : std::min<size_t>(4, static_cast<size_t>(info.bytes_per_block));
+  if (w.bytes.empty() || reinterpret_cast<uintptr_t>(w.bytes.data()) % need == 0) return w;
+  auto copy = std::make_shared<std::vector<uint64_t>>((w.bytes.size() + 7) / 8);
+  std::memcpy(copy->data(), w.bytes.data(), w.bytes.size());
+  w.bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(copy->data()), w.bytes.size());
+  w.owner = copy;
+  w.file_mapped = false;
+  w.file_identity.clear();
+  w.file_start = nullptr;
+  w.file_size = 0;
+  return w;
+}
 
 class WeightSource {
  public:
