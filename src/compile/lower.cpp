@@ -93,7 +93,8 @@ struct Lowerer {
   Expected<Qkv> latent_qkv(const AttentionBlockAttrs& blk, const std::vector<ValueId>& in, size_t at, ValueId rope_pos,
                            const std::string& l) {
     const int64_t H = blk.attn.n_heads, dh = blk.attn.head_dim;
-    const int64_t nope = blk.latent_nope_dim, rope = blk.latent_rope_dim, dv = blk.latent_v_dim, kv_rank = blk.latent_kv_rank;
+    const int64_t nope = blk.latent_nope_dim, rope = blk.latent_rope_dim, dv = blk.latent_v_dim;
+    const int64_t kv_rank = blk.latent_kv_rank;
     const ValueId x = in[0];
     if (b().type(x).shape.rank() != 2)
       return Error::unsupported("{}: latent attention needs a [rows, D] input, got {}", l, b().type(x).to_string());
@@ -114,7 +115,8 @@ struct Lowerer {
     auto heads = [&](ValueId t, int64_t width) { return b().reshape(t, Shape{rows, Dim(H), Dim(width)}); };
     // Each head's query [nope | rope], its rope part turned.
     const ValueId qh = heads(q, nope + rope);
-    const ValueId q_pe = heads(b().rope(b().reshape(b().narrow(qh, 2, nope, Dim(rope)), Shape{rows, Dim(H * rope)}), rope_pos, r), rope);
+    const ValueId q_rope_part = b().reshape(b().narrow(qh, 2, nope, Dim(rope)), Shape{rows, Dim(H * rope)});
+    const ValueId q_pe = heads(b().rope(q_rope_part, rope_pos, r), rope);
     // The keys' rope part: one vector every head shares; their nope parts and the values
     // come from the latent, per head [nope | v].
     const ValueId k_pe = b().rope(b().narrow(ckv, 1, kv_rank, Dim(rope)), rope_pos, r);
@@ -131,7 +133,8 @@ struct Lowerer {
     auto padded = [&](ValueId t, int64_t width) {
       if (width < dh) {
         const DType dt = b().type(t).dtype;
-        const ValueId zero = b().constant(dt, Shape{Dim(1), Dim(1), Dim(1)}, std::vector<uint8_t>(static_cast<size_t>(dtype_info(dt).bytes_per_block), 0));
+        std::vector<uint8_t> zero_bytes(static_cast<size_t>(dtype_info(dt).bytes_per_block), 0);
+        const ValueId zero = b().constant(dt, Shape{Dim(1), Dim(1), Dim(1)}, std::move(zero_bytes));
         t = b().concat({t, b().expand(zero, Shape{rows, Dim(H), Dim(dh - width)})}, 2);
       }
       return b().reshape(t, Shape{rows, Dim(H * dh)});

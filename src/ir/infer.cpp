@@ -214,7 +214,8 @@ Expected<TensorType> infer_latent_projections(const AttentionBlockAttrs& b, cons
     return bad(fmt::format("attention_block latent sizes invalid: q rank {} kv rank {} nope {} rope {} v {}", q_rank,
                            kv_rank, nope, rope, dv));
   int64_t q_width = 0, kv_width = 0;
-  if (__builtin_mul_overflow(a.n_heads, nope + rope, &q_width) || __builtin_mul_overflow(a.n_heads, nope + dv, &kv_width))
+  if (__builtin_mul_overflow(a.n_heads, nope + rope, &q_width) ||
+      __builtin_mul_overflow(a.n_heads, nope + dv, &kv_width))
     return bad(fmt::format("attention_block latent widths overflow: {} heads of {} / {}", a.n_heads, nope + rope,
                            nope + dv));
   if (!b.use_rope) return bad("attention_block latent attention always turns its rope part (use_rope must be set)");
@@ -232,7 +233,8 @@ Expected<TensorType> infer_latent_projections(const AttentionBlockAttrs& b, cons
   if (q_rank > 0) {
     ASSIGN_OR_RETURN(q_in, infer_linear(x, in[extra + 1], true, true));
     if (q_in.shape.back() != Dim(q_rank))
-      return bad(fmt::format("attention_block W_q_a gives {} values a row, not q rank {}", q_in.shape.back().to_string(), q_rank));
+      return bad(fmt::format("attention_block W_q_a gives {} values a row, not q rank {}",
+                             q_in.shape.back().to_string(), q_rank));
     TRY(check_norm_weight(q_in, in[extra + 2], "attention_block q_a_norm"));
   }
   ASSIGN_OR_RETURN(TensorType q, infer_linear(q_in, in[1], true, true));

@@ -60,7 +60,8 @@ ir::AttentionBlockAttrs attention_attrs(const ModelConfig& c, int64_t il, int64_
 
 /// x + branch, the branch scaled first when the model says (MiniCPM's residual scale).
 ValueId add_branch(Flow& f, const ModelConfig& c, ValueId x, ValueId branch) {
-  if (c.residual_scale != 1.0) branch = f.builder().mul(branch, f.builder().scalar(static_cast<float>(c.residual_scale)));
+  if (c.residual_scale != 1.0)
+    branch = f.builder().mul(branch, f.builder().scalar(static_cast<float>(c.residual_scale)));
   return f.residual(x, branch);
 }
 

@@ -407,7 +407,8 @@ Expected<ModelConfig> config_from_gguf(const formats::GgufFile& f) {
       if (auto eps = f.get_float(kGgufLatentNormEpsKey)) c.latent_norm_eps = *eps;
       c.n_head_kv = c.n_head;
       c.embedding_scale = opt_float("embedding_scale", 12.0);
-      c.residual_scale = opt_float("residual_scale", c.n_layer > 0 ? 1.4 / std::sqrt(static_cast<double>(c.n_layer)) : 1.0);
+      c.residual_scale =
+          opt_float("residual_scale", c.n_layer > 0 ? 1.4 / std::sqrt(static_cast<double>(c.n_layer)) : 1.0);
       c.logit_scale = opt_float("logit_scale", static_cast<double>(c.n_embd) / 256.0);
       break;
     }
