@@ -702,10 +702,10 @@ TEST(CudaOps, DequantMatMulPacked) {
       auto xv = *c.inputs["x"].to_f32();
       xv = x_as_cuda_sees_it(t, xv, M, true);  // (the GEMV's 8-bit x is the default)
       const double e = rel_l2(*(*out)[0].to_f32(), reference_product(xv, deq, M, N, K));
-      // GEMV: f32 math on exact weights (and on 8-bit x, M <= 5); M > 8: Q8_0 / Q4_0 on
-      // the int8 tensor cores (exact block products), the K-quants and i-quants in f16
+      // GEMV: f32 math on exact weights (and on 8-bit x, M <= 5); M > 8: Q8_0 / Q4_0 and
+      // the K-quants on the int8 tensor cores (exact block products), the i-quants in f16
       // through cuBLAS.
-      const bool f16_path = M > 8 && t != DType::Q8_0 && t != DType::Q4_0;
+      const bool f16_path = M > 8 && t != DType::Q8_0 && t != DType::Q4_0 && !cuda_takes_q8_k(t, M, true);
       EXPECT_LE(e, f16_path ? 2e-3 : 1e-5) << ir::dtype_name(t) << " M=" << M << ": relative L2 error " << e;
     }
   }
@@ -762,6 +762,87 @@ TEST(CudaOps, DequantMatMulInt8TensorCores) {
   }
 }
 
+// 6..32 rows over the K-quants take the int8 tensor cores against x as llama.cpp's Q8_K
+// blocks (launch_kqmma): each sub-block product exact in int32, f32 once per 256 values.
+// Row counts on both sides of the 16-row tile and of the kernel's limit (33 rows take
+// cuBLAS in f16; Q5_K's 6 rows the GEMV on f32 x), N not a multiple of the 8- or 16-row
+// block and wide enough for 16-row blocks on any GPU, K of one super-block (seven of the
+// eight warps idle) and long enough for each warp to stream several, rows not 16-byte
+// aligned (Q6_K as stored: 210-byte blocks), both weight layouts, and a row of x holding
+// a NaN (its products NaN, the other rows untouched).
+TEST(CudaOps, DequantMatMulKQuantInt8TensorCores) {
+  REQUIRE_CUDA();
+  struct Shape {
+    int64_t M, N, K;
+  };
+  const Shape shapes[] = {{6, 40, 256},  {9, 40, 512},    {16, 264, 768},   {13, 40, 4096}, {17, 33, 1024},
+                          {32, 70, 512}, {20, 8200, 256}, {11, 8200, 2560}, {33, 40, 512}};
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (const Shape& sh : shapes) {
+      for (bool stored : {false, true}) {
+        const auto [packed, deq] = packed_weights(t, sh.N, sh.K, 90);
+        auto g = packed_product_graph(t, sh.M, sh.N, sh.K, stored);
+        ASSERT_TRUE(g.has_value()) << g.error().to_string();
+        Case c;
+        std::vector<float> xv = random_vec(static_cast<size_t>(sh.M * sh.K), 91, -2.0f, 2.0f);
+        for (int64_t k = 0; k < sh.K; k += 97) xv[static_cast<size_t>(2 * sh.K + k)] *= 40.0f;  // a row of outliers
+        xv[static_cast<size_t>(3 * sh.K + 5)] = NAN;
+        c.inputs["x"] = Tensor::from_f32(xv, {sh.M, sh.K});
+        c.params["w"] = packed;
+        auto out = run_on(Device::cuda(), *g, c);
+        ASSERT_TRUE(out.has_value()) << out.error().to_string();
+        std::vector<float> y = *(*out)[0].to_f32();
+        const std::string what = std::string(ir::dtype_name(t)) + " " + std::to_string(sh.M) + "x" +
+                                 std::to_string(sh.N) + "x" + std::to_string(sh.K) + (stored ? " stored" : " split");
+        const bool int8 = cuda_takes_q8_k(t, sh.M, true);
+        for (int64_t n = 0; n < sh.N; ++n) {
+          EXPECT_TRUE(std::isnan(y[static_cast<size_t>(3 * sh.N + n)])) << what << ": row 3 col " << n;
+          y[static_cast<size_t>(3 * sh.N + n)] = 0.0f;
+        }
+        xv[static_cast<size_t>(3 * sh.K + 5)] = 0.0f;
+        std::vector<float> ref;
+        if (int8) {
+          ref = reference_product(q8_k_like_llama_cpp(xv), deq, sh.M, sh.N, sh.K);
+        } else if (sh.M > 32) {  // past the kernel: x and W in f16 through cuBLAS
+          std::vector<float> x16 = xv, w16 = deq;
+          for (float& f : x16) f = f16_bits_to_f32(f32_to_f16_bits(f));
+          for (float& f : w16) f = f16_bits_to_f32(f32_to_f16_bits(f));
+          ref = reference_product(x16, w16, sh.M, sh.N, sh.K);
+        } else {  // the GEMV, on f32 x
+          ref = reference_product(xv, deq, sh.M, sh.N, sh.K);
+        }
+        for (int64_t n = 0; n < sh.N; ++n) ref[static_cast<size_t>(3 * sh.N + n)] = 0.0f;
+        const double e = rel_l2(y, ref);
+        EXPECT_LE(e, 1e-5) << what << ": relative L2 error " << e;
+        if (int8) {  // and the rounding really was Q8_K's: f32 x is measurably further
+          const double e_f32 = rel_l2(y, reference_product(xv, deq, sh.M, sh.N, sh.K));
+          EXPECT_GT(e_f32, 10 * e + 1e-7) << what;
+        }
+      }
+    }
+  }
+}
+
+#ifdef RLX_HAVE_CUDA
+// The CUDA backend with CudaOptions::int8_prefill off, for the life of the object.
+class Int8PrefillOff {
+ public:
+  Int8PrefillOff() { set(false); }
+  ~Int8PrefillOff() { set(cuda_backend::default_cuda_options().int8_prefill); }
+
+ private:
+  static void set(bool on) {
+    BackendRegistry::global().register_backend(
+        DeviceKind::kCuda, [on](const Device& device, const BackendOptions&) -> Expected<std::shared_ptr<Backend>> {
+          cuda_backend::CudaOptions o = cuda_backend::default_cuda_options();
+          o.int8_prefill = on;
+          ASSIGN_OR_RETURN(std::shared_ptr<cuda_backend::CudaBackend> b, cuda_backend::CudaBackend::create(device.ordinal, o));
+          return std::shared_ptr<Backend>(std::move(b));
+        });
+  }
+};
+#endif
+
 // 6..16 rows over the packed types that do not take the int8 path: W decoded into f16
 // tiles in shared memory (launch_dqmma) with f32 accumulation -- x and W rounded to f16,
 // as the dequantize + cuBLAS path rounds them, so the error is f32 summation only. M at
@@ -781,6 +862,10 @@ TEST(CudaOps, DequantMatMulF16Tiles) {
     for (float& f : v) f = f16_bits_to_f32(f32_to_f16_bits(f));
     return v;
   };
+  // (The K-quants take the int8 tensor cores unless int8_prefill is off, as here.)
+#ifdef RLX_HAVE_CUDA
+  const Int8PrefillOff f16_kquants;
+#endif
   for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::IQ4_NL, DType::Q5_0, DType::Q4_1}) {
     for (const Shape& sh : shapes) {
       const bool x8 = t == DType::Q4_K || t == DType::Q6_K || t == DType::IQ4_XS || t == DType::IQ4_NL;

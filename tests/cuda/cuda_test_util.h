@@ -102,13 +102,37 @@ inline std::vector<float> q8_0_like_llama_cpp(const std::vector<float>& x) {
   return out;
 }
 
+/// x rounded to llama.cpp's Q8_K activations (quantize_row_q8_K, here through the CPU
+/// backend's own formats::quantize_activation_q8_k): d * q per 256-value block.
+inline std::vector<float> q8_k_like_llama_cpp(const std::vector<float>& x) {
+  EXPECT_EQ(x.size() % 256, 0u) << "q8_k_like_llama_cpp: not whole 256-element blocks";
+  std::vector<formats::BlockQ8_K> blocks(x.size() / 256);
+  formats::quantize_activation_q8_k(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
+  std::vector<float> out(x.size());
+  for (size_t b = 0; b < blocks.size(); ++b)
+    for (size_t i = 0; i < 256; ++i) out[b * 256 + i] = blocks[b].d * static_cast<float>(blocks[b].qs[i]);
+  return out;
+}
+
+/// True where a CUDA product of M rows over K-quant weights of type t takes x as Q8_K
+/// blocks (launch_kqmma), with the backend's default options (int8_prefill): past the
+/// GEMV's rows (kGemvX8MaxRows = 5 with the 8-bit x for the types it has, else
+/// kMaxGemvM = 8), up to kKqMmaMaxRows = 32.
+inline bool cuda_takes_q8_k(ir::DType t, int64_t M, bool int8_x) {
+  if (t != ir::DType::Q4_K && t != ir::DType::Q5_K && t != ir::DType::Q6_K) return false;
+  const int64_t from = int8_x && t != ir::DType::Q5_K ? 6 : 9;
+  return M >= from && M <= 32;
+}
+
 /// The x a CUDA product over weights of type t sees: llama.cpp's Q8_0 activations for
-/// Q8_0 / Q4_0 weights (every path), the GEMV's 16-element 8-bit segments for the other
-/// packed types it runs at 1..kGemvX8MaxRows rows with int8_x, else x itself (float weights: the caller
-/// rounds to the weights' type).
+/// Q8_0 / Q4_0 weights (every path), its Q8_K ones for the K-quants' few-row products,
+/// the GEMV's 16-element 8-bit segments for the other packed types it runs at
+/// 1..kGemvX8MaxRows rows with int8_x, else x itself (float weights: the caller rounds to
+/// the weights' type).
 inline std::vector<float> x_as_cuda_sees_it(ir::DType t, const std::vector<float>& x, int64_t M, bool int8_x) {
   if (t == ir::DType::Q8_0 || t == ir::DType::Q4_0) return q8_0_like_llama_cpp(x);
-  if (int8_x && M <= 5 &&  // (the GEMV's rows, kGemvX8MaxRows; more take the f16 tiles or cuBLAS)
+  if (cuda_takes_q8_k(t, M, int8_x)) return q8_k_like_llama_cpp(x);
+  if (int8_x && M <= 5 &&  // (the GEMV's rows, kGemvX8MaxRows; more take the few-row kernels or cuBLAS)
       (t == ir::DType::Q4_K || t == ir::DType::Q6_K || t == ir::DType::IQ4_XS || t == ir::DType::IQ4_NL))
     return x8_like_gemv(x);
   if (int8_x && M <= 8 && is_codebook_type(t))  // (the GEMV's rows, kMaxGemvM: no few-row prefill kernel)

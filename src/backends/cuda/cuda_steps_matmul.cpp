@@ -2,6 +2,7 @@
 // DequantMatMul. GEMMs go through cuBLASLt (bias / ReLU / tanh-GELU epilogues where it
 // has them); one-row products (M <= 8, decode) use the GEMV kernels; packed weights
 // above that take the int8 tensor-core GEMM (Q8_0, Q4_0: mmq_kernels.h), up to
+// kKqMmaMaxRows rows of the K-quants the int8 tensor cores against Q8_K blocks, up to
 // kDqMmaMaxRows rows of the other packed types f16 tiles decoded in shared memory
 // (launch_dqmma), and more rows are dequantized to f16 for cuBLAS. The decode GEMVs' prologue, epilogues
 // and launch groups of fused_linear are in cuda_steps_linear.cpp.
@@ -84,6 +85,32 @@ Status mmq_fn(const Step& s, const RunCtx& ctx) {
   m.d_offset = s.split ? p.q.N * p.split_row : 0;
   m.y = static_cast<float*>(product_out(s, ctx));
   launch_mmq(m, ctx.stream);
+  return bias_act_epilogue(s, ctx);
+}
+
+/// out = act(x W^T (+ bias)) for a few rows over K-quant W: x as Q8_K blocks, the int8
+/// tensor cores (launch_kqmma).
+Status kqmma_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  int8_t* xq = reinterpret_cast<int8_t*>(ctx.scratch + p.xq_off);
+  float* xd = reinterpret_cast<float*>(ctx.scratch + p.xd_off);
+  int* xs = reinterpret_cast<int*>(ctx.scratch + p.xs_off);
+  launch_quantize_q8_k(reinterpret_cast<const float*>(s.in_ptr[0]), xq, xd, xs, p.g.M, p.g.K, ctx.stream);
+  KqMmaParams k;
+  k.xq = xq;
+  k.xd = xd;
+  k.xs = xs;
+  k.w = s.in_ptr[1];
+  k.w_dt = p.q.w_dt;
+  k.M = p.g.M;
+  k.N = p.g.N;
+  k.K = p.g.K;
+  k.row_bytes = s.split ? p.split_row : p.q.row_bytes;
+  k.d_offset = s.split ? p.q.N * p.split_row : 0;
+  k.y = static_cast<float*>(product_out(s, ctx));
+  k.w_const = p.w_const;
+  if (!launch_kqmma(k, p.kq_col_tiles, ctx.stream))
+    return Error::internal("cuda backend: {}: no int8 K-quant product for {} rows of {}", *s.what, k.M, k.K);
   return bias_act_epilogue(s, ctx);
 }
 
@@ -246,6 +273,17 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
       p->round_x = false;
       p->xq_off = ctx.scratch(g.M * g.K);
       p->xd_off = ctx.scratch(g.M * (g.K / 32) * 4);
+    } else if (g.M >= prefill_from && g.M <= kKqMmaMaxRows && !swiglu && ctx.int8_prefill &&
+               kqmma_supported(p->q.w_dt)) {
+      // A few rows over K-quants (several streams, short prompts): x as Q8_K blocks, as
+      // the CPU backend takes it, times W read once into the int8 tensor cores' fragments.
+      p->kqmma = true;
+      p->round_x = false;
+      p->xq_off = ctx.scratch(g.M * g.K);
+      p->xd_off = ctx.scratch(g.M * (g.K / 256) * 4);
+      p->xs_off = ctx.scratch(g.M * (g.K / 32) * 4);
+      p->kq_col_tiles = kqmma_col_tiles();
+      p->w_const = step.in[1].kind == StorageKind::kParam || step.in[1].kind == StorageKind::kConstant;
     } else if (g.M >= prefill_from && g.M <= kDqMmaMaxRows && !swiglu && dqmma_supported(p->q.w_dt)) {
       // A few rows (several streams, short prompts): W decoded into f16 tiles in shared
       // memory on the tensor cores, reading each weight once and writing no copy of W.
@@ -338,7 +376,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     step.params = p;
     return {};
   }
-  if (p->mmq) {  // f32 result straight into the output, or into scratch for the bias / activation
+  if (p->mmq || p->kqmma) {  // f32 result straight into the output, or into scratch for the bias / activation
     const ir::ActKind act = bias_act ? node.attr<ir::FusedMatMulAttrs>().act : ir::ActKind::Identity;
     p->has_bias = bias_act && node.attr<ir::FusedMatMulAttrs>().has_bias;
     if (p->has_bias || act != ir::ActKind::Identity) {
@@ -348,7 +386,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
       const DT in1 = p->has_bias ? to_dt(ctx.input(2).dtype) : DT::F32;
       p->post_k = post_program(g.M, g.N, DT::F32, DT::F32, p->has_bias, in1, true, false, static_cast<uint8_t>(act));
     }
-    step.fn = &mmq_fn;
+    step.fn = p->kqmma ? &kqmma_fn : &mmq_fn;
     step.params = p;
     return {};
   }

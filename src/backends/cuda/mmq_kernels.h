@@ -1,5 +1,6 @@
 // Integer tensor-core GEMM for prefill over weights whose products llama.cpp's CPU
-// backend takes against Q8_0-rounded activations (Q8_0, Q4_0): x is quantized to Q8_0
+// backend takes against Q8_0-rounded activations (Q8_0, Q4_0; the K-quants against Q8_K
+// blocks, launch_kqmma, for a few rows): x is quantized to Q8_0
 // blocks, every 32-element block product is exact in int32 (mma.sync m16n8k32 s8), and
 // the blocks are summed in f32 times the product of their two scales -- the same
 // arithmetic as ggml's vec-dot, so a CUDA prefill matches the CPU and llama.cpp to f32
@@ -94,5 +95,50 @@ int64_t dqmma_work_bytes(int64_t M, int64_t N, int slices);
 /// Bytes of the zeroed `counters` a split product needs (one per 32 weight rows).
 int64_t dqmma_counter_bytes(int64_t N);
 void launch_dqmma(const DqMmaParams& p, int slices, cudaStream_t s);
+
+/// Most rows of x a product over K-quant weights takes through launch_kqmma (two tiles
+/// of 16 rows); more are dequantized to f16 for cuBLAS. Measured on an H200 (q4_k_m 1B,
+/// batched decode): 1.73 / 2.09 / 3.08 ms a step at 8 / 16 / 32 streams against 3.39 /
+/// 3.75 / 4.37 before, but at 64 streams four tiles of 16 rows took 6.07 ms against
+/// cuBLAS's 5.10.
+inline constexpr int64_t kKqMmaMaxRows = 32;
+
+/// True for the K-quant types launch_kqmma multiplies (Q4_K, Q5_K, Q6_K).
+bool kqmma_supported(DT w);
+
+/// x [rows, K] (f32, K a multiple of 256) as llama.cpp's Q8_K activation blocks
+/// (formats::quantize_row_q8_k): per 256 values d (f32) and int8 q, and per 32 values
+/// the sum of their q (`sums`, [rows, K / 32]). A block holding a value that is not
+/// finite gets d = NaN and q = 0, so its products come out NaN.
+void launch_quantize_q8_k(const float* x, int8_t* q, float* d, int* sums, int64_t rows, int64_t K,
+                          cudaStream_t s);
+
+/// y [M, N] (f32) = x . W^T for K-quant W [N, K] (as stored, or Q6_K split when d_offset >
+/// 0) and M <= kKqMmaMaxRows rows of x in Q8_K blocks (launch_quantize_q8_k): every
+/// sub-block product exact in int32 on the int8 tensor cores, scaled by the sub-block's
+/// integer scale and summed over the super-block in int32, then taken into f32 once per
+/// super-block -- the arithmetic of ggml's vec_dot_<type>_q8_K, which llama.cpp's CPU
+/// backend and RLX's CPU kernels use for these weights. W is read once, straight into
+/// the tensor-core fragments.
+struct KqMmaParams {
+  const int8_t* xq = nullptr;  ///< [M, K]
+  const float* xd = nullptr;   ///< [M, K / 256]
+  const int* xs = nullptr;     ///< [M, K / 32]
+  const uint8_t* w = nullptr;
+  float* y = nullptr;
+  DT w_dt = DT::Q4_K;
+  int64_t M = 0, N = 0, K = 0;
+  int64_t row_bytes = 0;
+  int64_t d_offset = 0;  ///< Q6_K split layout: where the f16 scales [N, K / 256] start
+  bool w_const = false;  ///< no kernel writes W (a parameter): its loads may start before the kernels ahead finish
+};
+/// Weight rows a block of launch_kqmma takes, in tiles of 8: two (RLX_CUDA_KQMMA_COLS=8:
+/// one, with two blocks an SM and the next super-block's weights loaded ahead). On an
+/// H200 (q4_k_m 1B, batched decode, same call) two measured 1.83 / 2.16 / 2.91 ms a step
+/// at 8 / 16 / 32 streams against one's 1.84 / 2.26 / 3.18, also where N gives one wave.
+int kqmma_col_tiles();
+/// False (nothing launched) when M > kKqMmaMaxRows, K is not whole super-blocks or the type
+/// is not one of kqmma_supported's.
+[[nodiscard]] bool launch_kqmma(const KqMmaParams& p, int col_tiles, cudaStream_t s);
 
 }  // namespace rlx::cuda_backend
