@@ -78,7 +78,7 @@ struct EnvConfig {
   bool cuda_gemv_int8 = true;          ///< RLX_CUDA_GEMV_INT8
   bool cuda_int8_prefill = true;       ///< RLX_CUDA_INT8_PREFILL
   bool cuda_mmq_pipelined = true;      ///< RLX_CUDA_MMQ_PIPELINE (0: the register-staged int8 GEMM only)
-  int cuda_kqmma_cols = 0;             ///< RLX_CUDA_KQMMA_COLS: weight rows of a K-quant int8 product's block (8, 16; 0: 16)
+  bool cuda_kqmma_staged = true;       ///< RLX_CUDA_KQMMA_STAGED (0: the register form of the K-quant int8 products)
   bool cuda_moe_grouped = true;        ///< RLX_CUDA_MOE_GROUPED (0: MoE prefill on the per-pair kernels)
   bool cuda_paged_handles = true;      ///< RLX_CUDA_PAGED_HANDLES (0: KV caches allocated whole)
   /// RLX_NCCL_LIBRARY: the NCCL library a CUDA tensor-parallel group loads (default

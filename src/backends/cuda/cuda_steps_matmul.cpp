@@ -109,7 +109,8 @@ Status kqmma_fn(const Step& s, const RunCtx& ctx) {
   k.d_offset = s.split ? p.q.N * p.split_row : 0;
   k.y = static_cast<float*>(product_out(s, ctx));
   k.w_const = p.w_const;
-  if (!launch_kqmma(k, p.kq_col_tiles, ctx.stream))
+  k.k_groups = p.kq_k_groups;
+  if (!launch_kqmma(k, ctx.stream))
     return Error::internal("cuda backend: {}: no int8 K-quant product for {} rows of {}", *s.what, k.M, k.K);
   return bias_act_epilogue(s, ctx);
 }
@@ -282,7 +283,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
       p->xq_off = ctx.scratch(g.M * g.K);
       p->xd_off = ctx.scratch(g.M * (g.K / 256) * 4);
       p->xs_off = ctx.scratch(g.M * (g.K / 32) * 4);
-      p->kq_col_tiles = kqmma_col_tiles();
+      p->kq_k_groups = kqmma_k_groups(g.N, g.K, ctx.sms);
       p->w_const = step.in[1].kind == StorageKind::kParam || step.in[1].kind == StorageKind::kConstant;
     } else if (g.M >= prefill_from && g.M <= kDqMmaMaxRows && !swiglu && dqmma_supported(p->q.w_dt)) {
       // A few rows (several streams, short prompts): W decoded into f16 tiles in shared

@@ -86,7 +86,7 @@ struct LinearParams {
   int64_t xq_off = 0, xd_off = 0;  // scratch: x's int8 quants and block scales (mmq, kqmma)
   bool kqmma = false;   // up to kKqMmaMaxRows rows over Q4_K / Q5_K / Q6_K: x as Q8_K blocks on the int8 tensor cores
   int64_t xs_off = 0;   // scratch: x's sums per 32 values (kqmma)
-  int kq_col_tiles = 1;  // weight rows a kqmma block takes, in tiles of 8
+  int kq_k_groups = 0;   // warps along K of kqmma's staged form
   bool w_const = false;  // W is a parameter or constant (kqmma: loaded before the wait on the kernels ahead)
   bool dqmma = false;   // up to kDqMmaMaxRows rows over other packed types: W decoded to f16 tiles in shared memory
   int dq_slices = 1;    // slices of K (dqmma)

@@ -131,14 +131,15 @@ struct KqMmaParams {
   int64_t row_bytes = 0;
   int64_t d_offset = 0;  ///< Q6_K split layout: where the f16 scales [N, K / 256] start
   bool w_const = false;  ///< no kernel writes W (a parameter): its loads may start before the kernels ahead finish
+  int k_groups = 0;      ///< the staged form's warps along K (kqmma_k_groups; 0: the register form)
 };
-/// Weight rows a block of launch_kqmma takes, in tiles of 8: two (RLX_CUDA_KQMMA_COLS=8:
-/// one, with two blocks an SM and the next super-block's weights loaded ahead). On an
-/// H200 (q4_k_m 1B, batched decode, same call) two measured 1.83 / 2.16 / 2.91 ms a step
-/// at 8 / 16 / 32 streams against one's 1.84 / 2.26 / 3.18, also where N gives one wave.
-int kqmma_col_tiles();
+/// How many of a block's eight warps the staged form of launch_kqmma (weights streamed
+/// through shared memory) puts along K: enough for each warp to stream four super-blocks
+/// where K has them, more while the blocks of 16 * 8 / k_groups rows would not give each of
+/// `sms` multiprocessors one.
+int kqmma_k_groups(int64_t N, int64_t K, int sms);
 /// False (nothing launched) when M > kKqMmaMaxRows, K is not whole super-blocks or the type
 /// is not one of kqmma_supported's.
-[[nodiscard]] bool launch_kqmma(const KqMmaParams& p, int col_tiles, cudaStream_t s);
+[[nodiscard]] bool launch_kqmma(const KqMmaParams& p, cudaStream_t s);
 
 }  // namespace rlx::cuda_backend
