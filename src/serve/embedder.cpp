@@ -108,16 +108,22 @@ std::shared_ptr<EmbeddingJob> Embedder::submit(std::vector<std::vector<int32_t>>
 }
 
 void Embedder::loop() {
-  std::vector<std::shared_ptr<EmbeddingJob>> turn;
+  std::vector<std::shared_ptr<EmbeddingJob>> turn, cancelled;
   for (;;) {
     turn.clear();
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (stopping_) break;
-      // The oldest request, and the next ones while their sequences fit one batch.
+      // The oldest request, and the next ones while their sequences fit one batch;
+      // requests whose client has gone are dropped on the way.
       int64_t sequences = 0;
       while (!queue_.empty()) {
+        if (queue_.front()->cancelled()) {
+          cancelled.push_back(std::move(queue_.front()));
+          queue_.pop_front();
+          continue;
+        }
         const auto n = static_cast<int64_t>(queue_.front()->inputs().size());
         if (!turn.empty() && sequences + n > options_.max_batch) break;
         sequences += n;
@@ -126,7 +132,12 @@ void Embedder::loop() {
       }
       metrics_.queue_length.store(static_cast<int64_t>(queue_.size()));
     }
-    run(turn);
+    for (auto& job : cancelled) {
+      metrics_.requests_cancelled.fetch_add(1);
+      job->finish(Error::invalid_argument("the request was cancelled before it ran"), 0);
+    }
+    cancelled.clear();
+    if (!turn.empty()) run(turn);
   }
   // Stopping: whatever still waits ends with an error.
   std::deque<std::shared_ptr<EmbeddingJob>> left;

@@ -287,13 +287,37 @@ struct Server::Impl {
       if (why == SubmitRefusal::kStopping) return send_error(res, 503, error, "server_error");
       return send_error(res, 400, error, "invalid_request_error");
     }
-    std::optional<Expected<std::vector<std::vector<float>>>> result;
-    while (!result) result = job->wait(options.keep_alive);
-    if (!*result) {  // never run (the server is stopping), or the model failed
-      if (job->shared_with() == 0) return send_error(res, 503, result->error().message(), "server_error");
-      return send_error(res, 500, result->error().message(), "server_error");
+    // As a non-streamed completion: done within the patience, one body with its own
+    // status; else a chunked 200 whose keep-alive spaces show whether the client is still
+    // there (a client gone cancels the job if it still waits), then the body.
+    const bool base64 = req->base64;
+    auto answer = [this, job, base64](const Expected<std::vector<std::vector<float>>>& result, int* status) {
+      if (result) {
+        *status = 200;
+        return embeddings_body(options.model_name, *result, base64, job->tokens());
+      }
+      *status = job->shared_with() == 0 ? 503 : 500;  // never run (stopping), or the model failed
+      return error_body(result.error().message(), "server_error");
+    };
+    std::optional<Expected<std::vector<std::vector<float>>>> result = job->wait(options.patience);
+    if (result) {
+      int status = 0;
+      std::string body = answer(*result, &status);
+      res.status = status;
+      return res.set_content(std::move(body), "application/json");
     }
-    res.set_content(embeddings_body(options.model_name, **result, req->base64, job->tokens()), "application/json");
+    res.set_chunked_content_provider(
+        "application/json",
+        [this, job, answer](size_t, httplib::DataSink& sink) {
+          std::optional<Expected<std::vector<std::vector<float>>>> r = job->wait(options.keep_alive);
+          if (!r) return sink.write(" ", 1);  // false: the client went away
+          int status = 0;
+          const std::string body = answer(*r, &status);
+          if (!sink.write(body.data(), body.size())) return false;
+          sink.done();
+          return true;
+        },
+        [job](bool) { job->cancel(); });  // (done: nothing to cancel)
   }
 
   void stream(httplib::Response& res, std::shared_ptr<RequestHandle> handle, ApiRequest req, ResponseMeta meta) {

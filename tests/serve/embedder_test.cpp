@@ -119,6 +119,36 @@ TEST(Embedder, RequestsWaitingTogetherShareATurnAndEqualEachAlone) {
   EXPECT_EQ(metrics.queue_length.load(), 0);
 }
 
+// A request cancelled while it waits (its client gone) is dropped, not run: it ends with
+// an error and counts as cancelled; the one running and those after it are unaffected.
+TEST(Embedder, CancelledRequestsThatStillWaitAreDropped) {
+  auto model = load();
+  ASSERT_TRUE(model);
+  Metrics metrics;
+  EmbedderOptions o;
+  o.max_batch = 1;  // a turn per request, so the second waits while the first runs
+  auto e = Embedder::create(*model, metrics, o);
+  ASSERT_TRUE(e) << e.error().to_string();
+  SubmitRefusal why = SubmitRefusal::kNone;
+  // The first request holds enough work that the two after it are still queued when the
+  // second is cancelled (microseconds after its submit).
+  auto first = (*e)->submit(sequences({120, 120, 120, 120, 120, 120, 120, 120}, 1), 0, &why);
+  auto second = (*e)->submit(sequences({7}, 2), 0, &why);
+  auto third = (*e)->submit(sequences({9}, 3), 0, &why);
+  ASSERT_TRUE(first && second && third);
+  second->cancel();
+  EXPECT_EQ(result(*first).size(), 8u);
+  EXPECT_EQ(result(*third).size(), 1u);
+  std::optional<Expected<Embeddings>> r;
+  for (int i = 0; i < 600 && !r; ++i) r = second->wait(std::chrono::milliseconds(1000));
+  ASSERT_TRUE(r.has_value());
+  ASSERT_FALSE(*r) << "a cancelled request ran";
+  EXPECT_NE(r->error().message().find("cancelled"), std::string::npos) << r->error().message();
+  EXPECT_EQ(second->shared_with(), 0);
+  EXPECT_EQ(metrics.requests_cancelled.load(), 1);
+  EXPECT_EQ(metrics.embedding_requests.load(), 2);
+}
+
 TEST(Embedder, DimensionsTruncateAndRenormalize) {
   auto model = load();
   ASSERT_TRUE(model);

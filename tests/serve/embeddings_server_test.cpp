@@ -2,7 +2,8 @@
 // client: POST /v1/embeddings for every input form equals the model's own embeddings,
 // base64 decodes to the float answer, dimensions, concurrent requests, refusals in
 // OpenAI's error shape (bad bodies, too-long input, unknown model, chat sent to an
-// encoder), and a server without a tokenizer taking token ids. Waits are bounded only to
+// encoder), a server without a tokenizer taking token ids, and an answer past its
+// patience sent chunked after keep-alive spaces. Waits are bounded only to
 // end a hang; nothing is timed.
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -86,7 +87,7 @@ class EmbeddingsServerTest : public ::testing::Test {
     want = std::move(*e);
   }
 
-  void start(bool with_tokenizer = true) {
+  void start(bool with_tokenizer = true, std::chrono::milliseconds patience = std::chrono::milliseconds(1000)) {
     auto e = Embedder::create(*model, metrics, EmbedderOptions{});
     ASSERT_TRUE(e) << e.error().to_string();
     embedder = std::move(*e);
@@ -95,6 +96,8 @@ class EmbeddingsServerTest : public ::testing::Test {
     so.api_key = kKey;
     so.model_name = "enc";
     so.max_body_bytes = 64 * 1024;
+    so.patience = patience;
+    so.keep_alive = std::chrono::milliseconds(1);
     server = std::make_unique<Server>(*embedder, with_tokenizer ? tok.get() : nullptr, metrics, so);
     auto bound = server->bind();
     ASSERT_TRUE(bound) << bound.error().to_string();
@@ -181,6 +184,23 @@ TEST_F(EmbeddingsServerTest, Base64AndDimensions) {
   std::vector<float> expect(want[0].begin(), want[0].begin() + 16);
   for (float& x : expect) x = static_cast<float>(x / std::sqrt(norm));
   expect_embedding(short_ones["data"][0]["embedding"], expect, "dimensions 16");
+}
+
+// An answer past its patience (0 here) is a chunked 200: keep-alive spaces, then the same
+// JSON body, which parses as it is.
+TEST_F(EmbeddingsServerTest, AnAnswerPastItsPatienceIsOneJsonBody) {
+  start(true, std::chrono::milliseconds(0));
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(600, 0);
+  c.set_bearer_token_auth(kKey);
+  auto r = c.Post("/v1/embeddings", Json{{"model", "enc"}, {"input", kTexts}}.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Transfer-Encoding"), "chunked");
+  const Json j = Json::parse(r->body, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r->body;
+  ASSERT_EQ(j["data"].size(), kTexts.size());
+  for (size_t i = 0; i < kTexts.size(); ++i) expect_embedding(j["data"][i]["embedding"], want[i], kTexts[i]);
 }
 
 TEST_F(EmbeddingsServerTest, ConcurrentRequestsEachGetTheirOwn) {

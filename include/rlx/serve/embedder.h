@@ -3,9 +3,11 @@
 // the oldest request and as many of the next ones as fit in one batch (max_batch
 // sequences), so that concurrent requests share the model's batched runs
 // (EncoderModel::embed_all: length-sorted, power-of-two batches), and hands each request
-// its own embeddings. The HTTP front end talks to it through EmbeddingJob only.
+// its own embeddings; requests cancelled while they wait (their client gone) are dropped.
+// The HTTP front end talks to it through EmbeddingJob only.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -43,8 +45,12 @@ class EmbeddingJob {
   int64_t dimensions() const { return dimensions_; }
   int64_t tokens() const { return tokens_; }
   /// Requests (this one included) whose inputs ran in the same turn; 0 until done, and
-  /// for a request that never ran (the embedder stopped first).
+  /// for a request that never ran (the embedder stopped first, or it was cancelled).
   int64_t shared_with() const;
+  /// The client is gone: a job still queued is dropped (it ends with an error and counts
+  /// in Metrics::requests_cancelled) instead of running; one already running finishes.
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
 
  private:
   friend class Embedder;
@@ -58,6 +64,7 @@ class EmbeddingJob {
   std::condition_variable cv_;
   std::optional<Expected<std::vector<std::vector<float>>>> result_;
   int64_t shared_with_ = 0;
+  std::atomic<bool> cancelled_{false};
 };
 
 class Embedder {

@@ -30,11 +30,12 @@ struct ServerOptions {
   std::string model_name;                    ///< the id /v1/models lists and requests must name
   size_t max_body_bytes = size_t{4} << 20;   ///< larger request bodies get 413
   int threads = 32;                          ///< connections served at once (a stream holds one)
-  /// A non-streamed completion not done within `patience` starts its response (200,
-  /// chunked) and sends a space (JSON allows whitespace before a value) every
-  /// `keep_alive` until the body follows: a client that went away is then seen (a write
-  /// fails) and its request cancelled, its slot freed. An error after that point is the
-  /// body's error object. Streams send an SSE comment every `keep_alive` without an event.
+  /// A non-streamed completion or embeddings request not done within `patience` starts
+  /// its response (200, chunked) and sends a space (JSON allows whitespace before a
+  /// value) every `keep_alive` until the body follows: a client that went away is then
+  /// seen (a write fails) and its request cancelled (a completion's slot freed, an
+  /// embeddings request still queued dropped). An error after that point is the body's
+  /// error object. Streams send an SSE comment every `keep_alive` without an event.
   std::chrono::milliseconds patience{1000};
   std::chrono::milliseconds keep_alive{1000};
 };
