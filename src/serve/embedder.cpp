@@ -134,7 +134,7 @@ void Embedder::loop() {
     }
     for (auto& job : cancelled) {
       metrics_.requests_cancelled.fetch_add(1);
-      job->finish(Error::invalid_argument("the request was cancelled before it ran"), 0);
+      job->finish(Error::unsupported("the request was cancelled before it ran (its client left)"), 0);
     }
     cancelled.clear();
     if (!turn.empty()) run(turn);

@@ -130,14 +130,17 @@ TEST(Embedder, CancelledRequestsThatStillWaitAreDropped) {
   auto e = Embedder::create(*model, metrics, o);
   ASSERT_TRUE(e) << e.error().to_string();
   SubmitRefusal why = SubmitRefusal::kNone;
-  // The first request holds enough work that the two after it are still queued when the
-  // second is cancelled (microseconds after its submit).
-  auto first = (*e)->submit(sequences({120, 120, 120, 120, 120, 120, 120, 120}, 1), 0, &why);
+  // The first request holds enough work (32 runs of the longest sequence the model takes,
+  // hundreds of milliseconds) that the two after it are still queued when the second is
+  // cancelled, microseconds after its submit.
+  std::vector<std::vector<int32_t>> long_ones;
+  for (int i = 0; i < 32; ++i) long_ones.push_back(sequences({static_cast<int>((*e)->max_tokens())}, 1 + i)[0]);
+  auto first = (*e)->submit(std::move(long_ones), 0, &why);
   auto second = (*e)->submit(sequences({7}, 2), 0, &why);
   auto third = (*e)->submit(sequences({9}, 3), 0, &why);
   ASSERT_TRUE(first && second && third);
   second->cancel();
-  EXPECT_EQ(result(*first).size(), 8u);
+  EXPECT_EQ(result(*first).size(), 32u);
   EXPECT_EQ(result(*third).size(), 1u);
   std::optional<Expected<Embeddings>> r;
   for (int i = 0; i < 600 && !r; ++i) r = second->wait(std::chrono::milliseconds(1000));

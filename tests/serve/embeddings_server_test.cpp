@@ -87,7 +87,8 @@ class EmbeddingsServerTest : public ::testing::Test {
     want = std::move(*e);
   }
 
-  void start(bool with_tokenizer = true, std::chrono::milliseconds patience = std::chrono::milliseconds(1000)) {
+  void start(bool with_tokenizer = true, std::chrono::milliseconds patience = std::chrono::milliseconds(1000),
+             std::chrono::milliseconds keep_alive = std::chrono::milliseconds(1000)) {
     auto e = Embedder::create(*model, metrics, EmbedderOptions{});
     ASSERT_TRUE(e) << e.error().to_string();
     embedder = std::move(*e);
@@ -97,7 +98,7 @@ class EmbeddingsServerTest : public ::testing::Test {
     so.model_name = "enc";
     so.max_body_bytes = 64 * 1024;
     so.patience = patience;
-    so.keep_alive = std::chrono::milliseconds(1);
+    so.keep_alive = keep_alive;
     server = std::make_unique<Server>(*embedder, with_tokenizer ? tok.get() : nullptr, metrics, so);
     auto bound = server->bind();
     ASSERT_TRUE(bound) << bound.error().to_string();
@@ -187,16 +188,28 @@ TEST_F(EmbeddingsServerTest, Base64AndDimensions) {
 }
 
 // An answer past its patience (0 here) is a chunked 200: keep-alive spaces, then the same
-// JSON body, which parses as it is.
+// JSON body, which parses as it is. (A long request ahead keeps the embedder busy, so
+// the short one waits past several keep-alives.)
 TEST_F(EmbeddingsServerTest, AnAnswerPastItsPatienceIsOneJsonBody) {
-  start(true, std::chrono::milliseconds(0));
+  start(true, std::chrono::milliseconds(0), std::chrono::milliseconds(1));
+  std::vector<std::vector<int32_t>> long_ones;
+  for (int i = 0; i < 32; ++i)
+    long_ones.push_back(std::vector<int32_t>(static_cast<size_t>(embedder->max_tokens()), 100 + i));
+  SubmitRefusal why = SubmitRefusal::kNone;
+  std::shared_ptr<EmbeddingJob> busy = embedder->submit(std::move(long_ones), 0, &why);  // queued before the post
+  ASSERT_TRUE(busy);
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(600, 0);
   c.set_bearer_token_auth(kKey);
   auto r = c.Post("/v1/embeddings", Json{{"model", "enc"}, {"input", kTexts}}.dump(), "application/json");
+  std::optional<Expected<std::vector<std::vector<float>>>> done;
+  for (int i = 0; i < 600 && !done; ++i) done = busy->wait(std::chrono::milliseconds(1000));
+  ASSERT_TRUE(done.has_value() && *done);
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
   EXPECT_EQ(r->get_header_value("Transfer-Encoding"), "chunked");
+  ASSERT_FALSE(r->body.empty());
+  EXPECT_EQ(r->body[0], ' ') << "no keep-alive space before the body";
   const Json j = Json::parse(r->body, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r->body;
   ASSERT_EQ(j["data"].size(), kTexts.size());

@@ -283,7 +283,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
       p->xq_off = ctx.scratch(g.M * g.K);
       p->xd_off = ctx.scratch(g.M * (g.K / 256) * 4);
       p->xs_off = ctx.scratch(g.M * (g.K / 32) * 4);
-      p->kq_k_groups = kqmma_k_groups(g.N, g.K, ctx.sms);
+      p->kq_k_groups = kqmma_staged_fits(p->q.w_dt) ? kqmma_k_groups(g.N, g.K, ctx.sms) : 0;
       p->w_const = step.in[1].kind == StorageKind::kParam || step.in[1].kind == StorageKind::kConstant;
     } else if (g.M >= prefill_from && g.M <= kDqMmaMaxRows && !swiglu && dqmma_supported(p->q.w_dt)) {
       // A few rows (several streams, short prompts): W decoded into f16 tiles in shared

@@ -585,9 +585,20 @@ int kqmma_k_groups(int64_t N, int64_t K, int sms) {
   const int64_t nsb = K / kQK;
   int kg = 1;  // at least four super-blocks a warp where K has them
   while (kg < kWarps && nsb / (2 * kg) >= 4) kg *= 2;
-  // more groups along K (fewer rows a block) while the blocks would not fill the GPU
-  while (kg < kWarps && kg < nsb && (N + (kWarps / kg) * 16 - 1) / ((kWarps / kg) * 16) < sms) kg *= 2;
+  // more groups along K (fewer rows a block) while the blocks would not give each SM one
+  // and every group keeps a super-block
+  while (kg < kWarps && 2 * kg <= nsb && (N + (kWarps / kg) * 16 - 1) / ((kWarps / kg) * 16) < sms) kg *= 2;
   return kg;
+}
+
+bool kqmma_staged_fits(DT w) {
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return false;
+  const int need = w == DT::Q4_K ? staged_smem<DT::Q4_K>() : w == DT::Q5_K ? staged_smem<DT::Q5_K>()
+                                                                              : staged_smem<DT::Q6_K>();
+  return need <= optin;
 }
 
 void launch_quantize_q8_k(const float* x, int8_t* q, float* d, int* sums, int64_t rows, int64_t K,

@@ -138,6 +138,11 @@ struct KqMmaParams {
 /// where K has them, more while the blocks of 16 * 8 / k_groups rows would not give each of
 /// `sms` multiprocessors one.
 int kqmma_k_groups(int64_t N, int64_t K, int sms);
+/// True when the staged form's ring (72-104 KiB a block: 8 warps x 4 stages x 16 rows of
+/// a super-block) fits the current device's opt-in shared memory per block; else the
+/// products take the register form (k_groups 0). (Ampere's and Ada's 99 KiB, for one,
+/// do not hold Q6_K's.)
+bool kqmma_staged_fits(DT w);
 /// False (nothing launched) when M > kKqMmaMaxRows, K is not whole super-blocks or the type
 /// is not one of kqmma_supported's.
 [[nodiscard]] bool launch_kqmma(const KqMmaParams& p, cudaStream_t s);
