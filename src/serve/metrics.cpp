@@ -67,8 +67,8 @@ std::string Metrics::prometheus() const {
   write_scalar(out, "rlx_decode_steps_total", "counter", "Batched model runs.", decode_steps);
   write_scalar(out, "rlx_requests_finished_total", "counter", "Generation requests finished (any reason).",
                requests_finished);
-  write_scalar(out, "rlx_requests_cancelled_total", "counter", "Requests (generation and embeddings) cancelled by their client.",
-               requests_cancelled);
+  write_scalar(out, "rlx_requests_cancelled_total", "counter",
+               "Requests (generation and embeddings) cancelled by their client.", requests_cancelled);
   write_scalar(out, "rlx_queue_length", "gauge", "Requests waiting for a slot (or for the embedder).", queue_length);
   write_scalar(out, "rlx_slots_busy", "gauge", "Slots running a request.", slots_busy);
   write_scalar(out, "rlx_kv_budget_bytes", "gauge", "Memory the KV cache may hold (--kv-memory, or all of it).",
