@@ -196,9 +196,28 @@ class LinearFuser {
     plan.end = cur;
     fill_query(plan);
     trim(plan);
-    if (plan.up != kNoValue && !plan.a.swiglu) plan.up = plan.silu = kNoValue;
+    ValueId lone_up = kNoValue;  // the up product of a SwiGLU the backend does not fuse
+    if (plan.up != kNoValue && !plan.a.swiglu) {
+      lone_up = plan.up;
+      plan.up = plan.silu = kNoValue;
+    }
     for (ValueId v : plan.nodes) taken_.insert(v);
     if (plan.up != kNoValue) taken_.insert(plan.up);
+    plans_.push_back(std::move(plan));
+    if (lone_up != kNoValue && !taken_.count(lone_up)) plan_alone(lone_up);
+  }
+
+  // A product with nothing to take in (the up product of an unfused SwiGLU): a plan of
+  // its own, so that it may still share a launch with the products over its x.
+  void plan_alone(ValueId p) {
+    Plan plan;
+    plan.product = plan.end = p;
+    plan.x = g_.node(p).inputs[0];
+    plan.w = g_.node(p).inputs[1];
+    plan.nodes = {p};
+    fill_query(plan);
+    trim(plan);
+    taken_.insert(p);
     plans_.push_back(std::move(plan));
   }
 

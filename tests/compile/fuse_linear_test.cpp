@@ -4,6 +4,8 @@
 // over one weight dtype without SwiGLU.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "golden.h"
 #include "rlx/compile/passes.h"
 #include "rlx/ir/text.h"
@@ -190,6 +192,82 @@ TEST(FuseLinear, DirectLoweringFormsAndARefusedSwiGLU) {
   EXPECT_EQ(norms, 1);
   EXPECT_EQ(r2.count("linear_residual"), 1);  // the down product still takes its residual
   EXPECT_EQ(r2.count("linear_norm"), 0);
+}
+
+// Several rows (a batched step) under a target whose few-row kernel takes plain products
+// only, in groups: q / k / v over one x are one group; the SwiGLU it refuses leaves its
+// gate and up products, which still share x and so form a group of two (the up product
+// planned on its own once the gate's chain dropped the SwiGLU); silu * up stays.
+TEST(FuseLinear, FewRowsGroupPlainProductsAndTheGateAndUpOfARefusedSwiGLU) {
+  Target t("test-few-rows");
+  t.fused_linear = [](const FusedLinearQuery& q) -> const char* {
+    const FusedLinearAttrs& a = q.attrs;
+    return a.norm || a.swiglu || a.residual || a.rope || a.cache_write ? "plain products only" : nullptr;
+  };
+  t.fused_linear_group = gemv_target().fused_linear_group;
+  const char* text = R"(
+    %0 = input "x" : f32[4, 64]
+    %1 = param "attn_norm" : f32[64]
+    %2 = rms_norm %0, %1 {eps=1e-05}
+    %3 = param "wq" : q4_k[64, 256]
+    %4 = param "wk" : q4_k[32, 256]
+    %5 = param "wv" : q4_k[32, 256]
+    %6 = param "wg" : q4_k[128, 256]
+    %7 = param "wu" : q4_k[128, 256]
+    %8 = input "h" : f32[4, 256]
+    %9 = dequant_matmul %8, %3
+    %10 = dequant_matmul %8, %4
+    %11 = dequant_matmul %8, %5
+    %12 = dequant_matmul %8, %6
+    %13 = dequant_matmul %8, %7
+    %14 = activation.silu %12
+    %15 = binary.mul %14, %13
+    output %9 "q"
+    output %10 "k"
+    output %11 "v"
+    output %15 "y"
+    output %2 "n"
+  )";
+  FusionReport r;
+  const MirModule out = fuse_linear(mir(text), t, &r);
+  ASSERT_TRUE(verify(out.graph).ok()) << verify(out.graph).error().to_string();
+  EXPECT_EQ(r.count("linear_group"), 1) << r.to_string();  // all five share x: at most four a group
+  std::map<int64_t, int> groups;
+  int fused = 0, silus = 0, muls = 0;
+  for (const Node& n : out.graph.nodes()) {
+    if (n.op == OpKind::FusedLinear) {
+      ++fused;
+      ++groups[n.attr<FusedLinearAttrs>().group];
+    }
+    silus += n.op == OpKind::Activation;
+    muls += n.op == OpKind::Binary;
+  }
+  EXPECT_EQ(fused, 4) << print(out);  // the first four of the five (the group check's limit)
+  EXPECT_EQ(groups.size(), 1u) << print(out);
+  EXPECT_EQ(silus, 1);
+  EXPECT_EQ(muls, 1);
+  bool missed_swiglu = false;
+  for (const MissedFusion& m : r.missed) missed_swiglu |= m.pattern == "linear_swiglu";
+  EXPECT_TRUE(missed_swiglu) << r.to_string();
+
+  // Gate and up alone over their x: a group of two.
+  const char* ffn = R"(
+    %0 = input "h" : f32[4, 256]
+    %1 = param "wg" : q4_k[128, 256]
+    %2 = param "wu" : q4_k[128, 256]
+    %3 = dequant_matmul %0, %1
+    %4 = dequant_matmul %0, %2
+    %5 = activation.silu %3
+    %6 = binary.mul %5, %4
+    output %6 "y"
+  )";
+  FusionReport r2;
+  const MirModule pair = fuse_linear(mir(ffn), t, &r2);
+  ASSERT_TRUE(verify(pair.graph).ok());
+  EXPECT_EQ(r2.count("linear_group"), 1) << r2.to_string();
+  int pair_fused = 0;
+  for (const Node& n : pair.graph.nodes()) pair_fused += n.op == OpKind::FusedLinear;
+  EXPECT_EQ(pair_fused, 2) << print(pair);
 }
 
 TEST(FuseLinear, TargetWithoutAKernelChangesNothing) {

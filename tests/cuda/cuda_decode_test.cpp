@@ -83,23 +83,6 @@ class CudaGraphsMode {
   }
 };
 
-// Compiles `g` on `dev` (fusion passes off unless `fusion` is given: then they run and
-// their report is stored there) and runs it once.
-Expected<std::vector<Tensor>> run_graph(const Device& dev, const ir::Graph& g, const std::map<std::string, Tensor>& params,
-                                        const std::map<std::string, Tensor>& inputs,
-                                        compile::FusionReport* fusion = nullptr) {
-  compile::CompileOptions opt;
-  opt.fusion.skip = fusion == nullptr;
-  opt.constant_folding = false;
-  ASSIGN_OR_RETURN(Session s, Session::create(dev));
-  ASSIGN_OR_RETURN(CompiledGraph cg, s.compile_with(g, opt));
-  if (fusion != nullptr) *fusion = cg.fusion_report();
-  for (const auto& [name, t] : params) TRY(cg.set_param_typed(name, t.bytes(), t.dtype()));
-  std::vector<NamedTensorView> views;
-  for (const auto& [name, t] : inputs) views.push_back({name, t.view()});
-  return cg.run_typed(views);
-}
-
 // f32 / f16 / bf16 weights at decode sizes: plain, + bias + SiLU, and SwiGLU, vs the CPU
 // backend.
 TEST(CudaDecode, GemvFloatWeightsMatchCpu) {
@@ -694,7 +677,27 @@ TEST(CudaDecode, BatchedStreamsMatchSeparateRuns) {
     // count picks other kernels than a lone stream's)
     const double bound = std::string(type) == "f32" ? 1e-4 : 2e-2;
     for (int step = 0; step < 6; ++step) {  // the third and later decode steps replay a captured graph
+      // The prefill and decode executables' steps (RLX_LOG=debug, built at their first
+      // runs): each layer's ropes and its writes into the stacked caches are one rope_kv
+      // launch.
+      const LogLevel level = log_level();
+      if (step == 0) {
+        set_log_level(LogLevel::kDebug);
+        testing::internal::CaptureStderr();
+      }
       auto l = (*logits)->forward_batch(in, false);
+      if (step == 1) {
+        set_log_level(level);
+        std::istringstream steps(testing::internal::GetCapturedStderr());
+        int ropes = 0, fused = 0;
+        for (std::string line; std::getline(steps, line);) {
+          if (line.find("cuda step") == std::string::npos || line.find("(rope)") == std::string::npos) continue;
+          ++ropes;
+          fused += line.find("(rope) + ") != std::string::npos && line.find("(update_slice)") != std::string::npos;
+        }
+        EXPECT_GE(fused, 2) << "no rope_kv launch over the stacked caches";
+        EXPECT_EQ(ropes, fused) << "a rope step of its own in the batched decode executable";
+      }
       auto g = (*greedy)->forward_batch_greedy(in);
       ASSERT_TRUE(l && g) << (l ? g.error().to_string() : l.error().to_string());
       for (size_t b = 0; b < 4; ++b) {

@@ -115,13 +115,12 @@ inline std::vector<float> q8_k_like_llama_cpp(const std::vector<float>& x) {
 }
 
 /// True where a CUDA product of M rows over K-quant weights of type t takes x as Q8_K
-/// blocks (launch_kqmma), with the backend's default options (int8_prefill): past the
-/// GEMV's rows (kGemvX8MaxRows = 5 with the 8-bit x for the types it has, else
-/// kMaxGemvM = 8), up to kKqMmaMaxRows = 32.
+/// blocks (launch_kqmma), with the backend's default options (int8_prefill): from
+/// kKqMmaMinRows = 2 (one row is the GEMV's) up to kKqMmaMaxRows = 32.
 inline bool cuda_takes_q8_k(ir::DType t, int64_t M, bool int8_x) {
   if (t != ir::DType::Q4_K && t != ir::DType::Q5_K && t != ir::DType::Q6_K) return false;
-  const int64_t from = int8_x && t != ir::DType::Q5_K ? 6 : 9;
-  return M >= from && M <= 32;
+  (void)int8_x;  // (from two rows with the int8 products on, whatever the GEMV's x)
+  return M >= 2 && M <= 32;
 }
 
 /// The x a CUDA product over weights of type t sees: llama.cpp's Q8_0 activations for
@@ -183,6 +182,23 @@ struct Case {
     opt.constant_folding = false;
   }
 };
+
+// Compiles `g` on `dev` (fusion passes off unless `fusion` is given: then they run and
+// their report is stored there) and runs it once.
+inline Expected<std::vector<Tensor>> run_graph(const Device& dev, const ir::Graph& g, const std::map<std::string, Tensor>& params,
+                                               const std::map<std::string, Tensor>& inputs,
+                                               compile::FusionReport* fusion = nullptr) {
+  compile::CompileOptions opt;
+  opt.fusion.skip = fusion == nullptr;
+  opt.constant_folding = false;
+  ASSIGN_OR_RETURN(Session s, Session::create(dev));
+  ASSIGN_OR_RETURN(CompiledGraph cg, s.compile_with(g, opt));
+  if (fusion != nullptr) *fusion = cg.fusion_report();
+  for (const auto& [name, t] : params) TRY(cg.set_param_typed(name, t.bytes(), t.dtype()));
+  std::vector<NamedTensorView> views;
+  for (const auto& [name, t] : inputs) views.push_back({name, t.view()});
+  return cg.run_typed(views);
+}
 
 /// Compiles `g` on `dev`, sets the params and runs it once on the inputs.
 inline Expected<std::vector<Tensor>> run_on(const Device& dev, const ir::Graph& g, const Case& c) {

@@ -189,18 +189,21 @@ void launch_rope(const RopeParams& p, cudaStream_t s);
 /// rows are also written into k_cache rows [start, start + k_rows) (a cache row laid
 /// out as k's output row, same dtype), v's rows copied into v_cache rows [start, start +
 /// v_rows). Starts are read on the device; one out of range skips that cache and stores
-/// err_code into *err (as launch_update_slice).
+/// err_code into *err (as launch_update_slice). Several sequences (outer > 1: a batched
+/// step): the caches are stacks [outer, len, width], k's and v's rows are outer runs of
+/// k_rows / v_rows rows, and run o goes to slice o from its own start (start[o]).
 struct RopeKvParams {
   RopeParams q, k;
   void* k_cache = nullptr;
   const void* k_start = nullptr;
   DT k_start_dt = DT::I32;
-  int64_t k_len = 0, k_rows = 0;  ///< cache rows, rows written
+  int64_t k_len = 0, k_rows = 0;  ///< cache rows, rows written (a sequence's)
   const void* v = nullptr;
   void* v_cache = nullptr;
   const void* v_start = nullptr;
   DT v_dt = DT::F32, v_start_dt = DT::I32;
   int64_t v_len = 0, v_rows = 0, v_width = 0;
+  int64_t outer = 1;  ///< sequences (cache slices); > 1: a start per sequence
   int* err = nullptr;
   int err_code = 0;
 };
@@ -287,6 +290,7 @@ struct AttentionParams {
   /// every K / V load issued at once) when head_dim is 32 or 64 and q, K, V
   /// are 16-byte aligned (launch_attention checks; false keeps the general path).
   bool short_ok = true;
+  bool group_grid = false;  ///< set by launch_attention: decode blocks per KV head's group, not per query head
   /// Prefill (attention_tc_supported, splits == 1): the tensor-core kernel, with q, k, v
   /// and the softmax weights rounded to f16 for the products (f32 accumulation and
   /// softmax); falls back to the f32 kernel when K / V rows are not 16-byte aligned.
@@ -303,7 +307,9 @@ bool attention_head_dim_supported(int64_t hd);
 int attention_splits(int64_t batch, int64_t S, int64_t T, int n_heads, int sms);
 /// True when the decode kernel covers this shape (S == 1, n_heads / n_kv <= 8).
 bool attention_decode_supported(int64_t S, int n_heads, int n_kv, int hd);
-/// Split count for the decode kernel with `groups` blocks per batch row.
+/// Split count for the decode kernel with `groups` blocks per batch row (the most a
+/// launch takes; with more query-head blocks than one wave, launch_attention keeps to a
+/// wave's worth of KV-group blocks).
 int attention_decode_splits(int64_t batch, int64_t T, int groups, int sms);
 
 /// Packed types whose blocks are not a multiple of 16 bytes (Q4_0, Q8_0, Q6_K) are stored

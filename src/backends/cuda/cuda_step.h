@@ -133,9 +133,10 @@ StepBuilder cuda_builder(ir::OpKind kind);
 Status build_fused_linear(BuildCtx& ctx, Step& step);
 Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g);
 /// What the fused GEMV kernel takes (null, or why not): one fused_linear (with the 8-bit
-/// x path on or off), and the parts of one launch. The compile target's checks add the
-/// options' switches (cuda_compile_target).
-const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x);
+/// x path on or off; plain products of a few rows over K-quants, grouped into one int8
+/// tensor-core launch, when int8_prefill), and the parts of one launch. The compile
+/// target's checks add the options' switches (cuda_compile_target).
+const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x, bool int8_prefill);
 const char* fused_linear_group_kernel_check(const std::vector<compile::FusedLinearQuery>& qs);
 
 /// rope(q), rope(k), update_slice(k cache, rope k) and update_slice(v cache, v) (or the

@@ -1,7 +1,8 @@
 // The one CUDA step rewrite left over the built step list: rope(q), rope(k) and the
 // KV-cache writes that no product took (the neox rope of Qwen and Gemma, rows of a
-// prefill) as one rope_kv launch. The decode GEMVs' fusions are the IR's fused_linear
-// (compile/fuse_linear.cpp, cuda_steps_linear.cpp).
+// prefill, the stacked caches of a batched step) as one rope_kv launch. The decode
+// GEMVs' fusions are the IR's fused_linear (compile/fuse_linear.cpp,
+// cuda_steps_linear.cpp).
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,22 +58,49 @@ Status rope_kv_fn(const Step& s, const RunCtx& ctx) {
 /// write (a v product that wrote its cache rows itself: fused_linear). Caches must be
 /// plain 2-D handles in the dtype of what is written into them, their outputs the
 /// handles themselves.
-std::optional<Step> match_rope_kv(const std::vector<Step>& steps, size_t i, const ir::Graph& g,
+/// True for a step that does nothing: a reshape onto its own input's storage (a view).
+bool view_step(const Step& s, const ir::Graph& g) {
+  return s.node != ir::kNoValue && g.node(s.node).op == OpKind::Reshape && !s.in.empty() && same_ref(s.in[0], s.out);
+}
+
+/// True when step `s`, found between the ropes and the cache writes, may run before both
+/// ropes: it reads nothing they write and writes nothing they read or write.
+bool independent_of_ropes(const Step& s, const Step& rq, const Step& rk) {
+  if (s.fn == &rope_fn || s.fn == &update_fn || s.in.empty()) return false;
+  for (const Step* r : {&rq, &rk}) {
+    for (const ValueRef& in : s.in)
+      if (!disjoint_refs(in, r->out)) return false;
+    for (const ValueRef& in : r->in)
+      if (!disjoint_refs(s.out, in)) return false;
+    if (!disjoint_refs(s.out, r->out)) return false;
+  }
+  return true;
+}
+
+/// Steps at[0..parts): rope(q), rope(k), update_slice(k cache, rope k), update_slice(v
+/// cache, v) -> one rope_kv launch (at: the steps' indices; what lies between them may
+/// run before them, fuse_rope_kv_steps checks); without `with_v`, three parts without the v write (a v
+/// product that wrote its cache rows itself: fused_linear). Caches must be handles in
+/// the dtype of what is written into them (several sequences: stacks [B, len, width]
+/// written from a start per sequence), their outputs the handles themselves.
+std::optional<Step> match_rope_kv(const std::vector<Step>& steps, const size_t* at, const ir::Graph& g,
                                   const std::vector<int32_t>& uses, bool with_v) {
-  const size_t parts = with_v ? 4 : 3;
-  if (i + parts > steps.size()) return std::nullopt;
-  const Step &rq = steps[i], &rk = steps[i + 1], &uk = steps[i + 2];
-  const Step& uv = with_v ? steps[i + 3] : uk;  // (without v: stands in, nothing of it is read)
+  const Step &rq = steps[at[0]], &rk = steps[at[1]], &uk = steps[at[2]];
+  const Step& uv = with_v ? steps[at[3]] : uk;  // (without v: stands in, nothing of it is read)
   if (rq.fn != &rope_fn || rk.fn != &rope_fn || uk.fn != &update_fn || uv.fn != &update_fn) return std::nullopt;
   const UpdateParams &pk = uk.p<UpdateParams>(), &pv = uv.p<UpdateParams>();
   const RopeStepParams &qp = rq.p<RopeStepParams>(), &kp = rk.p<RopeStepParams>();
   if (!same_ref(uk.in[1], rk.out) || !same_ref(uk.out, uk.in[0]) || !same_ref(uv.out, uv.in[0])) return std::nullopt;
-  if (pk.k.outer != 1 || pv.k.outer != 1) return std::nullopt;
+  // One cache, or a stack of one slice per sequence written from each one's start.
+  const int64_t outer = pk.k.outer;
+  if (pv.k.outer != outer || (outer > 1 && (!pk.k.start_per_outer || !pv.k.start_per_outer || pk.src_bucket ||
+                                            pv.src_bucket)))
+    return std::nullopt;
   const ir::Node &kc = g.node(g.node(uk.node).inputs[0]), &vc = g.node(g.node(uv.node).inputs[0]);
   const ir::Node& vsrc = g.node(g.node(uv.node).inputs[1]);
   if (to_dt(kc.dtype) != kp.k.out_dt || !float_dt(vc.dtype) || vsrc.dtype != vc.dtype) return std::nullopt;
   const int64_t v_width = pv.k.inner_bytes / dt_size(to_dt(vc.dtype));
-  if (pk.k.inner_bytes != kp.k.width * dt_size(kp.k.out_dt) || pk.k.src_len != kp.k.rows) return std::nullopt;
+  if (pk.k.inner_bytes != kp.k.width * dt_size(kp.k.out_dt) || pk.k.src_len * outer != kp.k.rows) return std::nullopt;
   // A thread reads its own elements before writing them, so a rope may run in place
   // (out == x); across parts, nothing one part writes may alias what another reads or
   // writes.
@@ -108,6 +136,7 @@ std::optional<Step> match_rope_kv(const std::vector<Step>& steps, size_t i, cons
   p->k_bucket = pk.src_bucket;
   p->v_bucket = with_v && pv.src_bucket;
   p->k_out = k_out;
+  p->k.outer = outer;
   Step f = rq;
   f.fn = &rope_kv_fn;
   // Without v, the v slots read k's cache, source and start (the kernel copies no v row).
@@ -129,16 +158,40 @@ void fuse_rope_kv_steps(std::vector<Step>& steps, const ir::Graph& g, const std:
   std::vector<Step> out;
   out.reserve(steps.size());
   for (size_t i = 0; i < steps.size();) {
-    if (std::optional<Step> f = match_rope_kv(steps, i, g, uses, true)) {
-      out.push_back(std::move(*f));
-      i += 4;
-    } else if (std::optional<Step> f3 = match_rope_kv(steps, i, g, uses, false)) {
-      out.push_back(std::move(*f3));
-      i += 3;
-    } else {
+    // From a rope at i: the next rope and then the next two cache writes, past steps that
+    // may run before them all (views, which do nothing, and after the two ropes, steps
+    // that share no byte with them: the cache starts of a batched step, sliced from the
+    // positions once). Those stay in place, ahead of the fused step.
+    size_t at[4] = {i, 0, 0, 0};
+    size_t found = 1;
+    std::vector<size_t> between;
+    if (steps[i].fn == &rope_fn)
+      for (size_t j = i + 1; j < steps.size() && found < 4 && j - i <= 12; ++j) {
+        const Step& s = steps[j];
+        if (view_step(s, g)) {
+          between.push_back(j);
+        } else if (s.fn == (found == 1 ? &rope_fn : &update_fn)) {
+          at[found++] = j;
+        } else if (found >= 2 && independent_of_ropes(s, steps[at[0]], steps[at[1]])) {
+          between.push_back(j);
+        } else {
+          break;
+        }
+      }
+    std::optional<Step> f;
+    size_t parts = 0;
+    if (found == 4 && (f = match_rope_kv(steps, at, g, uses, true))) parts = 4;
+    else if (found >= 3 && (f = match_rope_kv(steps, at, g, uses, false))) parts = 3;
+    if (!f) {
       out.push_back(std::move(steps[i]));
       ++i;
+      continue;
     }
+    for (size_t k : between)
+      if (k < at[parts - 1]) out.push_back(std::move(steps[k]));
+    out.push_back(std::move(*f));
+    // (steps after the last part that the scan passed over come next, in order)
+    i = at[parts - 1] + 1;
   }
   for (size_t k = 0; k < out.size(); ++k) out[k].index = static_cast<int>(k);
   steps = std::move(out);

@@ -4,11 +4,13 @@
 // roles of its rope epilogue), and the members of one launch group become the parts of
 // one grouped launch. Also the checks the compile target hands to fuse_linear: what
 // this kernel takes, so the IR only holds fused forms the backend runs.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_steps_shared.h"
+#include "backends/cuda/mmq_kernels.h"
 #include "rlx/compile/passes.h"
 
 namespace rlx::cuda_backend {
@@ -39,7 +41,9 @@ struct LinearPart {
 };
 
 struct FusedLinearParams {
-  LinearParams lin;  // the GEMV as build_linear made it, plus the prologue / epilogue flags
+  LinearParams lin;  // the GEMV (or kqmma) as build_linear made it, plus the prologue / epilogue flags
+  bool kqmma = false;  // plain products of a few rows over K-quants (fused_kqmma_fn), not the GEMV
+  int sms = 0;         // (kqmma) the device's multiprocessors, for the staged form's split of a group
   int n_parts = 1;
   LinearPart parts[kMaxGemvParts];
   size_t gamma = kNone, residual = kNone;
@@ -95,6 +99,31 @@ Status fused_linear_fn(const Step& s, const RunCtx& ctx) {
   return {};
 }
 
+// Plain products of a few rows (several streams) over K-quant weights that share x:
+// x quantized to Q8_K blocks once, every part's product in one launch_kqmma.
+Status fused_kqmma_fn(const Step& s, const RunCtx& ctx) {
+  const FusedLinearParams& f = s.p<FusedLinearParams>();
+  const LinearParams& p = f.lin;
+  KqMmaParams k = quantize_for_kqmma(s, p, ctx);
+  k.n_parts = f.n_parts;
+  for (int i = 0; i < f.n_parts; ++i) {
+    const LinearPart& part = f.parts[i];
+    k.part_w[i] = s.in_ptr[part.w];
+    k.part_y[i] = reinterpret_cast<float*>(part.y == kNone ? s.out_ptr : const_cast<uint8_t*>(s.in_ptr[part.y]));
+    k.part_n[i] = part.n;
+    k.part_d_offset[i] = s.split ? part.n * p.split_row : 0;
+  }
+  if (f.n_parts == 1) {
+    k.w = k.part_w[0];
+    k.y = k.part_y[0];
+    k.N = k.part_n[0];
+    k.d_offset = k.part_d_offset[0];
+  }
+  if (!launch_kqmma(k, ctx.stream))
+    return Error::internal("cuda backend: {}: no int8 K-quant product for {} rows of {}", *s.what, k.M, k.K);
+  return {};
+}
+
 // The q or k rope of a role, as build_rope sets up a one-row rope.
 Expected<RopeParams> rope_params(BuildCtx& ctx, const ir::RopeAttrs& r, int64_t width, DT out_dt, DT pos_dt,
                                  std::vector<std::shared_ptr<DeviceBuffer>>& tables) {
@@ -119,9 +148,20 @@ Expected<RopeParams> rope_params(BuildCtx& ctx, const ir::RopeAttrs& r, int64_t 
 Status build_fused_linear(BuildCtx& ctx, Step& step) {
   const ir::Node& n = ctx.node();
   const auto& a = n.attr<ir::FusedLinearAttrs>();
-  if (const char* why = fused_linear_kernel_check(compile::fused_linear_query(*ctx.graph, ctx.id), ctx.gemv_int8_x))
+  if (const char* why = fused_linear_kernel_check(compile::fused_linear_query(*ctx.graph, ctx.id), ctx.gemv_int8_x,
+                                                  ctx.int8_prefill))
     return step_error(ctx, "fused_linear form the GEMV does not take: {}", why);
   TRY(build_linear(ctx, step, true, a.swiglu, false, DType::F32));
+  if (step.fn == &kqmma_fn) {  // a plain product of a few rows: a part of a grouped launch_kqmma
+    auto f = std::make_shared<FusedLinearParams>();
+    f->lin = step.p<LinearParams>();
+    f->kqmma = true;
+    f->sms = ctx.sms;
+    f->parts[0].n = f->lin.g.N;
+    step.fn = &fused_kqmma_fn;
+    step.params = f;
+    return {};
+  }
   if (step.fn != &gemv_fn) return step_error(ctx, "fused_linear needs the one-row GEMV (16-byte aligned weights)");
   auto f = std::make_shared<FusedLinearParams>();
   f->lin = step.p<LinearParams>();
@@ -182,7 +222,7 @@ Status build_fused_linear(BuildCtx& ctx, Step& step) {
 
 Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g) {
   auto group_of = [&](const Step& s) -> int64_t {
-    if (s.fn != &fused_linear_fn || s.node == ir::kNoValue) return -1;
+    if ((s.fn != &fused_linear_fn && s.fn != &fused_kqmma_fn) || s.node == ir::kNoValue) return -1;
     return g.node(s.node).attr<ir::FusedLinearAttrs>().group;
   };
   // Split-layout weights the executable could not store split (another reader needs them
@@ -208,14 +248,19 @@ Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g) {
     const Step& first = steps[i];
     const FusedLinearParams& f0 = first.p<FusedLinearParams>();
     // Members that cannot share one launch run alone.
-    bool ok = j - i <= static_cast<size_t>(kMaxGemvParts);
+    bool ok = j - i <= static_cast<size_t>(f0.kqmma ? kKqMmaMaxParts : kMaxGemvParts);
     int per_role[4] = {0, 0, 0, 0};
     for (size_t k = i; ok && k < j; ++k) {
       const Step& s = steps[k];
       const FusedLinearParams& fk = s.p<FusedLinearParams>();
-      ok = s.split == first.split && same_ref(s.in[0], first.in[0]) && fk.lin.gv.w_dt == f0.lin.gv.w_dt &&
-           fk.lin.gv.K == f0.lin.gv.K && fk.lin.gv.norm == f0.lin.gv.norm && fk.lin.gv.x_vec4 == f0.lin.gv.x_vec4 &&
-           fk.lin.gv.x_int8 == f0.lin.gv.x_int8 && fk.lin.gv.w_const == f0.lin.gv.w_const && !fk.lin.swiglu &&
+      const bool same_kernel =
+          fk.kqmma == f0.kqmma &&
+          (f0.kqmma ? fk.lin.q.w_dt == f0.lin.q.w_dt && fk.lin.g.K == f0.lin.g.K && fk.lin.g.M == f0.lin.g.M &&
+                          fk.lin.w_const == f0.lin.w_const
+                    : fk.lin.gv.w_dt == f0.lin.gv.w_dt && fk.lin.gv.K == f0.lin.gv.K &&
+                          fk.lin.gv.norm == f0.lin.gv.norm && fk.lin.gv.x_vec4 == f0.lin.gv.x_vec4 &&
+                          fk.lin.gv.x_int8 == f0.lin.gv.x_int8 && fk.lin.gv.w_const == f0.lin.gv.w_const);
+      ok = same_kernel && s.split == first.split && same_ref(s.in[0], first.in[0]) && !fk.lin.swiglu &&
            fk.residual == kNone && s.extent_ok == first.extent_ok &&
            (f0.gamma == kNone || same_ref(s.in[fk.gamma], first.in[f0.gamma]));
       if (ok && fk.parts[0].role != 0) ok = ++per_role[fk.parts[0].role] == 1;
@@ -280,6 +325,11 @@ Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g) {
       }
     }
     f->lin.gv.n_parts = f->n_parts;
+    if (f->kqmma && f->lin.kq_k_groups > 0) {  // the staged form's split of K, for all the parts' rows
+      int64_t rows = 0;
+      for (int k = 0; k < f->n_parts; ++k) rows += f->parts[k].n;
+      f->lin.kq_k_groups = kqmma_k_groups(rows, f->lin.g.K, f->sms);
+    }
     merged.params = f;
     merged.split_inputs = 0;
     merged.what = std::make_shared<const std::string>(what);
@@ -291,8 +341,15 @@ Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g) {
   return {};
 }
 
-const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x) {
+const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x, bool int8_prefill) {
   const ir::FusedLinearAttrs& a = q.attrs;
+  const bool plain = !a.norm && !a.swiglu && !a.residual && !a.rope && !a.cache_write;
+  // A few rows over K-quants (several streams): plain products of one x share a grouped
+  // int8 tensor-core launch (fused_kqmma_fn); build_linear routes them there.
+  if (ir::is_packed(q.w_dtype) && q.rows >= packed_prefill_from(to_dt(q.w_dtype), int8_x, int8_prefill, a.swiglu)) {
+    if (plain && kqmma_takes(to_dt(q.w_dtype), q.rows, int8_prefill) && q.k % 256 == 0) return nullptr;
+    return "more rows than the GEMV takes (a fused form of the few-row products takes plain K-quant products only)";
+  }
   if (q.rows < 1 || q.rows > kMaxGemvM) return "more rows than the GEMV takes";
   if (q.rows > 1 && (a.norm || a.residual || a.rope || a.cache_write))
     return "the norm prologue and the residual, rope and cache epilogues take one row";
@@ -325,7 +382,8 @@ const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool i
 }
 
 const char* fused_linear_group_kernel_check(const std::vector<compile::FusedLinearQuery>& qs) {
-  if (qs.size() > static_cast<size_t>(kMaxGemvParts)) return "more parts than one launch takes";
+  if (qs.size() > static_cast<size_t>(std::min<int>(kMaxGemvParts, kKqMmaMaxParts)))
+    return "more parts than one launch takes";
   int per_role[4] = {0, 0, 0, 0};
   for (const compile::FusedLinearQuery& q : qs) {
     if (q.attrs.swiglu || q.attrs.residual) return "a SwiGLU or residual product has a launch of its own";

@@ -88,10 +88,9 @@ Status mmq_fn(const Step& s, const RunCtx& ctx) {
   return bias_act_epilogue(s, ctx);
 }
 
-/// out = act(x W^T (+ bias)) for a few rows over K-quant W: x as Q8_K blocks, the int8
-/// tensor cores (launch_kqmma).
-Status kqmma_fn(const Step& s, const RunCtx& ctx) {
-  const LinearParams& p = s.p<LinearParams>();
+}  // namespace
+
+KqMmaParams quantize_for_kqmma(const Step& s, const LinearParams& p, const RunCtx& ctx) {
   int8_t* xq = reinterpret_cast<int8_t*>(ctx.scratch + p.xq_off);
   float* xd = reinterpret_cast<float*>(ctx.scratch + p.xd_off);
   int* xs = reinterpret_cast<int*>(ctx.scratch + p.xs_off);
@@ -100,20 +99,28 @@ Status kqmma_fn(const Step& s, const RunCtx& ctx) {
   k.xq = xq;
   k.xd = xd;
   k.xs = xs;
-  k.w = s.in_ptr[1];
   k.w_dt = p.q.w_dt;
   k.M = p.g.M;
-  k.N = p.g.N;
   k.K = p.g.K;
   k.row_bytes = s.split ? p.split_row : p.q.row_bytes;
-  k.d_offset = s.split ? p.q.N * p.split_row : 0;
-  k.y = static_cast<float*>(product_out(s, ctx));
   k.w_const = p.w_const;
   k.k_groups = p.kq_k_groups;
+  return k;
+}
+
+Status kqmma_fn(const Step& s, const RunCtx& ctx) {
+  const LinearParams& p = s.p<LinearParams>();
+  KqMmaParams k = quantize_for_kqmma(s, p, ctx);
+  k.w = s.in_ptr[1];
+  k.N = p.g.N;
+  k.d_offset = s.split ? p.q.N * p.split_row : 0;
+  k.y = static_cast<float*>(product_out(s, ctx));
   if (!launch_kqmma(k, ctx.stream))
     return Error::internal("cuda backend: {}: no int8 K-quant product for {} rows of {}", *s.what, k.M, k.K);
   return bias_act_epilogue(s, ctx);
 }
+
+namespace {
 
 /// out = act(x W^T (+ bias)) for a few rows over packed W: x cast to f16, W decoded into
 /// f16 tiles in shared memory (launch_dqmma).
@@ -220,6 +227,16 @@ RegionParams post_program(int64_t M, int64_t N, DT c_dt, DT out_dt, bool two, DT
 
 }  // namespace
 
+int64_t packed_prefill_from(DT w, bool gemv_int8_x, bool int8_prefill, bool swiglu) {
+  if (int8_prefill && kqmma_supported(w)) return kKqMmaMinRows;
+  const bool few_row_prefill = mmq_supported(w) || dqmma_supported(w);
+  return gemv_int8_x && gemv_x8_type(w) && few_row_prefill && !swiglu ? kGemvX8MaxRows + 1 : kMaxGemvM + 1;
+}
+
+bool kqmma_takes(DT w, int64_t rows, bool int8_prefill) {
+  return int8_prefill && kqmma_supported(w) && rows >= kKqMmaMinRows && rows <= kKqMmaMaxRows;
+}
+
 Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_act, std::optional<DType> out_dtype) {
   const ir::Node& node = ctx.node();
   ir::Node typed;  // the node with the product's own dtype (a fused_linear writing a cache)
@@ -266,16 +283,16 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     // f16 tiles of kernels_dqmma.cu) past kGemvX8MaxRows, where the GEMV's integer work
     // (one dot product per row and weight chunk) measured slower than those. (The codebook
     // i-quants have neither: 6-8 rows stay on the GEMV rather than dequantize all of W.)
-    const bool few_row_prefill = mmq_supported(p->q.w_dt) || dqmma_supported(p->q.w_dt);
-    prefill_from = ctx.gemv_int8_x && gemv_x8_type(p->q.w_dt) && few_row_prefill && !swiglu ? kGemvX8MaxRows + 1
-                                                                                           : kMaxGemvM + 1;
+    prefill_from = packed_prefill_from(p->q.w_dt, ctx.gemv_int8_x, ctx.int8_prefill, swiglu);
+    if (swiglu && g.M >= prefill_from)  // (fuse_linear asks the same of the fused pair)
+      return step_error(ctx, "fused swiglu over {} weights at M = {}: these rows take the int8 tensor-core products "
+                        "(two of them, not the GEMV's fused pair)", ir::dtype_name(w.dtype), g.M);
     if (g.M >= prefill_from && ctx.int8_prefill && mmq_supported(p->q.w_dt)) {  // prefill over Q8_0 / Q4_0: the int8 tensor cores
       p->mmq = true;
       p->round_x = false;
       p->xq_off = ctx.scratch(g.M * g.K);
       p->xd_off = ctx.scratch(g.M * (g.K / 32) * 4);
-    } else if (g.M >= prefill_from && g.M <= kKqMmaMaxRows && !swiglu && ctx.int8_prefill &&
-               kqmma_supported(p->q.w_dt)) {
+    } else if (!swiglu && kqmma_takes(p->q.w_dt, g.M, ctx.int8_prefill)) {
       // A few rows over K-quants (several streams, short prompts): x as Q8_K blocks, as
       // the CPU backend takes it, times W read once into the int8 tensor cores' fragments.
       p->kqmma = true;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_step.h"
+#include "backends/cuda/mmq_kernels.h"
 #include "backends/cuda/cuda_util.h"
 
 namespace rlx::cuda_backend {
@@ -99,6 +100,12 @@ struct LinearParams {
 };
 /// A one-row product in one GEMV launch (LinearParams::gemv).
 Status gemv_fn(const Step& s, const RunCtx& ctx);
+/// out = act(x W^T (+ bias)) for a few rows over K-quant W (LinearParams::kqmma): x as
+/// Q8_K blocks, the int8 tensor cores (launch_kqmma).
+Status kqmma_fn(const Step& s, const RunCtx& ctx);
+/// x (the step's input 0) quantized to Q8_K blocks into p's scratch, and the launch_kqmma
+/// parameters of a product over it (weights, output and rows left to the caller).
+KqMmaParams quantize_for_kqmma(const Step& s, const LinearParams& p, const RunCtx& ctx);
 
 /// The linear step of x . W (W^T when tb) for a node whose inputs 0 and 1 are x and W
 /// (2: the up weights when swiglu, or the bias of a fused_matmul_bias_act), with the
@@ -106,6 +113,18 @@ Status gemv_fn(const Step& s, const RunCtx& ctx);
 /// GEMM (linear_fn, mmq_fn).
 Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_act,
                     std::optional<ir::DType> out_dtype = std::nullopt);
+
+/// Rows from which a product over packed `w` leaves the GEMV for the prefill paths: for
+/// the K-quants with the int8 products on, kKqMmaMinRows (launch_kqmma: a tile of 16
+/// rows costs what two do, and the GEMV reads W once per row group), the SwiGLU pair
+/// too (as two products); else 9, or 6 for the types of the GEMV's 8-bit x that have a
+/// few-row prefill kernel (the int8 tensor cores, the f16 tiles of kernels_dqmma.cu),
+/// where the GEMV's integer work measured slower than those (swiglu: the GEMV's fused
+/// pair, 9).
+int64_t packed_prefill_from(DT w, bool gemv_int8_x, bool int8_prefill, bool swiglu);
+/// True when a plain product of `rows` rows over `w` takes the K-quant int8 tensor-core
+/// path (launch_kqmma) with these options.
+bool kqmma_takes(DT w, int64_t rows, bool int8_prefill);
 
 /// Builders of the matmul steps (cuda_steps_matmul.cpp).
 Status build_matmul(BuildCtx& ctx, Step& step);

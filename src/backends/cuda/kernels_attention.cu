@@ -9,6 +9,7 @@
 // to finish (no second launch); a row that sees few keys (head_dim 32 / 64: up to 256
 // keys in f32, 512 in f16 / bf16 at head_dim 64) takes a one-trip path instead, one block
 // per query head with every K / V load issued at once.
+#include <algorithm>
 #include <atomic>
 #include <cfloat>
 #include <climits>
@@ -210,7 +211,7 @@ __device__ __forceinline__ void unpack16(const uint4& u, float* f) {
 }
 
 // Short decode path (attention_decode_kernel, when the row sees at most C keys and
-// head_dim is 32 or 64 with 16-byte aligned q / K / V rows): block (h, 0, b) alone serves
+// head_dim is 32 or 64 with 16-byte aligned q / K / V rows): block (h, b, 0) alone serves
 // query head h in one trip to memory. Right after the position is known every thread
 // issues all its loads: its share of q, of the K rows (TK = RV / 4 threads a key, four
 // 16-byte loads each, PK passes of KP keys) and of the V rows (one 16-byte load per key
@@ -346,10 +347,11 @@ __device__ __forceinline__ void attention_decode_short(const AttentionParams& p,
   }
 }
 
-// Decode: one query row per (b, h). Block (h, split, b) serves query head h alone while
+// Decode: one query row per (b, h). Block (h, b, split) serves query head h alone while
 // the blocks that have keys fit one wave (`decode_wave`; short contexts, where the chain
 // of dependent instructions per warp bounds this kernel), else the block of each KV
-// head's first query head serves the whole group (K/V read once). The keys the row sees
+// head's first query head serves the whole group (K/V read once); with many streams
+// (`group_grid`) the grid has one block per group, block (g, b, split). The keys the row sees
 // ([jb, je), from its position on the device) go to min(splits, ceil(n / (32 W))) splits
 // (W warps a block); the warps take tiles of 32 keys in turn. Per tile, lane j scores
 // key j against the block's queries (its K row read with 16-byte loads when rows are
@@ -373,10 +375,12 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   pdl_wait();
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int split = blockIdx.y;
-  const int64_t b = blockIdx.z;
+  const int split = blockIdx.z;  // (the slowest: every sequence's first split is scheduled first)
+  const int64_t b = blockIdx.y;
   const int hd = p.hd, G_kv = p.n_heads / p.n_kv;  // query heads per KV head
-  const int kvh = static_cast<int>(blockIdx.x) / G_kv;
+  // The block's first query head (a grid of KV-head groups: the group's first).
+  const int head = p.group_grid ? static_cast<int>(blockIdx.x) * G_kv : static_cast<int>(blockIdx.x);
+  const int kvh = head / G_kv;
   const int64_t qw = static_cast<int64_t>(p.n_heads) * hd;
   const int kw = p.n_kv * hd;
   // Keys this row sees, the splits that share them, and this split's part. (The grid
@@ -409,13 +413,13 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   // One query head per block while those blocks fit one wave (short contexts: the
   // shortest chain of work per warp); else the block of the group's first head takes
   // the whole group (K/V read once) and the others stand by.
-  const bool per_head = active * p.n_heads * p.batch <= p.decode_wave;
-  if (!per_head && blockIdx.x % G_kv != 0) return;
+  const bool per_head = !p.group_grid && active * p.n_heads * p.batch <= p.decode_wave;
+  if (!per_head && head % G_kv != 0) return;
   // The queries of the KV head's group.
   for (int e = threadIdx.x; e < G_kv * hd; e += blockDim.x)
     q_s[e] = ld_f(p.dt, p.q, b * p.S_full * qw + static_cast<int64_t>(kvh) * G_kv * hd + e) * p.scale;
   const int G = per_head ? 1 : G_kv;                  // query heads of this block
-  const int hq0 = static_cast<int>(blockIdx.x);       // the first of them
+  const int hq0 = head;                               // the first of them
   const float* qs0 = q_s + (hq0 - kvh * G_kv) * hd;   // their queries
   const int64_t per = (n + active - 1) / active;
   const int64_t k0 = jb + split * per < je ? jb + split * per : je;
@@ -871,13 +875,26 @@ int attention_splits(int64_t batch, int64_t S, int64_t T, int n_heads, int sms) 
 void launch_attention(const AttentionParams& p, cudaStream_t s) {
   if (p.S == 0) return;
   if (p.decode) {
-    const dim3 grid(static_cast<unsigned>(p.n_heads), static_cast<unsigned>(p.splits), static_cast<unsigned>(p.batch));
     AttentionParams q = p;
     const int64_t esz = p.dt == DT::F32 ? 4 : 2;
     q.kv_vec = reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && (p.n_kv * p.hd * esz) % 16 == 0 && (p.hd * esz) % 16 == 0;
     const int nc = p.hd <= 32 ? 1 : p.hd <= 64 ? 2 : p.hd <= 128 ? 4 : 8;
+    // The short path (one block per query head, a KV head's rows read once for each) and
+    // the per-head blocks of the general one are taken while those blocks fit one wave
+    // (a few streams). Beyond that (a batched server step: 512 blocks at 16 streams of 32
+    // heads, most of them waiting for a multiprocessor one after another) the grid has
+    // one column per KV head's group, whose block reads the rows once for all its heads.
+    const bool few = p.batch * p.n_heads <= p.decode_wave;
     q.short_ok = p.short_ok && q.kv_vec && p.hd == 32 * nc && reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
-                 reinterpret_cast<uintptr_t>(p.q) % 16 == 0;
+                 reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && few;
+    q.group_grid = !few;
+    // The kernel's registers hold one block on a multiprocessor, so a block that finds no
+    // keys in its split still takes a turn on one: splits go last in the grid (the blocks
+    // that have work go first), and the group grid keeps to one wave's worth of splits
+    // (16 streams of 8 KV heads: one split, every block all its sequence's keys).
+    if (!few) q.splits = static_cast<int>(std::clamp<int64_t>(p.decode_wave / (p.batch * p.n_kv), 1, p.splits));
+    const dim3 grid(static_cast<unsigned>(few ? p.n_heads : p.n_kv), static_cast<unsigned>(p.batch),
+                    static_cast<unsigned>(q.splits));
     const unsigned threads = static_cast<unsigned>(decode_warps(nc) * 32);
     auto go = [&](auto tag) {
       using T = decltype(tag);

@@ -13,6 +13,10 @@
 // scales cover 16 values) the order of the values is free as long as x and W agree:
 // thread t of a quad takes the sub-block's bytes 8t .. 8t + 7 (Q6_K: 4t .. 4t + 3), so
 // each of its loads is one contiguous piece of the weight row.
+//
+// One launch may hold several products of the same x (a batched step's q / k / v, gate /
+// up: KqMmaParams::n_parts): the blocks of each part follow the previous part's, and a
+// block finds its part's weights, output and rows first thing (block_part).
 #include <algorithm>
 
 #include "backends/cuda/cuda_common.cuh"
@@ -359,18 +363,53 @@ __device__ __forceinline__ void q6k_superblock(const KqMmaParams& p, const WRegs
   }
 }
 
+// The product block `bx` of a launch works on: p itself, or for a grouped launch
+// (n_parts > 1) p with w, y, N and d_offset of the part holding block bx (each part
+// `rows` weight rows a block, parts in order), bx then counted from the part's first
+// block.
+__device__ __forceinline__ KqMmaParams block_part(const KqMmaParams& p, int64_t rows, int64_t& bx) {
+  KqMmaParams q = p;
+  if (p.n_parts <= 1) return q;
+  bool found = false;
+#pragma unroll
+  for (int i = 0; i < kKqMmaMaxParts; ++i) {  // (constant indices: the parts stay in parameter space)
+    const int64_t blocks = i < p.n_parts ? (p.part_n[i] + rows - 1) / rows : 0;
+    if (found) continue;
+    if (bx < blocks) {
+      q.w = p.part_w[i];
+      q.y = p.part_y[i];
+      q.N = p.part_n[i];
+      q.d_offset = p.part_d_offset[i];
+      found = true;
+    } else {
+      bx -= blocks;
+    }
+  }
+  return q;
+}
+
+// Blocks of `rows` weight rows a launch takes over all its parts.
+int64_t part_blocks(const KqMmaParams& p, int64_t rows) {
+  if (p.n_parts <= 1) return (p.N + rows - 1) / rows;
+  int64_t blocks = 0;
+  for (int i = 0; i < p.n_parts; ++i) blocks += (p.part_n[i] + rows - 1) / rows;
+  return blocks;
+}
+
 // One block: NT * 8 weight rows (columns of y) for all M <= 16 MT rows of x; warp w takes
 // super-blocks w, w + 8, ...; the warps' sums are added in warp order.
 // (A form with one column tile, two blocks an SM and the next super-block's weights
 // loaded while this one's products ran measured slower: 2.26 / 3.18 ms a batch-16 / 32
 // step against 2.16 / 2.91 on an H200.)
 template <DT T, int MT, int NT, bool kVec, bool kSplit>
-__global__ void __launch_bounds__(kThreads) kqmma_kernel(const KqMmaParams p) {
+__global__ void __launch_bounds__(kThreads) kqmma_kernel(const KqMmaParams launch) {
   constexpr int kCols = NT * 8, kRows = MT * 16;
   __shared__ float red[kWarps][kRows][kCols];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gid = lane >> 2, tig = lane & 3;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
+  int64_t bx = blockIdx.x;
+  const KqMmaParams p = block_part(launch, kCols, bx);
+  const int64_t n0 = bx * kCols;
   const int64_t nsb = p.K / kQK;
 
   float acc[MT][NT][4] = {};
@@ -482,7 +521,7 @@ __device__ __forceinline__ void load_w_stage(const KqMmaParams& p, const uint8_t
 
 // W as stored (Q4_K, Q5_K) or split (Q6_K), every row 16-byte aligned.
 template <DT T, int MT>
-__global__ void __launch_bounds__(kThreads, 1) kqmma_staged_kernel(const KqMmaParams p) {
+__global__ void __launch_bounds__(kThreads, 1) kqmma_staged_kernel(const KqMmaParams launch) {
   constexpr int kB = sb_bytes<T, true>();
   constexpr int kStageBytes = 16 * kB;
   constexpr int kChunksPerRow = kB / 16;
@@ -490,9 +529,11 @@ __global__ void __launch_bounds__(kThreads, 1) kqmma_staged_kernel(const KqMmaPa
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int gid = lane >> 2, tig = lane & 3;
-  const int kg_n = p.k_groups, rg_n = kWarps / kg_n;
+  const int kg_n = launch.k_groups, rg_n = kWarps / kg_n;
   const int rg = warp % rg_n, kg = warp / rg_n;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * rg_n + rg) * 16;
+  int64_t bx = blockIdx.x;
+  const KqMmaParams p = block_part(launch, rg_n * 16, bx);
+  const int64_t n0 = (bx * rg_n + rg) * 16;
   const int64_t nsb = p.K / kQK;
   const int64_t count = kg < nsb ? (nsb - kg + kg_n - 1) / kg_n : 0;  // super-blocks kg, kg + kg_n, ...
   uint8_t* ring = smem + warp * kStages * kStageBytes;
@@ -549,7 +590,7 @@ __global__ void __launch_bounds__(kThreads, 1) kqmma_staged_kernel(const KqMmaPa
     }
   }
   __syncthreads();
-  const int64_t nb0 = static_cast<int64_t>(blockIdx.x) * block_rows;
+  const int64_t nb0 = bx * block_rows;
   for (int i = threadIdx.x; i < block_rows * kXRows; i += kThreads) {
     const int col = i / kXRows, xr = i % kXRows;
     const int64_t n = nb0 + col;
@@ -562,8 +603,7 @@ __global__ void __launch_bounds__(kThreads, 1) kqmma_staged_kernel(const KqMmaPa
 
 template <DT T>
 void launch_staged(const KqMmaParams& p, cudaStream_t s) {
-  const int64_t block_rows = (kWarps / p.k_groups) * 16;
-  const unsigned blocks = static_cast<unsigned>((p.N + block_rows - 1) / block_rows);
+  const unsigned blocks = static_cast<unsigned>(part_blocks(p, (kWarps / p.k_groups) * 16));
   constexpr int kSmem = staged_smem<T>();
   raise_smem_limit<kqmma_staged_kernel<T, 1>>(kSmem);
   launch_k(kqmma_staged_kernel<T, 1>, blocks, kThreads, kSmem, s, p);
@@ -572,7 +612,7 @@ void launch_staged(const KqMmaParams& p, cudaStream_t s) {
 // The register form: 16 weight rows a block, one or two tiles of 16 rows of x.
 template <DT T, bool kVec, bool kSplit>
 void launch_layout(const KqMmaParams& p, cudaStream_t s) {
-  const unsigned blocks = static_cast<unsigned>((p.N + 15) / 16);
+  const unsigned blocks = static_cast<unsigned>(part_blocks(p, 16));
   if (p.M > 16) launch_k(kqmma_kernel<T, 2, 2, kVec, kSplit>, blocks, kThreads, 0, s, p);
   else launch_k(kqmma_kernel<T, 1, 2, kVec, kSplit>, blocks, kThreads, 0, s, p);
 }
@@ -612,10 +652,15 @@ void launch_quantize_q8_k(const float* x, int8_t* q, float* d, int* sums, int64_
 bool launch_kqmma(const KqMmaParams& p, cudaStream_t s) {
   static_assert(kKqMmaMaxRows <= 32, "two tiles of 16 rows");
   if (p.M > kKqMmaMaxRows || p.K % kQK != 0 || !kqmma_supported(p.w_dt)) return false;
-  if (p.M <= 0 || p.N <= 0) return true;
+  if (p.n_parts > kKqMmaMaxParts) return false;
+  if (p.M <= 0 || part_blocks(p, 16) <= 0) return true;
   // Vector loads (up to 16 bytes) need every row on a 16-byte boundary; else 2-byte loads.
-  const bool vec = reinterpret_cast<uintptr_t>(p.w) % 16 == 0 && p.row_bytes % 16 == 0;
-  const bool staged_layout = p.w_dt != DT::Q6_K || p.d_offset > 0;
+  // (The parts of a grouped launch share K and the type, so row_bytes and the layout.)
+  bool vec = p.row_bytes % 16 == 0;
+  for (int i = 0; i < std::max(p.n_parts, 1); ++i)
+    vec = vec && reinterpret_cast<uintptr_t>(p.n_parts > 1 ? p.part_w[i] : p.w) % 16 == 0;
+  const bool split = (p.n_parts > 1 ? p.part_d_offset[0] : p.d_offset) > 0;
+  const bool staged_layout = p.w_dt != DT::Q6_K || split;
   // The staged form wins for one tile of x rows and loses for two (H200, q4_k_m 1B, same
   // call: batch 16 2.05 against 2.16 ms a step, batch 32 3.04 against 2.90).
   if (vec && staged_layout && p.M <= 16 && p.k_groups > 0 && kWarps % p.k_groups == 0 &&
@@ -635,8 +680,8 @@ bool launch_kqmma(const KqMmaParams& p, cudaStream_t s) {
       else launch_layout<DT::Q5_K, false, false>(p, s);
       break;
     default:  // Q6_K: split rows are 208-byte blocks; as stored, 210 (2-byte aligned)
-      if (p.d_offset > 0 && vec) launch_layout<DT::Q6_K, true, true>(p, s);
-      else if (p.d_offset > 0) launch_layout<DT::Q6_K, false, true>(p, s);
+      if (split && vec) launch_layout<DT::Q6_K, true, true>(p, s);
+      else if (split) launch_layout<DT::Q6_K, false, true>(p, s);
       else launch_layout<DT::Q6_K, false, false>(p, s);
       break;
   }

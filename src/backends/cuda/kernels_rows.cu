@@ -155,26 +155,47 @@ __global__ void rope_kernel(const RopeParams p) {
 // Rope of q and k plus the KV-cache writes of a decode step: one thread per q element,
 // k element (written to k's output and its cache row) or v element (copied to its cache
 // row). A cache start out of range writes nothing to that cache and reports err_code.
+// Several sequences (p.outer > 1): k row R is row R % k_rows of sequence R / k_rows,
+// written to that sequence's slice from its own start; likewise v.
 __global__ void rope_kv_kernel(const RopeKvParams p) {
   pdl_wait();
   pdl_trigger();
-  const int64_t nq = rope_elements(p.q), nk = rope_elements(p.k), nv = p.v_rows * p.v_width;
-  const int64_t ks = ld_i(p.k_start_dt, p.k_start, 0), vs = ld_i(p.v_start_dt, p.v_start, 0);
-  const bool k_ok = ks >= 0 && ks + p.k_rows <= p.k_len;
-  const bool v_ok = vs >= 0 && vs + p.v_rows <= p.v_len;
-  if ((!k_ok || !v_ok) && blockIdx.x == 0 && threadIdx.x == 0) atomicExch(p.err, p.err_code);
+  const int64_t nq = rope_elements(p.q), nk = rope_elements(p.k), nv = p.outer * p.v_rows * p.v_width;
   const int64_t k_per_row = rope_elements(p.k) / (p.k.rows > 0 ? p.k.rows : 1);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  // A start out of range: that slice's rows are not written, the run reports err_code.
+  auto start_of = [&](const void* start, DT dt, int64_t o, int64_t rows, int64_t len, bool& ok) {
+    const int64_t st = ld_i(dt, start, p.outer > 1 ? o : 0);
+    ok = st >= 0 && st + rows <= len;
+    return st;
+  };
+  bool reported = false;
+  auto report = [&] {
+    if (!reported) atomicExch(p.err, p.err_code);
+    reported = true;
+  };
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < nq + nk + nv; e += stride) {
     if (e < nq) {
       rope_element(p.q, e, nullptr, 0);
     } else if (e < nq + nk) {
       const int64_t ek = e - nq;
-      const bool to_cache = k_ok && ek / k_per_row < p.k_rows;
-      rope_element(p.k, ek, to_cache ? p.k_cache : nullptr, ks * p.k.width);
-    } else if (v_ok) {
+      const int64_t o = ek / k_per_row / (p.k_rows > 0 ? p.k_rows : 1);  // sequence (one: rows past k_rows stay out)
+      bool ok = false;
+      const int64_t ks = start_of(p.k_start, p.k_start_dt, o, p.k_rows, p.k_len, ok);
+      if (!ok) report();
+      const bool to_cache = ok && o < p.outer && p.k_rows > 0;
+      // cache row (o len + start + r) for k row R = o k_rows + r: offset from R's own
+      rope_element(p.k, ek, to_cache ? p.k_cache : nullptr, (o * (p.k_len - p.k_rows) + ks) * p.k.width);
+    } else {
       const int64_t ev = e - nq - nk;
-      st_f(p.v_dt, p.v_cache, vs * p.v_width + ev, ld_f(p.v_dt, p.v, ev));
+      const int64_t row = ev / p.v_width, o = row / p.v_rows;
+      bool ok = false;
+      const int64_t vs = start_of(p.v_start, p.v_start_dt, o, p.v_rows, p.v_len, ok);
+      if (!ok) {
+        report();
+        continue;
+      }
+      st_f(p.v_dt, p.v_cache, (o * p.v_len + vs + row % p.v_rows) * p.v_width + ev % p.v_width, ld_f(p.v_dt, p.v, ev));
     }
   }
 }
@@ -451,7 +472,7 @@ void launch_rope(const RopeParams& p, cudaStream_t s) {
 }
 
 void launch_rope_kv(const RopeKvParams& p, cudaStream_t s) {
-  const int64_t total = rope_elements(p.q) + rope_elements(p.k) + p.v_rows * p.v_width;
+  const int64_t total = rope_elements(p.q) + rope_elements(p.k) + p.outer * p.v_rows * p.v_width;
   launch_k(rope_kv_kernel, grid_for(std::max<int64_t>(total, 1), 256), 256, 0, s, p);
 }
 

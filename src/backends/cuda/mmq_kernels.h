@@ -102,6 +102,12 @@ void launch_dqmma(const DqMmaParams& p, int slices, cudaStream_t s);
 /// 3.75 / 4.37 before, but at 64 streams four tiles of 16 rows took 6.07 ms against
 /// cuBLAS's 5.10.
 inline constexpr int64_t kKqMmaMaxRows = 32;
+/// Fewest rows the products over K-quants take launch_kqmma from (one row: the GEMV).
+/// At 2-5 rows the GEMV's 8-bit x path read W once per row group: a batch-4 q4_k_m 1B
+/// step took 2.74 ms on an H200, batch 8 on the int8 tensor cores 1.48.
+inline constexpr int64_t kKqMmaMinRows = 2;
+/// Most products of one x that one launch_kqmma takes (KqMmaParams::n_parts).
+inline constexpr int kKqMmaMaxParts = 4;
 
 /// True for the K-quant types launch_kqmma multiplies (Q4_K, Q5_K, Q6_K).
 bool kqmma_supported(DT w);
@@ -132,6 +138,13 @@ struct KqMmaParams {
   int64_t d_offset = 0;  ///< Q6_K split layout: where the f16 scales [N, K / 256] start
   bool w_const = false;  ///< no kernel writes W (a parameter): its loads may start before the kernels ahead finish
   int k_groups = 0;      ///< the staged form's warps along K (kqmma_k_groups; 0: the register form)
+  /// More than one product of the same x (q / k / v, gate / up) in one launch: part i
+  /// multiplies part_w[i] (part_n[i] rows, Q6_K scales at part_d_offset[i]) into
+  /// part_y[i] [M, part_n[i]]; w, y, N and d_offset are then unused. 1: w, y, N, d_offset.
+  int n_parts = 1;
+  const uint8_t* part_w[kKqMmaMaxParts] = {};
+  float* part_y[kKqMmaMaxParts] = {};
+  int64_t part_n[kKqMmaMaxParts] = {}, part_d_offset[kKqMmaMaxParts] = {};
 };
 /// How many of a block's eight warps the staged form of launch_kqmma (weights streamed
 /// through shared memory) puts along K: enough for each warp to stream four super-blocks
