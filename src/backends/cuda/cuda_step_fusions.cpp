@@ -63,10 +63,15 @@ bool view_step(const Step& s, const ir::Graph& g) {
   return s.node != ir::kNoValue && g.node(s.node).op == OpKind::Reshape && !s.in.empty() && same_ref(s.in[0], s.out);
 }
 
-/// True when step `s`, found between the ropes and the cache writes, may run before both
-/// ropes: it reads nothing they write and writes nothing they read or write.
-bool independent_of_ropes(const Step& s, const Step& rq, const Step& rk) {
-  if (s.fn == &rope_fn || s.fn == &update_fn || s.in.empty()) return false;
+/// True when step `s` (a slice, reshape, cast or gather), found between the ropes and
+/// the k cache write, may run before both ropes: it reads nothing they write and writes
+/// nothing they read or write.
+bool independent_of_ropes(const Step& s, const Step& rq, const Step& rk, const ir::Graph& g) {
+  // (pure slices and copies only: a step that writes through its inputs, as a grouped
+  // product does, is not one)
+  if (s.fn == &rope_fn || s.fn == &update_fn || s.in.empty() || s.node == ir::kNoValue) return false;
+  const OpKind op = g.node(s.node).op;
+  if (op != OpKind::Narrow && op != OpKind::Reshape && op != OpKind::Cast && op != OpKind::Gather) return false;
   for (const Step* r : {&rq, &rk}) {
     for (const ValueRef& in : s.in)
       if (!disjoint_refs(in, r->out)) return false;
@@ -172,7 +177,9 @@ void fuse_rope_kv_steps(std::vector<Step>& steps, const ir::Graph& g, const std:
           between.push_back(j);
         } else if (s.fn == (found == 1 ? &rope_fn : &update_fn)) {
           at[found++] = j;
-        } else if (found >= 2 && independent_of_ropes(s, steps[at[0]], steps[at[1]])) {
+        } else if (found == 2 && independent_of_ropes(s, steps[at[0]], steps[at[1]], g)) {
+          // (only ahead of the k write: what lies between the two writes would move ahead
+          // of the k write too, unchecked against it)
           between.push_back(j);
         } else {
           break;
