@@ -53,11 +53,6 @@ Status rope_kv_fn(const Step& s, const RunCtx& ctx) {
   return {};
 }
 
-/// Steps [i, i + 4): rope(q), rope(k), update_slice(k cache, rope k), update_slice(v
-/// cache, v) -> one rope_kv launch; without `with_v`, steps [i, i + 3) without the v
-/// write (a v product that wrote its cache rows itself: fused_linear). Caches must be
-/// plain 2-D handles in the dtype of what is written into them, their outputs the
-/// handles themselves.
 /// True for a step that does nothing: a reshape onto its own input's storage (a view).
 bool view_step(const Step& s, const ir::Graph& g) {
   return s.node != ir::kNoValue && g.node(s.node).op == OpKind::Reshape && !s.in.empty() && same_ref(s.in[0], s.out);
@@ -84,8 +79,8 @@ bool independent_of_ropes(const Step& s, const Step& rq, const Step& rk, const i
 
 /// Steps at[0..parts): rope(q), rope(k), update_slice(k cache, rope k), update_slice(v
 /// cache, v) -> one rope_kv launch (at: the steps' indices; what lies between them may
-/// run before them, fuse_rope_kv_steps checks); without `with_v`, three parts without the v write (a v
-/// product that wrote its cache rows itself: fused_linear). Caches must be handles in
+/// run before them, fuse_rope_kv_steps checks); without `with_v`, three parts without
+/// the v write (a v product that wrote its cache rows itself: fused_linear). Caches must be handles in
 /// the dtype of what is written into them (several sequences: stacks [B, len, width]
 /// written from a start per sequence), their outputs the handles themselves.
 std::optional<Step> match_rope_kv(const std::vector<Step>& steps, const size_t* at, const ir::Graph& g,
@@ -164,9 +159,9 @@ void fuse_rope_kv_steps(std::vector<Step>& steps, const ir::Graph& g, const std:
   out.reserve(steps.size());
   for (size_t i = 0; i < steps.size();) {
     // From a rope at i: the next rope and then the next two cache writes, past steps that
-    // may run before them all (views, which do nothing, and after the two ropes, steps
-    // that share no byte with them: the cache starts of a batched step, sliced from the
-    // positions once). Those stay in place, ahead of the fused step.
+    // may run before them all (views, which do nothing, and between rope(k) and the k
+    // write, slices that share no byte with the ropes: the cache starts of a batched
+    // step, sliced from the positions once). Those stay ahead of the fused step.
     size_t at[4] = {i, 0, 0, 0};
     size_t found = 1;
     std::vector<size_t> between;

@@ -278,15 +278,13 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     // x as llama.cpp's CPU backend sees it for these weights: Q8_0 blocks (the decode
     // GEMV, launch_gemv, rounds it itself while staging it; the others read it rounded).
     p->round_x = q8_0_activations(p->q.w_dt);
-    // Rows from which a product leaves the GEMV for the prefill paths: 9, or for the types
-    // of the GEMV's 8-bit x that have a few-row prefill kernel (the int8 tensor cores, the
-    // f16 tiles of kernels_dqmma.cu) past kGemvX8MaxRows, where the GEMV's integer work
-    // (one dot product per row and weight chunk) measured slower than those. (The codebook
-    // i-quants have neither: 6-8 rows stay on the GEMV rather than dequantize all of W.)
+    // Rows from which a product leaves the GEMV for the prefill paths (packed_prefill_from;
+    // the codebook i-quants have no few-row prefill kernel: 6-8 rows stay on the GEMV
+    // rather than dequantize all of W).
     prefill_from = packed_prefill_from(p->q.w_dt, ctx.gemv_int8_x, ctx.int8_prefill, swiglu);
-    if (swiglu && g.M >= prefill_from)  // (fuse_linear asks the same of the fused pair)
-      return step_error(ctx, "fused swiglu over {} weights at M = {}: these rows take the int8 tensor-core products "
-                        "(two of them, not the GEMV's fused pair)", ir::dtype_name(w.dtype), g.M);
+    if (swiglu && g.M >= prefill_from)  // (fuse_linear's check refuses the same fused pair)
+      return step_error(ctx, "fused swiglu over {} weights at M = {}: the GEMV's fused pair takes fewer than {} rows "
+                        "(these rows take two products of their own)", ir::dtype_name(w.dtype), g.M, prefill_from);
     if (g.M >= prefill_from && ctx.int8_prefill && mmq_supported(p->q.w_dt)) {  // prefill over Q8_0 / Q4_0: the int8 tensor cores
       p->mmq = true;
       p->round_x = false;
