@@ -17,7 +17,11 @@
 # GEMM times at the model's shapes), PREFILL_PROFILE=1 per-step GPU times of a prefill of
 # the first length, DECODE=0 skips decode, MEMCHECK_FILTER the tests memcheck runs,
 # BENCH=1 runs `rlx bench --device cuda` per type (BENCH_ARGS, default "--batch 1,4,16,64";
-# its JSON to bench_<type>.json),
+# its JSON to bench_<type>.json), BENCH_AB="VAR=x ..." also runs it with each setting,
+# BENCH_NCU=REGEX times the kernels whose names match with Nsight Compute over one
+# `rlx bench` of BENCH_NCU_ARGS (default "--batch 16 --steps 4 --repeat 1 --ctx 128
+# --prefill 16"), by kernel and grid in launch order (BENCH_NCU_COUNT of them, default
+# 400, after BENCH_NCU_SKIP),
 # AB="VAR=x ..." / PREFILL_AB="VAR=x ..." also time decode / prefill with each setting,
 # NCU_SKIP / NCU_COUNT the kernels ncu skips and profiles (default 1200 / 133: one f16
 # token with the decode-step fusions).
@@ -60,6 +64,37 @@ for ty in ${TYPES:-f16 q8_0 q4_k_m}; do
     # shellcheck disable=SC2086
     timeout 400 $D/rlx bench -m /tmp/m_$ty.gguf --device cuda ${BENCH_ARGS:---batch 1,4,16,64} \
       --json "$OUT/bench_$ty.json" 2>&1 | grep -vE '^rlx bench:' | tee "$OUT/bench_$ty.txt"
+    for ab in ${BENCH_AB:-}; do
+      echo "-- $ty, rlx bench --device cuda ${BENCH_ARGS:---batch 1,4,16,64}, $ab"
+      # shellcheck disable=SC2086
+      env $ab timeout 400 $D/rlx bench -m /tmp/m_$ty.gguf --device cuda ${BENCH_ARGS:---batch 1,4,16,64} 2>&1 |
+        grep -vE '^rlx bench:'
+    done
+  fi
+  if [ -n "${BENCH_NCU:-}" ]; then
+    echo "-- $ty, ncu over rlx bench ${BENCH_NCU_ARGS:---batch 16 --steps 4 --repeat 1 --ctx 128 --prefill 16}: kernels matching ${BENCH_NCU}"
+    # shellcheck disable=SC2086
+    RLX_CUDA_GRAPHS=0 timeout 400 ncu --clock-control none --cache-control none --kernel-name "regex:${BENCH_NCU}" --launch-skip ${BENCH_NCU_SKIP:-0} \
+      --launch-count ${BENCH_NCU_COUNT:-400} --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__registers_per_thread \
+      --csv --print-units base --log-file "$OUT/ncu_bench_$ty.csv" \
+      $D/rlx bench -m /tmp/m_$ty.gguf --device cuda --no-cache ${BENCH_NCU_ARGS:---batch 16 --steps 4 --repeat 1 --ctx 128 --prefill 16} \
+      > /dev/null 2>&1; echo "ncu rc=$?"
+    python3 - "$OUT/ncu_bench_$ty.csv" <<'PY'
+import csv, re, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+h = rows[0]; ii, ki, mi, vi, gi = h.index("ID"), h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value"), h.index("Grid Size")
+ks = {}
+for r in rows[1:]:
+    k = ks.setdefault(r[ii], {"name": re.sub(r"\(.*", "", r[ki].replace("rlx::cuda_backend::", "").replace("(anonymous namespace)::", "").replace("void ", "")), "grid": r[gi]})
+    k[r[mi]] = float(r[vi].replace(",", ""))
+groups = {}  # (name, grid) in order of first launch: count, total time, bytes, registers
+for i, k in sorted(ks.items(), key=lambda x: int(x[0])):
+    g = groups.setdefault((k["name"], k["grid"]), [int(i), 0, 0.0, 0.0, k.get("launch__registers_per_thread", 0), 1e30, 0.0])
+    t = k.get("gpu__time_duration.sum", 0) / 1e3
+    g[1] += 1; g[2] += t; g[3] += k.get("dram__bytes_read.sum", 0); g[5] = min(g[5], t); g[6] = max(g[6], t)
+for (name, grid), (first, n, t, b, regs, lo, hi) in groups.items():
+    print(f"{first:>4} {name[-50:]:<50} grid {grid:<15} regs {regs:4.0f} {n:4d} x {t / n:7.2f} us ({lo:.1f}-{hi:.1f}) {b / max(t * 1e3, 1):5.0f} GB/s")
+PY
   fi
   if [ "${PREFILL:-512,2048}" != 0 ]; then
     echo "-- $ty, prefill (LanguageModel::forward of N tokens, one chunk, last row's logits to the host)"

@@ -86,6 +86,7 @@ struct EnvConfig {
   std::string nccl_library = "libnccl.so.2";
   std::string cuda_fuse = "all";       ///< RLX_CUDA_FUSE (unset: "all")
   bool cuda_attention_tensor_cores = true;  ///< RLX_CUDA_ATTN_TC
+  bool cuda_attention_rows = true;     ///< RLX_CUDA_ATTN_ROWS (0: many-streams decode on the general kernel)
   bool cuda_profile = false;           ///< RLX_CUDA_PROFILE (true only for "1")
   std::string cuda_rel_pos;            ///< RLX_CUDA_REL_POS: "flash", "gemm" or empty (by size)
   bool check_finite = false;           ///< RLX_CHECK_FINITE (true only for "1")

@@ -291,6 +291,10 @@ struct AttentionParams {
   /// are 16-byte aligned (launch_attention checks; false keeps the general path).
   bool short_ok = true;
   bool group_grid = false;  ///< set by launch_attention: decode blocks per KV head's group, not per query head
+  /// Decode of more rows (batch x query heads) than one wave of blocks: the many-streams
+  /// kernel (attention_decode_rows_supported; splits from attention_decode_rows_splits),
+  /// taken when K / V are 16-byte aligned, else the decode kernel's group grid.
+  bool many_rows = false;
   /// Prefill (attention_tc_supported, splits == 1): the tensor-core kernel, with q, k, v
   /// and the softmax weights rounded to f16 for the products (f32 accumulation and
   /// softmax); falls back to the f32 kernel when K / V rows are not 16-byte aligned.
@@ -311,6 +315,17 @@ bool attention_decode_supported(int64_t S, int n_heads, int n_kv, int hd);
 /// launch takes; with more query-head blocks than one wave, launch_attention keeps to a
 /// wave's worth of KV-group blocks).
 int attention_decode_splits(int64_t batch, int64_t T, int groups, int sms);
+/// True when the many-streams decode kernel (kernels_attention_rows.cu: a block per KV
+/// head's group, sequence and split of at least 32 keys) takes `p`: S == 1, f32 or bf16
+/// rows of head_dim 32, 64, 128 or 256, and query heads a group (rounded up to 1, 4 or
+/// 8) times head_dim at most 1,024.
+bool attention_decode_rows_supported(const AttentionParams& p);
+/// Splits of the keys for it: several blocks a multiprocessor, at most 32, each at least
+/// 32 keys of `T`.
+int attention_decode_rows_splits(int64_t batch, int64_t T, int n_kv, int sms);
+/// Runs it (p.splits splits; with more than one, p.partial and p.counters as for the
+/// decode kernel). K and V must be 16-byte aligned (launch_attention checks).
+void launch_attention_decode_rows(const AttentionParams& p, cudaStream_t s);
 
 /// Packed types whose blocks are not a multiple of 16 bytes (Q4_0, Q8_0, Q6_K) are stored
 /// on the device in a split layout (launch_repack_split, at set_param): every block

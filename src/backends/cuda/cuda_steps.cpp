@@ -835,10 +835,10 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   // An f16 cache computes as llama.cpp's (and the CPU backend's) f16 cache does, which
   // the flash kernels' online softmax cannot: the exact two-pass kernels, whole rows,
   // or (few rows over many keys: decode) rows split into chunks of keys, with its scratch.
-  p->f16_exact = k.dt == DT::F16;
+  // Those read rows in f16 pairs: an odd head_dim (no model we know of has one)
+  // takes the general kernels over the f16 rows (f32 softmax, probabilities not rounded).
+  p->f16_exact = k.dt == DT::F16 && k.hd % 2 == 0;
   const bool f16_split = p->f16_exact && attention_f16_split(k.batch, k.S, k.n_heads, k.T_full, ctx.sms);
-  if (p->f16_exact && k.hd % 2 != 0)  // the kernels read rows in f16 pairs
-    return step_error(ctx, "an f16 KV cache with an odd head_dim {} (an f32 cache takes it)", k.hd);
   if (p->f16_exact && !f16_split && k.T_full > attention_f16_exact_max_keys())
     return step_error(ctx, "an f16 KV cache of {} positions for {} query rows (at most {} on CUDA; an f32 cache has "
                       "no such limit)", k.T_full, k.S, attention_f16_exact_max_keys());
@@ -848,9 +848,11 @@ Status build_attention(BuildCtx& ctx, Step& step) {
   }
   k.decode = !p->f16_exact && attention_decode_supported(k.S, k.n_heads, k.n_kv, k.hd);
   k.decode_wave = ctx.sms;
+  k.many_rows = k.decode && ctx.attention_rows && k.batch * k.n_heads > k.decode_wave && attention_decode_rows_supported(k);
   k.tensor_cores =
       !k.decode && !p->f16_exact && ctx.attention_tc && attention_tc_supported(k.S, k.n_heads, k.n_kv, k.hd);
   k.splits = p->f16_exact     ? (f16_split ? 2 : 1)
+             : k.many_rows    ? attention_decode_rows_splits(k.batch, k.T, k.n_kv, ctx.sms)
              : k.decode       ? attention_decode_splits(k.batch, k.T, k.n_kv, ctx.sms)
              : k.tensor_cores ? 1
                               : attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);

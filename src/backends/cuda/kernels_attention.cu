@@ -182,34 +182,6 @@ constexpr int kMaxDecodeSplits = 32;
 // Warps per decode block for NC head-dim chunks; a split takes at least one tile per warp.
 __host__ __device__ constexpr int decode_warps(int nc) { return nc <= 2 ? 8 : 4; }
 
-template <typename T>
-__device__ __forceinline__ float to_float(T v) {
-  if constexpr (std::is_same_v<T, float>) return v;
-  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else return __bfloat162float(v);
-}
-
-// The V elements of a 16-byte vector of T, as floats.
-template <typename T>
-__device__ __forceinline__ void unpack16(const uint4& u, float* f) {
-  if constexpr (std::is_same_v<T, float>) {
-    f[0] = __uint_as_float(u.x);
-    f[1] = __uint_as_float(u.y);
-    f[2] = __uint_as_float(u.z);
-    f[3] = __uint_as_float(u.w);
-  } else {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float2 v;
-      if constexpr (std::is_same_v<T, __half>) v = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
-      else v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
-      f[2 * i] = v.x;
-      f[2 * i + 1] = v.y;
-    }
-  }
-}
-
 // Short decode path (attention_decode_kernel, when the row sees at most C keys and
 // head_dim is 32 or 64 with 16-byte aligned q / K / V rows): block (h, b, 0) alone serves
 // query head h in one trip to memory. Right after the position is known every thread
@@ -371,7 +343,6 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   __shared__ float m_s[kDecodeWarps][kMaxGroup], l_s[kDecodeWarps][kMaxGroup];
   __shared__ __align__(16) float acc_s[kDecodeWarps][kMaxGroup][32 * NC];  // also the short path's scratch
   __shared__ float w_s[kMaxGroup][kMaxDecodeSplits], ls_s[kMaxGroup][kMaxDecodeSplits];
-  __shared__ bool last_s;
   pdl_wait();
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -568,43 +539,7 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
     }
   }
   if (active == 1) return;
-  // The last block of this (b, kv head) to finish merges the splits' partials.
-  __threadfence();
-  __syncthreads();
-  unsigned* counter = p.counters + b * gridDim.x + blockIdx.x;
-  if (threadIdx.x == 0) last_s = atomicAdd(counter, 1u) == static_cast<unsigned>(active - 1);
-  __syncthreads();
-  if (!last_s) return;
-  __threadfence();
-  const int na = static_cast<int>(active);
-  for (int e = threadIdx.x; e < G * na; e += blockDim.x) {  // (max, sum) of every split
-    const int g = e / na, sp = e % na;
-    const float* src = p.partial + (static_cast<int64_t>(sp) * rows_total + b * p.n_heads + hq0 + g) * (hd + 2);
-    ls_s[g][sp] = __ldcg(src + 1);
-    w_s[g][sp] = ls_s[g][sp] > 0.0f ? __ldcg(src) : -FLT_MAX;
-  }
-  __syncthreads();
-  if (threadIdx.x < G) {  // weights exp(m_s - M) / L per split
-    const int g = threadIdx.x;
-    float M = -FLT_MAX;
-    for (int sp = 0; sp < na; ++sp) M = fmaxf(M, w_s[g][sp]);
-    float L = 0.0f;
-    for (int sp = 0; sp < na; ++sp)
-      if (ls_s[g][sp] > 0.0f) L += ls_s[g][sp] * __expf(w_s[g][sp] - M);
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int sp = 0; sp < na; ++sp) w_s[g][sp] = ls_s[g][sp] > 0.0f ? __expf(w_s[g][sp] - M) * inv : 0.0f;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < G * hd; e += blockDim.x) {
-    const int g = e / hd, d = e % hd;
-    const int h = hq0 + g;
-    const float* src = p.partial + (b * p.n_heads + h) * (hd + 2) + 2 + d;
-    float a = 0.0f;
-#pragma unroll 4
-    for (int sp = 0; sp < na; ++sp) a = fmaf(w_s[g][sp], __ldcg(src + static_cast<int64_t>(sp) * rows_total * (hd + 2)), a);
-    st_f(p.out_dt, p.out, b * p.S_full * qw + static_cast<int64_t>(h) * hd + d, a);
-  }
-  if (threadIdx.x == 0) *counter = 0u;  // ready for the next run
+  finish_decode_splits(p, b, hq0, G, hd, active, w_s, ls_s);
 }
 
 // ---- prefill attention on tensor cores -------------------------------------------------
@@ -885,6 +820,11 @@ void launch_attention(const AttentionParams& p, cudaStream_t s) {
     // heads, most of them waiting for a multiprocessor one after another) the grid has
     // one column per KV head's group, whose block reads the rows once for all its heads.
     const bool few = p.batch * p.n_heads <= p.decode_wave;
+    if (p.many_rows && !few && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
+        attention_decode_rows_supported(p)) {
+      launch_attention_decode_rows(p, s);
+      return;
+    }
     q.short_ok = p.short_ok && q.kv_vec && p.hd == 32 * nc && reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
                  reinterpret_cast<uintptr_t>(p.q) % 16 == 0 && few;
     q.group_grid = !few;
