@@ -14,8 +14,8 @@
 // head_dim / 32 adjacent dims, the warps taking keys in turn, four rows' loads in flight.
 // The warps' accumulators are added in shared memory. With one split the block writes
 // the output; otherwise a partial (max, sum, accumulator) per head, and the last block of
-// its (sequence, KV head) to finish merges them (a counter per block column, left at
-// zero again), as the general decode kernel does.
+// its (sequence, KV head) to finish merges them (finish_decode_splits, shared with the
+// general decode kernel: a counter per block column, left at zero again).
 #include <algorithm>
 #include <cfloat>
 
