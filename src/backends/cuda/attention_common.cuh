@@ -61,6 +61,23 @@ __device__ __forceinline__ void unpack16(const uint4& u, float* f) {
   }
 }
 
+// Decode: query head h's result for head dim d from a split of its keys (accumulator A,
+// max M, sum L): with one split the output A / L, else the split's partial at
+// p.partial[(split * batch * n_heads + b * n_heads + h) * (hd + 2)] (M and L once, by d 0).
+__device__ __forceinline__ void store_decode_split(const AttentionParams& p, int64_t b, int h, int hd, int d,
+                                                   int split, int64_t active, float A, float M, float L) {
+  if (active == 1) {
+    st_f(p.out_dt, p.out, (b * p.S_full * p.n_heads + h) * static_cast<int64_t>(hd) + d, L > 0.0f ? A / L : 0.0f);
+    return;
+  }
+  float* dst = p.partial + (static_cast<int64_t>(split) * p.batch * p.n_heads + b * p.n_heads + h) * (hd + 2);
+  dst[2 + d] = A;
+  if (d == 0) {
+    dst[0] = M;
+    dst[1] = L;
+  }
+}
+
 // Decode with `active` > 1 splits of the keys: each block of query heads [h0, h0 + G) of
 // sequence b has written its partial (max, sum, accumulator[hd]) per head at
 // p.partial[(split * batch * n_heads + b * n_heads + h) * (hd + 2)]. The last block of

@@ -513,7 +513,6 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
   }
   __syncthreads();
   // Merge the warps: thread t handles (g, d) pairs.
-  const int64_t rows_total = p.batch * p.n_heads;  // S == 1
   for (int e = threadIdx.x; e < G * hd; e += blockDim.x) {
     const int g = e / hd, d = e % hd;
     float M = -FLT_MAX;
@@ -526,17 +525,7 @@ __global__ void __launch_bounds__(decode_warps(NC) * 32) attention_decode_kernel
         L += l_s[w][g] * f;
         A += acc_s[w][g][d] * f;
       }
-    const int h = hq0 + g;
-    if (active == 1) {
-      st_f(p.out_dt, p.out, b * p.S_full * qw + static_cast<int64_t>(h) * hd + d, L > 0.0f ? A / L : 0.0f);
-    } else {
-      float* dst = p.partial + (static_cast<int64_t>(split) * rows_total + b * p.n_heads + h) * (hd + 2);
-      dst[2 + d] = A;
-      if (d == 0) {
-        dst[0] = M;
-        dst[1] = L;
-      }
-    }
+    store_decode_split(p, b, hq0 + g, hd, d, split, active, A, M, L);
   }
   if (active == 1) return;
   finish_decode_splits(p, b, hq0, G, hd, active, w_s, ls_s);
@@ -820,7 +809,8 @@ void launch_attention(const AttentionParams& p, cudaStream_t s) {
     // heads, most of them waiting for a multiprocessor one after another) the grid has
     // one column per KV head's group, whose block reads the rows once for all its heads.
     const bool few = p.batch * p.n_heads <= p.decode_wave;
-    if (p.many_rows && !few && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
+    // (many_rows: set by the step builder for this shape; the alignment is known here.)
+    if (p.many_rows && reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
         attention_decode_rows_supported(p)) {
       launch_attention_decode_rows(p, s);
       return;

@@ -230,23 +230,12 @@ __global__ void __launch_bounds__(kThreads) attention_decode_rows_kernel(const A
     for (int d = 0; d < NC; ++d) red[warp][g * HD + lane * NC + d] = acc[g][d];
   }
   __syncthreads();
-  const int64_t rows_total = p.batch * p.n_heads;  // S == 1
   for (int e = threadIdx.x; e < G * HD; e += kThreads) {
-    const int g = e / HD, d = e % HD, h = h0 + g;
+    const int g = e / HD, d = e % HD;
     float A = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) A += red[w][e];
-    const float L = l_s[g];
-    if (active == 1) {
-      st_f(p.out_dt, p.out, b * p.S_full * qw + static_cast<int64_t>(h) * HD + d, L > 0.0f ? A / L : 0.0f);
-    } else {
-      float* dst = p.partial + (static_cast<int64_t>(split) * rows_total + b * p.n_heads + h) * (HD + 2);
-      dst[2 + d] = A;
-      if (d == 0) {
-        dst[0] = m_s[g];
-        dst[1] = L;
-      }
-    }
+    store_decode_split(p, b, h0 + g, HD, d, split, active, A, m_s[g], l_s[g]);
   }
   if (active == 1) return;
   finish_decode_splits(p, b, h0, G, HD, active, w_s, ls_s);
