@@ -81,6 +81,7 @@ EnvConfig read_env() {
   c.cuda_int8_prefill = on("RLX_CUDA_INT8_PREFILL");
   c.cuda_mmq_pipelined = on("RLX_CUDA_MMQ_PIPELINE");
   c.cuda_kqmma_staged = on("RLX_CUDA_KQMMA_STAGED");
+  c.cuda_half_rows = on("RLX_CUDA_HALF_ROWS");
   c.cuda_moe_grouped = on("RLX_CUDA_MOE_GROUPED");
   c.cuda_paged_handles = on("RLX_CUDA_PAGED_HANDLES");
   if (const std::string f = get("RLX_CUDA_FUSE"); !f.empty()) c.cuda_fuse = f;

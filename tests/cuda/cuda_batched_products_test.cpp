@@ -1,5 +1,6 @@
-// CUDA products of several streams' rows (a batched decode step) over K-quant weights:
-// the siblings of one x share one int8 tensor-core launch. Skips without a CUDA device.
+// CUDA products of several streams' rows (a batched decode step) over K-quant and Q8_0
+// weights: the siblings of one x share one int8 tensor-core launch. Skips without a CUDA
+// device.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -18,14 +19,18 @@ using ir::GraphBuilder;
 
 // Sibling products over one x (q / k / v, gate / up) at the row counts of a batched step
 // over K-quants (2-32 rows: the int8 tensor-core product, launch_kqmma) are one launch:
-// x quantized to Q8_K blocks once, every part's product in one grouped launch. Three
+// x quantized to Q8_K blocks once, every part's product in one grouped launch; the same
+// over Q8_0 (launch_rows_mma, x as Q8_0 blocks). Three
 // outputs of different N (one not a multiple of 16), K of two and eight super-blocks,
 // each against float64 math on the Q8_K-rounded x; and a SwiGLU silu(x Wg^T) * (x Wu^T),
 // whose gate and up products leave the GEMV's fused pair at these rows, as a group of two.
+// True where M rows over t take a grouped few-row launch.
+bool grouped(DType t, int64_t M) { return cuda_takes_q8_k(t, M, true) || (t == DType::Q8_0 && M >= 2 && M <= 32); }
+
 TEST(CudaDecode, GroupedKQuantProductsOfSeveralStreams) {
   REQUIRE_CUDA();
   const int64_t Ns[3] = {96, 24, 37};
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0}) {
     for (int64_t K : {512, 2048}) {
       std::vector<Tensor> ws;
       std::vector<std::vector<float>> deq;
@@ -50,14 +55,14 @@ TEST(CudaDecode, GroupedKQuantProductsOfSeveralStreams) {
               run_graph(Device::cuda(), *graph, {{"w0", ws[0]}, {"w1", ws[1]}, {"w2", ws[2]}}, {{"x", xt}}, &report);
           ASSERT_TRUE(out.has_value()) << out.error().to_string();
           ASSERT_EQ(out->size(), 3u);
-          EXPECT_EQ(report.count("linear_group"), cuda_takes_q8_k(t, M, true) ? 1 : 0) << report.to_string();
+          EXPECT_EQ(report.count("linear_group"), grouped(t, M) ? 1 : 0) << report.to_string();
           for (int i = 0; i < 3; ++i) {
             const std::vector<float> ref = reference_product(xv, deq[static_cast<size_t>(i)], M, Ns[i], K);
             const double e = rel_l2(*(*out)[static_cast<size_t>(i)].to_f32(), ref);
             EXPECT_LE(e, 1e-5) << "output " << i << ": relative L2 error " << e;
           }
         }
-        if (!cuda_takes_q8_k(t, M, true)) continue;
+        if (!grouped(t, M)) continue;
         {  // SwiGLU over two of them (the same N)
           GraphBuilder b;
           auto x = b.input("x", DType::F32, {M, K});
@@ -71,13 +76,8 @@ TEST(CudaDecode, GroupedKQuantProductsOfSeveralStreams) {
           auto out = run_graph(Device::cuda(), *graph, {{"wg", ws[0]}, {"wu", wu.packed}}, {{"x", xt}}, &report);
           ASSERT_TRUE(out.has_value()) << out.error().to_string();
           EXPECT_EQ(report.count("linear_group"), 1) << report.to_string();
-          const std::vector<float> g = reference_product(xv, deq[0], M, Ns[0], K);
-          const std::vector<float> u = reference_product(xv, wu.deq, M, Ns[0], K);
-          std::vector<float> ref(g.size());
-          for (size_t i = 0; i < g.size(); ++i) {
-            const double gd = g[i];
-            ref[i] = static_cast<float>(gd / (1.0 + std::exp(-gd)) * u[i]);
-          }
+          const std::vector<float> ref = swiglu_reference(reference_product(xv, deq[0], M, Ns[0], K),
+                                                          reference_product(xv, wu.deq, M, Ns[0], K));
           const double e = rel_l2(*(*out)[0].to_f32(), ref);
           EXPECT_LE(e, 1e-5) << "swiglu: relative L2 error " << e;
         }

@@ -160,6 +160,17 @@ inline std::vector<float> reference_product(const std::vector<float>& x, const s
   return ref;
 }
 
+/// silu(g) * u element by element, in double: the reference of a SwiGLU over the float64
+/// products g and u.
+inline std::vector<float> swiglu_reference(const std::vector<float>& g, const std::vector<float>& u) {
+  std::vector<float> ref(g.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double gd = g[i];
+    ref[i] = static_cast<float>(gd / (1.0 + std::exp(-gd)) * u[i]);
+  }
+  return ref;
+}
+
 /// ||a - b|| / ||b|| (||a - b|| when b is zero); NaN counts as a mismatch.
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;

@@ -29,6 +29,9 @@
 //                 0 or off: the CUDA backend without graph replay, programmatic launch,
 //                 grouped sibling GEMVs, tensor-core prefill attention, int8 tensor-core
 //                 prefill products over Q8_0 / Q4_0 weights (default on; CudaOptions)
+//   RLX_CUDA_HALF_ROWS 0: products of 2-32 rows over f16 / bf16 weights take the decode
+//                 GEMV (up to 8 rows) and cuBLASLt instead of the tensor-core kernel of
+//                 kernels_rows_mma.cu (default on; CudaOptions::half_rows)
 //   RLX_CUDA_MMQ_PIPELINE 0: those int8 products all take the register-staged kernel, not
 //                 the cp.async-pipelined one (default on; for comparing the two)
 //   RLX_CUDA_FUSE the CUDA decode-step fusions to apply: "all" (default), "0" / "off" /
@@ -79,6 +82,7 @@ struct EnvConfig {
   bool cuda_int8_prefill = true;       ///< RLX_CUDA_INT8_PREFILL
   bool cuda_mmq_pipelined = true;      ///< RLX_CUDA_MMQ_PIPELINE (0: the register-staged int8 GEMM only)
   bool cuda_kqmma_staged = true;       ///< RLX_CUDA_KQMMA_STAGED (0: the register form of the K-quant int8 products)
+  bool cuda_half_rows = true;          ///< RLX_CUDA_HALF_ROWS (0: 2-32 rows over f16 / bf16 weights through cuBLASLt)
   bool cuda_moe_grouped = true;        ///< RLX_CUDA_MOE_GROUPED (0: MoE prefill on the per-pair kernels)
   bool cuda_paged_handles = true;      ///< RLX_CUDA_PAGED_HANDLES (0: KV caches allocated whole)
   /// RLX_NCCL_LIBRARY: the NCCL library a CUDA tensor-parallel group loads (default

@@ -390,6 +390,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   bctx.attention_rows = opt.attention_rows;
   bctx.gemv_int8_x = opt.gemv_int8_x;
   bctx.int8_prefill = opt.int8_prefill;
+  bctx.half_rows = opt.half_rows;
   bctx.sms = sms;
   std::vector<ValueId> schedule = lir.plan.schedule;
   if (schedule.empty())

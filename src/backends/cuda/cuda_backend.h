@@ -57,11 +57,17 @@ struct CudaOptions {
   /// as the CPU backend's quantized products; several times fewer instructions than
   /// f32 math on the unpacked quants). RLX_CUDA_GEMV_INT8=0 turns it off.
   bool gemv_int8_x = true;
-  /// Prefill products (more than 8 rows) over Q8_0 / Q4_0 weights run on the int8 tensor
-  /// cores against x rounded to Q8_0 blocks, as llama.cpp's CPU backend computes them
-  /// (exact block dot products); off, the weights are dequantized to f16 for cuBLAS.
-  /// RLX_CUDA_INT8_PREFILL=0 turns it off.
+  /// Products of several rows run on the int8 tensor cores with exact block products, as
+  /// llama.cpp's CPU backend computes them: over Q8_0 from two rows (launch_rows_mma up to
+  /// 32 rows, the int8 GEMM beyond) and Q4_0 past 8, against x as Q8_0 blocks; over the
+  /// K-quants at 2-32 rows against x as Q8_K blocks (launch_kqmma). Off, the GEMV takes up
+  /// to 8 rows and more are dequantized to f16 for cuBLAS. RLX_CUDA_INT8_PREFILL=0 turns it off.
   bool int8_prefill = true;
+  /// Products of 2-32 rows (several streams, short prompts) over f16 / bf16 weights run
+  /// on the tensor cores with W read once (launch_rows_mma, x rounded to W's type as
+  /// cuBLASLt's path rounds it) instead of the multi-row GEMV and cuBLASLt; sibling
+  /// products share a launch. RLX_CUDA_HALF_ROWS=0 turns it off.
+  bool half_rows = true;
   /// Check mode: after every step a kernel scans its f32 / f16 / bf16 result; the first
   /// step (in stream order) that produced a NaN or an infinity is named in one warning
   /// per executable, as the CPU backend's check mode does. A debug mode: it reads every
@@ -74,7 +80,8 @@ struct CudaOptions {
 /// programmatic launch off, RLX_CUDA_ATTN_TC=0 the tensor-core prefill attention,
 /// RLX_CUDA_ATTN_ROWS=0 the many-streams decode attention and
 /// RLX_CUDA_GROUP_GEMV=0 grouped GEMVs, RLX_CUDA_GEMV_INT8=0 the 8-bit x of packed
-/// decode GEMVs, RLX_CUDA_INT8_PREFILL=0 the int8 tensor-core prefill products, and RLX_CUDA_FUSE the decode-step fusions
+/// decode GEMVs, RLX_CUDA_INT8_PREFILL=0 the int8 tensor-core prefill products, RLX_CUDA_HALF_ROWS=0
+/// the few-row products over f16 / bf16 weights, and RLX_CUDA_FUSE the decode-step fusions
 /// (read once, when the first backend is created). Fails on an RLX_CUDA_FUSE entry it
 /// does not know.
 CudaOptions default_cuda_options();

@@ -107,6 +107,7 @@ struct BuildCtx : runtime::StepBuildGraph {
   bool attention_rows = false;  ///< CudaOptions::attention_rows
   bool gemv_int8_x = false;   ///< CudaOptions::gemv_int8_x
   bool int8_prefill = false;  ///< CudaOptions::int8_prefill
+  bool half_rows = false;     ///< CudaOptions::half_rows
   int sms = 1;
 
   int64_t scratch(int64_t bytes) {
@@ -135,9 +136,11 @@ Status build_fused_linear(BuildCtx& ctx, Step& step);
 Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g);
 /// What the fused GEMV kernel takes (null, or why not): one fused_linear (with the 8-bit
 /// x path on or off; plain products of a few rows over K-quants, grouped into one int8
-/// tensor-core launch, when int8_prefill), and the parts of one launch. The compile
-/// target's checks add the options' switches (cuda_compile_target).
-const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x, bool int8_prefill);
+/// tensor-core launch, when int8_prefill, and over f16 / bf16 weights when half_rows),
+/// and the parts of one launch. The compile target's checks add the options' switches
+/// (cuda_compile_target).
+const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x, bool int8_prefill,
+                                      bool half_rows);
 const char* fused_linear_group_kernel_check(const std::vector<compile::FusedLinearQuery>& qs);
 
 /// rope(q), rope(k), update_slice(k cache, rope k) and update_slice(v cache, v) (or the

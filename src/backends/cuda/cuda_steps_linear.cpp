@@ -11,6 +11,7 @@
 
 #include "backends/cuda/cuda_steps_shared.h"
 #include "backends/cuda/mmq_kernels.h"
+#include "rlx/base/log.h"
 #include "rlx/compile/passes.h"
 
 namespace rlx::cuda_backend {
@@ -42,7 +43,7 @@ struct LinearPart {
 
 struct FusedLinearParams {
   LinearParams lin;  // the GEMV (or kqmma) as build_linear made it, plus the prologue / epilogue flags
-  bool kqmma = false;  // plain products of a few rows over K-quants (fused_kqmma_fn), not the GEMV
+  bool kqmma = false;  // plain products of a few rows over K-quants or f16 / bf16 (fused_kqmma_fn), not the GEMV
   int sms = 0;         // (kqmma) the device's multiprocessors, for the staged form's split of a group
   int n_parts = 1;
   LinearPart parts[kMaxGemvParts];
@@ -100,11 +101,14 @@ Status fused_linear_fn(const Step& s, const RunCtx& ctx) {
 }
 
 // Plain products of a few rows (several streams) over K-quant weights that share x:
-// x quantized to Q8_K blocks once, every part's product in one launch_kqmma.
+// x quantized to Q8_K blocks once, every part's product in one launch_kqmma; the same over
+// Q8_0 (x as Q8_0 blocks) and f16 / bf16 weights (x rounded to their type) through
+// launch_rows_mma.
 Status fused_kqmma_fn(const Step& s, const RunCtx& ctx) {
   const FusedLinearParams& f = s.p<FusedLinearParams>();
   const LinearParams& p = f.lin;
-  KqMmaParams k = quantize_for_kqmma(s, p, ctx);
+  KqMmaParams k;
+  TRY(prepare_kqmma_x(s, p, ctx, k));
   k.n_parts = f.n_parts;
   for (int i = 0; i < f.n_parts; ++i) {
     const LinearPart& part = f.parts[i];
@@ -119,8 +123,9 @@ Status fused_kqmma_fn(const Step& s, const RunCtx& ctx) {
     k.N = k.part_n[0];
     k.d_offset = k.part_d_offset[0];
   }
-  if (!launch_kqmma(k, ctx.stream))
-    return Error::internal("cuda backend: {}: no int8 K-quant product for {} rows of {}", *s.what, k.M, k.K);
+  if (!launch_few_rows(k, ctx.stream))
+    return Error::internal("cuda backend: {}: no few-row tensor-core product for {} rows of {} over {}", *s.what, k.M,
+                           k.K, ir::dtype_name(static_cast<DType>(k.w_dt)));
   return {};
 }
 
@@ -149,7 +154,7 @@ Status build_fused_linear(BuildCtx& ctx, Step& step) {
   const ir::Node& n = ctx.node();
   const auto& a = n.attr<ir::FusedLinearAttrs>();
   if (const char* why = fused_linear_kernel_check(compile::fused_linear_query(*ctx.graph, ctx.id), ctx.gemv_int8_x,
-                                                  ctx.int8_prefill))
+                                                  ctx.int8_prefill, ctx.half_rows))
     return step_error(ctx, "fused_linear form the GEMV does not take: {}", why);
   TRY(build_linear(ctx, step, true, a.swiglu, false, DType::F32));
   if (step.fn == &kqmma_fn) {  // a plain product of a few rows: a part of a grouped launch_kqmma
@@ -242,6 +247,7 @@ Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g) {
     size_t j = i + 1;
     while (id >= 0 && j < steps.size() && group_of(steps[j]) == id) ++j;
     if (j - i < 2) {
+      if (id >= 0) RLX_LOG_DEBUG("cuda backend: {} of launch group {} has no sibling next to it", *steps[i].what, id);
       out.push_back(std::move(steps[i++]));
       continue;
     }
@@ -272,6 +278,8 @@ Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g) {
           ok = ok && (same_ref(r, s.out) ? m == k : disjoint_refs(s.out, r));
     }
     if (!ok) {
+      RLX_LOG_DEBUG("cuda backend: launch group {} ({} products from {}) runs as separate launches", id, j - i,
+                    *first.what);
       for (; i < j; ++i) out.push_back(std::move(steps[i]));
       continue;
     }
@@ -328,7 +336,7 @@ Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g) {
     if (f->kqmma && f->lin.kq_k_groups > 0) {  // the staged form's split of K, for all the parts' rows
       int64_t rows = 0;
       for (int k = 0; k < f->n_parts; ++k) rows += f->parts[k].n;
-      f->lin.kq_k_groups = kqmma_k_groups(rows, f->lin.g.K, f->sms);
+      f->lin.kq_k_groups = few_rows_k_groups(f->lin.q.w_dt, rows, f->lin.g.K, f->sms);
     }
     merged.params = f;
     merged.split_inputs = 0;
@@ -341,14 +349,21 @@ Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g) {
   return {};
 }
 
-const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x, bool int8_prefill) {
+const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x, bool int8_prefill,
+                                      bool half_rows) {
   const ir::FusedLinearAttrs& a = q.attrs;
   const bool plain = !a.norm && !a.swiglu && !a.residual && !a.rope && !a.cache_write;
-  // A few rows over K-quants (several streams): plain products of one x share a grouped
-  // int8 tensor-core launch (fused_kqmma_fn); build_linear routes them there.
+  // The same over f16 / bf16 weights (launch_rows_mma), from two rows: there the fused
+  // GEMV forms give way, so that a SwiGLU's gate and up become one grouped launch.
+  if (ir::is_float(q.w_dtype) && few_rows_take(to_dt(q.w_dtype), q.rows, q.k, false, half_rows)) {
+    if (plain) return nullptr;
+    return "more rows than the GEMV takes over f16 / bf16 weights (their few-row products take plain products only)";
+  }
+  // A few rows over K-quants and Q8_0 (several streams): plain products of one x share a
+  // grouped int8 tensor-core launch (fused_kqmma_fn); build_linear routes them there.
   if (ir::is_packed(q.w_dtype) && q.rows >= packed_prefill_from(to_dt(q.w_dtype), int8_x, int8_prefill, a.swiglu)) {
-    if (plain && kqmma_takes(to_dt(q.w_dtype), q.rows, int8_prefill) && q.k % 256 == 0) return nullptr;
-    return "more rows than the GEMV takes (a fused form of the few-row products takes plain K-quant products only)";
+    if (plain && few_rows_take(to_dt(q.w_dtype), q.rows, q.k, int8_prefill, false)) return nullptr;
+    return "more rows than the GEMV takes (a fused form of the few-row products takes plain products only)";
   }
   if (q.rows < 1 || q.rows > kMaxGemvM) return "more rows than the GEMV takes";
   if (q.rows > 1 && (a.norm || a.residual || a.rope || a.cache_write))

@@ -90,33 +90,72 @@ Status mmq_fn(const Step& s, const RunCtx& ctx) {
 
 }  // namespace
 
-KqMmaParams quantize_for_kqmma(const Step& s, const LinearParams& p, const RunCtx& ctx) {
-  int8_t* xq = reinterpret_cast<int8_t*>(ctx.scratch + p.xq_off);
-  float* xd = reinterpret_cast<float*>(ctx.scratch + p.xd_off);
-  int* xs = reinterpret_cast<int*>(ctx.scratch + p.xs_off);
-  launch_quantize_q8_k(reinterpret_cast<const float*>(s.in_ptr[0]), xq, xd, xs, p.g.M, p.g.K, ctx.stream);
-  KqMmaParams k;
-  k.xq = xq;
-  k.xd = xd;
-  k.xs = xs;
+Status prepare_kqmma_x(const Step& s, const LinearParams& p, const RunCtx& ctx, KqMmaParams& k) {
+  k = KqMmaParams{};
+  if (p.q.w_dt == DT::F16 || p.q.w_dt == DT::BF16) {  // x rounded to the weights' type
+    RegionParams c = p.cast_k;
+    c.in[0] = s.in_ptr[0];
+    c.out = ctx.scratch + p.x_off;
+    TRY(launch_checked(s, c, ctx, "input cast"));
+    k.xh = ctx.scratch + p.x_off;
+  } else if (p.q.w_dt == DT::Q8_0) {  // x as Q8_0 blocks
+    int8_t* xq = reinterpret_cast<int8_t*>(ctx.scratch + p.xq_off);
+    float* xd = reinterpret_cast<float*>(ctx.scratch + p.xd_off);
+    launch_quantize_q8_0(reinterpret_cast<const float*>(s.in_ptr[0]), xq, xd, p.g.M, p.g.K, ctx.stream);
+    k.xq = xq;
+    k.xd = xd;
+  } else {
+    int8_t* xq = reinterpret_cast<int8_t*>(ctx.scratch + p.xq_off);
+    float* xd = reinterpret_cast<float*>(ctx.scratch + p.xd_off);
+    int* xs = reinterpret_cast<int*>(ctx.scratch + p.xs_off);
+    launch_quantize_q8_k(reinterpret_cast<const float*>(s.in_ptr[0]), xq, xd, xs, p.g.M, p.g.K, ctx.stream);
+    k.xq = xq;
+    k.xd = xd;
+    k.xs = xs;
+  }
   k.w_dt = p.q.w_dt;
   k.M = p.g.M;
   k.K = p.g.K;
   k.row_bytes = s.split ? p.split_row : p.q.row_bytes;
   k.w_const = p.w_const;
   k.k_groups = p.kq_k_groups;
-  return k;
+  return {};
+}
+
+bool launch_few_rows(const KqMmaParams& k, cudaStream_t stream) {
+  if (!rows_mma_supported(k.w_dt)) return launch_kqmma(k, stream);
+  if (launch_rows_mma(k, stream)) return true;
+  if (k.w_dt != DT::Q8_0 || (k.n_parts > 1 ? k.part_d_offset[0] : k.d_offset) > 0) return false;
+  // Q8_0 weights kept as stored (another reader needs them whole, e.g. tied embeddings):
+  // each part on the int8 GEMM over the same Q8_0 x.
+  for (int i = 0; i < std::max(k.n_parts, 1); ++i) {
+    MmqParams m;
+    m.xq = k.xq;
+    m.xd = k.xd;
+    m.w = k.n_parts > 1 ? k.part_w[i] : k.w;
+    m.w_dt = DT::Q8_0;
+    m.M = k.M;
+    m.N = k.n_parts > 1 ? k.part_n[i] : k.N;
+    m.K = k.K;
+    m.row_bytes = k.row_bytes;
+    m.d_offset = 0;
+    m.y = k.n_parts > 1 ? k.part_y[i] : k.y;
+    launch_mmq(m, stream);
+  }
+  return true;
 }
 
 Status kqmma_fn(const Step& s, const RunCtx& ctx) {
   const LinearParams& p = s.p<LinearParams>();
-  KqMmaParams k = quantize_for_kqmma(s, p, ctx);
+  KqMmaParams k;
+  TRY(prepare_kqmma_x(s, p, ctx, k));
   k.w = s.in_ptr[1];
   k.N = p.g.N;
   k.d_offset = s.split ? p.q.N * p.split_row : 0;
   k.y = static_cast<float*>(product_out(s, ctx));
-  if (!launch_kqmma(k, ctx.stream))
-    return Error::internal("cuda backend: {}: no int8 K-quant product for {} rows of {}", *s.what, k.M, k.K);
+  if (!launch_few_rows(k, ctx.stream))
+    return Error::internal("cuda backend: {}: no few-row tensor-core product for {} rows of {} over {}", *s.what, k.M,
+                           k.K, ir::dtype_name(static_cast<DType>(k.w_dt)));
   return bias_act_epilogue(s, ctx);
 }
 
@@ -228,13 +267,20 @@ RegionParams post_program(int64_t M, int64_t N, DT c_dt, DT out_dt, bool two, DT
 }  // namespace
 
 int64_t packed_prefill_from(DT w, bool gemv_int8_x, bool int8_prefill, bool swiglu) {
-  if (int8_prefill && kqmma_supported(w)) return kKqMmaMinRows;
+  if (int8_prefill && (kqmma_supported(w) || w == DT::Q8_0)) return kKqMmaMinRows;
   const bool few_row_prefill = mmq_supported(w) || dqmma_supported(w);
   return gemv_int8_x && gemv_x8_type(w) && few_row_prefill && !swiglu ? kGemvX8MaxRows + 1 : kMaxGemvM + 1;
 }
 
-bool kqmma_takes(DT w, int64_t rows, bool int8_prefill) {
-  return int8_prefill && kqmma_supported(w) && rows >= kKqMmaMinRows && rows <= kKqMmaMaxRows;
+bool few_rows_take(DT w, int64_t rows, int64_t K, bool int8_prefill, bool half_rows) {
+  if (rows < kKqMmaMinRows || rows > kKqMmaMaxRows) return false;
+  if (kqmma_supported(w)) return int8_prefill && K % 256 == 0;
+  if (w == DT::Q8_0) return int8_prefill && K % 128 == 0;
+  return (w == DT::F16 || w == DT::BF16) && half_rows && K % 8 == 0;
+}
+
+int few_rows_k_groups(DT w, int64_t N, int64_t K, int sms) {
+  return rows_mma_supported(w) ? rows_mma_k_groups(N, K, sms) : kqmma_k_groups(N, K, sms);
 }
 
 Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_act, std::optional<DType> out_dtype) {
@@ -285,12 +331,21 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     if (swiglu && g.M >= prefill_from)  // (fuse_linear's check refuses the same fused pair)
       return step_error(ctx, "fused swiglu over {} weights at M = {}: the GEMV's fused pair takes fewer than {} rows "
                         "(these rows take two products of their own)", ir::dtype_name(w.dtype), g.M, prefill_from);
-    if (g.M >= prefill_from && ctx.int8_prefill && mmq_supported(p->q.w_dt)) {  // prefill over Q8_0 / Q4_0: the int8 tensor cores
+    if (!swiglu && p->q.w_dt == DT::Q8_0 && few_rows_take(p->q.w_dt, g.M, g.K, ctx.int8_prefill, ctx.half_rows)) {
+      // A few rows over Q8_0 (several streams, short prompts): x as Q8_0 blocks, as for
+      // the int8 GEMM, times W read once into the tensor cores (launch_rows_mma).
+      p->kqmma = true;
+      p->round_x = false;
+      p->xq_off = ctx.scratch(g.M * g.K);
+      p->xd_off = ctx.scratch(g.M * (g.K / 32) * 4);
+      p->kq_k_groups = rows_mma_k_groups(g.N, g.K, ctx.sms);
+      p->w_const = step.in[1].kind == StorageKind::kParam || step.in[1].kind == StorageKind::kConstant;
+    } else if (g.M >= prefill_from && ctx.int8_prefill && mmq_supported(p->q.w_dt)) {  // prefill over Q8_0 / Q4_0: the int8 tensor cores
       p->mmq = true;
       p->round_x = false;
       p->xq_off = ctx.scratch(g.M * g.K);
       p->xd_off = ctx.scratch(g.M * (g.K / 32) * 4);
-    } else if (!swiglu && kqmma_takes(p->q.w_dt, g.M, ctx.int8_prefill)) {
+    } else if (!swiglu && kqmma_supported(p->q.w_dt) && few_rows_take(p->q.w_dt, g.M, g.K, ctx.int8_prefill, false)) {
       // A few rows over K-quants (several streams, short prompts): x as Q8_K blocks, as
       // the CPU backend takes it, times W read once into the int8 tensor cores' fragments.
       p->kqmma = true;
@@ -327,8 +382,23 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     if (swiglu && ctx.input(2).dtype != w.dtype) return step_error(ctx, "gate and up weights differ in dtype");
     g.ab_dt = to_dt(w.dtype);
     p->cast_x = x.dtype != w.dtype;
-    if (p->cast_x) p->x_off = ctx.scratch(g.M * g.K * dt_size(g.ab_dt));
     g.c_dt = to_dt(n.dtype);
+    if (tb && !swiglu && step.in[1].offset % 16 == 0 && few_rows_take(g.ab_dt, g.M, g.K, false, ctx.half_rows)) {
+      // A few rows (several streams, short prompts) over f16 / bf16 W: x rounded to W's
+      // type, as for cuBLASLt, and W read once through the tensor cores (launch_rows_mma).
+      prefill_from = kKqMmaMinRows;
+      p->kqmma = true;
+      p->cast_x = true;  // (also when x has W's type: an aligned copy)
+      g.c_dt = DT::F32;
+      p->q.w_dt = g.ab_dt;
+      p->q.M = g.M;
+      p->q.N = g.N;
+      p->q.K = g.K;
+      p->q.row_bytes = g.K * 2;
+      p->kq_k_groups = rows_mma_k_groups(g.N, g.K, ctx.sms);
+      p->w_const = step.in[1].kind == StorageKind::kParam || step.in[1].kind == StorageKind::kConstant;
+    }
+    if (p->cast_x) p->x_off = ctx.scratch(g.M * g.K * dt_size(g.ab_dt));
   }
   if (p->cast_x) {
     RegionParams& k = p->cast_k;
@@ -392,15 +462,16 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     step.params = p;
     return {};
   }
-  if (p->mmq || p->kqmma) {  // f32 result straight into the output, or into scratch for the bias / activation
+  if (p->mmq || p->kqmma) {  // f32 result straight into an f32 output, else into scratch for the epilogue
     const ir::ActKind act = bias_act ? node.attr<ir::FusedMatMulAttrs>().act : ir::ActKind::Identity;
     p->has_bias = bias_act && node.attr<ir::FusedMatMulAttrs>().has_bias;
-    if (p->has_bias || act != ir::ActKind::Identity) {
+    if (p->has_bias || act != ir::ActKind::Identity || to_dt(n.dtype) != DT::F32) {
       p->post = true;
       p->c_in_scratch = true;
       p->c_off = ctx.scratch(g.M * g.N * 4);
       const DT in1 = p->has_bias ? to_dt(ctx.input(2).dtype) : DT::F32;
-      p->post_k = post_program(g.M, g.N, DT::F32, DT::F32, p->has_bias, in1, true, false, static_cast<uint8_t>(act));
+      p->post_k =
+          post_program(g.M, g.N, DT::F32, to_dt(n.dtype), p->has_bias, in1, true, false, static_cast<uint8_t>(act));
     }
     step.fn = p->kqmma ? &kqmma_fn : &mmq_fn;
     step.params = p;

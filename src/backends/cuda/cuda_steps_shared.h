@@ -85,7 +85,9 @@ struct LinearParams {
   int64_t wdq_off = 0;  // f16 dequantized weights (M > 8, types launch_mmq does not take)
   bool mmq = false;     // M > 8 over Q8_0 / Q4_0: x as Q8_0 blocks times the weights on the int8 tensor cores
   int64_t xq_off = 0, xd_off = 0;  // scratch: x's int8 quants and block scales (mmq, kqmma)
-  bool kqmma = false;   // up to kKqMmaMaxRows rows over Q4_K / Q5_K / Q6_K: x as Q8_K blocks on the int8 tensor cores
+  bool kqmma = false;   // up to kKqMmaMaxRows rows over Q4_K / Q5_K / Q6_K (x as Q8_K blocks on the int8 tensor
+                        // cores) or over Q8_0 / f16 / bf16 (q.w_dt; x as Q8_0 blocks or rounded to
+                        // the weights' type, launch_rows_mma)
   int64_t xs_off = 0;   // scratch: x's sums per 32 values (kqmma)
   int kq_k_groups = 0;   // warps along K of kqmma's staged form
   bool w_const = false;  // W is a parameter or constant (kqmma: loaded before the wait on the kernels ahead)
@@ -103,9 +105,14 @@ Status gemv_fn(const Step& s, const RunCtx& ctx);
 /// out = act(x W^T (+ bias)) for a few rows over K-quant W (LinearParams::kqmma): x as
 /// Q8_K blocks, the int8 tensor cores (launch_kqmma).
 Status kqmma_fn(const Step& s, const RunCtx& ctx);
-/// x (the step's input 0) quantized to Q8_K blocks into p's scratch, and the launch_kqmma
-/// parameters of a product over it (weights, output and rows left to the caller).
-KqMmaParams quantize_for_kqmma(const Step& s, const LinearParams& p, const RunCtx& ctx);
+/// x (the step's input 0) made what the few-row product takes -- Q8_K blocks for K-quant
+/// W, rounded to W's type for f16 / bf16 W -- into p's scratch, and in `k` the
+/// launch_kqmma / launch_rows_mma parameters of a product over it (weights, output and
+/// rows left to the caller).
+Status prepare_kqmma_x(const Step& s, const LinearParams& p, const RunCtx& ctx, KqMmaParams& k);
+/// launch_rows_mma for Q8_0 / f16 / bf16 weights (Q8_0 as stored: launch_mmq for each
+/// part), else launch_kqmma (false: nothing launched).
+bool launch_few_rows(const KqMmaParams& k, cudaStream_t stream);
 
 /// The linear step of x . W (W^T when tb) for a node whose inputs 0 and 1 are x and W
 /// (2: the up weights when swiglu, or the bias of a fused_matmul_bias_act), with the
@@ -122,9 +129,13 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
 /// where the GEMV's integer work measured slower than those (swiglu: the GEMV's fused
 /// pair, 9).
 int64_t packed_prefill_from(DT w, bool gemv_int8_x, bool int8_prefill, bool swiglu);
-/// True when a plain product of `rows` rows over `w` takes the K-quant int8 tensor-core
-/// path (launch_kqmma) with these options.
-bool kqmma_takes(DT w, int64_t rows, bool int8_prefill);
+/// True when a plain product of `rows` rows of K values over `w` takes a few-row
+/// tensor-core path (LinearParams::kqmma) with these options: launch_kqmma for the
+/// K-quants and launch_rows_mma for Q8_0 (both with int8_prefill), launch_rows_mma for
+/// f16 / bf16 (with half_rows).
+bool few_rows_take(DT w, int64_t rows, int64_t K, bool int8_prefill, bool half_rows);
+/// The few-row product's warps along K (kqmma_k_groups, or rows_mma_k_groups).
+int few_rows_k_groups(DT w, int64_t N, int64_t K, int sms);
 
 /// Builders of the matmul steps (cuda_steps_matmul.cpp).
 Status build_matmul(BuildCtx& ctx, Step& step);

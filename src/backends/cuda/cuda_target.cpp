@@ -23,9 +23,10 @@ int cuda_device_count() {
 compile::Target cuda_compile_target(const CudaOptions& o) {
   compile::Target t("cuda", compile::FusionLimits::gpu());
   t.options_key =
-      fmt::format("fuse swiglu {} rope_kv {} gemv_rope_kv {} norm_gemv {} group {} int8_x {} int8_prefill {}",
+      fmt::format("fuse swiglu {} rope_kv {} gemv_rope_kv {} norm_gemv {} group {} int8_x {} int8_prefill {} "
+                  "half_rows {}",
                   o.fuse_swiglu, o.fuse_rope_kv, o.fuse_gemv_rope_kv, o.fuse_norm_gemv, o.group_gemvs, o.gemv_int8_x,
-                  o.int8_prefill);
+                  o.int8_prefill, o.half_rows);
   t.fused_linear = [o](const compile::FusedLinearQuery& q) -> const char* {
     const ir::FusedLinearAttrs& a = q.attrs;
     if (a.swiglu && !o.fuse_swiglu) return "RLX_CUDA_FUSE leaves swiglu out";
@@ -33,7 +34,7 @@ compile::Target cuda_compile_target(const CudaOptions& o) {
       return "RLX_CUDA_FUSE leaves norm_gemv (the norm prologue and the residual epilogue) out";
     if ((a.rope || a.cache_write) && !(o.fuse_rope_kv && o.fuse_gemv_rope_kv))
       return "RLX_CUDA_FUSE leaves gemv_rope_kv out";
-    return fused_linear_kernel_check(q, o.gemv_int8_x, o.int8_prefill);
+    return fused_linear_kernel_check(q, o.gemv_int8_x, o.int8_prefill, o.half_rows);
   };
   t.fused_linear_group = [o](const std::vector<compile::FusedLinearQuery>& qs) -> const char* {
     if (!o.group_gemvs) return "RLX_CUDA_GROUP_GEMV=0";
@@ -84,6 +85,7 @@ CudaOptions default_cuda_options() {
     o.attention_rows = env.cuda_attention_rows;
     o.gemv_int8_x = env.cuda_gemv_int8;
     o.int8_prefill = env.cuda_int8_prefill;
+    o.half_rows = env.cuda_half_rows;
     o.check_finite = env.check_finite;
     return o;
   }();

@@ -21,6 +21,7 @@
 
 #include "backends/cuda/cuda_common.cuh"
 #include "backends/cuda/mmq_kernels.h"
+#include "backends/cuda/kqmma_parts.cuh"
 #include "backends/cuda/smem_limit.cuh"
 #include "rlx/base/env.h"
 
@@ -363,39 +364,6 @@ __device__ __forceinline__ void q6k_superblock(const KqMmaParams& p, const WRegs
   }
 }
 
-// The product block `bx` of a launch works on: p itself, or for a grouped launch
-// (n_parts > 1) p with w, y, N and d_offset of the part holding block bx (each part
-// `rows` weight rows a block, parts in order), bx then counted from the part's first
-// block.
-__device__ __forceinline__ KqMmaParams block_part(const KqMmaParams& p, int64_t rows, int64_t& bx) {
-  KqMmaParams q = p;
-  if (p.n_parts <= 1) return q;
-  bool found = false;
-#pragma unroll
-  for (int i = 0; i < kKqMmaMaxParts; ++i) {  // (constant indices: the parts stay in parameter space)
-    const int64_t blocks = i < p.n_parts ? (p.part_n[i] + rows - 1) / rows : 0;
-    if (found) continue;
-    if (bx < blocks) {
-      q.w = p.part_w[i];
-      q.y = p.part_y[i];
-      q.N = p.part_n[i];
-      q.d_offset = p.part_d_offset[i];
-      found = true;
-    } else {
-      bx -= blocks;
-    }
-  }
-  return q;
-}
-
-// Blocks of `rows` weight rows a launch takes over all its parts.
-int64_t part_blocks(const KqMmaParams& p, int64_t rows) {
-  if (p.n_parts <= 1) return (p.N + rows - 1) / rows;
-  int64_t blocks = 0;
-  for (int i = 0; i < p.n_parts; ++i) blocks += (p.part_n[i] + rows - 1) / rows;
-  return blocks;
-}
-
 // One block: NT * 8 weight rows (columns of y) for all M <= 16 MT rows of x; warp w takes
 // super-blocks w, w + 8, ...; the warps' sums are added in warp order.
 // (A form with one column tile, two blocks an SM and the next super-block's weights
@@ -466,17 +434,6 @@ constexpr int staged_smem() {
   return kWarps * kStages * 16 * sb_bytes<T, true>();
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
-               "l"(src)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 // A stage's 16 rows (row r at r * sb_bytes) into the registers load_w fills; Q6_K's d
 // (split layout) from global memory.
 template <DT T>
@@ -543,7 +500,7 @@ __global__ void __launch_bounds__(kThreads, 1) kqmma_staged_kernel(const KqMmaPa
     const uint8_t* src = p.w + (kg + i * kg_n) * kB;
     for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
       const int r = c / kChunksPerRow, o = (c % kChunksPerRow) * 16;
-      cp_async16(dst + r * kB + o, src + min(n0 + r, p.N - 1) * p.row_bytes + o);
+      cp_async(dst + r * kB + o, src + min(n0 + r, p.N - 1) * p.row_bytes + o);
     }
   };
   auto prologue = [&] {
@@ -573,32 +530,7 @@ __global__ void __launch_bounds__(kThreads, 1) kqmma_staged_kernel(const KqMmaPa
   cp_async_wait<0>();
   pdl_trigger();
 
-  // The k groups' sums, added in group order: red[kg][row of the block][x row].
-  constexpr int kXRows = MT * 16;
-  __syncthreads();  // every warp is done with its ring
-  float* red = reinterpret_cast<float*>(smem);
-  const int block_rows = rg_n * 16;
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = rg * 16 + nt * 8 + 2 * tig + (e & 1), xr = mt * 16 + gid + 8 * (e >> 1);
-        red[(kg * block_rows + col) * kXRows + xr] = acc[mt][nt][e];
-      }
-    }
-  }
-  __syncthreads();
-  const int64_t nb0 = bx * block_rows;
-  for (int i = threadIdx.x; i < block_rows * kXRows; i += kThreads) {
-    const int col = i / kXRows, xr = i % kXRows;
-    const int64_t n = nb0 + col;
-    if (xr >= p.M || n >= p.N) continue;
-    float v = red[col * kXRows + xr];
-    for (int g = 1; g < kg_n; ++g) v += red[(g * block_rows + col) * kXRows + xr];
-    p.y[xr * p.N + n] = v;
-  }
+  store_k_group_sums<kThreads, MT>(p, reinterpret_cast<float*>(smem), acc, kg, kg_n, rg, rg_n, bx, gid, tig);
 }
 
 template <DT T>
@@ -656,9 +588,7 @@ bool launch_kqmma(const KqMmaParams& p, cudaStream_t s) {
   if (p.M <= 0 || part_blocks(p, 16) <= 0) return true;
   // Vector loads (up to 16 bytes) need every row on a 16-byte boundary; else 2-byte loads.
   // (The parts of a grouped launch share K and the type, so row_bytes and the layout.)
-  bool vec = p.row_bytes % 16 == 0;
-  for (int i = 0; i < std::max(p.n_parts, 1); ++i)
-    vec = vec && reinterpret_cast<uintptr_t>(p.n_parts > 1 ? p.part_w[i] : p.w) % 16 == 0;
+  const bool vec = p.row_bytes % 16 == 0 && parts_aligned16(p);
   const bool split = (p.n_parts > 1 ? p.part_d_offset[0] : p.d_offset) > 0;
   const bool staged_layout = p.w_dt != DT::Q6_K || split;
   // The staged form wins for one tile of x rows and loses for two (H200, q4_k_m 1B, same

@@ -145,6 +145,10 @@ struct KqMmaParams {
   const uint8_t* part_w[kKqMmaMaxParts] = {};
   float* part_y[kKqMmaMaxParts] = {};
   int64_t part_n[kKqMmaMaxParts] = {}, part_d_offset[kKqMmaMaxParts] = {};
+  /// f16 / bf16 weights (launch_rows_mma): x [M, K] rounded to the weights' type, 16-byte
+  /// aligned; xq, xd and xs are then unused. (Q8_0 weights: xq, xd as launch_quantize_q8_0
+  /// makes them; xs unused.)
+  const void* xh = nullptr;
 };
 /// How many of a block's eight warps the staged form of launch_kqmma (weights streamed
 /// through shared memory) puts along K: enough for each warp to stream four super-blocks
@@ -159,5 +163,21 @@ bool kqmma_staged_fits(DT w);
 /// False (nothing launched) when M > kKqMmaMaxRows, K is not whole super-blocks or the type
 /// is not one of kqmma_supported's.
 [[nodiscard]] bool launch_kqmma(const KqMmaParams& p, cudaStream_t s);
+
+/// True for the weights launch_rows_mma multiplies -- F16, BF16 and Q8_0 -- with the same
+/// few rows (kKqMmaMinRows .. kKqMmaMaxRows) and launch groups as launch_kqmma.
+bool rows_mma_supported(DT w);
+/// launch_rows_mma's warps along K (KqMmaParams::k_groups): the fewest whose blocks of
+/// 128 / k_groups weight rows cover about 70 % of `sms` multiprocessors (one block holds
+/// a multiprocessor), each group keeping a chunk of 128 values of K.
+int rows_mma_k_groups(int64_t N, int64_t K, int sms);
+/// y [M, N] (f32) = x . W^T for M <= kKqMmaMaxRows rows of x and W [N, K] streamed once
+/// through the tensor cores, f32 sums added in a fixed order; grouped parts as for
+/// launch_kqmma. f16 / bf16 W (K a multiple of 8): x already rounded to W's type (xh),
+/// f32 accumulation. Q8_0 W in the split layout (d_offset > 0, K a multiple of 128): x
+/// as Q8_0 blocks (xq, xd from launch_quantize_q8_0), each block product exact in int32,
+/// then scaled by both blocks' scales -- launch_mmq's arithmetic. Every part 16-byte
+/// aligned. False (nothing launched) when a condition fails.
+[[nodiscard]] bool launch_rows_mma(const KqMmaParams& p, cudaStream_t s);
 
 }  // namespace rlx::cuda_backend
