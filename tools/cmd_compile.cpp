@@ -26,6 +26,7 @@ struct CompileArgs {
   bool report = false;
   int64_t seq = 16;
   int64_t ctx = 512;
+  int64_t batch = 1;
 };
 
 Expected<std::string> read_text(const std::string& path) {
@@ -45,6 +46,8 @@ struct LoadedHir {
 
 Expected<LoadedHir> load_hir(const CompileArgs& a, Progress& progress) {
   const ir::FusionPolicy policy = a.policy == "fusable" ? ir::FusionPolicy::Fusable : ir::FusionPolicy::Direct;
+  if (a.batch != 1 && (a.model.empty() || a.phase == "forward"))
+    return Error::invalid_argument("--batch {} needs --model and --phase prefill or decode", a.batch);
   if (!a.ir_file.empty()) {
     ASSIGN_OR_RETURN(std::string text, read_text(a.ir_file));
     // A file holds either a HIR module or a MIR module; MIR is a HIR without HIR ops.
@@ -70,6 +73,7 @@ Expected<LoadedHir> load_hir(const CompileArgs& a, Progress& progress) {
       opts.last_row_logits = true;
       opts.greedy_token = true;
       if (a.phase == "decode") opts.seq = ir::Dim(1);
+      opts.batch = a.batch;
     }
     ASSIGN_OR_RETURN(models::BuiltModel built, models::build_decoder(model.config, *model.weights, opts));
     std::string profile = a.phase == "forward" ? "" : models::default_profile_name(model.config, a.phase == "decode");
@@ -161,6 +165,10 @@ void add_compile_command(CLI::App& app, Runner* run) {
   cmd->add_option("--phase", a->phase, "with --model: forward (no KV cache), prefill or decode (as rlx run builds them)")
       ->check(CLI::IsMember({"forward", "prefill", "decode"}));
   cmd->add_option("--ctx", a->ctx, "KV-cache rows of the prefill and decode phases")->check(kTokenCount);
+  cmd->add_option("--batch", a->batch,
+                  "with --phase prefill or decode: sequences run together (as rlx bench --batch and rlx serve build "
+                  "them)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->callback([run, a] { *run = [a] { return run_compile(*a); }; });
 }
 

@@ -162,7 +162,12 @@ if "$rlx" compile --model "$model" --device cuda --phase decode --report 2>&1 | 
 else
   check compile_decode_cuda ok "fused linear_norm +x[0-9]+" -- compile --model "$model" --device cuda --phase decode --report
   check compile_decode_cuda_group ok "fused linear_group +x[0-9]+" -- compile --model "$model" --device cuda --phase decode
+  # several streams' decode step, as rlx bench --batch and rlx serve build it: rows the
+  # one-row norm prologue does not take
+  check compile_decode_cuda_batch ok "missed linear_norm: more rows than the GEMV takes" -- \
+    compile --model "$model" --device cuda --phase decode --batch 4 --policy fusable --report
 fi
+check compile_batch_needs_model fail "--batch 2 needs --model and --phase prefill or decode" -- compile --batch 2
 
 # Good input end to end.
 check synth_f32 ok "wrote" -- synth --preset tiny --type f32 -o "$work/f32.gguf"
