@@ -136,7 +136,8 @@ Status build_fused_linear(BuildCtx& ctx, Step& step);
 Status merge_linear_groups(std::vector<Step>& steps, const ir::Graph& g);
 /// What the fused GEMV kernel takes (null, or why not): one fused_linear (with the 8-bit
 /// x path on or off; plain products of a few rows over K-quants, grouped into one int8
-/// tensor-core launch, when int8_prefill, and over f16 / bf16 weights when half_rows),
+/// tensor-core launch, and over Q8_0, when int8_prefill, and over f16 / bf16 weights when
+/// half_rows),
 /// and the parts of one launch. The compile target's checks add the options' switches
 /// (cuda_compile_target).
 const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool int8_x, bool int8_prefill,

@@ -43,7 +43,7 @@ struct LinearPart {
 
 struct FusedLinearParams {
   LinearParams lin;  // the GEMV (or kqmma) as build_linear made it, plus the prologue / epilogue flags
-  bool kqmma = false;  // plain products of a few rows over K-quants or f16 / bf16 (fused_kqmma_fn), not the GEMV
+  bool kqmma = false;  // plain products of a few rows over K-quants, Q8_0, f16 or bf16 (fused_kqmma_fn), not the GEMV
   int sms = 0;         // (kqmma) the device's multiprocessors, for the staged form's split of a group
   int n_parts = 1;
   LinearPart parts[kMaxGemvParts];
@@ -353,7 +353,7 @@ const char* fused_linear_kernel_check(const compile::FusedLinearQuery& q, bool i
                                       bool half_rows) {
   const ir::FusedLinearAttrs& a = q.attrs;
   const bool plain = !a.norm && !a.swiglu && !a.residual && !a.rope && !a.cache_write;
-  // The same over f16 / bf16 weights (launch_rows_mma), from two rows: there the fused
+  // A few rows over f16 / bf16 weights (launch_rows_mma), from two rows: there the fused
   // GEMV forms give way, so that a SwiGLU's gate and up become one grouped launch.
   if (ir::is_float(q.w_dtype) && few_rows_take(to_dt(q.w_dtype), q.rows, q.k, false, half_rows)) {
     if (plain) return nullptr;

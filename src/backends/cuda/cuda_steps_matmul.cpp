@@ -331,7 +331,7 @@ Status build_linear(BuildCtx& ctx, Step& step, bool tb, bool swiglu, bool bias_a
     if (swiglu && g.M >= prefill_from)  // (fuse_linear's check refuses the same fused pair)
       return step_error(ctx, "fused swiglu over {} weights at M = {}: the GEMV's fused pair takes fewer than {} rows "
                         "(these rows take two products of their own)", ir::dtype_name(w.dtype), g.M, prefill_from);
-    if (!swiglu && p->q.w_dt == DT::Q8_0 && few_rows_take(p->q.w_dt, g.M, g.K, ctx.int8_prefill, ctx.half_rows)) {
+    if (!swiglu && p->q.w_dt == DT::Q8_0 && few_rows_take(p->q.w_dt, g.M, g.K, ctx.int8_prefill, false)) {
       // A few rows over Q8_0 (several streams, short prompts): x as Q8_0 blocks, as for
       // the int8 GEMM, times W read once into the tensor cores (launch_rows_mma).
       p->kqmma = true;
