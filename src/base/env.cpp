@@ -87,6 +87,7 @@ EnvConfig read_env() {
   if (const std::string f = get("RLX_CUDA_FUSE"); !f.empty()) c.cuda_fuse = f;
   if (const std::string f = get("RLX_NCCL_LIBRARY"); !f.empty()) c.nccl_library = f;
   c.cuda_attention_tensor_cores = on("RLX_CUDA_ATTN_TC");
+  c.cuda_attention_flash = on("RLX_CUDA_ATTN_FLASH");
   c.cuda_attention_rows = on("RLX_CUDA_ATTN_ROWS");
   c.cuda_profile = r.choice("RLX_CUDA_PROFILE", {"0", "1"}) == "1";
   c.cuda_rel_pos = r.choice("RLX_CUDA_REL_POS", {"flash", "gemm"});

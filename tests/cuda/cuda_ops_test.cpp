@@ -473,7 +473,8 @@ double first_output_error(GraphBuilder& b, const Case& c) {
 }
 
 // The tensor-core prefill attention (query rows x query heads per KV head >= 64, head_dim
-// 64 / 128 / 256; q, k, v and the softmax weights rounded to f16 for the products): row
+// 64 / 128 / 256; q, k, v and the softmax weights rounded to f16 for the products; head_dim
+// 64 / 128 on the pipelined kernel, or with RLX_CUDA_ATTN_FLASH=0 the one-stage one): row
 // counts that are not a multiple of the 64-row block, GQA (the group's heads share a
 // block: 16 rows x 4 heads, 8 x 8, 24 x 4 over two blocks), masks, softcap, explicit
 // positions over a longer key range, f32/f16/bf16 inputs, against the CPU backend's f32
@@ -502,6 +503,13 @@ TEST(CudaOps, AttentionPrefillTensorCores) {
       {16, 900, 32, 8, 64, DType::F32, ir::MaskKind::Causal, 0, 0, true},  // a 16-row chunk late in a context
       {8, 500, 16, 2, 128, DType::F32, ir::MaskKind::Causal, 0, 0, true},
       {24, 300, 8, 2, 64, DType::BF16, ir::MaskKind::SlidingWindow, 40, 0, true},
+      // The pipelined kernel over many tiles: a 2,048-row prompt at llama-3.2-1b's heads,
+      // head_dim 128 over a range that is not a multiple of the 64-key tile, a chunk
+      // late in its context, and a window whose rows see disjoint key ranges.
+      {2048, 2048, 32, 8, 64, DType::F32, ir::MaskKind::Causal, 0, 0, false},
+      {700, 1001, 16, 2, 128, DType::F32, ir::MaskKind::Causal, 0, 0, true},
+      {256, 1500, 32, 8, 64, DType::BF16, ir::MaskKind::Causal, 0, 0, true},
+      {600, 600, 8, 8, 64, DType::F32, ir::MaskKind::SlidingWindow, 100, 0, false},
   };
   uint32_t seed = 700;
   for (const Cfg& f : cfgs) {

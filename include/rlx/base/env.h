@@ -29,6 +29,9 @@
 //                 0 or off: the CUDA backend without graph replay, programmatic launch,
 //                 grouped sibling GEMVs, tensor-core prefill attention, int8 tensor-core
 //                 prefill products over Q8_0 / Q4_0 weights (default on; CudaOptions)
+//   RLX_CUDA_ATTN_FLASH 0: tensor-core prefill attention (head_dim 64 / 128) on the
+//                 one-stage kernel instead of the pipelined one of
+//                 kernels_attention_flash.cu (default on; CudaOptions::attention_flash)
 //   RLX_CUDA_HALF_ROWS 0: products of 2-32 rows over f16 / bf16 weights take the decode
 //                 GEMV (up to 8 rows) and cuBLASLt instead of the tensor-core kernel of
 //                 kernels_rows_mma.cu (default on; CudaOptions::half_rows)
@@ -90,6 +93,7 @@ struct EnvConfig {
   std::string nccl_library = "libnccl.so.2";
   std::string cuda_fuse = "all";       ///< RLX_CUDA_FUSE (unset: "all")
   bool cuda_attention_tensor_cores = true;  ///< RLX_CUDA_ATTN_TC
+  bool cuda_attention_flash = true;   ///< RLX_CUDA_ATTN_FLASH (0: prefill attention on the one-stage tensor-core kernel)
   bool cuda_attention_rows = true;     ///< RLX_CUDA_ATTN_ROWS (0: many-streams decode on the general kernel)
   bool cuda_profile = false;           ///< RLX_CUDA_PROFILE (true only for "1")
   std::string cuda_rel_pos;            ///< RLX_CUDA_REL_POS: "flash", "gemm" or empty (by size)

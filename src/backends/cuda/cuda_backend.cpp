@@ -387,6 +387,7 @@ Status CudaExecutable::init(const ir::LirModule& lir, const ExtentInfo& extent, 
   bctx.zeroed_bytes = &sh->zeroed_bytes;
   bctx.allow_tf32 = opt.allow_tf32;
   bctx.attention_tc = opt.attention_tensor_cores;
+  bctx.attention_flash = opt.attention_flash;
   bctx.attention_rows = opt.attention_rows;
   bctx.gemv_int8_x = opt.gemv_int8_x;
   bctx.int8_prefill = opt.int8_prefill;

@@ -33,6 +33,11 @@ struct CudaOptions {
   /// accumulation and softmax (~1e-3 relative error against f32 math). Off: the f32
   /// kernel. RLX_CUDA_ATTN_TC=0 turns it off.
   bool attention_tensor_cores = true;
+  /// Tensor-core prefill attention with head_dim 64 or 128 takes the pipelined kernel
+  /// (kernels_attention_flash.cu: K and V rounded to f16 once into scratch, then streamed
+  /// through shared memory two tiles at a time); the same arithmetic as the one-stage
+  /// kernel. RLX_CUDA_ATTN_FLASH=0 turns it off.
+  bool attention_flash = true;
   /// Decode of more (sequence, query head) rows than one wave of blocks (a batched server
   /// step) takes the many-streams kernel: a block per KV head's group, sequence and split
   /// of at least 32 keys. Off: the general decode kernel's KV-group grid.
@@ -78,6 +83,7 @@ struct CudaOptions {
 /// The options `create(ordinal)` uses: the defaults, with RLX_CUDA_GRAPHS=0 turning
 /// graphs off, RLX_CUDA_PROFILE=1 turning profiling on, RLX_CUDA_PDL=0 turning
 /// programmatic launch off, RLX_CUDA_ATTN_TC=0 the tensor-core prefill attention,
+/// RLX_CUDA_ATTN_FLASH=0 its pipelined kernel,
 /// RLX_CUDA_ATTN_ROWS=0 the many-streams decode attention and
 /// RLX_CUDA_GROUP_GEMV=0 grouped GEMVs, RLX_CUDA_GEMV_INT8=0 the 8-bit x of packed
 /// decode GEMVs, RLX_CUDA_INT8_PREFILL=0 the int8 tensor-core prefill products, RLX_CUDA_HALF_ROWS=0

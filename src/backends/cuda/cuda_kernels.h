@@ -299,12 +299,24 @@ struct AttentionParams {
   /// and the softmax weights rounded to f16 for the products (f32 accumulation and
   /// softmax); falls back to the f32 kernel when K / V rows are not 16-byte aligned.
   bool tensor_cores = false;
+  /// Prefill on the tensor cores with head_dim 64 / 128 (attention_flash_supported): scratch
+  /// of attention_flash_scratch_bytes for K and V rounded to f16, which selects the
+  /// pipelined kernel (kernels_attention_flash.cu); null keeps the one-stage kernel.
+  void* kv16 = nullptr;
 };
 void launch_attention(const AttentionParams& p, cudaStream_t s);
 /// True when the tensor-core prefill kernel covers this shape: at least two query rows
 /// that, times the query heads per KV head, fill its 64-row block (16 rows at 4 heads
 /// per KV head); head_dim 64, 128 or 256.
 bool attention_tc_supported(int64_t S, int n_heads, int n_kv, int64_t hd);
+/// True when the pipelined tensor-core prefill kernel takes this head_dim and K / V type
+/// (head_dim 64 or 128; f32, f16 or bf16 K / V).
+bool attention_flash_supported(int hd, DT dt);
+/// Scratch the pipelined prefill kernel needs for f16 copies of K and V.
+int64_t attention_flash_scratch_bytes(int64_t batch, int64_t T_full, int n_kv, int hd);
+/// The pipelined prefill kernel (launch_attention calls it when p.kv16 is set, p.splits
+/// is 1 and K / V rows and the output are aligned for it).
+void launch_attention_flash(const AttentionParams& p, cudaStream_t s);
 /// Head dims the attention kernel handles (1..256).
 bool attention_head_dim_supported(int64_t hd);
 /// Split count for the general kernel: enough blocks for `sms` multiprocessors.

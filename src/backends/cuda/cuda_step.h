@@ -104,6 +104,7 @@ struct BuildCtx : runtime::StepBuildGraph {
   int64_t* zeroed_bytes = nullptr;
   bool allow_tf32 = false;
   bool attention_tc = false;  ///< CudaOptions::attention_tensor_cores
+  bool attention_flash = false;  ///< CudaOptions::attention_flash
   bool attention_rows = false;  ///< CudaOptions::attention_rows
   bool gemv_int8_x = false;   ///< CudaOptions::gemv_int8_x
   bool int8_prefill = false;  ///< CudaOptions::int8_prefill

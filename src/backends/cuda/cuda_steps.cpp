@@ -759,6 +759,7 @@ struct AttnStepParams {
   int64_t q_off = 0;
   // An f16 cache: llama.cpp's f16-cache numerics (attention_f16_kernels.h).
   bool f16_exact = false;
+  int64_t kv16_off = -1;  // the pipelined prefill kernel's f16 K / V (scratch), or -1
 };
 
 Status attention_fn(const Step& s, const RunCtx& ctx) {
@@ -783,6 +784,7 @@ Status attention_fn(const Step& s, const RunCtx& ctx) {
   k.out = s.out_ptr;
   k.partial = reinterpret_cast<float*>(ctx.scratch + p.partial_off);
   k.counters = reinterpret_cast<unsigned*>(ctx.zeroed + p.counters_off);
+  if (p.kv16_off >= 0) k.kv16 = ctx.scratch + p.kv16_off;
   if (p.f16_exact) launch_attention_f16_exact(k, ctx.stream);
   else launch_attention(k, ctx.stream);
   return {};
@@ -856,6 +858,8 @@ Status build_attention(BuildCtx& ctx, Step& step) {
              : k.decode       ? attention_decode_splits(k.batch, k.T, k.n_kv, ctx.sms)
              : k.tensor_cores ? 1
                               : attention_splits(k.batch, k.S, k.T, k.n_heads, ctx.sms);
+  if (k.tensor_cores && ctx.attention_flash && attention_flash_supported(k.hd, k.dt))
+    p->kv16_off = ctx.scratch(attention_flash_scratch_bytes(k.batch, k.T_full, k.n_kv, k.hd));
   if (k.splits > 1 && !p->f16_exact)
     p->partial_off = ctx.scratch(static_cast<int64_t>(k.splits) * k.batch * k.n_heads * k.S * (k.hd + 2) * 4);
   if (k.decode && k.splits > 1)

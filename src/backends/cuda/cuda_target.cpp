@@ -82,6 +82,7 @@ CudaOptions default_cuda_options() {
     o.group_gemvs = env.cuda_group_gemvs;
     (void)apply_fusion_list(env.cuda_fuse, o);  // a bad list is reported by create(ordinal)
     o.attention_tensor_cores = env.cuda_attention_tensor_cores;
+    o.attention_flash = env.cuda_attention_flash;
     o.attention_rows = env.cuda_attention_rows;
     o.gemv_int8_x = env.cuda_gemv_int8;
     o.int8_prefill = env.cuda_int8_prefill;

@@ -15,6 +15,7 @@
 #include <climits>
 
 #include "backends/cuda/attention_common.cuh"
+#include "backends/cuda/attention_tc_parts.cuh"
 #include "backends/cuda/cuda_common.cuh"
 
 namespace rlx::cuda_backend {
@@ -548,19 +549,6 @@ constexpr int kTcRows = 16 * kTcWarps;  // query rows per block
 constexpr int kTcKeys = 64;             // keys per tile (head_dim 256: half, for registers and shared memory)
 constexpr int kTcPad = 8;               // halves of padding per shared row (no bank conflicts)
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-// c += a . b for one m16n8k16 tile (row-major A, column-major B).
-__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Eight consecutive elements (16-byte aligned) as floats.
 template <typename T>
 __device__ __forceinline__ void load8(const T* src, float* f) {
@@ -585,33 +573,10 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
   __shared__ __align__(16) __half v_s[HD * kRowV];       // [d][key]
   __shared__ int range_s[2];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int kvh = blockIdx.y, G = p.n_heads / p.n_kv;
+  const int kvh = blockIdx.y;
   const int64_t b = blockIdx.z;
-  const int64_t qw = static_cast<int64_t>(p.n_heads) * HD, kw = static_cast<int64_t>(p.n_kv) * HD;
-  // This thread's two block rows: query rows and heads (rows past S: S, computed for nothing).
-  const int64_t f0 = static_cast<int64_t>(blockIdx.x) * kTcRows + warp * 16 + g;
-  int64_t rows[2];
-  int heads[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t f = f0 + 8 * r;
-    rows[r] = f < p.S * G ? f / G : p.S;
-    heads[r] = kvh * G + static_cast<int>(f % G);
-  }
-  // Visible keys [jb, je) of this thread's two rows (empty for rows past S).
-  int jb[2], je[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    jb[r] = 0;
-    je[r] = 0;
-    if (rows[r] < p.S) {
-      const int64_t pos = p.q_pos ? ld_i(p.pos_dt, p.q_pos, b * p.pos_bstride + rows[r]) : p.T - p.S + rows[r];
-      int64_t e = p.T, s0 = 0;
-      visible_keys(p, b, pos, s0, e);
-      jb[r] = static_cast<int>(s0);
-      je[r] = static_cast<int>(e);
-    }
-  }
+  const int64_t kw = static_cast<int64_t>(p.n_kv) * HD;
+  const TcRows r = tc_rows(p, static_cast<int64_t>(blockIdx.x) * kTcRows + warp * 16 + g, kvh, b);
   if (threadIdx.x == 0) {
     range_s[0] = INT_MAX;
     range_s[1] = 0;
@@ -619,10 +584,10 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
   __syncthreads();
   int wlo = INT_MAX, whi = 0;
 #pragma unroll
-  for (int r = 0; r < 2; ++r)
-    if (je[r] > jb[r]) {
-      wlo = min(wlo, jb[r]);
-      whi = max(whi, je[r]);
+  for (int i = 0; i < 2; ++i)
+    if (r.je[i] > r.jb[i]) {
+      wlo = min(wlo, r.jb[i]);
+      whi = max(whi, r.je[i]);
     }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -633,25 +598,8 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
     atomicMin(&range_s[0], wlo);
     atomicMax(&range_s[1], whi);
   }
-  // Q fragments (scaled), rows past S as zeros.
-  uint32_t qa[KS][4];
-  {
-    const T* q = static_cast<const T*>(p.q);
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-      for (int hi = 0; hi < 2; ++hi)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float a = 0.0f, c = 0.0f;
-          if (rows[r] < p.S) {
-            const T* src = q + (b * p.S_full + rows[r]) * qw + static_cast<int64_t>(heads[r]) * HD + ks * 16 + hi * 8 + 2 * t;
-            a = to_float(src[0]) * p.scale;
-            c = to_float(src[1]) * p.scale;
-          }
-          qa[ks][hi * 2 + r] = pack_half2(a, c);
-        }
-  }
+  uint32_t qa[KS][4];  // q fragments (scaled), rows past S as zeros
+  tc_load_q<T, HD>(p, r, b, t, qa);
   __syncthreads();
   const int lo = range_s[0], hi_key = range_s[1];
   float acc[DN][4];
@@ -660,7 +608,6 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[dn][e] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  constexpr float kLog2e = 1.4426950408889634f;
   const T* kg = static_cast<const T*>(p.k) + b * p.T_full * kw + static_cast<int64_t>(kvh) * HD;
   const T* vg = static_cast<const T*>(p.v) + b * p.T_full * kw + static_cast<int64_t>(kvh) * HD;
   for (int t0 = lo; t0 < hi_key; t0 += KT) {
@@ -696,49 +643,11 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) mma_16816(sc[nt], qa[ks], kr[ks * 8], kr[ks * 8 + 4]);
     }
-    float mx[2] = {m[0], m[1]};
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        const int j = t0 + nt * 8 + 2 * t + (e & 1);
-        float v = sc[nt][e];
-        if (p.softcap > 0.0f) v = p.softcap * tanhf(v / p.softcap);
-        if (j < jb[r] || j >= je[r]) v = -INFINITY;
-        sc[nt][e] = v;
-        mx[r] = fmaxf(mx[r], v);
-      }
-    float corr[2], mu[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      mu[r] = mx[r] == -INFINITY ? 0.0f : mx[r] * kLog2e;
-      corr[r] = exp2f(m[r] * kLog2e - mu[r]);  // 0 while m is -inf
-      m[r] = mx[r];
-      l[r] *= corr[r];
-    }
-#pragma unroll
-    for (int dn = 0; dn < DN; ++dn) {
-      acc[dn][0] *= corr[0];
-      acc[dn][1] *= corr[0];
-      acc[dn][2] *= corr[1];
-      acc[dn][3] *= corr[1];
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float pe = exp2f(fmaf(sc[nt][e], kLog2e, -mu[e >> 1]));  // 0 for masked keys
-        sc[nt][e] = pe;
-        l[e >> 1] += pe;
-      }
+    tc_softmax_tile<NT, DN>(p, r, t0, t, true, sc, m, l, acc);
 #pragma unroll
     for (int j = 0; j < KT / 16; ++j) {
-      const uint32_t a[4] = {pack_half2(sc[2 * j][0], sc[2 * j][1]), pack_half2(sc[2 * j][2], sc[2 * j][3]),
-                             pack_half2(sc[2 * j + 1][0], sc[2 * j + 1][1]),
-                             pack_half2(sc[2 * j + 1][2], sc[2 * j + 1][3])};
+      uint32_t a[4];
+      tc_weights_a<NT>(sc, j, a);
 #pragma unroll
       for (int dn = 0; dn < DN; ++dn) {
         const uint32_t* vr = reinterpret_cast<const uint32_t*>(v_s + (dn * 8 + g) * kRowV) + j * 8 + t;
@@ -746,22 +655,7 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(const Atten
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (rows[r] >= p.S) continue;
-    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    const int64_t o_off = (b * p.S_full + rows[r]) * qw + static_cast<int64_t>(heads[r]) * HD + 2 * t;
-#pragma unroll
-    for (int dn = 0; dn < DN; ++dn) {
-      st_f(p.out_dt, p.out, o_off + dn * 8, acc[dn][2 * r] * inv);
-      st_f(p.out_dt, p.out, o_off + dn * 8 + 1, acc[dn][2 * r + 1] * inv);
-    }
-  }
+  tc_store_rows<HD>(p, r, b, t, acc, l);
 }
 
 }  // namespace
@@ -845,6 +739,11 @@ void launch_attention(const AttentionParams& p, cudaStream_t s) {
     const bool aligned = reinterpret_cast<uintptr_t>(p.k) % 16 == 0 && reinterpret_cast<uintptr_t>(p.v) % 16 == 0 &&
                          (p.n_kv * p.hd * esz) % 16 == 0;
     if (aligned && p.splits == 1) {
+      if (p.kv16 && attention_flash_supported(p.hd, p.dt) && reinterpret_cast<uintptr_t>(p.out) % 8 == 0 &&
+          p.S * (p.n_heads / p.n_kv) <= 65535LL * 128) {  // (its row tiles are grid.y)
+        launch_attention_flash(p, s);
+        return;
+      }
       const int64_t block_rows = p.S * (p.n_heads / p.n_kv);  // a KV head's group, interleaved
       const dim3 grid(static_cast<unsigned>((block_rows + kTcRows - 1) / kTcRows), static_cast<unsigned>(p.n_kv),
                       static_cast<unsigned>(p.batch));

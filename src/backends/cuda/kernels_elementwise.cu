@@ -57,6 +57,153 @@ __global__ void region_kernel(const RegionParams p) {
   }
 }
 
+// A region of one or two steps (activation, cast or binary) over at most two contiguous
+// f32 / f16 / bf16 inputs: the casts of matmul inputs, silu(gate) * up, residual adds.
+// The interpreter spends most of its time dispatching; here each thread takes eight
+// elements with 16-byte loads and stores, and the arithmetic is the interpreter's own
+// (act_fn / binary_fn / round_to), so results are bit for bit the same.
+struct FastRegion {
+  const void* in[2] = {};
+  void* out = nullptr;
+  DT in_dt[2] = {DT::F32, DT::F32};
+  DT out_dt = DT::F32;
+  int n_in = 1, n_steps = 1;
+  RegionStepK st[2];
+  int64_t total = 0;  // a multiple of 8
+};
+
+__device__ __forceinline__ void load8f(DT t, const void* base, int64_t e, float (&f)[8]) {
+  if (t == DT::F32) {
+    const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(base) + e);
+    const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(base) + e + 4);
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+    f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+    return;
+  }
+  const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + e);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = t == DT::F16 ? __half22float2(*reinterpret_cast<const __half2*>(&w[i]))
+                                  : __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+    f[2 * i] = v.x;
+    f[2 * i + 1] = v.y;
+  }
+}
+
+__device__ __forceinline__ void store8f(DT t, void* base, int64_t e, const float (&f)[8]) {
+  if (t == DT::F32) {
+    *reinterpret_cast<float4*>(static_cast<float*>(base) + e) = make_float4(f[0], f[1], f[2], f[3]);
+    *reinterpret_cast<float4*>(static_cast<float*>(base) + e + 4) = make_float4(f[4], f[5], f[6], f[7]);
+    return;
+  }
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (t == DT::F16) {
+      const __half2 h = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+      w[i] = *reinterpret_cast<const uint32_t*>(&h);
+    } else {
+      const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+      w[i] = *reinterpret_cast<const uint32_t*>(&h);
+    }
+  }
+  *reinterpret_cast<uint4*>(static_cast<uint16_t*>(base) + e) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ float fast_step(const RegionStepK& st, float a, float b) {
+  float v = a;
+  if (st.op == RegionOp::kActivation) v = act_fn<float>(st.kind, a);
+  else if (st.op == RegionOp::kBinary) v = binary_fn<float>(st.kind, a, b);
+  return round_to<float>(st.dtype, v);
+}
+
+// The programs fast_region_kernel has a form of its own for (the general form
+// dispatches each step per element, which makes its code, not memory, the limit).
+enum FastForm : int {
+  kGeneral = 0,
+  kCastOnly = 1,   // one cast of input 0 (a matmul input rounded to f16 / bf16)
+  kSiluTimes = 2,  // silu(input 0) * input 1, steps rounded to f32 (a prompt's SwiGLU)
+};
+
+template <int kForm>
+__global__ void fast_region_kernel(const FastRegion p) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * 8;
+  for (int64_t e = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 8; e < p.total; e += stride) {
+    float x0[8], x1[8], u[8] = {};
+    load8f(p.in_dt[0], p.in[0], e, x0);
+    if (kForm == kSiluTimes || (kForm == kGeneral && p.n_in > 1)) load8f(p.in_dt[1], p.in[1], e, x1);
+    if constexpr (kForm == kCastOnly) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) u[i] = x0[i];  // (the store rounds to the output type)
+    } else if constexpr (kForm == kSiluTimes) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) u[i] = (x0[i] / (1.0f + expf(-x0[i]))) * x1[i];  // act_fn Silu, then Mul
+    } else {
+      auto arg = [&](int8_t a, int i) { return a == -1 ? x0[i] : a == -2 ? x1[i] : u[i]; };
+#pragma unroll
+      for (int i = 0; i < 8; ++i) u[i] = fast_step(p.st[0], arg(p.st[0].args[0], i), arg(p.st[0].args[1], i));
+      if (p.n_steps > 1) {
+        float v[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = fast_step(p.st[1], arg(p.st[1].args[0], i), arg(p.st[1].args[1], i));
+#pragma unroll
+        for (int i = 0; i < 8; ++i) u[i] = v[i];
+      }
+    }
+    store8f(p.out_dt, p.out, e, u);
+  }
+}
+
+// The form of `f` (see FastForm).
+int fast_form(const FastRegion& f) {
+  const RegionStepK &s0 = f.st[0], &s1 = f.st[1];
+  // A cast (or identity) whose rounding is the output's own: the store rounds once.
+  const bool passes = s0.op == RegionOp::kCast || (s0.op == RegionOp::kActivation && s0.kind == 0);
+  if (f.n_steps == 1 && passes && s0.args[0] == -1 && (s0.dtype == f.out_dt || s0.dtype == DT::F32)) return kCastOnly;
+  if (f.n_steps == 2 && f.n_in == 2 && s0.op == RegionOp::kActivation && s0.kind == 3 && s0.args[0] == -1 &&
+      s0.dtype == DT::F32 && s1.op == RegionOp::kBinary && s1.kind == 2 && s1.dtype == DT::F32 &&
+      ((s1.args[0] == 0 && s1.args[1] == -2) || (s1.args[0] == -2 && s1.args[1] == 0)))
+    return kSiluTimes;
+  return kGeneral;
+}
+
+// Whether `q` (contiguous) fits fast_region_kernel; fills `f` when it does.
+bool fast_region(const RegionParams& q, FastRegion& f) {
+  auto half_or_float = [](DT t) { return t == DT::F32 || t == DT::F16 || t == DT::BF16; };
+  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  if (!q.contiguous || q.use_double || q.total % 8 != 0 || q.n_in < 1 || q.n_in > 2 || q.n_steps < 1 ||
+      q.n_steps > 2 || !half_or_float(q.out_dt) || !aligned(q.out))
+    return false;
+  for (int a = 0; a < q.n_in; ++a)
+    if (!half_or_float(q.in_dt[a]) || !aligned(q.in[a])) return false;
+  for (int k = 0; k < q.n_steps; ++k) {
+    const RegionStepK& st = q.steps[k];
+    if (st.op != RegionOp::kActivation && st.op != RegionOp::kCast && st.op != RegionOp::kBinary) return false;
+    if (!half_or_float(st.dtype)) return false;
+    const int n_args = st.op == RegionOp::kBinary ? 2 : 1;
+    for (int i = 0; i < n_args; ++i) {
+      const int8_t a = st.args[i];
+      const bool input = a < 0 && -1 - a < q.n_in;
+      const bool earlier = k == 1 && a == 0;
+      if (!input && !earlier) return false;
+    }
+  }
+  f.n_in = q.n_in;
+  f.n_steps = q.n_steps;
+  f.total = q.total;
+  f.out = q.out;
+  f.out_dt = q.out_dt;
+  for (int a = 0; a < q.n_in; ++a) {
+    f.in[a] = q.in[a];
+    f.in_dt[a] = q.in_dt[a];
+  }
+  for (int k = 0; k < q.n_steps; ++k) f.st[k] = q.steps[k];
+  return true;
+}
+
 template <typename E>
 __global__ void strided_copy_kernel(const StridedCopyParams p) {
   pdl_wait();
@@ -186,6 +333,17 @@ void launch_region(const RegionParams& p, cudaStream_t s) {
       if (q.dims[d] != 1 && q.strides[a][d] != st) q.contiguous = false;
       st *= q.dims[d];
     }
+  }
+  // Large regions (a prompt's rows) only: the interpreter's one element a thread keeps
+  // the chain of a decode step's small regions shorter.
+  if (FastRegion f; q.total >= (int64_t{1} << 18) && fast_region(q, f)) {
+    const int g = grid_for(q.total / 8, kThreads);
+    switch (fast_form(f)) {
+      case kCastOnly: launch_k(fast_region_kernel<kCastOnly>, g, kThreads, 0, s, f); break;
+      case kSiluTimes: launch_k(fast_region_kernel<kSiluTimes>, g, kThreads, 0, s, f); break;
+      default: launch_k(fast_region_kernel<kGeneral>, g, kThreads, 0, s, f); break;
+    }
+    return;
   }
   if (q.use_double) launch_k(region_kernel<double>, grid_for(q.total, kThreads), kThreads, 0, s, q);
   else launch_k(region_kernel<float>, grid_for(q.total, kThreads), kThreads, 0, s, q);

@@ -14,7 +14,7 @@ constexpr int kRowThreads = 256;
 // x: [rows, d] (+ res) -> out (residual: [2, rows, d], the sum first). PER > 0: the
 // row fits the block PER elements a thread, held in registers (one pass over memory);
 // PER == 0: any d, re-read from memory each pass. Both sum in the same order.
-template <int PER>
+template <int PER, bool kLateAffine = false>
 __global__ void norm_kernel(const NormParams p) {
   __shared__ double red[32];
   const int64_t r = blockIdx.x;
@@ -30,11 +30,11 @@ __global__ void norm_kernel(const NormParams p) {
       bv[i] = j < p.d && p.beta ? ld_f(p.b_dt, p.beta, j) : 0.0f;
     }
   };
-  if (PER > 0 && p.affine_const) load_affine();  // no kernel writes them: before the wait
+  if (PER > 0 && !kLateAffine && p.affine_const) load_affine();  // no kernel writes them: before the wait
   pdl_wait();
   pdl_trigger();
   if constexpr (PER > 0) {
-    if (!p.affine_const) load_affine();
+    if (!kLateAffine && !p.affine_const) load_affine();
     float v[PER];
 #pragma unroll
     for (int i = 0; i < PER; ++i) {
@@ -70,8 +70,9 @@ __global__ void norm_kernel(const NormParams p) {
     for (int i = 0; i < PER; ++i) {
       const int64_t j = threadIdx.x + i * nt;
       if (j >= p.d) break;
-      float o = (v[i] - m) * scale * gv[i];
-      if (p.beta) o += bv[i];
+      // (many rows: gamma and beta read here, from cache, not held through the sums)
+      float o = (v[i] - m) * scale * (kLateAffine ? ld_f(p.g_dt, p.gamma, j) : gv[i]);
+      if (p.beta) o += kLateAffine ? ld_f(p.b_dt, p.beta, j) : bv[i];
       st_f(p.out_dt, p.out, obase + j, o);
     }
     return;
@@ -105,63 +106,124 @@ __global__ void norm_kernel(const NormParams p) {
   }
 }
 
-__host__ __device__ __forceinline__ int64_t rope_elements(const RopeParams& p) {
-  return p.rows * (p.width / p.head_dim) * (p.n_rot / 2 + (p.head_dim - p.n_rot));
+constexpr int kRopeHeads = 4;  // heads a rope thread holds at once
+
+__host__ __device__ __forceinline__ int64_t rope_head_groups(const RopeParams& p, int64_t heads_per_unit) {
+  return (p.width / p.head_dim + heads_per_unit - 1) / heads_per_unit;
 }
 
-// Element e of rope p: a rotated pair (or a passed-through element) of one head of one
-// row. The results go to p.out (unless null) and, when `cache` is set, to
-// cache[cache_off + i] for output index i (a cache row laid out as the output row, same
-// dtype).
-__device__ __forceinline__ void rope_element(const RopeParams& p, int64_t e, void* cache, int64_t cache_off) {
+// Work units of rope p: (row, group of heads_per_unit heads, i) with i a rotated pair (i <
+// n_rot / 2) or a passed-through element, i fastest (adjacent threads, adjacent pairs).
+__host__ __device__ __forceinline__ int64_t rope_units(const RopeParams& p, int64_t heads_per_unit) {
+  return p.rows * rope_head_groups(p, heads_per_unit) * (p.n_rot / 2 + (p.head_dim - p.n_rot));
+}
+
+// Heads a rope unit takes: a decode step's few rows one (many short threads); a prompt's
+// rows eight, two chunks of loads in flight a thread and the angle's sine and cosine (in
+// double) computed once for the eight.
+inline int64_t rope_heads_per_unit(int64_t rows) { return rows >= 256 ? 2 * kRopeHeads : 1; }
+
+// Unit u of rope p: pair (or passed-through element) i of heads_per_unit heads of one
+// row, kRopeHeads at a time (a chunk's loads before its stores: they may alias x). The
+// results go to p.out (unless null) and, when `cache` is set, to cache[cache_off + o]
+// for output index o (a cache row laid out as the output row, same dtype).
+__device__ __forceinline__ void rope_unit(const RopeParams& p, int64_t u, int64_t heads_per_unit, void* cache,
+                                          int64_t cache_off) {
   const int64_t half = p.n_rot / 2;
-  const int64_t n_heads = p.width / p.head_dim;
   const int64_t per_head = half + (p.head_dim - p.n_rot);
-  const int64_t i = e % per_head;
-  const int64_t h = (e / per_head) % n_heads;
-  const int64_t r = e / (per_head * n_heads);
-  const int64_t hb = r * p.width + h * p.head_dim;  // output element base
-  const int64_t xb = r * p.in_width + p.in_offset + h * p.head_dim;
-  auto put = [&](int64_t o, float v) {
-    if (p.out != nullptr) st_f(p.out_dt, p.out, o, v);
-    if (cache != nullptr) st_f(p.out_dt, cache, cache_off + o, v);
-  };
-  if (i >= half) {  // dims past n_rot pass through
-    const int64_t c = p.n_rot + (i - half);
-    put(hb + c, ld_f(p.x_dt, p.x, xb + c));
-    return;
+  const int64_t n_heads = p.width / p.head_dim;
+  const int64_t groups = rope_head_groups(p, heads_per_unit);
+  const int64_t i = u % per_head;
+  const int64_t rest = u / per_head;
+  const int64_t hg = (rest % groups) * heads_per_unit;  // first head of the unit
+  const int64_t r = rest / groups;
+  const int64_t he = min(n_heads, hg + heads_per_unit);
+  const bool f32 = p.x_dt == DT::F32 && p.out_dt == DT::F32;
+  const bool pass = i >= half;  // dims past n_rot pass through
+  const int64_t i0 = pass ? p.n_rot + (i - half) : p.neox ? i : 2 * i;
+  const int64_t i1 = pass ? i0 : p.neox ? i + half : 2 * i + 1;
+  float c = 1.0f, s = 0.0f;
+  if (!pass) {
+    const double pos = static_cast<double>(ld_i(p.pos_dt, p.pos, r % p.seq));
+    double sn, cs;
+    sincos(pos * p.inv_freq[i], &sn, &cs);
+    c = static_cast<float>(cs) * p.mscale;
+    s = static_cast<float>(sn) * p.mscale;
   }
-  const double pos = static_cast<double>(ld_i(p.pos_dt, p.pos, r % p.seq));
-  double sn, cs;
-  sincos(pos * p.inv_freq[i], &sn, &cs);
-  const float c = static_cast<float>(cs) * p.mscale, s = static_cast<float>(sn) * p.mscale;
-  const int64_t i0 = p.neox ? i : 2 * i;
-  const int64_t i1 = p.neox ? i + half : 2 * i + 1;
-  const float x0 = ld_f(p.x_dt, p.x, xb + i0), x1 = ld_f(p.x_dt, p.x, xb + i1);
-  put(hb + i0, x0 * c - x1 * s);
-  put(hb + i1, x0 * s + x1 * c);
+  for (int64_t h0 = hg; h0 < he; h0 += kRopeHeads) {
+    const int nh = static_cast<int>(min(static_cast<int64_t>(kRopeHeads), he - h0));
+    const int64_t hb = r * p.width + h0 * p.head_dim, xb = r * p.in_width + p.in_offset + h0 * p.head_dim;
+    float x0[kRopeHeads], x1[kRopeHeads];
+    if (f32) {
+      const float* x = static_cast<const float*>(p.x) + xb;
+#pragma unroll
+      for (int h = 0; h < kRopeHeads; ++h)
+        if (h < nh) {
+          x0[h] = x[h * p.head_dim + i0];
+          x1[h] = x[h * p.head_dim + i1];
+        }
+    } else {
+#pragma unroll
+      for (int h = 0; h < kRopeHeads; ++h)
+        if (h < nh) {
+          x0[h] = ld_f(p.x_dt, p.x, xb + h * p.head_dim + i0);
+          x1[h] = ld_f(p.x_dt, p.x, xb + h * p.head_dim + i1);
+        }
+    }
+    float y0[kRopeHeads], y1[kRopeHeads];
+#pragma unroll
+    for (int h = 0; h < kRopeHeads; ++h) {
+      y0[h] = pass ? x0[h] : x0[h] * c - x1[h] * s;
+      y1[h] = x0[h] * s + x1[h] * c;
+    }
+    for (int w = 0; w < 2; ++w) {  // the output, then the cache row
+      void* dst = w == 0 ? p.out : cache;
+      if (dst == nullptr) continue;
+      const int64_t ob = (w == 0 ? 0 : cache_off) + hb;
+      if (f32) {
+        float* o = static_cast<float*>(dst) + ob;
+#pragma unroll
+        for (int h = 0; h < kRopeHeads; ++h)
+          if (h < nh) {
+            o[h * p.head_dim + i0] = y0[h];
+            if (!pass) o[h * p.head_dim + i1] = y1[h];
+          }
+      } else {
+#pragma unroll
+        for (int h = 0; h < kRopeHeads; ++h)
+          if (h < nh) {
+            st_f(p.out_dt, dst, ob + h * p.head_dim + i0, y0[h]);
+            if (!pass) st_f(p.out_dt, dst, ob + h * p.head_dim + i1, y1[h]);
+          }
+      }
+    }
+  }
 }
 
-// One thread per rotated pair (or passed-through element).
-__global__ void rope_kernel(const RopeParams p) {
+// One thread per rope unit.
+__global__ void rope_kernel(const RopeParams p, int64_t heads_per_unit) {
   pdl_wait();
   pdl_trigger();
-  const int64_t total = rope_elements(p);
+  const int64_t total = rope_units(p, heads_per_unit);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += stride)
-    rope_element(p, e, nullptr, 0);
+    rope_unit(p, e, heads_per_unit, nullptr, 0);
 }
 
-// Rope of q and k plus the KV-cache writes of a decode step: one thread per q element,
-// k element (written to k's output and its cache row) or v element (copied to its cache
-// row). A cache start out of range writes nothing to that cache and reports err_code.
-// Several sequences (p.outer > 1): k row R is row R % k_rows of sequence R / k_rows,
-// written to that sequence's slice from its own start; likewise v.
-__global__ void rope_kv_kernel(const RopeKvParams p) {
+constexpr int kVPiece = 8;  // v elements a thread copies into the cache
+
+// Rope of q and k plus the KV-cache writes of a step: one thread per rope unit of q,
+// rope unit of k (written to k's output and its cache row) or piece of kVPiece
+// elements of a v row (copied to its cache row). A cache start out of range writes
+// nothing to that cache and reports err_code. Several sequences (p.outer > 1): k row R
+// is row R % k_rows of sequence R / k_rows, written to that sequence's slice from its
+// own start; likewise v.
+__global__ void rope_kv_kernel(const RopeKvParams p, int64_t q_hpu, int64_t k_hpu) {
   pdl_wait();
   pdl_trigger();
-  const int64_t nq = rope_elements(p.q), nk = rope_elements(p.k), nv = p.outer * p.v_rows * p.v_width;
-  const int64_t k_per_row = rope_elements(p.k) / (p.k.rows > 0 ? p.k.rows : 1);
+  const int64_t v_pieces = (p.v_width + kVPiece - 1) / kVPiece;
+  const int64_t nq = rope_units(p.q, q_hpu), nk = rope_units(p.k, k_hpu), nv = p.outer * p.v_rows * v_pieces;
+  const int64_t k_per_row = nk / (p.k.rows > 0 ? p.k.rows : 1);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   // A start out of range: that slice's rows are not written, the run reports err_code.
   auto start_of = [&](const void* start, DT dt, int64_t o, int64_t rows, int64_t len, bool& ok) {
@@ -176,7 +238,7 @@ __global__ void rope_kv_kernel(const RopeKvParams p) {
   };
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < nq + nk + nv; e += stride) {
     if (e < nq) {
-      rope_element(p.q, e, nullptr, 0);
+      rope_unit(p.q, e, q_hpu, nullptr, 0);
     } else if (e < nq + nk) {
       const int64_t ek = e - nq;
       const int64_t o = ek / k_per_row / (p.k_rows > 0 ? p.k_rows : 1);  // sequence (one: rows past k_rows stay out)
@@ -185,17 +247,25 @@ __global__ void rope_kv_kernel(const RopeKvParams p) {
       if (!ok) report();
       const bool to_cache = ok && o < p.outer && p.k_rows > 0;
       // cache row (o len + start + r) for k row R = o k_rows + r: offset from R's own
-      rope_element(p.k, ek, to_cache ? p.k_cache : nullptr, (o * (p.k_len - p.k_rows) + ks) * p.k.width);
+      rope_unit(p.k, ek, k_hpu, to_cache ? p.k_cache : nullptr, (o * (p.k_len - p.k_rows) + ks) * p.k.width);
     } else {
       const int64_t ev = e - nq - nk;
-      const int64_t row = ev / p.v_width, o = row / p.v_rows;
+      const int64_t row = ev / v_pieces, o = row / p.v_rows;
       bool ok = false;
       const int64_t vs = start_of(p.v_start, p.v_start_dt, o, p.v_rows, p.v_len, ok);
       if (!ok) {
         report();
         continue;
       }
-      st_f(p.v_dt, p.v_cache, (o * p.v_len + vs + row % p.v_rows) * p.v_width + ev % p.v_width, ld_f(p.v_dt, p.v, ev));
+      const int64_t c0 = (ev % v_pieces) * kVPiece, n = min(static_cast<int64_t>(kVPiece), p.v_width - c0);
+      const int64_t src = row * p.v_width + c0, dst = (o * p.v_len + vs + row % p.v_rows) * p.v_width + c0;
+      float v[kVPiece];
+#pragma unroll
+      for (int j = 0; j < kVPiece; ++j)
+        if (j < n) v[j] = ld_f(p.v_dt, p.v, src + j);
+#pragma unroll
+      for (int j = 0; j < kVPiece; ++j)
+        if (j < n) st_f(p.v_dt, p.v_cache, dst + j, v[j]);
     }
   }
 }
@@ -458,6 +528,12 @@ void launch_norm(const NormParams& p, cudaStream_t s) {
     while (threads < 1024 && threads < p.d / 2) threads *= 2;
   const int64_t per = (p.d + threads - 1) / threads;
   const unsigned grid = static_cast<unsigned>(p.rows);
+  if (p.rows >= 64 && per >= 2 && per <= 8) {  // many rows: fewer registers, more rows in flight
+    if (per == 2) launch_k(norm_kernel<2, true>, grid, threads, 0, s, p);
+    else if (per <= 4) launch_k(norm_kernel<4, true>, grid, threads, 0, s, p);
+    else launch_k(norm_kernel<8, true>, grid, threads, 0, s, p);
+    return;
+  }
   if (per <= 1) launch_k(norm_kernel<1>, grid, threads, 0, s, p);
   else if (per <= 2) launch_k(norm_kernel<2>, grid, threads, 0, s, p);
   else if (per <= 4) launch_k(norm_kernel<4>, grid, threads, 0, s, p);
@@ -466,14 +542,17 @@ void launch_norm(const NormParams& p, cudaStream_t s) {
 }
 
 void launch_rope(const RopeParams& p, cudaStream_t s) {
-  const int64_t total = rope_elements(p);
+  const int64_t hpu = rope_heads_per_unit(p.rows);
+  const int64_t total = rope_units(p, hpu);
   if (total == 0) return;
-  launch_k(rope_kernel, grid_for(total, 256), 256, 0, s, p);
+  launch_k(rope_kernel, grid_for(total, 256), 256, 0, s, p, hpu);
 }
 
 void launch_rope_kv(const RopeKvParams& p, cudaStream_t s) {
-  const int64_t total = rope_elements(p.q) + rope_elements(p.k) + p.outer * p.v_rows * p.v_width;
-  launch_k(rope_kv_kernel, grid_for(std::max<int64_t>(total, 1), 256), 256, 0, s, p);
+  const int64_t qc = rope_heads_per_unit(p.q.rows), kc = rope_heads_per_unit(p.k.rows);
+  const int64_t total =
+      rope_units(p.q, qc) + rope_units(p.k, kc) + p.outer * p.v_rows * ((p.v_width + kVPiece - 1) / kVPiece);
+  launch_k(rope_kv_kernel, grid_for(std::max<int64_t>(total, 1), 256), 256, 0, s, p, qc, kc);
 }
 
 void launch_softmax(const AxisParams& p, cudaStream_t s) {
