@@ -16,12 +16,6 @@ using namespace cuda_test;
 using ir::DType;
 using ir::GraphBuilder;
 
-Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t>& vals) {
-  std::vector<uint8_t> bytes(vals.size() * 4);
-  std::memcpy(bytes.data(), vals.data(), bytes.size());
-  return Tensor(DType::I32, std::move(shape), std::move(bytes));
-}
-
 // B sequences of one query row each, every row at its own position in its own cache
 // (rows past a position hold values the mask must hide): head dims 32 to 256, groups of
 // 1, 3, 4 and 8 query heads per KV head, f32 and bf16 caches, a sliding window and

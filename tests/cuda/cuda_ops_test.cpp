@@ -32,12 +32,6 @@ using ir::GraphBuilder;
 using ir::OpKind;
 using ir::ValueId;
 
-Tensor i32(std::vector<int64_t> shape, std::vector<int32_t> vals) {
-  std::vector<uint8_t> bytes(vals.size() * 4);
-  std::memcpy(bytes.data(), vals.data(), bytes.size());
-  return Tensor(DType::I32, std::move(shape), std::move(bytes));
-}
-
 Expected<std::vector<Tensor>> runv(CompiledGraph& g, const std::vector<NamedTensorView>& v) { return g.run_typed(v); }
 
 TEST(CudaBackend, AvailabilityIsReported) {

@@ -6,7 +6,6 @@
 // multiple of eight, a broadcast). Skips without a CUDA device.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <vector>
 
 #include "cuda_test_util.h"
@@ -20,20 +19,6 @@ using ir::ActKind;
 using ir::DType;
 using ir::GraphBuilder;
 using ir::OpKind;
-
-Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t>& vals) {
-  std::vector<uint8_t> bytes(vals.size() * 4);
-  std::memcpy(bytes.data(), vals.data(), bytes.size());
-  return Tensor(DType::I32, std::move(shape), std::move(bytes));
-}
-
-// Random values in [lo, hi) as f16.
-Tensor f16(std::vector<int64_t> shape, uint32_t seed, float lo = -1, float hi = 1) {
-  const Tensor f = f32(shape, seed, lo, hi);
-  Tensor h(DType::F16, std::move(shape));
-  convert_from_f32(DType::F16, f.as<float>().data(), h.mutable_data(), f.num_elements());
-  return h;
-}
 
 // Row lengths on both sides of the block kernel's two and four elements a thread, the
 // longest of eight a thread (2,048) and one past it (2,080: rows re-read from memory).
@@ -110,8 +95,8 @@ TEST(CudaPrefillRows, RegionsEightWide) {
     b.output(b.mul(b.activation(ActKind::Gelu, x), y), "gg");
     Case c;
     c.opt.fusion.skip = false;
-    c.inputs["x"] = f16({32, 256}, 62, -2, 2);
-    c.inputs["y"] = f16({32, 256}, 63);
+    c.inputs["x"] = random_f16({32, 256}, 62, -2, 2);
+    c.inputs["y"] = random_f16({32, 256}, 63);
     expect_match(b, c, 1e-6);
   }
   {  // the interpreter: 7 x 33 elements (not a multiple of eight) and a broadcast row

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -37,6 +38,21 @@ inline Tensor f32(std::vector<int64_t> shape, uint32_t seed, float lo = -1, floa
   int64_t n = 1;
   for (auto d : shape) n *= d;
   return Tensor::from_f32(random_vec(static_cast<size_t>(n), seed, lo, hi), std::move(shape));
+}
+
+/// An i32 tensor of `shape` holding `vals`.
+inline Tensor i32(std::vector<int64_t> shape, const std::vector<int32_t>& vals) {
+  std::vector<uint8_t> bytes(vals.size() * 4);
+  std::memcpy(bytes.data(), vals.data(), bytes.size());
+  return Tensor(ir::DType::I32, std::move(shape), std::move(bytes));
+}
+
+/// A random f16 tensor of `shape`, values uniform in [lo, hi) rounded to f16.
+inline Tensor random_f16(std::vector<int64_t> shape, uint32_t seed, float lo = -1, float hi = 1) {
+  const Tensor f = f32(shape, seed, lo, hi);
+  Tensor h(ir::DType::F16, std::move(shape));
+  convert_from_f32(ir::DType::F16, f.as<float>().data(), h.mutable_data(), f.num_elements());
+  return h;
 }
 
 /// Random weights in a packed block type: the tensor a param takes and the exact
